@@ -1,0 +1,53 @@
+# CommandCore. `make test` is what CI runs; `make run` starts the tools locally.
+GO        ?= go
+BIN       := bin/commandcore
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X github.com/commandcore/commandcore/internal/version.Version=$(VERSION) \
+             -X github.com/commandcore/commandcore/internal/version.Commit=$(COMMIT)
+USERMGR   := $(GO) run ./internal/systemdtest/cmd/usermgr
+FUZZTIME  ?= 5s
+# Every fuzz target, as package:Target.
+FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
+             ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeIdentity \
+             ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
+             ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments
+RUN_DIR   ?= $(CURDIR)/.run
+
+.PHONY: build test unit fuzz vet run bench clean
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/commandcore
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+# The tests run against a real systemd user manager, booted here for the
+# current user and shut down afterwards (see internal/systemdtest).
+test: vet
+	$(USERMGR) up
+	$(GO) test -race -count=1 -timeout 15m ./... ; rc=$$?; $(USERMGR) down; exit $$rc
+	$(MAKE) fuzz
+
+fuzz:
+	@for t in $(FUZZ); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+# Builds the binary, makes sure a systemd user manager is reachable, and
+# serves the tools over MCP stdio with state in $(RUN_DIR).
+run: build
+	@$(USERMGR) up >/dev/null
+	@eval "$$($(USERMGR) env)"; \
+	echo "commandcore: serving MCP over stdio; state in $(RUN_DIR)" >&2; \
+	echo "commandcore: configure a client with: {\"command\": \"$(CURDIR)/$(BIN)\", \"args\": [\"mcp\", \"--state-dir\", \"$(RUN_DIR)\"], \"env\": {\"XDG_RUNTIME_DIR\": \"$$XDG_RUNTIME_DIR\", \"DBUS_SESSION_BUS_ADDRESS\": \"$$DBUS_SESSION_BUS_ADDRESS\"}}" >&2; \
+	exec $(BIN) mcp --state-dir $(RUN_DIR)
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/capture/
+
+clean:
+	rm -rf bin .run

@@ -1,0 +1,110 @@
+// Package cli is the commandcore command tree. Commands return errors; Main
+// prints them once and maps them to exit codes.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes (SPEC §1).
+const (
+	ExitOK       = 0
+	ExitFailure  = 1
+	ExitUsage    = 2
+	ExitNotAlive = 3
+)
+
+// exitError carries a specific exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks an error in how the command was invoked.
+func usageError(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// IO are the streams a command uses.
+type IO struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// Main runs the command line args and returns the exit code.
+func Main(args []string, streams IO) int {
+	root := NewRoot(streams)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(streams.Err, "commandcore: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if isUsage(err) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// isUsage recognises cobra's own argument and flag errors.
+func isUsage(err error) bool {
+	var fe *flagError
+	// cobra reports an unknown subcommand as a plain error.
+	return errors.As(err, &fe) || strings.HasPrefix(err.Error(), "unknown command ")
+}
+
+type flagError struct{ err error }
+
+func (e *flagError) Error() string { return e.err.Error() }
+
+// globalFlags are accepted by every stateful command.
+type globalFlags struct {
+	stateDir  string
+	configDir string
+}
+
+// NewRoot returns the root command.
+func NewRoot(streams IO) *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:           "commandcore",
+		Short:         "Run and supervise durable shell jobs for AI agents",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.Err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err} })
+	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state directory (default $XDG_STATE_HOME/commandcore)")
+	root.PersistentFlags().StringVar(&g.configDir, "config-dir", "", "config directory (default $XDG_CONFIG_HOME/commandcore)")
+	root.AddCommand(
+		newVersionCmd(streams),
+		newSuperviseCmd(streams),
+		newMCPCmd(g),
+		newJobsCmd(g, streams),
+	)
+	return root
+}
+
+// exactArgs is cobra.ExactArgs reporting a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))
+		}
+		return nil
+	}
+}

@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"fmt"
+	"os/signal"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/tools"
+	"github.com/commandcore/commandcore/internal/version"
+)
+
+func newMCPCmd(g *globalFlags) *cobra.Command {
+	var installed bool
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the tools over MCP stdio for a client on this machine",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			svc, err := openService(g, installed || runningAsService())
+			if err != nil {
+				return err
+			}
+			defer svc.Launcher.Close()
+			srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
+			tools.Register(srv, svc)
+			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
+			defer stop()
+			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("serve mcp: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&installed, "installed", false, "behave as an installed service: refuse jobs outside the systemd user manager")
+	return cmd
+}

@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/jobstore"
+	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/statedir"
+)
+
+// openService builds the job core over the resolved state directory.
+// installed makes the launcher refuse the shared-cgroup fallback.
+func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
+	dirs, err := statedir.Resolve(statedir.Dirs{State: g.stateDir, Config: g.configDir})
+	if err != nil {
+		return nil, err
+	}
+	device, err := statedir.DeviceID(dirs.State)
+	if err != nil {
+		return nil, err
+	}
+	procs := procid.Default()
+	store, err := jobstore.Open(dirs.State, procs)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	return &jobs.Service{
+		Store:    store,
+		Launcher: launcher.New(exe, installed),
+		Procs:    procs,
+		StateDir: dirs.State,
+		DeviceID: device,
+		Shell:    jobs.DefaultShell(),
+		BaseEnv:  jobs.BaseEnvironment(os.Environ()),
+	}, nil
+}
+
+// runningAsService reports whether this process is a systemd service
+// (systemd sets INVOCATION_ID for every unit it starts).
+func runningAsService() bool { return os.Getenv("INVOCATION_ID") != "" }

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/limits"
+)
+
+func TestBigInterleavedOutputKeepsHeadAndTail(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	const outBytes, errBytes = 5 << 20, 3 << 20
+	exe, err := executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := c.start(map[string]any{
+		"command": `exec "$E2E_SELF"`,
+		"env":     map[string]string{"E2E_SELF": exe, "E2E_EMIT": itoa(outBytes) + "," + itoa(errBytes) + ",7001"},
+		"wait_ms": 30000,
+	})
+	if res.FailureDomain != "systemd_unit" || !strings.HasPrefix(res.Unit, "commandcore-job-") {
+		t.Fatalf("job not in a transient unit: %+v", res)
+	}
+	rec := c.waitTerminal(res.ProcessID, time.Minute)
+	if rec.State != "exited" || rec.ExitCode == nil || *rec.ExitCode != 0 {
+		t.Fatalf("job ended %s exit %v", rec.State, rec.ExitCode)
+	}
+	col := c.readAll(res.ProcessID, 200<<10)
+	for s, total := range []int64{outBytes, errBytes} {
+		cp := []streamCapture{rec.Capture.Stdout, rec.Capture.Stderr}[s]
+		head, tail := int64(limits.CaptureHeadBytes), int64(limits.CaptureTailBytes)
+		if *cp.ObservedBytes != total || *cp.RetainedBytes != head+tail || *cp.DroppedBytes != total-head-tail || !*cp.Truncated || !cp.Complete {
+			t.Errorf("stream %d counters: observed %d retained %d dropped %d truncated %v complete %v",
+				s, *cp.ObservedBytes, *cp.RetainedBytes, *cp.DroppedBytes, *cp.Truncated, cp.Complete)
+		}
+		if len(col.gaps[s]) != 1 || col.gaps[s][0] != (jobs.Gap{From: head, To: total - tail}) {
+			t.Errorf("stream %d gaps %v, want one [%d,%d)", s, col.gaps[s], head, total-tail)
+		}
+		if int64(len(col.data[s])) != head+tail {
+			t.Fatalf("stream %d: got %d bytes, want %d", s, len(col.data[s]), head+tail)
+		}
+		var i int
+		for _, r := range col.ranges[s] {
+			if r[0] >= head && r[0] < total-tail {
+				t.Fatalf("stream %d: page starts inside the discarded middle at %d", s, r[0])
+			}
+			for pos := r[0]; pos < r[1]; pos++ {
+				if col.data[s][i] != streamByte(s, pos) {
+					t.Fatalf("stream %d: wrong byte at %d", s, pos)
+				}
+				i++
+			}
+		}
+	}
+	if !c.status(res.ProcessID).Read {
+		t.Error("reading the final page did not mark the job read")
+	}
+}
+
+func TestNonUTF8OutputIsLossless(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	res := c.start(map[string]any{"command": `printf 'a\377\376\000b\n'; printf '\303\251t\303\251' >&2`, "wait_ms": 10000})
+	if !res.Terminal {
+		t.Fatalf("job did not end within wait_ms: %s", res.State)
+	}
+	if res.Output == nil {
+		t.Fatal("a job that ended within wait_ms returned no first page")
+	}
+	got := decode(t, res.Output.Stdout)
+	if want := []byte("a\xff\xfe\x00b\n"); !bytes.Equal(got, want) || res.Output.Stdout.Encoding != "base64" {
+		t.Errorf("stdout %q (%s), want %q as base64", got, res.Output.Stdout.Encoding, want)
+	}
+	if got := decode(t, res.Output.Stderr); string(got) != "été" || res.Output.Stderr.Encoding != "utf-8" {
+		t.Errorf("stderr %q (%s), want été as utf-8", got, res.Output.Stderr.Encoding)
+	}
+}
+
+func TestMegabyteEnvironment(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	env := map[string]string{}
+	total := 0
+	for i := 0; total < 1<<20; i++ {
+		v := strings.Repeat(string(rune('a'+i%26)), 64<<10)
+		env["BIG_"+itoa(int64(i))] = v
+		total += len(v)
+	}
+	res := c.start(map[string]any{"command": `env | grep -c '^BIG_'; printf %s "$BIG_3" | wc -c`, "env": env, "wait_ms": 10000})
+	if res.State != "exited" || res.Output == nil {
+		t.Fatalf("job ended %s", res.State)
+	}
+	if got := strings.Fields(string(decode(t, res.Output.Stdout))); len(got) != 2 || got[0] != itoa(int64(len(env))) || got[1] != "65536" {
+		t.Fatalf("job saw %q, want %d variables and a 65536-byte value", got, len(env))
+	}
+}

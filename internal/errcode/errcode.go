@@ -1,0 +1,67 @@
+// Package errcode defines the stable error codes of SPEC §3 and an error type
+// that carries one. Messages are content-free: they never quote a command,
+// path, environment value or output byte, because they leave the machine.
+package errcode
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable snake_case error word.
+type Code string
+
+// The codes of SPEC §3.
+const (
+	NotFound           Code = "not_found"
+	InvalidArgument    Code = "invalid_argument"
+	JobTableFull       Code = "job_table_full"
+	RetentionFull      Code = "retention_full"
+	PolicyInvalid      Code = "policy_invalid"
+	SystemdUnavailable Code = "systemd_unavailable"
+	PermissionDenied   Code = "permission_denied"
+	GrantInvalid       Code = "grant_invalid"
+	IdentityMismatch   Code = "identity_mismatch"
+	Internal           Code = "internal"
+)
+
+// Error is an error with a code and a message that is safe to show remotely.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	// cause is kept for local diagnosis only; it is never serialised.
+	cause error
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Unwrap returns the local cause, if any.
+func (e *Error) Unwrap() error { return e.cause }
+
+// New returns an Error with the given code and message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an Error with the given code and safe message whose local
+// cause is err.
+func Wrap(code Code, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), cause: err}
+}
+
+// From converts any error into an *Error. Errors without a code become
+// internal errors whose message does not repeat the underlying text, which
+// may contain paths.
+func From(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: Internal, Message: "internal error", cause: err}
+}
+
+// Is reports whether err carries code.
+func Is(err error, code Code) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}

@@ -1,0 +1,125 @@
+package jobmeta
+
+import (
+	"time"
+
+	"github.com/commandcore/commandcore/internal/capture"
+	"github.com/commandcore/commandcore/internal/procid"
+)
+
+// SchemaVersion is the metadata schema this build writes. Readers accept
+// every version up to it; a job keeps the supervision path its schema names.
+const SchemaVersion = 1
+
+// File names inside a job directory. Each file has exactly one writer, so
+// no two processes ever race on the same file:
+//   - JobFile: the launcher (agent or `commandcore mcp`), at launch.
+//   - IdentityFile, ResultFile: the job's supervisor.
+//   - StopFile, ReadFile, ReconciledFile: whoever manages the job later.
+const (
+	JobFile        = "job.json"
+	IdentityFile   = "identity.json"
+	ResultFile     = "result.json"
+	StopFile       = "stop.json"
+	ReadMarkFile   = "read.json"
+	ReconciledFile = "reconciled.json"
+	StdoutFile     = "stdout.cap"
+	StderrFile     = "stderr.cap"
+)
+
+// Job is what the launcher records at launch. It holds no command,
+// environment, working directory or output.
+type Job struct {
+	Schema        int       `json:"schema"`
+	ID            string    `json:"id"`
+	DeviceID      string    `json:"device_id"`
+	Name          string    `json:"name,omitempty"`
+	Unit          string    `json:"unit,omitempty"`
+	FailureDomain string    `json:"failure_domain"`
+	CreatedAt     time.Time `json:"created_at"`
+	// LaunchFailed is set when the launch was abandoned; LaunchError is a
+	// stable code saying why.
+	LaunchFailed bool       `json:"launch_failed,omitempty"`
+	LaunchError  string     `json:"launch_error,omitempty"`
+	FailedAt     *time.Time `json:"failed_at,omitempty"`
+}
+
+// Identity is the supervisor's claim, written before the shell starts and
+// again once the shell runs (with Child set).
+type Identity struct {
+	Schema       int              `json:"schema"`
+	Supervisor   procid.Identity  `json:"supervisor"`
+	BootID       string           `json:"boot_id"`
+	InvocationID string           `json:"invocation_id,omitempty"`
+	Manager      *procid.Identity `json:"manager,omitempty"`
+	ClaimedAt    time.Time        `json:"claimed_at"`
+	Child        *procid.Identity `json:"child,omitempty"`
+	StartedAt    *time.Time       `json:"started_at,omitempty"`
+}
+
+// StreamCapture is the capture metadata of one stream (SPEC §2.2). Pointers
+// are null when the writer of the metadata did not know the value.
+type StreamCapture struct {
+	ObservedBytes *int64     `json:"observed_bytes"`
+	RetainedBytes *int64     `json:"retained_bytes"`
+	DroppedBytes  *int64     `json:"dropped_bytes"`
+	Truncated     *bool      `json:"truncated"`
+	Complete      bool       `json:"complete"`
+	LastOutputAt  *time.Time `json:"last_output_at"`
+}
+
+// Capture is the capture metadata of both streams.
+type Capture struct {
+	Stdout StreamCapture `json:"stdout"`
+	Stderr StreamCapture `json:"stderr"`
+}
+
+// Result is the supervisor's terminal record, published after the capture
+// is sealed.
+type Result struct {
+	Schema        int       `json:"schema"`
+	ExitCode      *int      `json:"exit_code"`
+	Signal        string    `json:"signal,omitempty"`
+	CompletedAt   time.Time `json:"completed_at"`
+	StopRequested bool      `json:"stop_requested,omitempty"`
+	// StartError is a stable word when the shell could not be started.
+	StartError string  `json:"start_error,omitempty"`
+	Capture    Capture `json:"capture"`
+}
+
+// StopRequest records that a stop was asked for.
+type StopRequest struct {
+	Schema      int       `json:"schema"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// ReadMark records that the final output page was read.
+type ReadMark struct {
+	Schema int       `json:"schema"`
+	ReadAt time.Time `json:"read_at"`
+}
+
+// Reconciled records a terminal state concluded from evidence when the
+// supervisor could not publish one.
+type Reconciled struct {
+	Schema       int       `json:"schema"`
+	State        State     `json:"state"`
+	ReconciledAt time.Time `json:"reconciled_at"`
+	Evidence     string    `json:"evidence"`
+}
+
+// StreamCaptureOf converts a capture file's metadata into its record form.
+func StreamCaptureOf(m capture.Meta) StreamCapture {
+	sc := StreamCapture{
+		ObservedBytes: &m.ObservedBytes,
+		RetainedBytes: &m.RetainedBytes,
+		DroppedBytes:  &m.DroppedBytes,
+		Truncated:     &m.Truncated,
+		Complete:      m.Complete,
+	}
+	if !m.LastOutputAt.IsZero() {
+		t := m.LastOutputAt.UTC()
+		sc.LastOutputAt = &t
+	}
+	return sc
+}

@@ -1,0 +1,175 @@
+package jobmeta
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/commandcore/commandcore/internal/limits"
+)
+
+// ErrCorrupt reports metadata that exists but cannot be trusted.
+var ErrCorrupt = errors.New("corrupt metadata")
+
+// idPattern is the canonical lowercase UUID form of job and device IDs.
+var idPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// ValidID reports whether s is a canonical job or device ID; only such
+// strings are ever joined into a path.
+func ValidID(s string) bool { return idPattern.MatchString(s) }
+
+// WriteAtomic writes v as JSON to path with mode 0600: a temporary file in
+// the same directory, fsync, rename, fsync of the directory. A reader sees
+// the old file or the new one, never a torn one.
+func WriteAtomic(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode metadata: %w", err)
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("create temp: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("chmod temp: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write temp: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync temp: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close temp: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename metadata: %w", err)
+	}
+	ok = true
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	return nil
+}
+
+// Versioned is satisfied by every metadata file type: it names its schema
+// and checks the fields a reader relies on.
+type Versioned interface {
+	schema() int
+	validate() error
+}
+
+func (j *Job) schema() int         { return j.Schema }
+func (i *Identity) schema() int    { return i.Schema }
+func (r *Result) schema() int      { return r.Schema }
+func (s *StopRequest) schema() int { return s.Schema }
+func (r *ReadMark) schema() int    { return r.Schema }
+func (r *Reconciled) schema() int  { return r.Schema }
+
+func (j *Job) validate() error {
+	if !ValidID(j.ID) {
+		return errors.New("bad job id")
+	}
+	if j.FailureDomain != DomainSystemdUnit && j.FailureDomain != DomainSharedParentCgroup {
+		return errors.New("bad failure domain")
+	}
+	if j.CreatedAt.IsZero() {
+		return errors.New("no creation time")
+	}
+	return nil
+}
+
+func (i *Identity) validate() error {
+	if i.Supervisor.PID <= 0 || i.Supervisor.StartTicks == 0 || i.BootID == "" {
+		return errors.New("incomplete identity")
+	}
+	if i.Child != nil && (i.Child.PID <= 0 || i.Child.StartTicks == 0) {
+		return errors.New("incomplete child identity")
+	}
+	return nil
+}
+
+func (r *Result) validate() error {
+	if r.CompletedAt.IsZero() {
+		return errors.New("no completion time")
+	}
+	return nil
+}
+
+func (s *StopRequest) validate() error { return nil }
+func (r *ReadMark) validate() error    { return nil }
+
+func (r *Reconciled) validate() error {
+	if !r.State.Terminal() {
+		return errors.New("reconciled state is not terminal")
+	}
+	return nil
+}
+
+// Read decodes the metadata file at path into v. A missing file returns an
+// error satisfying errors.Is(err, os.ErrNotExist); anything unreadable,
+// oversized, malformed or from an unknown schema returns ErrCorrupt.
+func Read[T any, P interface {
+	*T
+	Versioned
+}](path string) (*T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limits.MaxMetadataBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read: %v", ErrCorrupt, err)
+	}
+	return Decode[T, P](data)
+}
+
+// Decode decodes one metadata document. Unknown fields are tolerated, since
+// a newer version may add fields; a schema this build does not know is not.
+func Decode[T any, P interface {
+	*T
+	Versioned
+}](data []byte) (*T, error) {
+	if len(data) > limits.MaxMetadataBytes {
+		return nil, fmt.Errorf("%w: too large", ErrCorrupt)
+	}
+	v := new(T)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data", ErrCorrupt)
+	}
+	if s := P(v).schema(); s < 1 || s > SchemaVersion {
+		return nil, fmt.Errorf("%w: unknown schema %d", ErrCorrupt, s)
+	}
+	if err := P(v).validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,59 @@
+package jobmeta
+
+import (
+	"time"
+
+	"github.com/commandcore/commandcore/internal/procid"
+)
+
+// Record is one job as the tools and the CLI show it.
+type Record struct {
+	ProcessID     string        `json:"process_id"`
+	Name          string        `json:"name,omitempty"`
+	State         State         `json:"state"`
+	Terminal      bool          `json:"terminal"`
+	Unit          string        `json:"unit,omitempty"`
+	FailureDomain string        `json:"failure_domain,omitempty"`
+	CreatedAt     time.Time     `json:"created_at"`
+	StartedAt     *time.Time    `json:"started_at"`
+	CompletedAt   *time.Time    `json:"completed_at"`
+	ReconciledAt  *time.Time    `json:"reconciled_at"`
+	StopRequestAt *time.Time    `json:"stop_requested_at,omitempty"`
+	ExitCode      *int          `json:"exit_code"`
+	Signal        string        `json:"signal,omitempty"`
+	Error         string        `json:"error,omitempty"`
+	Read          bool          `json:"read"`
+	Capture       *Capture      `json:"capture,omitempty"`
+	Identity      *IdentityView `json:"identity,omitempty"`
+	// Schema is the metadata schema the job was written with.
+	Schema int `json:"schema"`
+}
+
+// IdentityView is the identity part of a record.
+type IdentityView struct {
+	Supervisor   procid.Identity  `json:"supervisor"`
+	Child        *procid.Identity `json:"child,omitempty"`
+	BootID       string           `json:"boot_id"`
+	InvocationID string           `json:"invocation_id,omitempty"`
+	Manager      *procid.Identity `json:"manager,omitempty"`
+}
+
+// Summary is the short form process.jobs lists.
+type Summary struct {
+	ProcessID   string     `json:"process_id"`
+	Name        string     `json:"name,omitempty"`
+	State       State      `json:"state"`
+	Terminal    bool       `json:"terminal"`
+	CreatedAt   time.Time  `json:"created_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+	ExitCode    *int       `json:"exit_code"`
+	Read        bool       `json:"read"`
+}
+
+// Summary returns the short form of r.
+func (r *Record) Summary() Summary {
+	return Summary{
+		ProcessID: r.ProcessID, Name: r.Name, State: r.State, Terminal: r.Terminal,
+		CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt, ExitCode: r.ExitCode, Read: r.Read,
+	}
+}

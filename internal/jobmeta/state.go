@@ -1,0 +1,50 @@
+// Package jobmeta is the leaf package of managed-job records: the files a job
+// directory holds, the record the tools and the CLI show, and the atomic,
+// versioned way they are written and read. It imports nothing of the
+// project's but limits and procid, so every role can use it.
+package jobmeta
+
+// State is a job's state (SPEC §2.1).
+type State string
+
+// Live states.
+const (
+	Starting State = "starting"
+	Running  State = "running"
+	Stopping State = "stopping"
+)
+
+// Terminal states.
+const (
+	Exited           State = "exited"
+	StoppedByRequest State = "stopped_by_request"
+	WorkloadOOM      State = "workload_oom"
+	WorkerLost       State = "worker_lost"
+	HostRebooted     State = "host_rebooted"
+	UserManagerLost  State = "user_manager_lost"
+	LaunchFailed     State = "launch_failed"
+)
+
+// Corrupt marks a job whose metadata cannot be read; it is neither live nor
+// terminal and is never deleted automatically.
+const Corrupt State = "corrupt"
+
+// Terminal reports whether s is a terminal state.
+func (s State) Terminal() bool {
+	switch s {
+	case Exited, StoppedByRequest, WorkloadOOM, WorkerLost, HostRebooted, UserManagerLost, LaunchFailed:
+		return true
+	}
+	return false
+}
+
+// Live reports whether s is a live state.
+func (s State) Live() bool {
+	return s == Starting || s == Running || s == Stopping
+}
+
+// Failure domains (SPEC §2).
+const (
+	DomainSystemdUnit        = "systemd_unit"
+	DomainSharedParentCgroup = "shared_parent_cgroup"
+)

@@ -1,0 +1,180 @@
+package jobs
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"path/filepath"
+	"time"
+	"unicode/utf8"
+
+	"github.com/commandcore/commandcore/internal/capture"
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/limits"
+)
+
+// OutputRequest is process.output's input.
+type OutputRequest struct {
+	ProcessID    string `json:"process_id" jsonschema:"the job's process_id"`
+	StdoutOffset int64  `json:"stdout_offset,omitempty" jsonschema:"absolute byte offset in stdout to read from"`
+	StderrOffset int64  `json:"stderr_offset,omitempty" jsonschema:"absolute byte offset in stderr to read from"`
+	MaxBytes     int    `json:"max_bytes,omitempty" jsonschema:"bytes per stream, default 65536, at most 1048576"`
+	WaitMS       int    `json:"wait_ms,omitempty" jsonschema:"0-30000: when a live job has nothing past both offsets, wait up to this long for output or an end"`
+}
+
+// Gap is a discarded range of a stream: [From, To).
+type Gap struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// StreamPage is one stream's part of an output page.
+type StreamPage struct {
+	Offset     int64  `json:"offset"`
+	Data       string `json:"data"`
+	Encoding   string `json:"encoding"`
+	NextOffset int64  `json:"next_offset"`
+	Gap        *Gap   `json:"gap"`
+	EOF        bool   `json:"eof"`
+}
+
+// Output is process.output's result.
+type Output struct {
+	ProcessID string          `json:"process_id"`
+	Stdout    StreamPage      `json:"stdout"`
+	Stderr    StreamPage      `json:"stderr"`
+	Capture   jobmeta.Capture `json:"capture"`
+	State     jobmeta.State   `json:"state"`
+	Terminal  bool            `json:"terminal"`
+}
+
+// Output returns a page of both streams. When a live job has nothing past
+// both offsets it waits up to WaitMS for output or an end. The page that
+// reaches the end of both streams of a terminal job marks the job read.
+func (s *Service) Output(ctx context.Context, req OutputRequest) (*Output, error) {
+	wait, err := waitDuration(req.WaitMS)
+	if err != nil {
+		return nil, err
+	}
+	max := req.MaxBytes
+	if max == 0 {
+		max = limits.OutputPageDefault
+	}
+	if max < 0 || max > limits.OutputPageMax {
+		return nil, errcode.New(errcode.InvalidArgument, "max_bytes must be between 1 and %d", limits.OutputPageMax)
+	}
+	if req.StdoutOffset < 0 || req.StderrOffset < 0 {
+		return nil, errcode.New(errcode.InvalidArgument, "offsets must not be negative")
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		out, err := s.page(req, max)
+		if err != nil {
+			return nil, err
+		}
+		empty := len(out.Stdout.Data) == 0 && len(out.Stderr.Data) == 0 && out.Stdout.Gap == nil && out.Stderr.Gap == nil
+		if out.Terminal || !empty || !time.Now().Before(deadline) {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, nil
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+func (s *Service) page(req OutputRequest, max int) (*Output, error) {
+	// State first: the supervisor seals capture before publishing its
+	// terminal record, so bytes read after seeing a terminal state are final.
+	rec, err := s.Store.Get(req.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State == jobmeta.Corrupt {
+		return nil, errcode.New(errcode.Internal, "the job's metadata is corrupt; the machine's owner can inspect it with `commandcore jobs`")
+	}
+	dir := s.Store.Dir(req.ProcessID)
+	out := &Output{ProcessID: req.ProcessID, State: rec.State, Terminal: rec.Terminal}
+	if rec.Capture != nil {
+		out.Capture = *rec.Capture
+	}
+	out.Stdout, err = streamPage(filepath.Join(dir, jobmeta.StdoutFile), req.StdoutOffset, max, rec.Terminal, "stdout_offset")
+	if err != nil {
+		return nil, err
+	}
+	out.Stderr, err = streamPage(filepath.Join(dir, jobmeta.StderrFile), req.StderrOffset, max, rec.Terminal, "stderr_offset")
+	if err != nil {
+		return nil, err
+	}
+	if rec.Terminal && out.Stdout.EOF && out.Stderr.EOF && !rec.Read {
+		if err := s.Store.MarkRead(req.ProcessID); err != nil {
+			return nil, errcode.Wrap(errcode.Internal, err, "could not record that the final page was read")
+		}
+	}
+	return out, nil
+}
+
+// streamPage reads one stream. For a terminal job the stream can grow no
+// more, so reaching its end is EOF whether or not the capture was sealed.
+func streamPage(path string, offset int64, max int, terminal bool, field string) (StreamPage, error) {
+	p, m, err := capture.ReadPage(path, offset, max)
+	switch {
+	case errors.Is(err, capture.ErrOffsetBeyondEnd):
+		return StreamPage{}, errcode.New(errcode.InvalidArgument, "%s is past the end of the stream (%d bytes)", field, m.ObservedBytes)
+	case errors.Is(err, capture.ErrInvalid):
+		return StreamPage{}, errcode.New(errcode.InvalidArgument, "%s or max_bytes is out of range", field)
+	case err != nil:
+		// No capture file: the supervisor never created it (a failed launch).
+		if terminal && offset == 0 {
+			return StreamPage{Encoding: "utf-8", EOF: true}, nil
+		}
+		if offset == 0 {
+			return StreamPage{Encoding: "utf-8"}, nil
+		}
+		return StreamPage{}, errcode.Wrap(errcode.Internal, err, "the %s capture cannot be read", field[:6])
+	}
+	if len(p.Data) == max {
+		// A full page ends where the page size fell; rather than split a
+		// character (and turn the whole page into base64), end before it.
+		cut := runeBoundary(p.Data)
+		p.NextOffset -= int64(len(p.Data) - cut)
+		p.Data = p.Data[:cut]
+	}
+	sp := StreamPage{Offset: p.Offset, NextOffset: p.NextOffset, EOF: p.EOF || (terminal && p.NextOffset >= m.ObservedBytes)}
+	if p.Gap != nil {
+		sp.Gap = &Gap{From: p.Gap.From, To: p.Gap.To}
+	}
+	if !terminal && offset > m.ObservedBytes {
+		sp.EOF = false
+	}
+	sp.Data, sp.Encoding = encode(p.Data)
+	return sp, nil
+}
+
+// runeBoundary returns len(b), or less when b is valid UTF-8 except for an
+// incomplete character at its very end.
+func runeBoundary(b []byte) int {
+	if utf8.Valid(b) {
+		return len(b)
+	}
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(b[i]) {
+			if i > 0 && !utf8.FullRune(b[i:]) && utf8.Valid(b[:i]) {
+				return i
+			}
+			break
+		}
+	}
+	return len(b)
+}
+
+// encode returns data as UTF-8 text when it is valid UTF-8, else base64,
+// so arbitrary bytes round-trip losslessly.
+func encode(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}

@@ -1,0 +1,364 @@
+// Package jobs is the managed-job core: it launches, observes, pages, stops
+// and forgets jobs over the job store and the launcher. The MCP tools and
+// the local CLI are thin layers over it. It knows no network.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/envelope"
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobstore"
+	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/policy"
+	"github.com/commandcore/commandcore/internal/procid"
+)
+
+// maxNameBytes bounds a job's display name.
+const maxNameBytes = 256
+
+// pollInterval is how often waits re-read a job's files.
+const pollInterval = 20 * time.Millisecond
+
+// Service is the job core of one agent (or `commandcore mcp`) process.
+type Service struct {
+	Store    *jobstore.Store
+	Launcher *launcher.Launcher
+	Procs    *procid.Source
+	StateDir string
+	DeviceID string
+	// Shell runs each command as `Shell -c command`.
+	Shell string
+	// BaseEnv is the environment a job starts from; requests add to it.
+	BaseEnv []string
+	// HostHealth, when set, returns the snapshot process.start reports.
+	HostHealth func() any
+}
+
+// serviceVars are variables of the launching process's own service that
+// must not leak into a job's environment.
+var serviceVars = []string{"INVOCATION_ID", "JOURNAL_STREAM", "NOTIFY_SOCKET", "WATCHDOG_PID",
+	"WATCHDOG_USEC", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "MANAGERPID", "SYSTEMD_EXEC_PID"}
+
+// BaseEnvironment returns env without the launching service's variables.
+func BaseEnvironment(env []string) []string {
+	out := make([]string, 0, len(env))
+next:
+	for _, kv := range env {
+		for _, v := range serviceVars {
+			if strings.HasPrefix(kv, v+"=") {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// DefaultShell is bash where it exists, else the POSIX shell.
+func DefaultShell() string {
+	if _, err := os.Stat("/bin/bash"); err == nil {
+		return "/bin/bash"
+	}
+	return "/bin/sh"
+}
+
+// StartRequest is process.start's input.
+type StartRequest struct {
+	Command string            `json:"command" jsonschema:"the shell command to run"`
+	Cwd     string            `json:"cwd,omitempty" jsonschema:"absolute working directory (default: the agent user's home)"`
+	Env     map[string]string `json:"env,omitempty" jsonschema:"environment variables added to the agent's environment"`
+	Name    string            `json:"name,omitempty" jsonschema:"a label shown in listings"`
+	WaitMS  int               `json:"wait_ms,omitempty" jsonschema:"0-30000: wait up to this long for the job to end; if it does, the terminal record and first output page are returned too"`
+}
+
+// StartResult is process.start's result.
+type StartResult struct {
+	ProcessID     string          `json:"process_id"`
+	State         jobmeta.State   `json:"state"`
+	Terminal      bool            `json:"terminal"`
+	Unit          string          `json:"unit,omitempty"`
+	FailureDomain string          `json:"failure_domain"`
+	StartedAt     *time.Time      `json:"started_at"`
+	HostHealth    any             `json:"host_health,omitempty"`
+	Record        *jobmeta.Record `json:"record,omitempty"`
+	Output        *Output         `json:"output,omitempty"`
+}
+
+func waitDuration(ms int) (time.Duration, error) {
+	d := time.Duration(ms) * time.Millisecond
+	if ms < 0 || d > limits.MaxWait {
+		return 0, errcode.New(errcode.InvalidArgument, "wait_ms must be between 0 and %d", limits.MaxWait.Milliseconds())
+	}
+	return d, nil
+}
+
+func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, errcode.New(errcode.InvalidArgument, "command must not be empty")
+	}
+	if strings.ContainsRune(req.Command, 0) {
+		return nil, errcode.New(errcode.InvalidArgument, "command must not contain NUL bytes")
+	}
+	if len(req.Name) > maxNameBytes || !utf8.ValidString(req.Name) || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 {
+		return nil, errcode.New(errcode.InvalidArgument, "name must be printable UTF-8 of at most %d bytes", maxNameBytes)
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = "/"
+		}
+		cwd = home
+	}
+	if !filepath.IsAbs(cwd) || strings.ContainsRune(cwd, 0) {
+		return nil, errcode.New(errcode.InvalidArgument, "cwd must be an absolute path")
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return nil, errcode.New(errcode.InvalidArgument, "cwd is not an existing directory")
+	}
+	env := append([]string(nil), s.BaseEnv...)
+	for k, v := range req.Env {
+		if envelope.ValidEnvKey(k) != nil || strings.ContainsRune(v, 0) {
+			return nil, errcode.New(errcode.InvalidArgument, "env names must be non-empty without '=' or NUL, values without NUL")
+		}
+		env = append(env, k+"="+v)
+	}
+	return &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.Shell}, nil
+}
+
+// Start launches a managed job and answers once its supervisor has claimed
+// its identity (or the launch failed).
+func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, error) {
+	wait, err := waitDuration(req.WaitMS)
+	if err != nil {
+		return nil, err
+	}
+	env, err := s.validateStart(&req)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policy.Load(s.StateDir)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.PolicyInvalid, err, "the owner's job-resources.json is invalid (%v); launches are refused until it is fixed",
+			strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+	}
+	domain, err := s.Launcher.Domain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.launch(ctx, env, pol, domain, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.Store.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if wait > 0 && !rec.Terminal {
+		rec, err = s.awaitTerminal(ctx, id, wait)
+		if err != nil {
+			return nil, err
+		}
+	}
+	res := &StartResult{
+		ProcessID: id, State: rec.State, Terminal: rec.Terminal, Unit: rec.Unit,
+		FailureDomain: rec.FailureDomain, StartedAt: rec.StartedAt,
+	}
+	if s.HostHealth != nil {
+		res.HostHealth = s.HostHealth()
+	}
+	if wait > 0 && rec.Terminal {
+		res.Record = rec
+		out, err := s.Output(ctx, OutputRequest{ProcessID: id})
+		if err != nil {
+			return nil, err
+		}
+		res.Output = out
+	}
+	return res, nil
+}
+
+// launch runs the launch sequence with its ledger and returns the job ID.
+// A launch that fails after admission leaves a launch_failed record and
+// returns its ID with no error, so the client can see what happened.
+func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy.Policy, domain, name string) (string, error) {
+	// The launch finishes or fails cleanly even if the request is cancelled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limits.IdentityClaimTimeout)
+	defer cancel()
+
+	id := uuid.NewString()
+	job := &jobmeta.Job{
+		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.DeviceID, Name: name,
+		FailureDomain: domain, CreatedAt: s.Store.Now(),
+	}
+	if domain == jobmeta.DomainSystemdUnit {
+		job.Unit = launcher.UnitName(s.DeviceID, id)
+	}
+	var led ledger
+	if err := s.Store.Admit(job); err != nil {
+		return "", err
+	}
+	failCode := errcode.Internal
+	led.add("admission slot", func() { s.Store.MarkLaunchFailed(id, failCode) })
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		led.releaseAll()
+		return id, nil
+	}
+	led.add("pipe", func() { r.Close(); w.Close() })
+
+	// The supervisor reads the envelope to EOF while we wait for its claim;
+	// a large envelope does not fit the pipe buffer, so write concurrently,
+	// close to signal the end, and bound the write so a dead reader cannot
+	// hold us.
+	w.SetWriteDeadline(time.Now().Add(limits.IdentityClaimTimeout))
+	wrote := make(chan error, 1)
+	go func() {
+		err := envelope.Encode(w, env)
+		w.Close()
+		wrote <- err
+	}()
+
+	started, err := s.Launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.Store.Dir(id), Stdin: r, Policy: pol})
+	if err != nil {
+		led.releaseAll()
+		return id, nil
+	}
+	led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
+
+	if err := s.awaitClaim(ctx, id, started.Failed); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			failCode = "identity_claim_timeout"
+		} else {
+			failCode = "supervisor_failed"
+		}
+		led.releaseAll()
+		return id, nil
+	}
+	r.Close()
+	<-wrote
+	return id, nil
+}
+
+// awaitClaim waits until the supervisor's identity claim is on disk.
+func (s *Service) awaitClaim(ctx context.Context, id string, failed <-chan struct{}) error {
+	path := filepath.Join(s.Store.Dir(id), jobmeta.IdentityFile)
+	claimed := func() bool { _, err := os.Stat(path); return err == nil }
+	// Claims normally land within a few milliseconds: poll finely first.
+	interval := 500 * time.Microsecond
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		if claimed() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if claimed() {
+				return nil
+			}
+			return ctx.Err()
+		case <-failed:
+			if claimed() {
+				return nil
+			}
+			return errors.New("supervisor ended before claiming its identity")
+		case <-t.C:
+			if interval < pollInterval {
+				interval *= 2
+			}
+			t.Reset(interval)
+		}
+	}
+}
+
+// awaitTerminal polls a job until it is terminal or d passes.
+func (s *Service) awaitTerminal(ctx context.Context, id string, d time.Duration) (*jobmeta.Record, error) {
+	deadline := time.Now().Add(d)
+	for {
+		rec, err := s.Store.Get(id)
+		if err != nil || rec.Terminal || time.Now().After(deadline) {
+			return rec, err
+		}
+		select {
+		case <-ctx.Done():
+			return rec, nil
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// Status returns one job's record.
+func (s *Service) Status(id string) (*jobmeta.Record, error) { return s.Store.Get(id) }
+
+// List returns all jobs, newest first.
+func (s *Service) List() ([]*jobmeta.Record, error) { return s.Store.List() }
+
+// Forget deletes a terminal job.
+func (s *Service) Forget(id string) (*jobmeta.Record, error) { return s.Store.Forget(id) }
+
+// Stop asks a live job's supervisor to stop the job. It verifies the
+// supervisor's identity first and claims nothing when it does not match.
+func (s *Service) Stop(id string) (*jobmeta.Record, error) {
+	rec, err := s.Store.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Terminal || rec.State == jobmeta.Corrupt {
+		if err := s.checkReused(rec); err != nil {
+			return nil, err
+		}
+		return rec, nil
+	}
+	dir := s.Store.Dir(id)
+	if rec.StopRequestAt == nil {
+		req := &jobmeta.StopRequest{Schema: jobmeta.SchemaVersion, RequestedAt: s.Store.Now()}
+		if err := jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.StopFile), req); err != nil {
+			return nil, fmt.Errorf("record stop request: %w", err)
+		}
+	}
+	// A supervisor that has not claimed yet finds stop.json right after
+	// its claim; one that has gets a signal, checked against its identity.
+	ident, err := jobmeta.Read[jobmeta.Identity](filepath.Join(dir, jobmeta.IdentityFile))
+	if err == nil {
+		boot, _ := s.Procs.BootID()
+		if ident.BootID == boot {
+			switch err := s.Procs.Signal(ident.Supervisor, unix.SIGTERM); {
+			case errors.Is(err, procid.ErrMismatch):
+				return nil, errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
+			case err != nil && !errors.Is(err, procid.ErrGone):
+				return nil, errcode.Wrap(errcode.Internal, err, "could not signal the job's supervisor")
+			}
+		}
+	}
+	return s.Store.Get(id)
+}
+
+// checkReused reports identity_mismatch for a job whose supervisor is gone
+// but whose PID now belongs to another process: a stop must not pretend
+// it reached the job.
+func (s *Service) checkReused(rec *jobmeta.Record) error {
+	if rec.Identity == nil || rec.CompletedAt != nil {
+		return nil
+	}
+	cur, _, err := s.Procs.Lookup(rec.Identity.Supervisor.PID)
+	if err == nil && cur.StartTicks != rec.Identity.Supervisor.StartTicks {
+		return errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
+	}
+	return nil
+}

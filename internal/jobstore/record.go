@@ -1,0 +1,193 @@
+package jobstore
+
+import (
+	"errors"
+	"os"
+
+	"github.com/commandcore/commandcore/internal/capture"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/reconcile"
+)
+
+// files is everything read from one job directory.
+type files struct {
+	job        *jobmeta.Job
+	identity   *jobmeta.Identity
+	result     *jobmeta.Result
+	stop       *jobmeta.StopRequest
+	read       *jobmeta.ReadMark
+	reconciled *jobmeta.Reconciled
+}
+
+// readOptional reads a metadata file that may legitimately be absent.
+func readOptional[T any, P interface {
+	*T
+	jobmeta.Versioned
+}](path string) (*T, error) {
+	v, err := jobmeta.Read[T, P](path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return v, err
+}
+
+func (s *Store) load(id string) (*files, error) {
+	var f files
+	var err error
+	if f.job, err = jobmeta.Read[jobmeta.Job](s.file(id, jobmeta.JobFile)); err != nil {
+		return nil, err
+	}
+	// The terminal record is read before anything the supervisor writes
+	// earlier, so a job is never seen as terminal with a stale identity.
+	if f.result, err = readOptional[jobmeta.Result](s.file(id, jobmeta.ResultFile)); err != nil {
+		return nil, err
+	}
+	if f.identity, err = readOptional[jobmeta.Identity](s.file(id, jobmeta.IdentityFile)); err != nil {
+		return nil, err
+	}
+	if f.stop, err = readOptional[jobmeta.StopRequest](s.file(id, jobmeta.StopFile)); err != nil {
+		return nil, err
+	}
+	if f.read, err = readOptional[jobmeta.ReadMark](s.file(id, jobmeta.ReadMarkFile)); err != nil {
+		return nil, err
+	}
+	if f.reconciled, err = readOptional[jobmeta.Reconciled](s.file(id, jobmeta.ReconciledFile)); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// record derives the record of job id. A missing job.json returns
+// os.ErrNotExist; unreadable metadata yields a record in state corrupt.
+func (s *Store) record(id string) (*jobmeta.Record, error) {
+	f, err := s.load(id)
+	if errors.Is(err, os.ErrNotExist) {
+		// Only job.json is mandatory. A directory without it is being
+		// created under the admission lock, or was damaged.
+		if fi, serr := os.Stat(s.Dir(id)); serr == nil && s.Now().Sub(fi.ModTime()) > orphanAfter {
+			return s.corrupt(id), nil
+		}
+		return nil, err
+	}
+	if err != nil {
+		return s.corrupt(id), nil
+	}
+	r := &jobmeta.Record{
+		ProcessID:     id,
+		Name:          f.job.Name,
+		Unit:          f.job.Unit,
+		FailureDomain: f.job.FailureDomain,
+		CreatedAt:     f.job.CreatedAt,
+		Read:          f.read != nil,
+		Schema:        f.job.Schema,
+	}
+	if f.stop != nil {
+		t := f.stop.RequestedAt
+		r.StopRequestAt = &t
+	}
+	if id := f.identity; id != nil {
+		r.StartedAt = id.StartedAt
+		r.Identity = &jobmeta.IdentityView{
+			Supervisor: id.Supervisor, Child: id.Child, BootID: id.BootID,
+			InvocationID: id.InvocationID, Manager: id.Manager,
+		}
+	}
+	r.State = s.classify(id, f, r)
+	r.Terminal = r.State.Terminal()
+	r.Capture = s.captureOf(id, f)
+	if res := f.result; res != nil {
+		t := res.CompletedAt
+		r.CompletedAt = &t
+		r.ExitCode = res.ExitCode
+		r.Signal = res.Signal
+		r.Error = res.StartError
+	}
+	if f.job.LaunchFailed {
+		r.Error = f.job.LaunchError
+	}
+	if rc := f.reconciled; rc != nil {
+		t := rc.ReconciledAt
+		r.ReconciledAt = &t
+	}
+	return r, nil
+}
+
+func (s *Store) corrupt(id string) *jobmeta.Record {
+	r := &jobmeta.Record{ProcessID: id, State: jobmeta.Corrupt, Error: "metadata_corrupt"}
+	if fi, err := os.Stat(s.Dir(id)); err == nil {
+		r.CreatedAt = fi.ModTime().UTC()
+	}
+	return r
+}
+
+// classify decides the state of a job, persisting a conclusion drawn from
+// evidence (reconciled.json) so that it never changes afterwards.
+func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
+	switch {
+	case f.job.LaunchFailed:
+		return jobmeta.LaunchFailed
+	case f.result != nil:
+		return reconcile.Classify(reconcile.Evidence{Result: f.result}).State
+	case f.reconciled != nil:
+		return f.reconciled.State
+	case f.identity == nil:
+		if s.Now().Sub(f.job.CreatedAt) < orphanAfter {
+			return jobmeta.Starting
+		}
+		return s.conclude(id, f, reconcile.Verdict{State: jobmeta.LaunchFailed, Evidence: "no_identity_claim"})
+	}
+	e := reconcile.Evidence{Identity: f.identity, StopRequested: f.stop != nil}
+	e.BootID, _ = s.procs.BootID()
+	e.SupervisorAlive, _ = s.procs.Alive(f.identity.Supervisor)
+	if m := f.identity.Manager; m != nil {
+		alive, err := s.procs.Alive(*m)
+		if err == nil {
+			e.ManagerAlive = &alive
+		}
+	}
+	if !e.SupervisorAlive && s.UnitEvidence != nil && f.job.Unit != "" {
+		e.Unit, _ = s.UnitEvidence(f.job.Unit)
+	}
+	v := reconcile.Classify(e)
+	if !v.State.Terminal() {
+		return v.State
+	}
+	// The supervisor may have published its record after we looked.
+	if res, err := readOptional[jobmeta.Result](s.file(id, jobmeta.ResultFile)); err == nil && res != nil {
+		f.result = res
+		return reconcile.Classify(reconcile.Evidence{Result: res}).State
+	}
+	return s.conclude(id, f, v)
+}
+
+func (s *Store) conclude(id string, f *files, v reconcile.Verdict) jobmeta.State {
+	rc := &jobmeta.Reconciled{Schema: jobmeta.SchemaVersion, State: v.State, ReconciledAt: s.Now(), Evidence: v.Evidence}
+	// Persisting is best effort: an unwritable store must not hide the
+	// conclusion from the caller.
+	jobmeta.WriteAtomic(s.file(id, jobmeta.ReconciledFile), rc)
+	f.reconciled = rc
+	return v.State
+}
+
+// captureOf returns the capture metadata: the sealed counters of the
+// terminal record, or the capture files' headers, which for a lost
+// supervisor are lower bounds (complete stays false unless EOF was sealed).
+func (s *Store) captureOf(id string, f *files) *jobmeta.Capture {
+	if f.result != nil {
+		c := f.result.Capture
+		return &c
+	}
+	return &jobmeta.Capture{
+		Stdout: s.streamCapture(s.file(id, jobmeta.StdoutFile)),
+		Stderr: s.streamCapture(s.file(id, jobmeta.StderrFile)),
+	}
+}
+
+func (s *Store) streamCapture(path string) jobmeta.StreamCapture {
+	m, err := capture.ReadMeta(path)
+	if err != nil {
+		// Unknown, not zero: nothing trustworthy was published.
+		return jobmeta.StreamCapture{}
+	}
+	return jobmeta.StreamCaptureOf(m)
+}

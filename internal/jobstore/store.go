@@ -1,0 +1,268 @@
+// Package jobstore keeps managed jobs on disk: one directory per job under
+// <state-dir>/jobs, admission of live jobs, retention of terminal ones, and
+// the derivation of each job's record from the files its writers left. It
+// knows no network and no systemd; unit evidence arrives through a hook.
+package jobstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/reconcile"
+)
+
+// lockFile serialises admission and retention between processes (the agent
+// and any number of `commandcore mcp`).
+const lockFile = ".admission.lock"
+
+// orphanAfter is how long a job may stay without an identity claim before
+// it is concluded that its launcher died mid-launch.
+const orphanAfter = 2 * limits.IdentityClaimTimeout
+
+// Store is the job directory tree.
+type Store struct {
+	root  string
+	procs *procid.Source
+	// Now is the clock; tests move it.
+	Now func() time.Time
+	// UnitEvidence, when set, returns what systemd retained about a failed
+	// unit; it is asked only for jobs whose supervisor is gone.
+	UnitEvidence func(unit string) (*reconcile.UnitEvidence, error)
+}
+
+// Open returns the store under stateDir, creating <stateDir>/jobs (0700).
+func Open(stateDir string, procs *procid.Source) (*Store, error) {
+	root := filepath.Join(stateDir, "jobs")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("create job store: %w", err)
+	}
+	return &Store{root: root, procs: procs, Now: func() time.Time { return time.Now().UTC() }}, nil
+}
+
+// Dir returns the directory of job id. id must be valid.
+func (s *Store) Dir(id string) string { return filepath.Join(s.root, id) }
+
+func (s *Store) file(id, name string) string { return filepath.Join(s.root, id, name) }
+
+// checkID turns a malformed ID into invalid_argument and a missing job into
+// not_found, so no caller ever joins an unchecked string into a path.
+func (s *Store) checkID(id string) error {
+	if !jobmeta.ValidID(id) {
+		return errcode.New(errcode.InvalidArgument, "process_id must be a canonical lowercase UUID")
+	}
+	if _, err := os.Lstat(s.Dir(id)); err != nil {
+		return errcode.New(errcode.NotFound, "no managed job has this process_id")
+	}
+	return nil
+}
+
+// withLock runs fn holding the admission lock.
+func (s *Store) withLock(fn func() error) error {
+	f, err := os.OpenFile(filepath.Join(s.root, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("open admission lock: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("take admission lock: %w", err)
+	}
+	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return fn()
+}
+
+// ids lists the job IDs on disk.
+func (s *Store) ids() ([]string, error) {
+	entries, err := os.ReadDir(s.root)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && jobmeta.ValidID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// List returns every job's record, newest first. Corrupt jobs are listed as
+// such; nothing is skipped or deleted.
+func (s *Store) List() ([]*jobmeta.Record, error) {
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]*jobmeta.Record, 0, len(ids))
+	for _, id := range ids {
+		r, err := s.record(id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // forgotten or being created meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.After(recs[j].CreatedAt)
+		}
+		return recs[i].ProcessID > recs[j].ProcessID
+	})
+	return recs, nil
+}
+
+// Get returns one job's record.
+func (s *Store) Get(id string) (*jobmeta.Record, error) {
+	if err := s.checkID(id); err != nil {
+		return nil, err
+	}
+	r, err := s.record(id)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errcode.New(errcode.NotFound, "no managed job has this process_id")
+	}
+	return r, err
+}
+
+// Admit reserves a live slot for a new job and creates its directory with
+// job.json, after pruning retention. j.ID must be set.
+func (s *Store) Admit(j *jobmeta.Job) error {
+	if !jobmeta.ValidID(j.ID) {
+		return fmt.Errorf("admit: invalid job id")
+	}
+	return s.withLock(func() error {
+		recs, err := s.List()
+		if err != nil {
+			return err
+		}
+		live := 0
+		for _, r := range recs {
+			if r.State.Live() {
+				live++
+			}
+		}
+		if live >= limits.MaxLiveJobs {
+			return errcode.New(errcode.JobTableFull,
+				"%d managed jobs are already live (the limit); poll them with process.status or stop one with process.stop, then retry", live)
+		}
+		if err := s.prune(recs); err != nil {
+			return err
+		}
+		dir := s.Dir(j.ID)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return fmt.Errorf("create job directory: %w", err)
+		}
+		if err := jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.JobFile), j); err != nil {
+			os.RemoveAll(dir)
+			return fmt.Errorf("write job metadata: %w", err)
+		}
+		return nil
+	})
+}
+
+// prune applies retention (SPEC §2.3) to recs, newest first: expired
+// terminal jobs go first, then the oldest read ones until there is room
+// for one more. Unread terminal jobs are never discarded to make room.
+func (s *Store) prune(recs []*jobmeta.Record) error {
+	now := s.Now()
+	var kept []*jobmeta.Record
+	for _, r := range recs {
+		if !r.State.Terminal() {
+			continue
+		}
+		if now.Sub(endTime(r)) > limits.TerminalJobRetention {
+			if err := s.remove(r.ProcessID); err != nil {
+				return err
+			}
+			continue
+		}
+		kept = append(kept, r)
+	}
+	// kept is newest first; remove read jobs from the oldest end.
+	for i := len(kept) - 1; i >= 0 && len(kept) >= limits.MaxRetainedTerminalJobs; i-- {
+		if !kept[i].Read {
+			continue
+		}
+		if err := s.remove(kept[i].ProcessID); err != nil {
+			return err
+		}
+		kept = append(kept[:i], kept[i+1:]...)
+	}
+	if len(kept) >= limits.MaxRetainedTerminalJobs {
+		return errcode.New(errcode.RetentionFull,
+			"%d finished jobs have unread final output; read it with process.output or discard jobs with process.forget, then retry", len(kept))
+	}
+	return nil
+}
+
+// endTime is when a terminal job ended, as well as it is known.
+func endTime(r *jobmeta.Record) time.Time {
+	switch {
+	case r.CompletedAt != nil:
+		return *r.CompletedAt
+	case r.ReconciledAt != nil:
+		return *r.ReconciledAt
+	}
+	return r.CreatedAt
+}
+
+func (s *Store) remove(id string) error {
+	if !jobmeta.ValidID(id) {
+		return fmt.Errorf("remove: invalid job id")
+	}
+	if err := os.RemoveAll(s.Dir(id)); err != nil {
+		return fmt.Errorf("remove job: %w", err)
+	}
+	return nil
+}
+
+// MarkLaunchFailed records that the launch of id was abandoned, releasing
+// its live slot. The job is marked read: there is no output to wait for.
+func (s *Store) MarkLaunchFailed(id string, code errcode.Code) error {
+	j, err := jobmeta.Read[jobmeta.Job](s.file(id, jobmeta.JobFile))
+	if err != nil {
+		return fmt.Errorf("read job metadata: %w", err)
+	}
+	now := s.Now()
+	j.LaunchFailed = true
+	j.LaunchError = string(code)
+	j.FailedAt = &now
+	if err := jobmeta.WriteAtomic(s.file(id, jobmeta.JobFile), j); err != nil {
+		return err
+	}
+	return s.MarkRead(id)
+}
+
+// MarkRead records that the final output page of id was read.
+func (s *Store) MarkRead(id string) error {
+	p := s.file(id, jobmeta.ReadMarkFile)
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	return jobmeta.WriteAtomic(p, &jobmeta.ReadMark{Schema: jobmeta.SchemaVersion, ReadAt: s.Now()})
+}
+
+// Forget deletes a terminal job's metadata and output.
+func (s *Store) Forget(id string) (*jobmeta.Record, error) {
+	r, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if !r.Terminal {
+		if r.State == jobmeta.Corrupt {
+			return nil, errcode.New(errcode.InvalidArgument, "the job's metadata is corrupt; the machine's owner can inspect it with `commandcore jobs`")
+		}
+		return nil, errcode.New(errcode.InvalidArgument, "the job is still %s; stop it with process.stop and wait until it is terminal", r.State)
+	}
+	return r, s.withLock(func() error { return s.remove(id) })
+}

@@ -1,0 +1,207 @@
+// Package launcher starts a job's supervisor: as the main process of a
+// transient unit of the systemd user manager (StartTransientUnit over the
+// user bus), or, without a user manager, as an independent session. The
+// private envelope travels only through a pipe on the supervisor's stdin.
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/policy"
+)
+
+// OOMScoreAdjust makes a job's processes preferred OOM victims over the
+// agent and the rest of the user's session.
+const OOMScoreAdjust = 500
+
+// UnitName returns the transient unit name of a job.
+func UnitName(deviceID, jobID string) string {
+	return "commandcore-job-" + deviceID + "-" + jobID + ".service"
+}
+
+// Launcher starts supervisors.
+type Launcher struct {
+	// Exe is the commandcore binary re-executed as `supervise`.
+	Exe string
+	// Installed refuses the shared-cgroup fallback (SPEC §2): an installed
+	// service without its user bus must not run jobs in its own cgroup.
+	Installed bool
+
+	mu   sync.Mutex
+	conn *sdbus.Conn
+}
+
+// New returns a Launcher that re-executes exe.
+func New(exe string, installed bool) *Launcher {
+	return &Launcher{Exe: exe, Installed: installed}
+}
+
+// Close releases the bus connection.
+func (l *Launcher) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		l.conn.Close()
+		l.conn = nil
+	}
+}
+
+// Bus returns a connection to the user manager, reconnecting if the last
+// one broke (the manager may have restarted), or an error when none is
+// reachable.
+func (l *Launcher) Bus(ctx context.Context) (*sdbus.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil && l.conn.Connected() {
+		return l.conn, nil
+	}
+	if l.conn != nil {
+		l.conn.Close()
+		l.conn = nil
+	}
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" && os.Getenv("XDG_RUNTIME_DIR") == "" {
+		return nil, errors.New("no user bus address in the environment")
+	}
+	c, err := sdbus.NewUserConnectionContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the user bus: %w", err)
+	}
+	l.conn = c
+	return c, nil
+}
+
+// Domain returns the failure domain new jobs get, or systemd_unavailable
+// for an installed service without its user manager.
+func (l *Launcher) Domain(ctx context.Context) (string, error) {
+	if _, err := l.Bus(ctx); err == nil {
+		return jobmeta.DomainSystemdUnit, nil
+	} else if l.Installed {
+		return "", errcode.Wrap(errcode.SystemdUnavailable, err,
+			"the systemd user manager is not reachable; an installed agent does not run jobs outside it")
+	}
+	return jobmeta.DomainSharedParentCgroup, nil
+}
+
+// Spec is one supervisor to start.
+type Spec struct {
+	Unit   string // unit name; empty for the fallback
+	JobDir string
+	Stdin  *os.File // read end of the envelope pipe
+	Policy policy.Policy
+}
+
+// Started is a started supervisor. Stop ends it on a failed launch.
+type Started struct {
+	// Failed is closed when the supervisor is known to have ended before
+	// claiming its identity.
+	Failed <-chan struct{}
+	stop   func(context.Context) error
+}
+
+// Stop ends the supervisor of a launch that is being abandoned.
+func (s *Started) Stop(ctx context.Context) error { return s.stop(ctx) }
+
+// Start starts the supervisor in the given failure domain.
+func (l *Launcher) Start(ctx context.Context, domain string, sp Spec) (*Started, error) {
+	if domain == jobmeta.DomainSystemdUnit {
+		return l.startUnit(ctx, sp)
+	}
+	return l.startFallback(sp)
+}
+
+// UnitProperties returns the properties of a job's transient unit. They hold
+// no command, environment or output: only the job directory reaches the
+// supervisor's argument vector.
+func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
+	props := []sdbus.Property{
+		sdbus.PropDescription("CommandCore managed job"),
+		sdbus.PropType("exec"),
+		sdbus.PropExecStart([]string{l.Exe, "supervise", sp.JobDir}, false),
+		{Name: "StandardInputFileDescriptor", Value: dbus.MakeVariant(dbus.UnixFD(sp.Stdin.Fd()))},
+		{Name: "NoNewPrivileges", Value: dbus.MakeVariant(true)},
+		{Name: "OOMScoreAdjust", Value: dbus.MakeVariant(int32(OOMScoreAdjust))},
+		{Name: "OOMPolicy", Value: dbus.MakeVariant("kill")},
+		{Name: "KillMode", Value: dbus.MakeVariant("control-group")},
+	}
+	if m := sp.Policy.MemoryMaxBytes; m > 0 {
+		props = append(props,
+			sdbus.Property{Name: "MemoryMax", Value: dbus.MakeVariant(m)},
+			sdbus.Property{Name: "MemorySwapMax", Value: dbus.MakeVariant(uint64(0))},
+		)
+	}
+	return props
+}
+
+func (l *Launcher) startUnit(ctx context.Context, sp Spec) (*Started, error) {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.SystemdUnavailable, err, "the systemd user manager is not reachable")
+	}
+	done := make(chan string, 1)
+	if _, err := conn.StartTransientUnitContext(ctx, sp.Unit, "fail", l.UnitProperties(sp), done); err != nil {
+		return nil, fmt.Errorf("start transient unit: %w", err)
+	}
+	stop := func(ctx context.Context) error {
+		ch := make(chan string, 1)
+		if _, err := conn.StopUnitContext(ctx, sp.Unit, "replace", ch); err == nil {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+		}
+		// A failed unit stays loaded until reset; an abandoned launch
+		// leaves nothing behind.
+		conn.ResetFailedUnitContext(ctx, sp.Unit)
+		return nil
+	}
+	select {
+	case res := <-done:
+		if res != "done" {
+			stop(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("start job of the unit ended %q", res)
+		}
+	case <-ctx.Done():
+		stop(context.WithoutCancel(ctx))
+		return nil, ctx.Err()
+	}
+	failed := make(chan struct{})
+	go watchUnit(ctx, conn, sp.Unit, failed)
+	return &Started{Failed: failed, stop: stop}, nil
+}
+
+func (l *Launcher) startFallback(sp Spec) (*Started, error) {
+	cmd := exec.Command(l.Exe, "supervise", sp.JobDir)
+	cmd.Stdin = sp.Stdin
+	// A minimal environment: the job's own environment travels in the
+	// envelope, and the agent's service variables (INVOCATION_ID, ...) must
+	// not be mistaken for the supervisor's.
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start supervisor: %w", err)
+	}
+	failed := make(chan struct{})
+	// Reap the supervisor when it ends; if the launcher exits first, init
+	// (or a subreaper) inherits it.
+	go func() {
+		cmd.Wait()
+		close(failed)
+	}()
+	stop := func(context.Context) error {
+		// The process is our unreaped child until Wait returns, so its PID
+		// cannot belong to anyone else yet.
+		return cmd.Process.Kill()
+	}
+	return &Started{Failed: failed, stop: stop}, nil
+}

@@ -1,0 +1,57 @@
+// Package limits holds every bound of SPEC §8 (and the few internal bounds
+// derived from them) as named constants, so each lives in exactly one place.
+package limits
+
+import "time"
+
+const (
+	// MaxLiveJobs is the number of live (non-terminal) managed jobs admitted.
+	MaxLiveJobs = 32
+	// MaxRetainedTerminalJobs is how many terminal jobs are kept before pruning.
+	MaxRetainedTerminalJobs = 100
+	// TerminalJobRetention is how long a terminal job is kept at most.
+	TerminalJobRetention = 7 * 24 * time.Hour
+
+	// CaptureHeadBytes is the retained prefix of each output stream.
+	CaptureHeadBytes = 512 << 10
+	// CaptureTailBytes is the retained suffix of each output stream.
+	CaptureTailBytes = 512 << 10
+	// CaptureReadChunk is the largest single read the supervisor takes from a
+	// job's pipe; the on-disk tail ring keeps this much slack so a reader of
+	// the published window never sees a slot overwritten mid-read.
+	CaptureReadChunk = 64 << 10
+
+	// OutputPageDefault and OutputPageMax bound process.output's max_bytes per stream.
+	OutputPageDefault = 64 << 10
+	OutputPageMax     = 1 << 20
+	// MaxWait bounds the wait_ms long poll of process.start and process.output.
+	MaxWait = 30 * time.Second
+
+	// LiveChunkBytes and LiveQueueFrames bound live output on the link.
+	LiveChunkBytes  = 8 << 10
+	LiveQueueFrames = 64
+	// SendTimeout and SilenceTimeout bound the WebSocket link.
+	SendTimeout    = 15 * time.Second
+	SilenceTimeout = 45 * time.Second
+
+	// StopEscalation is the delay between SIGTERM and SIGKILL on a stop request.
+	StopEscalation = 3 * time.Second
+
+	// JournalMaxEntries and JournalMaxAge bound the activity journal.
+	JournalMaxEntries = 10000
+	JournalMaxAge     = 30 * 24 * time.Hour
+
+	// GPUProbeTimeout bounds the accelerator probe of system.metrics.
+	GPUProbeTimeout = 2 * time.Second
+
+	// MaxEnvelopeBytes bounds the private envelope a supervisor reads from
+	// stdin; it leaves room for the 1 MiB environment the SPEC promises.
+	MaxEnvelopeBytes = 8 << 20
+	// IdentityClaimTimeout bounds how long process.start waits for the
+	// supervisor's identity claim before the launch fails.
+	IdentityClaimTimeout = 10 * time.Second
+	// MaxPolicyBytes bounds the owner's job-resources.json.
+	MaxPolicyBytes = 64 << 10
+	// MaxMetadataBytes bounds any job metadata file read from disk.
+	MaxMetadataBytes = 1 << 20
+)

@@ -1,0 +1,118 @@
+// Package policy loads the owner's job resource policy, job-resources.json in
+// the agent's state directory (SPEC §2.4). It fails closed: anything wrong
+// with an existing file refuses launches until the owner fixes it.
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/commandcore/commandcore/internal/limits"
+)
+
+// FileName is the policy file's name inside the state directory.
+const FileName = "job-resources.json"
+
+// minMemoryMax rejects caps too small for even the supervisor to start,
+// which would make every launch fail in a confusing way.
+const minMemoryMax = 16 << 20
+
+// Policy is the owner's resource policy. The zero value imposes nothing.
+type Policy struct {
+	// MemoryMaxBytes caps each newly launched systemd job (MemoryMax, with
+	// MemorySwapMax=0); 0 means no cap.
+	MemoryMaxBytes uint64 `json:"memory_max_bytes"`
+}
+
+// ErrInvalid is wrapped by every reason a present policy is refused.
+var ErrInvalid = errors.New("policy invalid")
+
+// Load reads the policy from stateDir. A missing file is the empty policy.
+func Load(stateDir string) (Policy, error) {
+	path := filepath.Join(stateDir, FileName)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Policy{}, nil
+	}
+	if err != nil {
+		return Policy{}, fmt.Errorf("%w: cannot open the policy file", ErrInvalid)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Policy{}, fmt.Errorf("%w: cannot stat the policy file", ErrInvalid)
+	}
+	if !fi.Mode().IsRegular() {
+		return Policy{}, fmt.Errorf("%w: not a regular file", ErrInvalid)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return Policy{}, fmt.Errorf("%w: not owned by the agent's user", ErrInvalid)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return Policy{}, fmt.Errorf("%w: writable by group or others", ErrInvalid)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limits.MaxPolicyBytes+1))
+	if err != nil {
+		return Policy{}, fmt.Errorf("%w: cannot read the policy file", ErrInvalid)
+	}
+	return Decode(data)
+}
+
+// Decode parses a policy document strictly.
+func Decode(data []byte) (Policy, error) {
+	if len(data) > limits.MaxPolicyBytes {
+		return Policy{}, fmt.Errorf("%w: larger than %d bytes", ErrInvalid, limits.MaxPolicyBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return Policy{}, fmt.Errorf("%w: %s", ErrInvalid, describe(err))
+	}
+	if raw == nil {
+		return Policy{}, fmt.Errorf("%w: the policy must be a JSON object", ErrInvalid)
+	}
+	if dec.More() {
+		return Policy{}, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalid)
+	}
+	var p Policy
+	for key, val := range raw {
+		if key != "memory_max_bytes" {
+			return Policy{}, fmt.Errorf("%w: unknown field %q", ErrInvalid, key)
+		}
+		// Unmarshalling null into a number is silently a no-op; refuse it.
+		if string(bytes.TrimSpace(val)) == "null" {
+			return Policy{}, fmt.Errorf("%w: memory_max_bytes must be a number", ErrInvalid)
+		}
+		if err := json.Unmarshal(val, &p.MemoryMaxBytes); err != nil {
+			return Policy{}, fmt.Errorf("%w: memory_max_bytes must be a non-negative integer", ErrInvalid)
+		}
+		if p.MemoryMaxBytes < minMemoryMax {
+			return Policy{}, fmt.Errorf("%w: memory_max_bytes must be at least %d", ErrInvalid, minMemoryMax)
+		}
+	}
+	return p, nil
+}
+
+// describe turns a decoding error into a message that names the problem
+// without echoing file content.
+func describe(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("malformed JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return "the policy must be a JSON object"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "empty or truncated JSON"
+	default:
+		return "malformed JSON"
+	}
+}

@@ -1,0 +1,99 @@
+// Package reconcile decides what became of a managed job from the evidence
+// left behind, in a fixed priority:
+//
+//  1. the supervisor's terminal record (exited, stopped_by_request, or
+//     launch_failed when the shell never started);
+//  2. a live supervisor whose PID, start ticks and boot ID match (running,
+//     or stopping once a stop was requested);
+//  3. the unit's retained Result for the recorded InvocationID
+//     (oom-kill → workload_oom; any other failure → worker_lost);
+//  4. a changed boot ID (host_rebooted);
+//  5. the recorded user manager gone (user_manager_lost);
+//  6. otherwise worker_lost.
+//
+// It is pure: callers gather the evidence, so every rule is testable
+// without the failure it describes.
+package reconcile
+
+import (
+	"github.com/commandcore/commandcore/internal/jobmeta"
+)
+
+// UnitEvidence is what systemd retained about a failed job unit.
+type UnitEvidence struct {
+	InvocationID string
+	Result       string
+}
+
+// Evidence is everything known about a job that lacks a terminal record.
+type Evidence struct {
+	Result   *jobmeta.Result
+	Identity *jobmeta.Identity
+	// StopRequested reports a stop request on file.
+	StopRequested bool
+	// SupervisorAlive reports that the recorded supervisor PID is alive
+	// with the recorded start ticks.
+	SupervisorAlive bool
+	// BootID is the current boot ID.
+	BootID string
+	// ManagerAlive reports whether the recorded user manager is alive with
+	// its recorded start ticks; nil when no manager was recorded.
+	ManagerAlive *bool
+	// Unit is the unit's retained failure, or nil when there is none.
+	Unit *UnitEvidence
+}
+
+// Verdict is the classification and the evidence that decided it.
+type Verdict struct {
+	State    jobmeta.State
+	Evidence string
+}
+
+// Evidence names for Verdict.Evidence: stable words, no content.
+const (
+	ByResult       = "terminal_record"
+	ByStartError   = "start_error"
+	BySupervisor   = "live_supervisor"
+	ByBootID       = "boot_id_changed"
+	ByUnitOOM      = "unit_result_oom_kill"
+	ByUnitFailure  = "unit_result_failure"
+	ByManagerGone  = "user_manager_gone"
+	ByNoSupervisor = "supervisor_gone"
+)
+
+// Classify applies the priority to e. Identity must be set unless Result is.
+func Classify(e Evidence) Verdict {
+	if r := e.Result; r != nil {
+		switch {
+		case r.StartError != "":
+			return Verdict{jobmeta.LaunchFailed, ByStartError}
+		case r.StopRequested:
+			return Verdict{jobmeta.StoppedByRequest, ByResult}
+		default:
+			return Verdict{jobmeta.Exited, ByResult}
+		}
+	}
+	id := e.Identity
+	sameBoot := id != nil && id.BootID == e.BootID
+	if e.SupervisorAlive && sameBoot {
+		if e.StopRequested {
+			return Verdict{jobmeta.Stopping, BySupervisor}
+		}
+		return Verdict{jobmeta.Running, BySupervisor}
+	}
+	if u := e.Unit; u != nil && id != nil && id.InvocationID != "" && u.InvocationID == id.InvocationID {
+		if u.Result == "oom-kill" {
+			return Verdict{jobmeta.WorkloadOOM, ByUnitOOM}
+		}
+		if u.Result != "" && u.Result != "success" {
+			return Verdict{jobmeta.WorkerLost, ByUnitFailure}
+		}
+	}
+	if id != nil && !sameBoot {
+		return Verdict{jobmeta.HostRebooted, ByBootID}
+	}
+	if e.ManagerAlive != nil && !*e.ManagerAlive {
+		return Verdict{jobmeta.UserManagerLost, ByManagerGone}
+	}
+	return Verdict{jobmeta.WorkerLost, ByNoSupervisor}
+}

@@ -1,0 +1,40 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/jobmeta"
+)
+
+func ident(inv string) *jobmeta.Identity {
+	return &jobmeta.Identity{Schema: 1, BootID: "boot-a", InvocationID: inv}
+}
+
+func TestPriority(t *testing.T) {
+	yes, no := true, false
+	code := 0
+	cases := []struct {
+		name string
+		e    Evidence
+		want jobmeta.State
+	}{
+		{"result wins over everything", Evidence{Result: &jobmeta.Result{ExitCode: &code, CompletedAt: time.Now()}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.Exited},
+		{"stopped result", Evidence{Result: &jobmeta.Result{StopRequested: true}}, jobmeta.StoppedByRequest},
+		{"start error", Evidence{Result: &jobmeta.Result{StartError: "shell_start_failed"}}, jobmeta.LaunchFailed},
+		{"live supervisor", Evidence{Identity: ident("i"), SupervisorAlive: true, BootID: "boot-a", ManagerAlive: &no}, jobmeta.Running},
+		{"live supervisor stopping", Evidence{Identity: ident("i"), SupervisorAlive: true, StopRequested: true, BootID: "boot-a"}, jobmeta.Stopping},
+		{"reboot", Evidence{Identity: ident("i"), SupervisorAlive: true, BootID: "boot-b"}, jobmeta.HostRebooted},
+		{"oom for the same invocation", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{"i", "oom-kill"}, ManagerAlive: &no}, jobmeta.WorkloadOOM},
+		{"oom of another invocation is not trusted", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{"j", "oom-kill"}}, jobmeta.WorkerLost},
+		{"signal is not oom", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{"i", "signal"}}, jobmeta.WorkerLost},
+		{"manager gone", Evidence{Identity: ident("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost},
+		{"manager alive, supervisor gone", Evidence{Identity: ident("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.WorkerLost},
+		{"no manager recorded", Evidence{Identity: ident(""), BootID: "boot-a"}, jobmeta.WorkerLost},
+	}
+	for _, c := range cases {
+		if got := Classify(c.e).State; got != c.want {
+			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
+		}
+	}
+}

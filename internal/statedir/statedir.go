@@ -1,0 +1,80 @@
+// Package statedir resolves the agent's state and config directories and
+// keeps the device identity stored in the state directory.
+package statedir
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+
+	"github.com/commandcore/commandcore/internal/jobmeta"
+)
+
+// Dirs are the directories one CommandCore installation uses.
+type Dirs struct {
+	State  string
+	Config string
+}
+
+// Resolve fills empty fields with the XDG defaults
+// ($XDG_STATE_HOME/commandcore, $XDG_CONFIG_HOME/commandcore).
+func Resolve(d Dirs) (Dirs, error) {
+	home, herr := os.UserHomeDir()
+	pick := func(given, xdgVar, fallback string) (string, error) {
+		if given != "" {
+			return filepath.Abs(given)
+		}
+		if base := os.Getenv(xdgVar); filepath.IsAbs(base) {
+			return filepath.Join(base, "commandcore"), nil
+		}
+		if herr != nil {
+			return "", fmt.Errorf("no home directory for the default %s: %w", xdgVar, herr)
+		}
+		return filepath.Join(home, fallback, "commandcore"), nil
+	}
+	var err error
+	if d.State, err = pick(d.State, "XDG_STATE_HOME", ".local/state"); err != nil {
+		return d, err
+	}
+	if d.Config, err = pick(d.Config, "XDG_CONFIG_HOME", ".config"); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// deviceFile holds the device identity; it is kept across reinstalls.
+const deviceFile = "device.json"
+
+type device struct {
+	Schema   int    `json:"schema"`
+	DeviceID string `json:"device_id"`
+}
+
+// DeviceID returns the device ID stored in stateDir, creating the
+// directory (0700) and a new ID on first use.
+func DeviceID(stateDir string) (string, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("create state directory: %w", err)
+	}
+	path := filepath.Join(stateDir, deviceFile)
+	data, err := os.ReadFile(path)
+	if err == nil {
+		var d device
+		if err := json.Unmarshal(data, &d); err != nil || !jobmeta.ValidID(d.DeviceID) {
+			return "", fmt.Errorf("device identity file is corrupt")
+		}
+		return d.DeviceID, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read device identity: %w", err)
+	}
+	d := device{Schema: 1, DeviceID: uuid.NewString()}
+	if err := jobmeta.WriteAtomic(path, &d); err != nil {
+		return "", fmt.Errorf("write device identity: %w", err)
+	}
+	return d.DeviceID, nil
+}

@@ -1,0 +1,163 @@
+// Package tools serves the job core as MCP tools (SPEC §3). Inputs are
+// decoded strictly here, so an unknown or mistyped argument becomes an
+// invalid_argument tool error instead of being ignored.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobs"
+)
+
+// IDRequest names one job.
+type IDRequest struct {
+	ProcessID string `json:"process_id" jsonschema:"the job's process_id"`
+}
+
+// NoArgs is the input of tools without arguments.
+type NoArgs struct{}
+
+// JobList is process.jobs's result.
+type JobList struct {
+	Jobs []jobmeta.Summary `json:"jobs"`
+}
+
+// Forgotten is process.forget's result.
+type Forgotten struct {
+	ProcessID string `json:"process_id"`
+	Forgotten bool   `json:"forgotten"`
+}
+
+// ErrorResult is the structured content of a failed call.
+type ErrorResult struct {
+	Error *errcode.Error `json:"error"`
+}
+
+// Register adds the managed-job tools to srv.
+func Register(srv *mcp.Server, svc *jobs.Service) {
+	add(srv, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
+		func(ctx context.Context, in jobs.StartRequest) (any, error) { return svc.Start(ctx, in) })
+	add(srv, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
+		func(_ context.Context, in IDRequest) (any, error) { return svc.Status(in.ProcessID) })
+	add(srv, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
+		func(ctx context.Context, in jobs.OutputRequest) (any, error) { return svc.Output(ctx, in) })
+	add(srv, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
+		func(_ context.Context, in IDRequest) (any, error) { return svc.Stop(in.ProcessID) })
+	add(srv, "process.jobs", "List managed jobs, newest first.",
+		func(_ context.Context, _ NoArgs) (any, error) {
+			recs, err := svc.List()
+			if err != nil {
+				return nil, err
+			}
+			out := JobList{Jobs: make([]jobmeta.Summary, 0, len(recs))}
+			for _, r := range recs {
+				out.Jobs = append(out.Jobs, r.Summary())
+			}
+			return out, nil
+		})
+	add(srv, "process.forget", "Delete a terminal job's metadata and output.",
+		func(_ context.Context, in IDRequest) (any, error) {
+			if _, err := svc.Forget(in.ProcessID); err != nil {
+				return nil, err
+			}
+			return Forgotten{ProcessID: in.ProcessID, Forgotten: true}, nil
+		})
+}
+
+// add registers a tool whose input is decoded strictly into In.
+func add[In any](srv *mcp.Server, name, desc string, h func(context.Context, In) (any, error)) {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("schema for %s: %v", name, err))
+	}
+	srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in In
+			if err := Decode(req.Params.Arguments, &in); err != nil {
+				return Failure(err), nil
+			}
+			out, err := h(ctx, in)
+			if err != nil {
+				return Failure(err), nil
+			}
+			return Success(out), nil
+		})
+}
+
+// Decode decodes tool arguments strictly: unknown fields, wrong types and
+// trailing data are invalid_argument errors that name the field at most.
+func Decode(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errcode.New(errcode.InvalidArgument, "%s", describe(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errcode.New(errcode.InvalidArgument, "arguments must be one JSON object")
+	}
+	return nil
+}
+
+// maxFieldEcho bounds how much of a client-supplied field name is echoed.
+const maxFieldEcho = 64
+
+func describe(err error) string {
+	var typ *json.UnmarshalTypeError
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return "arguments must be a JSON object"
+		}
+		return fmt.Sprintf("argument %q has the wrong type (want %s)", clip(typ.Field), typ.Type)
+	case errors.As(err, &syn):
+		return "arguments are not valid JSON"
+	}
+	const prefix = "json: unknown field "
+	if msg := err.Error(); len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
+		return "unknown argument " + clip(msg[len(prefix):])
+	}
+	return "arguments could not be decoded"
+}
+
+func clip(s string) string {
+	if len(s) > maxFieldEcho {
+		return s[:maxFieldEcho] + "..."
+	}
+	return s
+}
+
+// Success wraps a structured result.
+func Success(out any) *mcp.CallToolResult {
+	text, err := json.Marshal(out)
+	if err != nil {
+		return Failure(fmt.Errorf("encode result: %w", err))
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+		StructuredContent: out,
+	}
+}
+
+// Failure turns an error into an isError result with a stable code.
+func Failure(err error) *mcp.CallToolResult {
+	e := errcode.From(err)
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(e.Code) + ": " + e.Message}},
+		StructuredContent: ErrorResult{Error: e},
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -238,8 +239,8 @@ loop:
 	finishCapture(errR, errDone, s.stderr, graceEnd)
 
 	r := jobmeta.Result{CompletedAt: completedAt, StopRequested: stopRequested}
-	if ws, ok := st.Sys().(unix.WaitStatus); ok && ws.Signaled() {
-		r.Signal = unix.SignalName(ws.Signal())
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.Signal = unix.SignalName(unix.Signal(ws.Signal()))
 	} else {
 		code := st.ExitCode()
 		r.ExitCode = &code

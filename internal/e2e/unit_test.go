@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// unitShow returns `systemctl --user show` of a unit as a map.
+func unitShow(t *testing.T, unit string, props ...string) map[string]string {
+	t.Helper()
+	args := []string{"--user", "show", unit}
+	if len(props) > 0 {
+		args = append(args, "-p", strings.Join(props, ","))
+	}
+	out, err := exec.Command("systemctl", args...).Output()
+	if err != nil {
+		t.Fatalf("systemctl show %s: %v", unit, err)
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func TestUnitProperties(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	res := c.start(map[string]any{"command": "exec sleep 60"})
+	t.Cleanup(func() { c.call("process.stop", map[string]any{"process_id": res.ProcessID}) })
+	p := unitShow(t, res.Unit, "NoNewPrivileges", "OOMScoreAdjust", "OOMPolicy", "KillMode", "MemoryMax", "MemorySwapMax", "ActiveState", "MainPID", "InvocationID")
+	want := map[string]string{"NoNewPrivileges": "yes", "OOMScoreAdjust": "500", "OOMPolicy": "kill", "KillMode": "control-group", "MemoryMax": "infinity", "ActiveState": "active"}
+	for k, v := range want {
+		if p[k] != v {
+			t.Errorf("%s = %q, want %q", k, p[k], v)
+		}
+	}
+	rec := c.status(res.ProcessID)
+	if p["MainPID"] != itoa(int64(rec.Identity.Supervisor.PID)) {
+		t.Errorf("unit MainPID %s, supervisor recorded as %d", p["MainPID"], rec.Identity.Supervisor.PID)
+	}
+	if p["InvocationID"] == "" || p["InvocationID"] != rec.Identity.InvocationID {
+		t.Errorf("unit InvocationID %q, recorded %q", p["InvocationID"], rec.Identity.InvocationID)
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	for _, bad := range []struct {
+		name, content string
+		mode          os.FileMode
+	}{
+		{"malformed", `{"memory_max_bytes": `, 0o600},
+		{"unknown field", `{"memory_max_bytes": 268435456, "cpus": 2}`, 0o600},
+		{"group writable", `{"memory_max_bytes": 268435456}`, 0o660},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			state := t.TempDir()
+			writePolicy(t, state, bad.content, bad.mode)
+			c := newClient(t, state, nil)
+			if code, _ := c.fail("process.start", map[string]any{"command": "true"}); code != "policy_invalid" {
+				t.Fatalf("got %s, want policy_invalid", code)
+			}
+			if entries, _ := os.ReadDir(filepath.Join(state, "jobs")); countDirs(entries) != 0 {
+				t.Fatalf("a refused launch left %d job directories", countDirs(entries))
+			}
+		})
+	}
+	t.Run("valid", func(t *testing.T) {
+		state := t.TempDir()
+		writePolicy(t, state, `{"memory_max_bytes": 268435456}`, 0o600)
+		c := newClient(t, state, nil)
+		res := c.start(map[string]any{"command": "exec sleep 60"})
+		t.Cleanup(func() { c.call("process.stop", map[string]any{"process_id": res.ProcessID}) })
+		p := unitShow(t, res.Unit, "MemoryMax", "MemorySwapMax")
+		if p["MemoryMax"] != "268435456" || p["MemorySwapMax"] != "0" {
+			t.Fatalf("unit has MemoryMax=%s MemorySwapMax=%s", p["MemoryMax"], p["MemorySwapMax"])
+		}
+	})
+}
+
+func writePolicy(t *testing.T, state, content string, mode os.FileMode) {
+	t.Helper()
+	p := filepath.Join(state, "job-resources.json")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func countDirs(entries []os.DirEntry) int {
+	n := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSecretsStayInTheEnvelope(t *testing.T) {
+	state := t.TempDir()
+	secretCmd := "SECRET-cmd-7f3a9c"
+	secretEnv := "SECRET-env-51d2be"
+	cwd := filepath.Join(t.TempDir(), "SECRET-cwd-c0ffee")
+	if err := os.Mkdir(cwd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, state, nil)
+	res := c.start(map[string]any{
+		"command": "X=" + secretCmd + "; exec sleep 60",
+		"env":     map[string]string{"TOKEN": secretEnv},
+		"cwd":     cwd,
+	})
+	t.Cleanup(func() { c.call("process.stop", map[string]any{"process_id": res.ProcessID}) })
+	rec := c.status(res.ProcessID)
+	secrets := []string{secretCmd, secretEnv, "SECRET-cwd-c0ffee"}
+	check := func(what string, data []byte) {
+		t.Helper()
+		for _, s := range secrets {
+			if bytes.Contains(data, []byte(s)) {
+				t.Errorf("%s contains %s", what, s)
+			}
+		}
+	}
+	sup := itoa(int64(rec.Identity.Supervisor.PID))
+	for _, f := range []string{"cmdline", "environ"} {
+		data, err := os.ReadFile("/proc/" + sup + "/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("supervisor "+f, data)
+	}
+	show, err := exec.Command("systemctl", "--user", "show", res.Unit).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("systemctl show", show)
+	if !bytes.Contains(show, []byte("ExecStart=")) {
+		t.Fatal("systemctl show printed no ExecStart; the check above proves nothing")
+	}
+	unitFile := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "systemd/transient", res.Unit)
+	data, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatalf("transient unit file: %v", err)
+	}
+	check("transient unit file", data)
+	jobDir := filepath.Join(state, "jobs", res.ProcessID)
+	entries, err := os.ReadDir(jobDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		fi, _ := e.Info()
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", e.Name(), fi.Mode().Perm())
+		}
+		data, err := os.ReadFile(filepath.Join(jobDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("job file "+e.Name(), data)
+	}
+	if fi, _ := os.Stat(jobDir); fi.Mode().Perm() != 0o700 {
+		t.Errorf("job directory has mode %v, want 0700", fi.Mode().Perm())
+	}
+	// The job itself did get what it was given.
+	res2 := c.start(map[string]any{"command": `printf %s "$TOKEN"; pwd >&2`, "env": map[string]string{"TOKEN": secretEnv}, "cwd": cwd, "wait_ms": 10000})
+	if res2.Output == nil || res2.Output.Stdout.Data != secretEnv || strings.TrimSpace(res2.Output.Stderr.Data) != cwd {
+		t.Fatalf("the job did not receive its environment and cwd: %+v", res2.Output)
+	}
+}
+
+func TestFallbackWithoutUserManager(t *testing.T) {
+	noBus := []string{"DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus", "XDG_RUNTIME_DIR=/nonexistent"}
+	c := newClient(t, t.TempDir(), append(noBus, "INVOCATION_ID="))
+	res := c.start(map[string]any{"command": "echo fallback", "wait_ms": 10000})
+	if res.FailureDomain != "shared_parent_cgroup" || res.Unit != "" {
+		t.Fatalf("without a user bus: domain %q unit %q", res.FailureDomain, res.Unit)
+	}
+	if res.State != "exited" || res.Output == nil || res.Output.Stdout.Data != "fallback\n" {
+		t.Fatalf("fallback job: %s %+v", res.State, res.Output)
+	}
+	// A fallback job can be stopped too.
+	long := c.start(map[string]any{"command": "echo ready; exec sleep 60"})
+	waitOutput(t, c, long.ProcessID, "ready")
+	c.ok("process.stop", map[string]any{"process_id": long.ProcessID}, nil)
+	if rec := c.waitTerminal(long.ProcessID, 10*time.Second); rec.State != "stopped_by_request" {
+		t.Fatalf("fallback stop ended %s", rec.State)
+	}
+
+	for name, env := range map[string][]string{
+		"--installed":   nil,
+		"INVOCATION_ID": {"INVOCATION_ID=0123456789abcdef0123456789abcdef"},
+	} {
+		state := t.TempDir()
+		var args []string
+		if name == "--installed" {
+			args = []string{"--installed"}
+		}
+		ci := newClient(t, state, append(append([]string{}, noBus...), env...), args...)
+		if code, _ := ci.fail("process.start", map[string]any{"command": "true"}); code != "systemd_unavailable" {
+			t.Errorf("installed (%s) without a user bus: got %s, want systemd_unavailable", name, code)
+		}
+	}
+}

@@ -228,4 +228,3 @@ func processExists(pid int) bool {
 	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
 }
-

@@ -162,7 +162,8 @@ func Decode[T any, P interface {
 	if err := dec.Decode(v); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	if dec.More() {
+	// More() misses a trailing ']' or '}'; only end of input is acceptable.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: trailing data", ErrCorrupt)
 	}
 	if s := P(v).schema(); s < 1 || s > SchemaVersion {

@@ -44,6 +44,15 @@ type Job struct {
 	FailedAt     *time.Time `json:"failed_at,omitempty"`
 }
 
+// Reasons a launch was abandoned (Job.LaunchError).
+const (
+	LaunchErrInternal     = "internal"
+	LaunchErrPipe         = "pipe_failed"
+	LaunchErrUnit         = "unit_start_failed"
+	LaunchErrClaimTimeout = "identity_claim_timeout"
+	LaunchErrSupervisor   = "supervisor_failed"
+)
+
 // Identity is the supervisor's claim, written before the shell starts and
 // again once the shell runs (with Child set).
 type Identity struct {

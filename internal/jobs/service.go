@@ -46,6 +46,9 @@ type Service struct {
 	BaseEnv []string
 	// HostHealth, when set, returns the snapshot process.start reports.
 	HostHealth func() any
+	// ClaimTimeout bounds the wait for the supervisor's identity claim;
+	// zero means limits.IdentityClaimTimeout.
+	ClaimTimeout time.Duration
 }
 
 // serviceVars are variables of the launching process's own service that
@@ -197,7 +200,11 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 // returns its ID with no error, so the client can see what happened.
 func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy.Policy, domain, name string) (string, error) {
 	// The launch finishes or fails cleanly even if the request is cancelled.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limits.IdentityClaimTimeout)
+	timeout := s.ClaimTimeout
+	if timeout == 0 {
+		timeout = limits.IdentityClaimTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
 	id := uuid.NewString()
@@ -212,11 +219,12 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 	if err := s.Store.Admit(job); err != nil {
 		return "", err
 	}
-	failCode := errcode.Internal
+	failCode := jobmeta.LaunchErrInternal
 	led.add("admission slot", func() { s.Store.MarkLaunchFailed(id, failCode) })
 
 	r, w, err := os.Pipe()
 	if err != nil {
+		failCode = jobmeta.LaunchErrPipe
 		led.releaseAll()
 		return id, nil
 	}
@@ -226,7 +234,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 	// a large envelope does not fit the pipe buffer, so write concurrently,
 	// close to signal the end, and bound the write so a dead reader cannot
 	// hold us.
-	w.SetWriteDeadline(time.Now().Add(limits.IdentityClaimTimeout))
+	w.SetWriteDeadline(time.Now().Add(timeout))
 	wrote := make(chan error, 1)
 	go func() {
 		err := envelope.Encode(w, env)
@@ -236,6 +244,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 
 	started, err := s.Launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.Store.Dir(id), Stdin: r, Policy: pol})
 	if err != nil {
+		failCode = jobmeta.LaunchErrUnit
 		led.releaseAll()
 		return id, nil
 	}
@@ -243,9 +252,9 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 
 	if err := s.awaitClaim(ctx, id, started.Failed); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			failCode = "identity_claim_timeout"
+			failCode = jobmeta.LaunchErrClaimTimeout
 		} else {
-			failCode = "supervisor_failed"
+			failCode = jobmeta.LaunchErrSupervisor
 		}
 		led.releaseAll()
 		return id, nil

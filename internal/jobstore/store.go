@@ -228,14 +228,14 @@ func (s *Store) remove(id string) error {
 
 // MarkLaunchFailed records that the launch of id was abandoned, releasing
 // its live slot. The job is marked read: there is no output to wait for.
-func (s *Store) MarkLaunchFailed(id string, code errcode.Code) error {
+func (s *Store) MarkLaunchFailed(id, reason string) error {
 	j, err := jobmeta.Read[jobmeta.Job](s.file(id, jobmeta.JobFile))
 	if err != nil {
 		return fmt.Errorf("read job metadata: %w", err)
 	}
 	now := s.Now()
 	j.LaunchFailed = true
-	j.LaunchError = string(code)
+	j.LaunchError = reason
 	j.FailedAt = &now
 	if err := jobmeta.WriteAtomic(s.file(id, jobmeta.JobFile), j); err != nil {
 		return err

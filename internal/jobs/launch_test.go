@@ -1,0 +1,136 @@
+package jobs
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobstore"
+	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/systemdtest"
+)
+
+func TestMain(m *testing.M) { systemdtest.Main(m) }
+
+// service returns a Service whose launcher re-executes exe instead of
+// commandcore, to cause launch failures for real.
+func service(t *testing.T, exe string) *Service {
+	t.Helper()
+	state := t.TempDir()
+	procs := procid.Default()
+	store, err := jobstore.Open(state, procs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := launcher.New(exe, false)
+	t.Cleanup(l.Close)
+	return &Service{
+		Store: store, Launcher: l, Procs: procs, StateDir: state,
+		DeviceID: "00000000-0000-4000-8000-000000000001", Shell: "/bin/sh",
+		BaseEnv: []string{"PATH=/usr/bin:/bin"}, ClaimTimeout: time.Second,
+	}
+}
+
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fake-commandcore")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func unitLoadState(t *testing.T, unit string) string {
+	t.Helper()
+	out, err := exec.Command("systemctl", "--user", "show", "-p", "LoadState", "--value", unit).Output()
+	if err != nil {
+		t.Fatalf("systemctl show: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestClaimTimeoutStopsTheUnit(t *testing.T) {
+	// A supervisor that never claims its identity.
+	svc := service(t, script(t, "exec sleep 600"))
+	begin := time.Now()
+	res, err := svc.Start(context.Background(), StartRequest{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != jobmeta.LaunchFailed || !res.Terminal || res.FailureDomain != jobmeta.DomainSystemdUnit {
+		t.Fatalf("got state %s domain %s, want launch_failed in a systemd unit", res.State, res.FailureDomain)
+	}
+	if took := time.Since(begin); took < svc.ClaimTimeout {
+		t.Fatalf("gave up after %v, before the claim timeout", took)
+	}
+	rec, err := svc.Status(res.ProcessID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Error != jobmeta.LaunchErrClaimTimeout || !rec.Read {
+		t.Fatalf("record error %q read %v", rec.Error, rec.Read)
+	}
+	if s := unitLoadState(t, rec.Unit); s != "not-found" {
+		t.Fatalf("the abandoned unit is still %s", s)
+	}
+}
+
+func TestSupervisorDyingBeforeClaimFailsFast(t *testing.T) {
+	svc := service(t, script(t, "exit 3"))
+	svc.ClaimTimeout = 20 * time.Second
+	begin := time.Now()
+	res, err := svc.Start(context.Background(), StartRequest{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := svc.Status(res.ProcessID)
+	if res.State != jobmeta.LaunchFailed || rec.Error != jobmeta.LaunchErrSupervisor {
+		t.Fatalf("got %s (%s), want launch_failed (supervisor_failed)", res.State, rec.Error)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("took %v to notice the supervisor died", took)
+	}
+	if s := unitLoadState(t, rec.Unit); s != "not-found" {
+		t.Fatalf("the failed unit is still %s", s)
+	}
+}
+
+func TestFailedLaunchesFreeTheirSlots(t *testing.T) {
+	svc := service(t, script(t, "exit 3"))
+	for i := 0; i < 40; i++ {
+		if _, err := svc.Start(context.Background(), StartRequest{Command: "true"}); err != nil {
+			t.Fatalf("launch %d: %v", i, err)
+		}
+	}
+	recs, err := svc.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.State != jobmeta.LaunchFailed {
+			t.Fatalf("job %s is %s", r.ProcessID, r.State)
+		}
+	}
+}
+
+func TestLedgerReleasesInReverseOrder(t *testing.T) {
+	var l ledger
+	var got []string
+	for _, n := range []string{"admission slot", "pipe", "unit"} {
+		n := n
+		l.add(n, func() { got = append(got, n) })
+	}
+	order := l.releaseAll()
+	if strings.Join(got, ",") != "unit,pipe,admission slot" || strings.Join(order, ",") != "unit,pipe,admission slot" {
+		t.Fatalf("released %v (reported %v)", got, order)
+	}
+	if len(l.releaseAll()) != 0 {
+		t.Fatal("a second release released again")
+	}
+}

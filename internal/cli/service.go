@@ -7,6 +7,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/metrics"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/statedir"
 )
@@ -31,14 +32,19 @@ func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
 	}
+	host, err := metrics.NewSource("/proc")
+	if err != nil {
+		return nil, err
+	}
 	return &jobs.Service{
-		Store:    store,
-		Launcher: launcher.New(exe, installed),
-		Procs:    procs,
-		StateDir: dirs.State,
-		DeviceID: device,
-		Shell:    jobs.DefaultShell(),
-		BaseEnv:  jobs.BaseEnvironment(os.Environ()),
+		HostHealth: func() any { return host.Health(dirs.State) },
+		Store:      store,
+		Launcher:   launcher.New(exe, installed),
+		Procs:      procs,
+		StateDir:   dirs.State,
+		DeviceID:   device,
+		Shell:      jobs.DefaultShell(),
+		BaseEnv:    jobs.BaseEnvironment(os.Environ()),
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,17 @@ func TestUnitProperties(t *testing.T) {
 		if p[k] != v {
 			t.Errorf("%s = %q, want %q", k, p[k], v)
 		}
+	}
+	var health struct {
+		HostHealth struct {
+			MemoryAvailableBytes *uint64 `json:"memory_available_bytes"`
+			DiskFreeBytes        *uint64 `json:"disk_free_bytes"`
+			PSI                  map[string]any
+		} `json:"host_health"`
+	}
+	raw, _ := json.Marshal(res)
+	if err := json.Unmarshal(raw, &health); err != nil || health.HostHealth.MemoryAvailableBytes == nil || health.HostHealth.DiskFreeBytes == nil {
+		t.Errorf("process.start carries no host_health: %s", raw)
 	}
 	rec := c.status(res.ProcessID)
 	if p["MainPID"] != itoa(int64(rec.Identity.Supervisor.PID)) {

@@ -1,0 +1,104 @@
+// Package metrics reads host metrics through prometheus/procfs, with the
+// proc root as a parameter so tests can point it at fixture trees.
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// PSI is one resource's pressure: the share of time some (or all) tasks
+// stalled, averaged over 10, 60 and 300 seconds, in percent.
+type PSI struct {
+	Some *PSIAverages `json:"some"`
+	Full *PSIAverages `json:"full,omitempty"`
+}
+
+// PSIAverages are the averages of one PSI line.
+type PSIAverages struct {
+	Avg10  float64 `json:"avg10"`
+	Avg60  float64 `json:"avg60"`
+	Avg300 float64 `json:"avg300"`
+}
+
+// HostHealth is the snapshot process.start returns: cheap to take and
+// never a GPU query.
+type HostHealth struct {
+	MemoryAvailableBytes *uint64 `json:"memory_available_bytes"`
+	MemoryTotalBytes     *uint64 `json:"memory_total_bytes"`
+	// PSI is keyed by resource (cpu, memory, io); nil when the kernel
+	// does not expose pressure information.
+	PSI           map[string]PSI `json:"psi"`
+	DiskFreeBytes *uint64        `json:"disk_free_bytes"`
+	// Errors names what could not be read; a snapshot never fails.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Source reads metrics from a proc file system.
+type Source struct {
+	fs procfs.FS
+}
+
+// NewSource returns a Source over the proc file system at procRoot.
+func NewSource(procRoot string) (*Source, error) {
+	fs, err := procfs.NewFS(procRoot)
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
+	return &Source{fs: fs}, nil
+}
+
+// Health takes a snapshot; diskPath names the file system whose free space
+// matters (the job store's).
+func (s *Source) Health(diskPath string) *HostHealth {
+	h := &HostHealth{}
+	if mi, err := s.fs.Meminfo(); err == nil {
+		h.MemoryAvailableBytes = kib(mi.MemAvailable)
+		h.MemoryTotalBytes = kib(mi.MemTotal)
+	} else {
+		h.Errors = append(h.Errors, "meminfo")
+	}
+	h.PSI = s.psi()
+	var st unix.Statfs_t
+	if err := unix.Statfs(diskPath, &st); err == nil {
+		free := st.Bavail * uint64(st.Bsize)
+		h.DiskFreeBytes = &free
+	} else {
+		h.Errors = append(h.Errors, "disk")
+	}
+	return h
+}
+
+// psi reads cpu, memory and io pressure; nil when the kernel has none.
+func (s *Source) psi() map[string]PSI {
+	var out map[string]PSI
+	for _, res := range []string{"cpu", "memory", "io"} {
+		st, err := s.fs.PSIStatsForResource(res)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]PSI{}
+		}
+		out[res] = PSI{Some: averages(st.Some), Full: averages(st.Full)}
+	}
+	return out
+}
+
+func averages(l *procfs.PSILine) *PSIAverages {
+	if l == nil {
+		return nil
+	}
+	return &PSIAverages{Avg10: l.Avg10, Avg60: l.Avg60, Avg300: l.Avg300}
+}
+
+// kib converts a meminfo value in KiB to bytes.
+func kib(v *uint64) *uint64 {
+	if v == nil {
+		return nil
+	}
+	b := *v * 1024
+	return &b
+}

@@ -60,7 +60,7 @@ func (l *Launcher) Close() {
 // Bus returns a connection to the user manager, reconnecting if the last
 // one broke (the manager may have restarted), or an error when none is
 // reachable.
-func (l *Launcher) Bus(ctx context.Context) (*sdbus.Conn, error) {
+func (l *Launcher) Bus(_ context.Context) (*sdbus.Conn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn != nil && l.conn.Connected() {
@@ -73,7 +73,9 @@ func (l *Launcher) Bus(ctx context.Context) (*sdbus.Conn, error) {
 	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" && os.Getenv("XDG_RUNTIME_DIR") == "" {
 		return nil, errors.New("no user bus address in the environment")
 	}
-	c, err := sdbus.NewUserConnectionContext(ctx)
+	// go-systemd ties the connection's lifetime to the context it was made
+	// with, so the cached connection must not use a request's context.
+	c, err := sdbus.NewUserConnectionContext(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("connect to the user bus: %w", err)
 	}

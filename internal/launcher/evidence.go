@@ -1,0 +1,52 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/commandcore/commandcore/internal/reconcile"
+)
+
+// UnitEvidence returns what systemd retained about a job's unit: its Result
+// and InvocationID, or nil when the unit is not loaded (a unit whose main
+// process exited cleanly is garbage-collected at once).
+func (l *Launcher) UnitEvidence(ctx context.Context, unit string) (*reconcile.UnitEvidence, error) {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	props, err := conn.GetUnitPropertiesContext(ctx, unit)
+	if err != nil {
+		return nil, fmt.Errorf("unit properties: %w", err)
+	}
+	if load, _ := props["LoadState"].(string); load != "loaded" {
+		return nil, nil
+	}
+	inv := invocationID(props["InvocationID"])
+	p, err := conn.GetUnitTypePropertyContext(ctx, unit, "Service", "Result")
+	if err != nil {
+		return nil, fmt.Errorf("unit result: %w", err)
+	}
+	result, _ := p.Value.Value().(string)
+	return &reconcile.UnitEvidence{InvocationID: inv, Result: result}, nil
+}
+
+// ResetUnit clears a failed unit once its evidence has been recorded, so
+// the user manager does not keep it loaded forever.
+func (l *Launcher) ResetUnit(ctx context.Context, unit string) error {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return err
+	}
+	return conn.ResetFailedUnitContext(ctx, unit)
+}
+
+// invocationID renders the InvocationID property (16 bytes) as systemd
+// prints it: 32 lowercase hex digits, the form $INVOCATION_ID carries.
+func invocationID(v any) string {
+	b, ok := v.([]byte)
+	if !ok || len(b) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%x", b)
+}

@@ -48,6 +48,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 			},
 		},
 		newJobsOutputCmd(g, streams, &asJSON),
+		newJobsReconcileCmd(g, streams, &asJSON),
 		&cobra.Command{
 			Use: "stop ID", Short: "Stop a live job", Args: exactArgs(1),
 			RunE: func(_ *cobra.Command, args []string) error {
@@ -232,4 +233,45 @@ func dumpOutput(cmd *cobra.Command, svc *jobs.Service, req jobs.OutputRequest, s
 		}
 		req.StdoutOffset, req.StderrOffset = out.Stdout.NextOffset, out.Stderr.NextOffset
 	}
+}
+
+func newJobsReconcileCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Command {
+	var kill bool
+	cmd := &cobra.Command{
+		Use:   "reconcile ID",
+		Short: "Show (and with --kill, end) processes a lost fallback job left behind",
+		Args:  exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			svc, err := openService(g, false)
+			if err != nil {
+				return err
+			}
+			rec, err := svc.Status(args[0])
+			if err != nil {
+				return err
+			}
+			survivors := rec.Survivors
+			if kill {
+				if survivors, err = svc.KillSurvivors(args[0]); err != nil {
+					return err
+				}
+			}
+			if *asJSON {
+				return writeJSON(streams.Out, map[string]any{"process_id": rec.ProcessID, "state": rec.State, "survivors": survivors, "killed": kill})
+			}
+			verb := "survives"
+			if kill {
+				verb = "killed"
+			}
+			for _, p := range survivors {
+				fmt.Fprintf(streams.Out, "pid %d (start ticks %d) %s\n", p.PID, p.StartTicks, verb)
+			}
+			if len(survivors) == 0 {
+				fmt.Fprintf(streams.Out, "%s (%s): no surviving processes\n", rec.ProcessID, rec.State)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&kill, "kill", false, "send SIGKILL to each survivor after verifying its identity")
+	return cmd
 }

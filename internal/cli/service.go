@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/metrics"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/reconcile"
 	"github.com/commandcore/commandcore/internal/statedir"
 )
 
@@ -32,6 +35,17 @@ func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
 	}
+	l := launcher.New(exe, installed)
+	store.UnitEvidence = func(unit string) (*reconcile.UnitEvidence, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		return l.UnitEvidence(ctx, unit)
+	}
+	store.ResetUnit = func(unit string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		return l.ResetUnit(ctx, unit)
+	}
 	host, err := metrics.NewSource("/proc")
 	if err != nil {
 		return nil, err
@@ -47,6 +61,10 @@ func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
 		BaseEnv:    jobs.BaseEnvironment(os.Environ()),
 	}, nil
 }
+
+// unitQueryTimeout bounds one question to the user manager during
+// reconciliation, so a hung manager cannot hang a listing.
+const unitQueryTimeout = 2 * time.Second
 
 // runningAsService reports whether this process is a systemd service
 // (systemd sets INVOCATION_ID for every unit it starts).

@@ -75,7 +75,7 @@ func TestAdmissionRefusesThe33rdLiveJob(t *testing.T) {
 	var ids []string
 	t.Cleanup(func() {
 		for _, id := range ids {
-			c.call("process.stop", map[string]any{"process_id": id})
+			c.stopAndWait(id)
 		}
 	})
 	for i := 0; i < limits.MaxLiveJobs; i++ {

@@ -281,3 +281,11 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // executable is the test binary, which jobs run as an output generator.
 func executable() (string, error) { return os.Executable() }
+
+// stopAndWait stops a job and waits until it is terminal, so a test's
+// temporary state directory is not removed under a finishing supervisor.
+func (c *client) stopAndWait(id string) {
+	c.t.Helper()
+	c.call("process.stop", map[string]any{"process_id": id})
+	c.waitTerminal(id, 20*time.Second)
+}

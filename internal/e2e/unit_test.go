@@ -34,7 +34,7 @@ func unitShow(t *testing.T, unit string, props ...string) map[string]string {
 func TestUnitProperties(t *testing.T) {
 	c := newClient(t, t.TempDir(), nil)
 	res := c.start(map[string]any{"command": "exec sleep 60"})
-	t.Cleanup(func() { c.call("process.stop", map[string]any{"process_id": res.ProcessID}) })
+	t.Cleanup(func() { c.stopAndWait(res.ProcessID) })
 	p := unitShow(t, res.Unit, "NoNewPrivileges", "OOMScoreAdjust", "OOMPolicy", "KillMode", "MemoryMax", "MemorySwapMax", "ActiveState", "MainPID", "InvocationID")
 	want := map[string]string{"NoNewPrivileges": "yes", "OOMScoreAdjust": "500", "OOMPolicy": "kill", "KillMode": "control-group", "MemoryMax": "infinity", "ActiveState": "active"}
 	for k, v := range want {
@@ -88,7 +88,7 @@ func TestPolicy(t *testing.T) {
 		writePolicy(t, state, `{"memory_max_bytes": 268435456}`, 0o600)
 		c := newClient(t, state, nil)
 		res := c.start(map[string]any{"command": "exec sleep 60"})
-		t.Cleanup(func() { c.call("process.stop", map[string]any{"process_id": res.ProcessID}) })
+		t.Cleanup(func() { c.stopAndWait(res.ProcessID) })
 		p := unitShow(t, res.Unit, "MemoryMax", "MemorySwapMax")
 		if p["MemoryMax"] != "268435456" || p["MemorySwapMax"] != "0" {
 			t.Fatalf("unit has MemoryMax=%s MemorySwapMax=%s", p["MemoryMax"], p["MemorySwapMax"])
@@ -131,7 +131,7 @@ func TestSecretsStayInTheEnvelope(t *testing.T) {
 		"env":     map[string]string{"TOKEN": secretEnv},
 		"cwd":     cwd,
 	})
-	t.Cleanup(func() { c.call("process.stop", map[string]any{"process_id": res.ProcessID}) })
+	t.Cleanup(func() { c.stopAndWait(res.ProcessID) })
 	rec := c.status(res.ProcessID)
 	secrets := []string{secretCmd, secretEnv, "SECRET-cwd-c0ffee"}
 	check := func(what string, data []byte) {

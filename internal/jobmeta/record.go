@@ -8,26 +8,38 @@ import (
 
 // Record is one job as the tools and the CLI show it.
 type Record struct {
-	ProcessID     string        `json:"process_id"`
-	Name          string        `json:"name,omitempty"`
-	State         State         `json:"state"`
-	Terminal      bool          `json:"terminal"`
-	Unit          string        `json:"unit,omitempty"`
-	FailureDomain string        `json:"failure_domain,omitempty"`
-	CreatedAt     time.Time     `json:"created_at"`
-	StartedAt     *time.Time    `json:"started_at"`
-	CompletedAt   *time.Time    `json:"completed_at"`
-	ReconciledAt  *time.Time    `json:"reconciled_at"`
-	StopRequestAt *time.Time    `json:"stop_requested_at,omitempty"`
-	ExitCode      *int          `json:"exit_code"`
-	Signal        string        `json:"signal,omitempty"`
-	Error         string        `json:"error,omitempty"`
-	Read          bool          `json:"read"`
-	Capture       *Capture      `json:"capture,omitempty"`
-	Identity      *IdentityView `json:"identity,omitempty"`
+	ProcessID     string     `json:"process_id"`
+	Name          string     `json:"name,omitempty"`
+	State         State      `json:"state"`
+	Terminal      bool       `json:"terminal"`
+	Unit          string     `json:"unit,omitempty"`
+	FailureDomain string     `json:"failure_domain,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	StartedAt     *time.Time `json:"started_at"`
+	CompletedAt   *time.Time `json:"completed_at"`
+	ReconciledAt  *time.Time `json:"reconciled_at"`
+	StopRequestAt *time.Time `json:"stop_requested_at,omitempty"`
+	ExitCode      *int       `json:"exit_code"`
+	Signal        string     `json:"signal,omitempty"`
+	Error         string     `json:"error,omitempty"`
+	Read          bool       `json:"read"`
+	// Warnings name conditions a live job runs under, e.g.
+	// WarnUserManagerGone: its supervisor lives on without a manager.
+	Warnings []string `json:"warnings,omitempty"`
+	// Survivors are processes of a terminal fallback job's process group
+	// that still run, with verified identities; the owner reconciles them
+	// with `commandcore jobs reconcile`.
+	Survivors []procid.Identity `json:"survivors,omitempty"`
+	Capture   *Capture          `json:"capture,omitempty"`
+	Identity  *IdentityView     `json:"identity,omitempty"`
 	// Schema is the metadata schema the job was written with.
 	Schema int `json:"schema"`
 }
+
+// WarnUserManagerGone says that the user manager recorded at launch is gone
+// while the job's supervisor still runs: the job continues, but nothing
+// will clean up its unit if the supervisor dies.
+const WarnUserManagerGone = "user_manager_gone"
 
 // IdentityView is the identity part of a record.
 type IdentityView struct {

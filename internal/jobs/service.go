@@ -371,3 +371,23 @@ func (s *Service) checkReused(rec *jobmeta.Record) error {
 	}
 	return nil
 }
+
+// KillSurvivors ends the surviving processes of a terminal fallback job,
+// each signalled only after its identity is verified. It is for the
+// machine's owner (`commandcore jobs reconcile --kill`), not remote clients.
+func (s *Service) KillSurvivors(id string) ([]procid.Identity, error) {
+	rec, err := s.Store.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.Terminal {
+		return nil, errcode.New(errcode.InvalidArgument, "the job is still %s; stop it first", rec.State)
+	}
+	var killed []procid.Identity
+	for _, p := range rec.Survivors {
+		if err := s.Procs.Signal(p, unix.SIGKILL); err == nil {
+			killed = append(killed, p)
+		}
+	}
+	return killed, nil
+}

@@ -94,6 +94,10 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 	}
 	r.State = s.classify(id, f, r)
 	r.Terminal = r.State.Terminal()
+	if r.Terminal && f.job.FailureDomain == jobmeta.DomainSharedParentCgroup && f.identity != nil && f.identity.Child != nil {
+		// No unit cleans up after a fallback job: report what is left.
+		r.Survivors, _ = s.procs.GroupSurvivors(*f.identity.Child)
+	}
 	r.Capture = s.captureOf(id, f)
 	if res := f.result; res != nil {
 		t := res.CompletedAt
@@ -134,7 +138,8 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 		if s.Now().Sub(f.job.CreatedAt) < orphanAfter {
 			return jobmeta.Starting
 		}
-		return s.conclude(id, f, reconcile.Verdict{State: jobmeta.LaunchFailed, Evidence: "no_identity_claim"})
+		s.conclude(id, f, reconcile.Verdict{State: jobmeta.LaunchFailed, Evidence: "no_identity_claim"})
+		return jobmeta.LaunchFailed
 	}
 	e := reconcile.Evidence{Identity: f.identity, StopRequested: f.stop != nil}
 	e.BootID, _ = s.procs.BootID()
@@ -150,6 +155,9 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 	}
 	v := reconcile.Classify(e)
 	if !v.State.Terminal() {
+		if e.ManagerAlive != nil && !*e.ManagerAlive {
+			r.Warnings = append(r.Warnings, jobmeta.WarnUserManagerGone)
+		}
 		return v.State
 	}
 	// The supervisor may have published its record after we looked.
@@ -157,16 +165,20 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 		f.result = res
 		return reconcile.Classify(reconcile.Evidence{Result: res}).State
 	}
-	return s.conclude(id, f, v)
+	if s.conclude(id, f, v) && e.Unit != nil && s.ResetUnit != nil {
+		// Evidence read and persisted: the failed unit may go now.
+		s.ResetUnit(f.job.Unit)
+	}
+	return v.State
 }
 
-func (s *Store) conclude(id string, f *files, v reconcile.Verdict) jobmeta.State {
+// conclude persists a verdict and reports whether it reached the disk.
+// Persisting is best effort: an unwritable store must not hide the
+// conclusion from the caller.
+func (s *Store) conclude(id string, f *files, v reconcile.Verdict) bool {
 	rc := &jobmeta.Reconciled{Schema: jobmeta.SchemaVersion, State: v.State, ReconciledAt: s.Now(), Evidence: v.Evidence}
-	// Persisting is best effort: an unwritable store must not hide the
-	// conclusion from the caller.
-	jobmeta.WriteAtomic(s.file(id, jobmeta.ReconciledFile), rc)
 	f.reconciled = rc
-	return v.State
+	return jobmeta.WriteAtomic(s.file(id, jobmeta.ReconciledFile), rc) == nil
 }
 
 // captureOf returns the capture metadata: the sealed counters of the

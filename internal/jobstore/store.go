@@ -38,6 +38,9 @@ type Store struct {
 	// UnitEvidence, when set, returns what systemd retained about a failed
 	// unit; it is asked only for jobs whose supervisor is gone.
 	UnitEvidence func(unit string) (*reconcile.UnitEvidence, error)
+	// ResetUnit, when set, clears a failed unit after its evidence has been
+	// persisted in the job's reconciled record.
+	ResetUnit func(unit string) error
 }
 
 // Open returns the store under stateDir, creating <stateDir>/jobs (0700).

@@ -23,6 +23,10 @@ func (l *Launcher) UnitEvidence(ctx context.Context, unit string) (*reconcile.Un
 		return nil, nil
 	}
 	inv := invocationID(props["InvocationID"])
+	switch active, _ := props["ActiveState"].(string); active {
+	case "active", "activating", "deactivating", "reloading":
+		return &reconcile.UnitEvidence{InvocationID: inv, Settling: true}, nil
+	}
 	p, err := conn.GetUnitTypePropertyContext(ctx, unit, "Service", "Result")
 	if err != nil {
 		return nil, fmt.Errorf("unit result: %w", err)

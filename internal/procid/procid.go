@@ -134,3 +134,30 @@ func (s *Source) Signal(id Identity, sig unix.Signal) error {
 	}
 	return nil
 }
+
+// GroupSurvivors returns the live members of the process group led by the
+// recorded leader, which may itself be gone. The group is ours only while
+// its ID is in use: if a process with the leader's PID exists with other
+// start ticks, the ID was reused and nothing is returned.
+func (s *Source) GroupSurvivors(leader Identity) ([]Identity, error) {
+	if cur, zombie, err := s.Lookup(leader.PID); err == nil && !zombie && cur.StartTicks != leader.StartTicks {
+		return nil, nil
+	}
+	procs, err := s.fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []Identity
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil || st.PGRP != leader.PID || st.State == "Z" {
+			continue
+		}
+		// Members of our group started no earlier than its leader.
+		if st.Starttime < leader.StartTicks {
+			continue
+		}
+		out = append(out, Identity{PID: p.PID, StartTicks: st.Starttime})
+	}
+	return out, nil
+}

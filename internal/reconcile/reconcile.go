@@ -23,6 +23,9 @@ import (
 type UnitEvidence struct {
 	InvocationID string
 	Result       string
+	// Settling reports a unit still winding down (its main process gone,
+	// the rest of its cgroup not yet): its Result is not final.
+	Settling bool
 }
 
 // Evidence is everything known about a job that lacks a terminal record.
@@ -55,6 +58,7 @@ const (
 	ByStartError   = "start_error"
 	BySupervisor   = "live_supervisor"
 	ByBootID       = "boot_id_changed"
+	ByUnitSettling = "unit_settling"
 	ByUnitOOM      = "unit_result_oom_kill"
 	ByUnitFailure  = "unit_result_failure"
 	ByManagerGone  = "user_manager_gone"
@@ -80,6 +84,13 @@ func Classify(e Evidence) Verdict {
 			return Verdict{jobmeta.Stopping, BySupervisor}
 		}
 		return Verdict{jobmeta.Running, BySupervisor}
+	}
+	if u := e.Unit; u != nil && u.Settling && sameBoot {
+		// Judge once systemd has: the job is still winding down.
+		if e.StopRequested {
+			return Verdict{jobmeta.Stopping, ByUnitSettling}
+		}
+		return Verdict{jobmeta.Running, ByUnitSettling}
 	}
 	if u := e.Unit; u != nil && id != nil && id.InvocationID != "" && u.InvocationID == id.InvocationID {
 		if u.Result == "oom-kill" {

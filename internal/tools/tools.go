@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -100,6 +103,9 @@ func Decode(raw json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage("{}")
 	}
+	if err := checkKeys(raw, v); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -109,6 +115,56 @@ func Decode(raw json.RawMessage, v any) error {
 		return errcode.New(errcode.InvalidArgument, "arguments must be one JSON object")
 	}
 	return nil
+}
+
+// checkKeys rejects what encoding/json would let through: argument names
+// that differ from the schema's only in case, and repeated names. Only the
+// top-level object is checked; nested maps (env) keep their own keys.
+func checkKeys(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		// Not an object: the decoder proper reports it.
+		return nil
+	}
+	allowed := fieldNames(reflect.TypeOf(v).Elem())
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		if !allowed[key] {
+			return errcode.New(errcode.InvalidArgument, "unknown argument %q", clip(key))
+		}
+		if seen[key] {
+			return errcode.New(errcode.InvalidArgument, "argument %q is given twice", clip(key))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// fieldNames returns the JSON names of a struct type's fields.
+func fieldNames(t reflect.Type) map[string]bool {
+	names := map[string]bool{}
+	if t.Kind() != reflect.Struct {
+		return names
+	}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		if name != "-" {
+			names[name] = true
+		}
+	}
+	return names
 }
 
 // maxFieldEcho bounds how much of a client-supplied field name is echoed.
@@ -135,7 +191,12 @@ func describe(err error) string {
 
 func clip(s string) string {
 	if len(s) > maxFieldEcho {
-		return s[:maxFieldEcho] + "..."
+		// Cut on a character boundary so the message stays valid UTF-8.
+		n := maxFieldEcho
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		return s[:n] + "..."
 	}
 	return s
 }

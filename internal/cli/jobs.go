@@ -37,6 +37,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				defer svc.Close()
 				rec, err := svc.Status(args[0])
 				if err != nil {
 					return err
@@ -56,6 +57,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				defer svc.Close()
 				rec, err := svc.Stop(args[0])
 				if err != nil {
 					return err
@@ -76,6 +78,7 @@ func jobsList(g *globalFlags, streams IO, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	defer svc.Close()
 	recs, err := svc.List()
 	if err != nil {
 		return err
@@ -186,6 +189,7 @@ func newJobsOutputCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer svc.Close()
 			req.ProcessID = args[0]
 			if *asJSON {
 				out, err := svc.Output(cmd.Context(), req)
@@ -246,6 +250,7 @@ func newJobsReconcileCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Comman
 			if err != nil {
 				return err
 			}
+			defer svc.Close()
 			rec, err := svc.Status(args[0])
 			if err != nil {
 				return err

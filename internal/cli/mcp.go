@@ -23,7 +23,7 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer svc.Launcher.Close()
+			defer svc.Close()
 			srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
 			tools.Register(srv, svc)
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
@@ -45,6 +47,14 @@ func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
 		defer cancel()
 		return l.ResetUnit(ctx, unit)
+	}
+	// The journal never fails an operation: without one, nothing is recorded.
+	journal, err := activity.Open(statedir.JournalPath(dirs.State))
+	if err != nil {
+		journal = nil
+	}
+	store.OnReconciled = func(id string, state jobmeta.State) {
+		journal.Record(activity.ReconcileEvent(id, state))
 	}
 	host, err := metrics.NewSource("/proc")
 	if err != nil {

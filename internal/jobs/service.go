@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
@@ -46,6 +47,8 @@ type Service struct {
 	BaseEnv []string
 	// HostHealth, when set, returns the snapshot process.start reports.
 	HostHealth func() any
+	// Journal records content-free launch phases; nil records nothing.
+	Journal *activity.Journal
 	// ClaimTimeout bounds the wait for the supervisor's identity claim;
 	// zero means limits.IdentityClaimTimeout.
 	ClaimTimeout time.Duration
@@ -77,6 +80,12 @@ func DefaultShell() string {
 		return "/bin/bash"
 	}
 	return "/bin/sh"
+}
+
+// Close releases the bus connection and flushes the journal.
+func (s *Service) Close() {
+	s.Launcher.Close()
+	s.Journal.Close()
 }
 
 // StartRequest is process.start's input.
@@ -216,18 +225,28 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 		job.Unit = launcher.UnitName(s.DeviceID, id)
 	}
 	var led ledger
+	phase := s.phaseClock(id)
 	if err := s.Store.Admit(job); err != nil {
+		phase(activity.PhaseAdmission, string(errcode.From(err).Code))
 		return "", err
 	}
+	phase(activity.PhaseAdmission, "")
 	failCode := jobmeta.LaunchErrInternal
 	led.add("admission slot", func() { s.Store.MarkLaunchFailed(id, failCode) })
+	fail := func() {
+		phase = s.phaseClock(id)
+		led.releaseAll()
+		phase(activity.PhaseRollback, failCode)
+	}
 
 	r, w, err := os.Pipe()
 	if err != nil {
 		failCode = jobmeta.LaunchErrPipe
-		led.releaseAll()
+		phase(activity.PhasePipe, failCode)
+		fail()
 		return id, nil
 	}
+	phase(activity.PhasePipe, "")
 	led.add("pipe", func() { r.Close(); w.Close() })
 
 	// The supervisor reads the envelope to EOF while we wait for its claim;
@@ -245,9 +264,11 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 	started, err := s.Launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.Store.Dir(id), Stdin: r, Policy: pol})
 	if err != nil {
 		failCode = jobmeta.LaunchErrUnit
-		led.releaseAll()
+		phase(activity.PhaseUnitStart, failCode)
+		fail()
 		return id, nil
 	}
+	phase(activity.PhaseUnitStart, "")
 	led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
 
 	if err := s.awaitClaim(ctx, id, started.Failed); err != nil {
@@ -256,12 +277,24 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 		} else {
 			failCode = jobmeta.LaunchErrSupervisor
 		}
-		led.releaseAll()
+		phase(activity.PhaseIdentityClaim, failCode)
+		fail()
 		return id, nil
 	}
+	phase(activity.PhaseIdentityClaim, "")
 	r.Close()
 	<-wrote
 	return id, nil
+}
+
+// phaseClock returns a function that records the phase that just ended
+// (with a failure code, or "" for success) and restarts the clock.
+func (s *Service) phaseClock(id string) func(activity.Phase, string) {
+	began := time.Now()
+	return func(p activity.Phase, code string) {
+		s.Journal.Record(activity.LaunchPhaseEvent(p, id, time.Since(began), code))
+		began = time.Now()
+	}
 }
 
 // awaitClaim waits until the supervisor's identity claim is on disk.

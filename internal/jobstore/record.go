@@ -178,7 +178,13 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 func (s *Store) conclude(id string, f *files, v reconcile.Verdict) bool {
 	rc := &jobmeta.Reconciled{Schema: jobmeta.SchemaVersion, State: v.State, ReconciledAt: s.Now(), Evidence: v.Evidence}
 	f.reconciled = rc
-	return jobmeta.WriteAtomic(s.file(id, jobmeta.ReconciledFile), rc) == nil
+	if jobmeta.WriteAtomic(s.file(id, jobmeta.ReconciledFile), rc) != nil {
+		return false
+	}
+	if s.OnReconciled != nil {
+		s.OnReconciled(id, v.State)
+	}
+	return true
 }
 
 // captureOf returns the capture metadata: the sealed counters of the

@@ -38,6 +38,9 @@ type Store struct {
 	// UnitEvidence, when set, returns what systemd retained about a failed
 	// unit; it is asked only for jobs whose supervisor is gone.
 	UnitEvidence func(unit string) (*reconcile.UnitEvidence, error)
+	// OnReconciled, when set, is told of each conclusion drawn from
+	// evidence once it is persisted.
+	OnReconciled func(id string, state jobmeta.State)
 	// ResetUnit, when set, clears a failed unit after its evidence has been
 	// persisted in the job's reconciled record.
 	ResetUnit func(unit string) error

@@ -78,3 +78,6 @@ func DeviceID(stateDir string) (string, error) {
 	}
 	return d.DeviceID, nil
 }
+
+// JournalPath is the activity journal's database in stateDir.
+func JournalPath(stateDir string) string { return filepath.Join(stateDir, "activity.db") }

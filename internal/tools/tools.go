@@ -12,11 +12,13 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
@@ -48,15 +50,15 @@ type ErrorResult struct {
 
 // Register adds the managed-job tools to srv.
 func Register(srv *mcp.Server, svc *jobs.Service) {
-	add(srv, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
+	add(srv, svc.Journal, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
 		func(ctx context.Context, in jobs.StartRequest) (any, error) { return svc.Start(ctx, in) })
-	add(srv, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
+	add(srv, svc.Journal, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
 		func(_ context.Context, in IDRequest) (any, error) { return svc.Status(in.ProcessID) })
-	add(srv, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
+	add(srv, svc.Journal, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
 		func(ctx context.Context, in jobs.OutputRequest) (any, error) { return svc.Output(ctx, in) })
-	add(srv, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
+	add(srv, svc.Journal, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
 		func(_ context.Context, in IDRequest) (any, error) { return svc.Stop(in.ProcessID) })
-	add(srv, "process.jobs", "List managed jobs, newest first.",
+	add(srv, svc.Journal, "process.jobs", "List managed jobs, newest first.",
 		func(_ context.Context, _ NoArgs) (any, error) {
 			recs, err := svc.List()
 			if err != nil {
@@ -68,7 +70,7 @@ func Register(srv *mcp.Server, svc *jobs.Service) {
 			}
 			return out, nil
 		})
-	add(srv, "process.forget", "Delete a terminal job's metadata and output.",
+	add(srv, svc.Journal, "process.forget", "Delete a terminal job's metadata and output.",
 		func(_ context.Context, in IDRequest) (any, error) {
 			if _, err := svc.Forget(in.ProcessID); err != nil {
 				return nil, err
@@ -78,23 +80,40 @@ func Register(srv *mcp.Server, svc *jobs.Service) {
 }
 
 // add registers a tool whose input is decoded strictly into In.
-func add[In any](srv *mcp.Server, name, desc string, h func(context.Context, In) (any, error)) {
+func add[In any](srv *mcp.Server, j *activity.Journal, name, desc string, h func(context.Context, In) (any, error)) {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
 	}
 	srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			began := time.Now()
 			var in In
-			if err := Decode(req.Params.Arguments, &in); err != nil {
-				return Failure(err), nil
+			var out any
+			err := Decode(req.Params.Arguments, &in)
+			if err == nil {
+				out, err = h(ctx, in)
 			}
-			out, err := h(ctx, in)
+			j.Record(activity.ToolCallEvent(activity.Tool(name), jobIDOf(in, out), time.Since(began), err))
 			if err != nil {
 				return Failure(err), nil
 			}
 			return Success(out), nil
 		})
+}
+
+// jobIDOf returns the job a call was about, for the activity journal.
+func jobIDOf(in, out any) string {
+	switch v := in.(type) {
+	case IDRequest:
+		return v.ProcessID
+	case jobs.OutputRequest:
+		return v.ProcessID
+	}
+	if r, ok := out.(*jobs.StartResult); ok {
+		return r.ProcessID
+	}
+	return ""
 }
 
 // Decode decodes tool arguments strictly: unknown fields, wrong types and

@@ -95,6 +95,7 @@ func NewRoot(streams IO) *cobra.Command {
 		newSuperviseCmd(streams),
 		newMCPCmd(g),
 		newJobsCmd(g, streams),
+		newActivityCmd(g, streams),
 	)
 	return root
 }

@@ -63,7 +63,8 @@ func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
 	return &jobs.Service{
 		HostHealth: func() any { return host.Health(dirs.State) },
 		Store:      store,
-		Launcher:   launcher.New(exe, installed),
+		Launcher:   l,
+		Journal:    journal,
 		Procs:      procs,
 		StateDir:   dirs.State,
 		DeviceID:   device,

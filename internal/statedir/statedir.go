@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -18,23 +19,37 @@ import (
 type Dirs struct {
 	State  string
 	Config string
+	// Service is the agent's unit name; an installation under a custom
+	// name keeps its own directories. Empty means DefaultService.
+	Service string
 }
 
+// DefaultService is the agent's user unit name.
+const DefaultService = "commandcore.service"
+
 // Resolve fills empty fields with the XDG defaults
-// ($XDG_STATE_HOME/commandcore, $XDG_CONFIG_HOME/commandcore).
+// ($XDG_STATE_HOME/<name>, $XDG_CONFIG_HOME/<name>, where <name> is the
+// service name without ".service": commandcore by default).
 func Resolve(d Dirs) (Dirs, error) {
+	if d.Service == "" {
+		d.Service = DefaultService
+	}
+	name := strings.TrimSuffix(d.Service, ".service")
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return d, fmt.Errorf("invalid service name")
+	}
 	home, herr := os.UserHomeDir()
 	pick := func(given, xdgVar, fallback string) (string, error) {
 		if given != "" {
 			return filepath.Abs(given)
 		}
 		if base := os.Getenv(xdgVar); filepath.IsAbs(base) {
-			return filepath.Join(base, "commandcore"), nil
+			return filepath.Join(base, name), nil
 		}
 		if herr != nil {
 			return "", fmt.Errorf("no home directory for the default %s: %w", xdgVar, herr)
 		}
-		return filepath.Join(home, fallback, "commandcore"), nil
+		return filepath.Join(home, fallback, name), nil
 	}
 	var err error
 	if d.State, err = pick(d.State, "XDG_STATE_HOME", ".local/state"); err != nil {

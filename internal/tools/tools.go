@@ -86,8 +86,15 @@ func add[In any](srv *mcp.Server, j *activity.Journal, name, desc string, h func
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
 	}
 	srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 			began := time.Now()
+			defer func() {
+				// One failing call must not take the server and every other
+				// client's session down with it.
+				if p := recover(); p != nil {
+					res = Failure(fmt.Errorf("tool %s panicked: %v", name, p))
+				}
+			}()
 			var in In
 			var out any
 			err := Decode(req.Params.Arguments, &in)
@@ -110,7 +117,7 @@ func jobIDOf(in, out any) string {
 	case jobs.OutputRequest:
 		return v.ProcessID
 	}
-	if r, ok := out.(*jobs.StartResult); ok {
+	if r, ok := out.(*jobs.StartResult); ok && r != nil {
 		return r.ProcessID
 	}
 	return ""

@@ -4,6 +4,8 @@ package metrics
 
 import (
 	"fmt"
+	"os/exec"
+	"time"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -36,18 +38,67 @@ type HostHealth struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// Source reads metrics from a proc file system.
+// Source reads metrics from a proc file system. It is safe for concurrent
+// use; it keeps the previous CPU sample (for usage since the last call), the
+// set of mounts whose statfs is still stuck, and the briefly cached GPU probe.
 type Source struct {
-	fs procfs.FS
+	fs       procfs.FS
+	procRoot string
+
+	// statfs reads one mounted file system; unix.Statfs unless a test
+	// replaces it (WithStatfs).
+	statfs func(path string, st *unix.Statfs_t) error
+	// lookPath finds the accelerator tool; exec.LookPath unless replaced
+	// (WithLookPath).
+	lookPath func(file string) (string, error)
+
+	// The CPU-usage timing (see cpu.go); fields so tests can shorten them.
+	cpuSampleWindow time.Duration
+	cpuMinWindow    time.Duration
+	cpuMaxWindow    time.Duration
+	cpu             cpuState
+
+	mounts diskState
+	gpu    gpuState
 }
 
-// NewSource returns a Source over the proc file system at procRoot.
-func NewSource(procRoot string) (*Source, error) {
+// Option configures a Source.
+type Option func(*Source)
+
+// WithStatfs replaces statfs(2) for the disk section, so tests can report
+// fixed sizes for a fixture's mount table.
+func WithStatfs(f func(path string, st *unix.Statfs_t) error) Option {
+	return func(s *Source) { s.statfs = f }
+}
+
+// WithLookPath replaces the PATH lookup of the accelerator probe
+// (exec.LookPath by default).
+func WithLookPath(f func(file string) (string, error)) Option {
+	return func(s *Source) { s.lookPath = f }
+}
+
+// NewSource returns a Source over the proc file system at procRoot. The disk
+// section reads procRoot/self/mountinfo; the boot ID and uptime come from
+// procRoot too, so a fixture tree stands in for the whole host.
+func NewSource(procRoot string, opts ...Option) (*Source, error) {
 	fs, err := procfs.NewFS(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("procfs: %w", err)
 	}
-	return &Source{fs: fs}, nil
+	s := &Source{
+		fs:              fs,
+		procRoot:        procRoot,
+		statfs:          unix.Statfs,
+		lookPath:        exec.LookPath,
+		cpuSampleWindow: CPUSampleWindow,
+		cpuMinWindow:    CPUUsageMinWindow,
+		cpuMaxWindow:    CPUUsageMaxWindow,
+		gpu:             gpuState{lock: make(chan struct{}, 1)},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Health takes a snapshot; diskPath names the file system whose free space
@@ -62,7 +113,7 @@ func (s *Source) Health(diskPath string) *HostHealth {
 	}
 	h.PSI = s.psi()
 	var st unix.Statfs_t
-	if err := unix.Statfs(diskPath, &st); err == nil {
+	if err := s.statfs(diskPath, &st); err == nil {
 		free := st.Bavail * uint64(st.Bsize)
 		h.DiskFreeBytes = &free
 	} else {

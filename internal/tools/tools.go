@@ -22,6 +22,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/search"
 )
 
 // IDRequest names one job.
@@ -70,6 +71,8 @@ func Register(srv *mcp.Server, svc *jobs.Service) {
 			}
 			return out, nil
 		})
+	add(srv, svc.Journal, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
+		func(ctx context.Context, in search.Request) (any, error) { return search.Search(ctx, in) })
 	add(srv, svc.Journal, "process.forget", "Delete a terminal job's metadata and output.",
 		func(_ context.Context, in IDRequest) (any, error) {
 			if _, err := svc.Forget(in.ProcessID); err != nil {

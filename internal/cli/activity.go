@@ -28,7 +28,6 @@ type activityOptions struct {
 	last       int
 	errorsOnly bool
 	asJSON     bool
-	service    string
 }
 
 func newActivityCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -47,12 +46,11 @@ func newActivityCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().IntVar(&o.last, "last", 0, "print the last N entries and exit")
 	cmd.Flags().BoolVar(&o.errorsOnly, "errors", false, "only failure and recovery entries")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "one JSON object per line")
-	cmd.Flags().StringVar(&o.service, "service", statedir.DefaultService, "the agent's user unit name (selects its state directory)")
 	return cmd
 }
 
 func runActivity(cmd *cobra.Command, g *globalFlags, o *activityOptions, streams IO, once bool) error {
-	dirs, err := statedir.Resolve(statedir.Dirs{State: g.stateDir, Config: g.configDir, Service: o.service})
+	dirs, err := g.dirs()
 	if err != nil {
 		return err
 	}

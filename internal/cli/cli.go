@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/commandcore/commandcore/internal/statedir"
 )
 
 // Exit codes (SPEC §1).
@@ -23,6 +25,8 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// quiet errors were already reported by the command's own output.
+	quiet bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -47,11 +51,14 @@ func Main(args []string, streams IO) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(streams.Err, "commandcore: %v\n", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
+		if !ee.quiet {
+			fmt.Fprintf(streams.Err, "commandcore: %v\n", err)
+		}
 		return ee.code
 	}
+	fmt.Fprintf(streams.Err, "commandcore: %v\n", err)
 	if isUsage(err) {
 		return ExitUsage
 	}
@@ -73,6 +80,20 @@ func (e *flagError) Error() string { return e.err.Error() }
 type globalFlags struct {
 	stateDir  string
 	configDir string
+	service   string
+}
+
+// serviceName is the agent's unit name these commands are about.
+func (g *globalFlags) serviceName() string {
+	if g.service == "" {
+		return statedir.DefaultService
+	}
+	return g.service
+}
+
+// dirs resolves the state and config directories.
+func (g *globalFlags) dirs() (statedir.Dirs, error) {
+	return statedir.Resolve(statedir.Dirs{State: g.stateDir, Config: g.configDir, Service: g.service})
 }
 
 // NewRoot returns the root command.
@@ -90,12 +111,15 @@ func NewRoot(streams IO) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err} })
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state directory (default $XDG_STATE_HOME/commandcore)")
 	root.PersistentFlags().StringVar(&g.configDir, "config-dir", "", "config directory (default $XDG_CONFIG_HOME/commandcore)")
+	root.PersistentFlags().StringVar(&g.service, "service", statedir.DefaultService, "the agent's user unit name; a custom name keeps its own state and config directories")
 	root.AddCommand(
 		newVersionCmd(streams),
 		newSuperviseCmd(streams),
 		newMCPCmd(g),
 		newJobsCmd(g, streams),
 		newActivityCmd(g, streams),
+		newAgentCmd(g),
+		newStatusCmd(g, streams),
 	)
 	return root
 }

@@ -20,7 +20,7 @@ import (
 // openService builds the job core over the resolved state directory.
 // installed makes the launcher refuse the shared-cgroup fallback.
 func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
-	dirs, err := statedir.Resolve(statedir.Dirs{State: g.stateDir, Config: g.configDir})
+	dirs, err := g.dirs()
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobstore"
+	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/policy"
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/status"
+)
+
+// errNotRunning makes status exit 3 after printing its report.
+var errNotRunning = errors.New("no agent is running")
+
+func newStatusCmd(g *globalFlags, streams IO) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show whether the agent runs, its last connection observation, jobs and policy",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dirs, err := g.dirs()
+			if err != nil {
+				return err
+			}
+			r := buildReport(cmd.Context(), dirs.State, g.serviceName(), procid.Default())
+			if asJSON {
+				enc := json.NewEncoder(streams.Out)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(r)
+			} else {
+				err = status.WriteHuman(streams.Out, r, time.Now())
+			}
+			if err != nil {
+				return err
+			}
+			if !r.Agent.Running {
+				// The report already says so; the exit code tells scripts.
+				return &exitError{code: ExitNotAlive, err: errNotRunning, quiet: true}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (fields only grow)")
+	return cmd
+}
+
+// readRuntime reads the agent's runtime record; nil when absent or unreadable.
+func readRuntime(stateDir string) *status.Runtime {
+	f, err := os.Open(filepath.Join(stateDir, status.RuntimeFile))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var rt status.Runtime
+	if err := json.NewDecoder(io.LimitReader(f, limits.MaxMetadataBytes)).Decode(&rt); err != nil || rt.PID <= 0 {
+		return nil
+	}
+	return &rt
+}
+
+// buildReport verifies the runtime record (PID alive with the recorded
+// start ticks and boot ID) and gathers jobs, systemd and policy.
+func buildReport(ctx context.Context, stateDir, service string, procs *procid.Source) *status.Report {
+	r := &status.Report{SchemaVersion: status.SchemaVersion, Agent: status.Agent{Service: service}}
+	r.Connection.State = status.ConnUnknown
+	if rt := readRuntime(stateDir); rt != nil {
+		boot, _ := procs.BootID()
+		alive, _ := procs.Alive(procid.Identity{PID: rt.PID, StartTicks: rt.StartTicks})
+		if alive && rt.BootID == boot {
+			started := rt.StartedAt
+			r.Agent = status.Agent{Running: true, PID: rt.PID, Version: rt.Version, StartedAt: &started, Service: rt.Service}
+			c := rt.Connection
+			r.Connection = status.ConnectionView{State: c.State, Server: c.Server, ObservedAt: &c.ObservedAt, Since: &c.Since}
+			age := int64(time.Since(c.ObservedAt).Seconds())
+			r.Connection.AgeSeconds = &age
+		} else {
+			r.Agent.Stale = true
+		}
+	}
+	if store, err := jobstore.Open(stateDir, procs); err == nil {
+		if recs, err := store.List(); err == nil {
+			for _, rec := range recs {
+				switch {
+				case rec.State.Live():
+					r.Jobs.Running++
+				case rec.Terminal:
+					r.Jobs.Terminal++
+					if !rec.Read {
+						r.Jobs.Unread++
+					}
+				}
+			}
+		}
+	}
+	l := launcher.New("", false)
+	defer l.Close()
+	r.Systemd.UserManager = status.ManagerUnreachable
+	r.Systemd.FailureDomain = jobmeta.DomainSharedParentCgroup
+	if _, err := l.Bus(ctx); err == nil {
+		r.Systemd.UserManager = status.ManagerReachable
+		r.Systemd.FailureDomain = jobmeta.DomainSystemdUnit
+	}
+	if p, err := policy.Load(stateDir); err != nil {
+		r.Policy.Error = strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": ")
+	} else if p.MemoryMaxBytes > 0 {
+		m := p.MemoryMaxBytes
+		r.Policy.MemoryMaxBytes = &m
+	}
+	return r
+}

@@ -1,0 +1,156 @@
+// Package status is the leaf package of the agent's runtime record and of
+// the `commandcore status` report: the agent writes the record, the CLI
+// verifies it and builds the report, and both share these types.
+package status
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// SchemaVersion is the version of the --json report. Its fields only grow.
+const SchemaVersion = 1
+
+// RuntimeFile is the agent's runtime record in its state directory.
+const RuntimeFile = "agent.json"
+
+// Connection states.
+const (
+	ConnUnknown      = "unknown" // no agent runs to observe it
+	ConnNotEnrolled  = "not_enrolled"
+	ConnConnecting   = "connecting"
+	ConnConnected    = "connected"
+	ConnDisconnected = "disconnected"
+)
+
+// Runtime is what a running agent records about itself.
+type Runtime struct {
+	Schema     int        `json:"schema"`
+	PID        int        `json:"pid"`
+	StartTicks uint64     `json:"start_ticks"`
+	BootID     string     `json:"boot_id"`
+	Version    string     `json:"version"`
+	StartedAt  time.Time  `json:"started_at"`
+	Service    string     `json:"service"`
+	Connection Connection `json:"connection"`
+}
+
+// Connection is the agent's last local observation of its link.
+type Connection struct {
+	State string `json:"state"`
+	// Server is the server's URL without credentials; empty when not enrolled.
+	Server     string    `json:"server"`
+	ObservedAt time.Time `json:"observed_at"`
+	// Since is when the link entered State.
+	Since time.Time `json:"since"`
+}
+
+// Report is `commandcore status --json`.
+type Report struct {
+	SchemaVersion int            `json:"schema_version"`
+	Agent         Agent          `json:"agent"`
+	Connection    ConnectionView `json:"connection"`
+	Jobs          Jobs           `json:"jobs"`
+	Systemd       Systemd        `json:"systemd"`
+	Policy        Policy         `json:"policy"`
+}
+
+// Agent describes the agent process.
+type Agent struct {
+	Running   bool       `json:"running"`
+	PID       int        `json:"pid,omitempty"`
+	Version   string     `json:"version,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	Service   string     `json:"service"`
+	// Stale is set when a runtime record exists but its process is gone
+	// (or the PID now belongs to another process).
+	Stale bool `json:"stale,omitempty"`
+}
+
+// ConnectionView is the connection as last observed by the agent, with the
+// observation's age: it is not a claim about the server now.
+type ConnectionView struct {
+	State      string     `json:"state"`
+	Server     string     `json:"server,omitempty"`
+	ObservedAt *time.Time `json:"observed_at,omitempty"`
+	Since      *time.Time `json:"since,omitempty"`
+	AgeSeconds *int64     `json:"age_seconds,omitempty"`
+}
+
+// Jobs counts the managed jobs.
+type Jobs struct {
+	Running  int `json:"running"`
+	Terminal int `json:"terminal"`
+	Unread   int `json:"unread"`
+}
+
+// Systemd describes the user manager as seen from here.
+type Systemd struct {
+	UserManager   string `json:"user_manager"`
+	FailureDomain string `json:"failure_domain"`
+}
+
+// Policy is the owner's resource policy or why it is refused.
+type Policy struct {
+	MemoryMaxBytes *uint64 `json:"memory_max_bytes,omitempty"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// User manager states.
+const (
+	ManagerReachable   = "reachable"
+	ManagerUnreachable = "unreachable"
+)
+
+// WriteHuman prints the friendly summary of r.
+func WriteHuman(w io.Writer, r *Report, now time.Time) error {
+	var err error
+	p := func(format string, args ...any) {
+		if err == nil {
+			_, err = fmt.Fprintf(w, format, args...)
+		}
+	}
+	switch {
+	case r.Agent.Running:
+		p("Agent:       running (pid %d, %s, %s), up %s\n", r.Agent.PID, r.Agent.Version, r.Agent.Service, since(now, r.Agent.StartedAt))
+	case r.Agent.Stale:
+		p("Agent:       not running (stale record)\n")
+	default:
+		p("Agent:       not running\n")
+	}
+	conn := r.Connection.State
+	if r.Connection.Server != "" {
+		conn += " to " + r.Connection.Server
+	}
+	if r.Connection.ObservedAt != nil {
+		conn += fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Connection.ObservedAt))
+	}
+	p("Connection:  %s\n", conn)
+	p("Jobs:        %d running, %d finished (%d unread)\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread)
+	p("systemd:     user manager %s; new jobs run as %s\n", r.Systemd.UserManager, r.Systemd.FailureDomain)
+	switch {
+	case r.Policy.Error != "":
+		p("Policy:      INVALID (%s): launches are refused\n", r.Policy.Error)
+	case r.Policy.MemoryMaxBytes != nil:
+		p("Policy:      memory cap %d bytes per job\n", *r.Policy.MemoryMaxBytes)
+	default:
+		p("Policy:      no memory cap\n")
+	}
+	return err
+}
+
+func since(now time.Time, t *time.Time) string {
+	if t == nil {
+		return "?"
+	}
+	return age(now, *t)
+}
+
+func age(now, t time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String()
+}

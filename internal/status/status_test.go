@@ -1,0 +1,68 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func fixed() *Report {
+	started := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	observed := started.Add(90 * time.Second)
+	age := int64(30)
+	mem := uint64(268435456)
+	return &Report{
+		SchemaVersion: SchemaVersion,
+		Agent:         Agent{Running: true, PID: 4242, Version: "1.2.3", StartedAt: &started, Service: "commandcore.service"},
+		Connection:    ConnectionView{State: ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
+		Jobs:          Jobs{Running: 2, Terminal: 5, Unread: 1},
+		Systemd:       Systemd{UserManager: ManagerReachable, FailureDomain: "systemd_unit"},
+		Policy:        Policy{MemoryMaxBytes: &mem},
+	}
+}
+
+// TestJSONGolden pins the --json shape: fields may be added, never renamed
+// or removed, so this file only ever grows.
+func TestJSONGolden(t *testing.T) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(fixed()); err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/status.golden.json"
+	if *update {
+		os.WriteFile(golden, buf.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("status --json changed shape:\n%s\nwant:\n%s", buf.Bytes(), want)
+	}
+}
+
+func TestHuman(t *testing.T) {
+	var buf bytes.Buffer
+	r := fixed()
+	if err := WriteHuman(&buf, r, r.Agent.StartedAt.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"running (pid 4242", "up 2m0s", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "memory cap 268435456"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("human status lacks %q:\n%s", want, buf.String())
+		}
+	}
+	buf.Reset()
+	WriteHuman(&buf, &Report{Agent: Agent{Stale: true}, Connection: ConnectionView{State: ConnUnknown}, Policy: Policy{Error: "malformed JSON"}}, time.Now())
+	if !strings.Contains(buf.String(), "not running (stale record)") || !strings.Contains(buf.String(), "INVALID") {
+		t.Errorf("stale human status:\n%s", buf.String())
+	}
+}

@@ -1,5 +1,13 @@
 // Package metrics reads host metrics through prometheus/procfs, with the
 // proc root as a parameter so tests can point it at fixture trees.
+//
+// Health is the cheap snapshot process.start returns (memory, PSI, disk
+// free; never a GPU query). Metrics is system.metrics: CPU count, load and
+// usage (cpu.go), memory and swap, real file systems (disks.go), PSI,
+// uptime, boot ID, a health verdict from documented thresholds
+// (verdict.go) and, only when asked, a bounded accelerator probe (gpu.go).
+// Only /proc/uptime and the boot ID, which procfs has no reader for, are
+// read by hand.
 package metrics
 
 import (

@@ -25,7 +25,11 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			}
 			defer svc.Close()
 			srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
-			tools.Register(srv, svc)
+			host, err := tools.NewHost("/proc")
+			if err != nil {
+				return err
+			}
+			tools.Register(srv, svc, host)
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 			defer stop()
 			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {

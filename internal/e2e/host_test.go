@@ -55,3 +55,48 @@ func TestFilesSearchOverMCP(t *testing.T) {
 		t.Errorf("missing root: %s, want not_found", code)
 	}
 }
+
+func TestSystemMetricsAndProcessListOverMCP(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	var m struct {
+		CPU struct {
+			Count int `json:"count"`
+		} `json:"cpu"`
+		BootID string `json:"boot_id"`
+		Health struct {
+			Verdict string `json:"verdict"`
+		} `json:"health"`
+		GPU any `json:"gpu"`
+	}
+	c.ok("system.metrics", map[string]any{}, &m)
+	if m.CPU.Count < 1 || m.BootID == "" || m.Health.Verdict == "" || m.GPU != nil {
+		t.Fatalf("system.metrics: %+v", m)
+	}
+	if code, _ := c.fail("system.metrics", map[string]any{"gpus": true}); code != "invalid_argument" {
+		t.Fatalf("unknown metrics argument: %s", code)
+	}
+	res := c.start(map[string]any{"command": "exec sleep 60"})
+	t.Cleanup(func() { c.stopAndWait(res.ProcessID) })
+	var list struct {
+		Processes []struct {
+			PID     int    `json:"pid"`
+			Name    string `json:"name"`
+			Managed bool   `json:"managed"`
+		} `json:"processes"`
+	}
+	c.ok("process.list", map[string]any{"managed": true, "name": "sleep"}, &list)
+	child := c.status(res.ProcessID).Identity.Child.PID
+	found := false
+	for _, p := range list.Processes {
+		if !p.Managed {
+			t.Errorf("managed filter returned %+v", p)
+		}
+		found = found || p.PID == child
+	}
+	if !found {
+		t.Fatalf("the job's sleep %d is not among managed processes: %+v", child, list.Processes)
+	}
+	if code, _ := c.fail("process.list", map[string]any{"regex": "x"}); code != "invalid_argument" {
+		t.Fatalf("unknown process.list filter: %s", code)
+	}
+}

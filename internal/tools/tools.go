@@ -22,6 +22,8 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/search"
 )
 
@@ -49,8 +51,38 @@ type ErrorResult struct {
 	Error *errcode.Error `json:"error"`
 }
 
-// Register adds the managed-job tools to srv.
-func Register(srv *mcp.Server, svc *jobs.Service) {
+// Host holds the host-insight engines the tools use.
+type Host struct {
+	Metrics   *metrics.Source
+	Processes *proclist.Lister
+}
+
+// NewHost returns the engines over the proc file system at procRoot.
+func NewHost(procRoot string) (*Host, error) {
+	m, err := metrics.NewSource(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	p, err := proclist.New(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{Metrics: m, Processes: p}, nil
+}
+
+// Register adds the tools of SPEC §3 that this build serves to srv.
+func Register(srv *mcp.Server, svc *jobs.Service, host *Host) {
+	add(srv, svc.Journal, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
+		func(ctx context.Context, in metrics.MetricsRequest) (any, error) {
+			return host.Metrics.Metrics(ctx, in)
+		})
+	add(srv, svc.Journal, "process.list", "Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (CommandCore jobs only); each filter narrows.",
+		func(ctx context.Context, in proclist.Request) (any, error) {
+			if err := in.Validate(); err != nil {
+				return nil, err
+			}
+			return host.Processes.List(ctx, in)
+		})
 	add(srv, svc.Journal, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
 		func(ctx context.Context, in jobs.StartRequest) (any, error) { return svc.Start(ctx, in) })
 	add(srv, svc.Journal, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",

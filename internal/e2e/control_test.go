@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -126,10 +125,7 @@ func TestKilledMCPServerLeavesJobRunning(t *testing.T) {
 	c := newClient(t, state, nil)
 	res := c.start(map[string]any{"command": `echo before; read -t 600 x < /dev/null; sleep 600`})
 	waitOutput(t, c, res.ProcessID, "before")
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	c.cmd.Wait()
+	c.kill()
 
 	c2 := newClient(t, state, nil)
 	var list struct {

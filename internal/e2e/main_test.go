@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -288,4 +289,14 @@ func (c *client) stopAndWait(id string) {
 	c.t.Helper()
 	c.call("process.stop", map[string]any{"process_id": id})
 	c.waitTerminal(id, 20*time.Second)
+}
+
+// kill ends the `commandcore mcp` process with SIGKILL, as a crash would,
+// and lets the SDK reap it.
+func (c *client) kill() {
+	c.t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.t.Fatal(err)
+	}
+	c.session.Close()
 }

@@ -14,8 +14,7 @@ func TestKilledServerThenJobEndsOnItsOwn(t *testing.T) {
 	c := newClient(t, state, nil)
 	res := c.start(map[string]any{"command": "echo started; sleep 2; exit 5"})
 	waitOutput(t, c, res.ProcessID, "started")
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	c.cmd.Wait()
+	c.kill()
 
 	c2 := newClient(t, state, nil)
 	rec := c2.waitTerminal(res.ProcessID, 20*time.Second)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +24,7 @@ func TestSoakRestartingServer(t *testing.T) {
 	}
 	for r := 0; r < 20; r++ {
 		if r%2 == 0 {
-			c.cmd.Process.Signal(syscall.SIGKILL)
-			c.cmd.Wait()
+			c.kill()
 		} else {
 			c.session.Close()
 		}

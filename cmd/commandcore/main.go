@@ -9,5 +9,9 @@ import (
 )
 
 func main() {
+	// The per-job supervisor skips the command tree (see cli.Supervise).
+	if len(os.Args) == 3 && os.Args[1] == "supervise" {
+		os.Exit(cli.Supervise(os.Args[2], os.Stdin, os.Stderr))
+	}
 	os.Exit(cli.Main(os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 }

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"fmt"
+	"io"
+
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/procid"
@@ -17,4 +20,15 @@ func newSuperviseCmd(streams IO) *cobra.Command {
 			return supervisor.Run(args[0], streams.In, procid.Default())
 		},
 	}
+}
+
+// Supervise runs the supervisor without building the command tree: it is
+// started once per job and has a memory budget, so it touches as little
+// of the binary as it can. It returns the exit code.
+func Supervise(jobDir string, stdin io.Reader, stderr io.Writer) int {
+	if err := supervisor.Run(jobDir, stdin, procid.Default()); err != nil {
+		fmt.Fprintf(stderr, "commandcore supervise: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
 }

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	bin = filepath.Join(dir, "commandcore")
 	build := exec.Command("go", "build", "-o", bin, "github.com/commandcore/commandcore/cmd/commandcore")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build commandcore:", err)

@@ -263,7 +263,16 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 
 	started, err := s.Launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.Store.Dir(id), Stdin: r, Policy: pol})
 	if err != nil {
-		failCode = jobmeta.LaunchErrUnit
+		// A systemd unit's start job ends with the claim (Type=notify), so
+		// its failures are the supervisor's as often as the unit's.
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			failCode = jobmeta.LaunchErrClaimTimeout
+		case errors.Is(err, launcher.ErrSupervisorFailed):
+			failCode = jobmeta.LaunchErrSupervisor
+		default:
+			failCode = jobmeta.LaunchErrUnit
+		}
 		phase(activity.PhaseUnitStart, failCode)
 		fail()
 		return id, nil

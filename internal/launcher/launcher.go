@@ -95,6 +95,10 @@ func (l *Launcher) Domain(ctx context.Context) (string, error) {
 	return jobmeta.DomainSharedParentCgroup, nil
 }
 
+// ErrSupervisorFailed reports a supervisor that ended before it claimed
+// its identity.
+var ErrSupervisorFailed = errors.New("supervisor ended before claiming its identity")
+
 // Spec is one supervisor to start.
 type Spec struct {
 	Unit   string // unit name; empty for the fallback
@@ -106,7 +110,8 @@ type Spec struct {
 // Started is a started supervisor. Stop ends it on a failed launch.
 type Started struct {
 	// Failed is closed when the supervisor is known to have ended before
-	// claiming its identity.
+	// claiming its identity (fallback path; a unit's start job reports
+	// that itself).
 	Failed <-chan struct{}
 	stop   func(context.Context) error
 }
@@ -128,7 +133,9 @@ func (l *Launcher) Start(ctx context.Context, domain string, sp Spec) (*Started,
 func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 	props := []sdbus.Property{
 		sdbus.PropDescription("CommandCore managed job"),
-		sdbus.PropType("exec"),
+		// notify: the supervisor sends READY=1 once its identity claim is
+		// on disk, so the start job's completion is the claim.
+		sdbus.PropType("notify"),
 		sdbus.PropExecStart([]string{l.Exe, "supervise", sp.JobDir}, false),
 		{Name: "StandardInputFileDescriptor", Value: dbus.MakeVariant(dbus.UnixFD(sp.Stdin.Fd()))},
 		{Name: "NoNewPrivileges", Value: dbus.MakeVariant(true)},
@@ -171,15 +178,15 @@ func (l *Launcher) startUnit(ctx context.Context, sp Spec) (*Started, error) {
 	case res := <-done:
 		if res != "done" {
 			stop(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("start job of the unit ended %q", res)
+			return nil, fmt.Errorf("%w (start job %q)", ErrSupervisorFailed, res)
 		}
 	case <-ctx.Done():
 		stop(context.WithoutCancel(ctx))
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("wait for the identity claim: %w", ctx.Err())
 	}
-	failed := make(chan struct{})
-	go watchUnit(ctx, conn, sp.Unit, failed)
-	return &Started{Failed: failed, stop: stop}, nil
+	// The start job completed with the supervisor's READY=1, sent after
+	// its claim: nothing is left to watch for.
+	return &Started{Failed: make(chan struct{}), stop: stop}, nil
 }
 
 func (l *Launcher) startFallback(sp Spec) (*Started, error) {

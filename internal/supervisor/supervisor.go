@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/capture"
@@ -35,6 +36,10 @@ const (
 // descendants that still hold its pipes. After it the capture is finalised
 // as incomplete; the unit's cleanup ends such descendants.
 const captureGrace = time.Second
+
+// pipeSize is the capacity asked for the job's output pipes (the default
+// maximum an unprivileged process may set).
+const pipeSize = 1 << 20
 
 // groupPoll is how often a stopping supervisor checks whether the job's
 // process group has emptied before the SIGKILL deadline.
@@ -115,7 +120,14 @@ func (s *sup) claim() error {
 			s.ident.Manager = &m
 		}
 	}
-	return jobmeta.WriteAtomic(s.path(jobmeta.IdentityFile), &s.ident)
+	if err := jobmeta.WriteAtomic(s.path(jobmeta.IdentityFile), &s.ident); err != nil {
+		return err
+	}
+	// The unit is Type=notify: its start job completes exactly when the
+	// claim is on disk, so the launcher need not poll for it. Without
+	// $NOTIFY_SOCKET (the fallback) this does nothing.
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+	return nil
 }
 
 // finishUnstarted publishes a terminal record for a job whose shell never ran.
@@ -167,6 +179,10 @@ func (s *sup) supervise(env *envelope.Envelope, sigs <-chan os.Signal) error {
 		return s.finishUnstarted(StartErrShell, startErr)
 	}
 
+	// A larger pipe lets a fast writer run ahead between our reads,
+	// halving wake-ups; failure only costs throughput.
+	unix.FcntlInt(outR.Fd(), unix.F_SETPIPE_SZ, pipeSize)
+	unix.FcntlInt(errR.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 	outDone := drain(s.stdout, outR)
 	errDone := drain(s.stderr, errR)
 

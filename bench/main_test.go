@@ -1,0 +1,304 @@
+// Package bench measures CommandCore's managed-job path on this machine:
+// process.start latency against systemd-run, output-capture throughput
+// against a plain pipe, and the supervisor's resident memory while it
+// captures. These are measurements, not assertions: every benchmark reports
+// its numbers as custom metrics and nothing fails on a missed target.
+//
+// Run everything with bench/run.sh (which also prints a summary), or one
+// benchmark at a time, e.g.
+//
+//	go test ./bench -run '^$' -bench 'Start' -benchtime 50x
+//	go test ./bench -run '^$' -bench 'Capture|PipeBaseline' -benchtime 1x
+//	go test ./bench -run '^$' -bench 'SupervisorMemory' -benchtime 1x
+//
+// Like the e2e tests, the benchmarks use the shared systemd user manager
+// (package systemdtest boots or reuses it). Set COMMANDCORE_BIN to benchmark
+// a prebuilt binary; otherwise TestMain builds one.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/jobstore"
+	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/statedir"
+	"github.com/commandcore/commandcore/internal/systemdtest"
+)
+
+// ccBin is the commandcore binary under measurement; miniSup is the
+// supervisor-only prototype (bench/cmd/minisup) some benchmarks launch in
+// its place, and miniSupP1 the same with GOMAXPROCS=1.
+var ccBin, miniSup, miniSupP1 string
+
+// build builds pkg into a fixed path under the temporary directory
+// (overwritten each run: systemdtest.Main exits the process, so a fresh
+// temporary directory could not be removed) unless env names a prebuilt one.
+func build(env, name, pkg, ldflags string, extraEnv ...string) (string, error) {
+	if bin := os.Getenv(env); bin != "" {
+		return filepath.Abs(bin)
+	}
+	out := filepath.Join(os.TempDir(), "commandcore-bench", name)
+	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", out, pkg)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return out, nil
+}
+
+func TestMain(m *testing.M) {
+	// `go test ./...` visits this package too; only benchmark runs need
+	// the binaries and the user manager.
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	var err error
+	const mini = "github.com/commandcore/commandcore/bench/cmd/minisup"
+	if ccBin, err = build("COMMANDCORE_BIN", "commandcore", "github.com/commandcore/commandcore/cmd/commandcore", ""); err == nil {
+		if miniSup, err = build("MINISUP_BIN", "minisup", mini, "", "CGO_ENABLED=0"); err == nil {
+			miniSupP1, err = build("MINISUP_P1_BIN", "minisup-p1", mini, "-X main.maxProcs=1", "CGO_ENABLED=0")
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Holds the shared users lock (so no test elsewhere kills the manager
+	// mid-measurement) and exports XDG_RUNTIME_DIR / DBUS_SESSION_BUS_ADDRESS
+	// for the launched `commandcore mcp` and systemd-run processes.
+	systemdtest.Main(m)
+}
+
+// stats summarises samples: median (mean of the two middle samples for an
+// even count), p90 (nearest rank), min and max.
+type stats struct {
+	n                  int
+	p50, p90, min, max time.Duration
+}
+
+func summarize(samples []time.Duration) stats {
+	s := append([]time.Duration(nil), samples...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	n := len(s)
+	if n == 0 {
+		return stats{}
+	}
+	p50 := s[n/2]
+	if n%2 == 0 {
+		p50 = (s[n/2-1] + s[n/2]) / 2
+	}
+	rank := int(math.Ceil(0.9*float64(n))) - 1
+	return stats{n: n, p50: p50, p90: s[rank], min: s[0], max: s[n-1]}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// report publishes latency samples as custom metrics; ns/op becomes their
+// mean, so untimed work between samples does not inflate it.
+func report(b *testing.B, samples []time.Duration) {
+	st := summarize(samples)
+	var sum time.Duration
+	for _, d := range samples {
+		sum += d
+	}
+	if len(samples) > 0 {
+		b.ReportMetric(float64(sum)/float64(len(samples)), "ns/op")
+	}
+	b.ReportMetric(ms(st.p50), "p50-ms")
+	b.ReportMetric(ms(st.p90), "p90-ms")
+	b.ReportMetric(ms(st.min), "min-ms")
+	b.ReportMetric(ms(st.max), "max-ms")
+}
+
+// stateDir returns a fresh state directory: each batch of launches gets its
+// own, so retention (100 unread terminal jobs) never refuses one.
+func stateDir(b *testing.B) string {
+	b.Helper()
+	return b.TempDir()
+}
+
+// jobDir is where the job store keeps job id (see jobstore.Store.Dir).
+func jobDir(state, id string) string { return filepath.Join(state, "jobs", id) }
+
+// waitFile polls until path exists or timeout passes.
+func waitFile(path string, every, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear within %v", filepath.Base(path), timeout)
+		}
+		time.Sleep(every)
+	}
+}
+
+// mcpClient is one `commandcore mcp` process with an MCP session to it.
+type mcpClient struct {
+	session *mcp.ClientSession
+	state   string
+}
+
+func newMCP(b *testing.B, state string) *mcpClient {
+	b.Helper()
+	cmd := exec.Command(ccBin, "mcp", "--state-dir", state)
+	cmd.Stderr = os.Stderr
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatalf("connect to commandcore mcp: %v", err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return &mcpClient{session: s, state: state}
+}
+
+// callRaw invokes a tool and returns the SDK's result undecoded, so the
+// caller can time exactly the round trip.
+func (c *mcpClient) callRaw(tool string, args any) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return c.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+}
+
+// decodeResult turns a successful tool result into out.
+func decodeResult(tool string, res *mcp.CallToolResult, err error, out any) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", tool, err)
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		return fmt.Errorf("%s failed: %s", tool, raw)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+func (c *mcpClient) call(tool string, args any, out any) error {
+	res, err := c.callRaw(tool, args)
+	return decodeResult(tool, res, err, out)
+}
+
+// record is the part of process.status the benchmarks read.
+type record struct {
+	State    string `json:"state"`
+	Terminal bool   `json:"terminal"`
+	ExitCode *int   `json:"exit_code"`
+	Capture  struct {
+		Stdout struct {
+			ObservedBytes *int64 `json:"observed_bytes"`
+			Complete      bool   `json:"complete"`
+		} `json:"stdout"`
+	} `json:"capture"`
+	Identity *struct {
+		Supervisor struct {
+			PID int `json:"pid"`
+		} `json:"supervisor"`
+		Child *struct {
+			PID int `json:"pid"`
+		} `json:"child"`
+	} `json:"identity"`
+	StartedAt   *time.Time `json:"started_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+// finish waits for job id to be terminal (its supervisor publishes
+// result.json), checks it exited 0, and forgets it.
+func (c *mcpClient) finish(id string) (record, error) {
+	var rec record
+	if err := waitFile(filepath.Join(jobDir(c.state, id), jobmeta.ResultFile), 200*time.Microsecond, time.Minute); err != nil {
+		return rec, err
+	}
+	if err := c.call("process.status", map[string]any{"process_id": id}, &rec); err != nil {
+		return rec, err
+	}
+	if rec.State != "exited" || rec.ExitCode == nil || *rec.ExitCode != 0 {
+		return rec, fmt.Errorf("job %s ended %s (exit %v)", id, rec.State, rec.ExitCode)
+	}
+	return rec, c.call("process.forget", map[string]any{"process_id": id}, nil)
+}
+
+// newService builds the job core in this process the way the CLI's
+// openService does (journal and host_health included; the reconciliation
+// hooks, unused on the launch path, left out), with exe (ccBin, or miniSup)
+// as the supervisor. Close it with Service.Close.
+func newService(state, exe string) (*jobs.Service, error) {
+	dirs, err := statedir.Resolve(statedir.Dirs{State: state, Config: filepath.Join(state, "config")})
+	if err != nil {
+		return nil, err
+	}
+	device, err := statedir.DeviceID(dirs.State)
+	if err != nil {
+		return nil, err
+	}
+	procs := procid.Default()
+	store, err := jobstore.Open(dirs.State, procs)
+	if err != nil {
+		return nil, err
+	}
+	// Like openService: a journal that cannot open records nothing.
+	journal, err := activity.Open(statedir.JournalPath(dirs.State))
+	if err != nil {
+		journal = nil
+	}
+	host, err := metrics.NewSource("/proc")
+	if err != nil {
+		return nil, err
+	}
+	return &jobs.Service{
+		HostHealth: func() any { return host.Health(dirs.State) },
+		Journal:    journal,
+		Store:      store,
+		Launcher:   launcher.New(exe, false),
+		Procs:      procs,
+		StateDir:   dirs.State,
+		DeviceID:   device,
+		Shell:      jobs.DefaultShell(),
+		BaseEnv:    jobs.BaseEnvironment(os.Environ()),
+	}, nil
+}
+
+// finishService is finish for the in-process service.
+func finishService(svc *jobs.Service, state, id string) error {
+	if err := waitFile(filepath.Join(jobDir(state, id), jobmeta.ResultFile), 200*time.Microsecond, time.Minute); err != nil {
+		return err
+	}
+	rec, err := svc.Status(id)
+	if err != nil {
+		return err
+	}
+	if rec.State != jobmeta.Exited {
+		return fmt.Errorf("job %s ended %s", id, rec.State)
+	}
+	_, err = svc.Forget(id)
+	return err
+}
+
+var errNotSystemd = errors.New("job did not run in a transient unit (failure_domain is not systemd_unit)")

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds commandcore (and the supervisor-only prototype bench/cmd/minisup),
+# makes sure the shared systemd user manager runs, runs the three benchmarks
+# and prints a summary. About a minute on an idle 2-vCPU VM; the raw
+# `go test -bench` output is kept in $OUT (default: a temporary directory).
+#
+#   bench/run.sh                 # the three benchmarks
+#   EXTRA=1 bench/run.sh         # plus the supervisor-build capture comparison (~30 s more)
+#   SAMPLES=50 CAPTURE_RUNS=3 bench/run.sh
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+SAMPLES=${SAMPLES:-50}          # launches per latency sampler
+CAPTURE_RUNS=${CAPTURE_RUNS:-3} # 2 GiB runs per capture variant (plus one warm-up round)
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/commandcore-bench.XXXXXX")}
+mkdir -p "$OUT"
+
+echo "== build" >&2
+go build -o bin/commandcore ./cmd/commandcore
+CGO_ENABLED=0 go build -o "$OUT/minisup" ./bench/cmd/minisup
+CGO_ENABLED=0 go build -ldflags '-X main.maxProcs=1' -o "$OUT/minisup-p1" ./bench/cmd/minisup
+go test -c -o "$OUT/bench.test" ./bench
+go run ./internal/systemdtest/cmd/usermgr up >/dev/null
+
+export COMMANDCORE_BIN=$PWD/bin/commandcore MINISUP_BIN=$OUT/minisup MINISUP_P1_BIN=$OUT/minisup-p1
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+start=$(date +%s)
+
+run() { # name, benchtime, regexp, extra flags...
+	local name=$1 benchtime=$2 re=$3
+	shift 3
+	echo "== $name" >&2
+	(cd bench && "$OUT/bench.test" -test.run '^$' -test.bench "$re" -test.benchtime "$benchtime" "$@") | tee "$OUT/$name.txt" >&2
+}
+run start "${SAMPLES}x" '^Benchmark(StartCompare|StartPhases|ExecBinTrue|ExecCommandcoreVersion|ExecMiniSup)$'
+run capture "${CAPTURE_RUNS}x" '^BenchmarkCaptureCompare$'
+run memory 1x '^BenchmarkSupervisorMemory(MiniSup)?$' -test.v
+if [[ ${EXTRA:-} == 1 ]]; then
+	run extra "${CAPTURE_RUNS}x" '^BenchmarkCaptureSupervisors$'
+fi
+
+elapsed=$(($(date +%s) - start))
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# metric FILE BENCHMARK UNIT: the value reported for UNIT on BENCHMARK's line.
+metric() {
+	awk -v b="$2" -v u="$3" '$1 ~ "^"b"(-[0-9]+)?$" { for (i = 3; i < NF; i += 2) if ($(i+1) == u) print $i }' "$OUT/$1.txt" | tail -1
+}
+s() { metric start BenchmarkStartCompare "$1"; }
+ph() { metric start BenchmarkStartPhases "$1-p50-ms"; }
+c() { metric capture BenchmarkCaptureCompare "$1"; }
+m() { metric memory "$1" "$2"; }
+verdict() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "met" : "MISSED" }'; }
+
+cat <<EOF
+
+===== CommandCore benchmarks: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), kernel $(uname -r)
+      $(systemctl --version | head -1), $(go version | cut -d' ' -f3), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench' || echo ' (+ uncommitted changes)')
+      load average before $load_before, after $load_after; ${elapsed}s of benchmarks; raw output in $OUT
+
+1. process.start latency, ${SAMPLES} launches of \`true\` each, interleaved (ms)        p50      p90
+   MCP process.start (client call -> result)                                 $(printf '%8s %8s' "$(s mcp-p50-ms)" "$(s mcp-p90-ms)")
+   jobs.Service.Start in process                                             $(printf '%8s %8s' "$(s svc-p50-ms)" "$(s svc-p90-ms)")
+   systemd-run --user --no-block --quiet -p Type=exec true                   $(printf '%8s %8s' "$(s sdrun-noblock-p50-ms)" "$(s sdrun-noblock-p90-ms)")
+   systemd-run --user --quiet -p Type=exec true (waits for the start job)    $(printf '%8s %8s' "$(s sdrun-block-p50-ms)" "$(s sdrun-block-p90-ms)")
+   StartTransientUnit(/bin/true) from Go, until the start job is done        $(printf '%8s %8s' "$(s dbus-true-p50-ms)" "$(s dbus-true-p90-ms)")
+   jobs.Service.Start, supervisor = minisup prototype                        $(printf '%8s %8s' "$(s svc-minisup-p50-ms)" "$(s svc-minisup-p90-ms)")
+   jobs.Service.Start without systemd (fallback fork/exec)                   $(printf '%8s %8s' "$(s svc-fallback-p50-ms)" "$(s svc-fallback-p90-ms)")
+   ratio MCP / systemd-run --no-block (p50): $(s mcp/sdrun-noblock)  target <= 1.0: $(verdict "$(s mcp/sdrun-noblock)" 1.0 "<=")
+   ratio MCP / systemd-run blocking (p50):   $(s mcp/sdrun-block)
+   ratio MCP / in-process (p50):             $(s mcp/svc)
+   ratio minisup in-process / --no-block:    $(s svc-minisup/sdrun-noblock)
+   launch phases (p50 ms): policy $(ph policy), admit $(ph admit), D-Bus unit start $(ph unit), exec->claim $(ph claim), get $(ph get), host_health $(ph health); sum $(ph total)
+     (interleaved Service.Start p50 $(metric start BenchmarkStartPhases svc-p50-ms): claim polling adds about $(metric start BenchmarkStartPhases poll-loss-ms) ms)
+   exec floors (p50 ms): /bin/true $(metric start BenchmarkExecBinTrue p50-ms), commandcore version $(metric start BenchmarkExecCommandcoreVersion p50-ms), minisup $(metric start BenchmarkExecMiniSup p50-ms)
+
+2. capture throughput, 2 GiB to stdout, median of ${CAPTURE_RUNS} (MB/s = 10^6 B/s, start -> terminal)
+   head -c 2G /dev/zero: captured $(c mcp-head-MB/s), plain pipe to cat $(c pipe-head-MB/s); ratio $(c head-captured/pipe)  target >= 0.8: $(verdict "$(c head-captured/pipe)" 0.8 ">=")
+   dd bs=1M (fast producer): captured $(c mcp-dd-MB/s), plain pipe to cat $(c pipe-dd-MB/s); ratio $(c dd-captured/pipe)
+   consumer CPU time (ms, median): head: supervisor $(c mcp-head-consumer-cpu-ms) vs cat $(c pipe-head-consumer-cpu-ms); dd: supervisor $(c mcp-dd-consumer-cpu-ms) vs cat $(c pipe-dd-consumer-cpu-ms)
+
+3. supervisor memory during the 2 GiB capture (KiB, /proc/PID/status sampled every 2 ms)
+   commandcore supervise: VmHWM $(m BenchmarkSupervisorMemory VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemory peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemory RssAnon-KiB), file $(m BenchmarkSupervisorMemory RssFile-KiB)), at claim $(m BenchmarkSupervisorMemory claim-VmRSS-KiB), Pss $(m BenchmarkSupervisorMemory Pss-KiB), private $(m BenchmarkSupervisorMemory Private-KiB)  target VmHWM <= 6144: $(verdict "$(m BenchmarkSupervisorMemory VmHWM-KiB)" 6144 "<=")
+   minisup prototype:     VmHWM $(m BenchmarkSupervisorMemoryMiniSup VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemoryMiniSup peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemoryMiniSup RssAnon-KiB), file $(m BenchmarkSupervisorMemoryMiniSup RssFile-KiB)), at claim $(m BenchmarkSupervisorMemoryMiniSup claim-VmRSS-KiB)
+EOF
+if [[ ${EXTRA:-} == 1 ]]; then
+	x() { metric extra BenchmarkCaptureSupervisors "$1-MB/s"; }
+	cat <<EOF
+
+extra: dd bs=1M 2 GiB by supervisor build, median of ${CAPTURE_RUNS} (MB/s): over MCP $(x mcp), in process with commandcore $(x svc-commandcore),
+       minisup $(x svc-minisup), minisup GOMAXPROCS=1 $(x svc-minisup-p1); plain pipe $(x pipe)
+EOF
+fi

@@ -1,0 +1,410 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/google/uuid"
+
+	"github.com/commandcore/commandcore/internal/envelope"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/policy"
+)
+
+// The launch benchmarks time b.N launches of a short job (`true`) and report
+// the median (p50-ms) and p90 (p90-ms) of the per-launch latency; ns/op is
+// the mean. After each timed launch the job is left to finish and is
+// forgotten, untimed, so launches never overlap and the state directory
+// stays empty (retention never refuses a launch). Run with -benchtime 50x
+// for 50 samples; each benchmark also makes one untimed warm-up launch (the
+// first one connects to the user bus).
+
+// sampler makes one launch and returns its latency. Whatever it does after
+// the measured span (waiting for the job to end, forgetting it) is untimed.
+type sampler struct {
+	name string
+	run  func() (time.Duration, error)
+}
+
+// measure warms s up once and reports b.N samples of it.
+func measure(b *testing.B, s sampler) {
+	if _, err := s.run(); err != nil {
+		b.Fatalf("%s warm-up: %v", s.name, err)
+	}
+	samples := make([]time.Duration, 0, b.N)
+	for range b.N {
+		d, err := s.run()
+		if err != nil {
+			b.Fatalf("%s: %v", s.name, err)
+		}
+		samples = append(samples, d)
+	}
+	report(b, samples)
+}
+
+// mcpStart is process.start over MCP stdio: from the client's CallTool
+// until the result arrives (the supervisor's identity claim is on disk by
+// then).
+func mcpStart(b *testing.B) sampler {
+	c := newMCP(b, stateDir(b))
+	return sampler{"mcp", func() (time.Duration, error) {
+		args := map[string]any{"command": "true"}
+		t0 := time.Now()
+		res, err := c.callRaw("process.start", args)
+		d := time.Since(t0)
+		var out jobs.StartResult
+		if err := decodeResult("process.start", res, err, &out); err != nil {
+			return d, err
+		}
+		if out.FailureDomain != jobmeta.DomainSystemdUnit {
+			return d, errNotSystemd
+		}
+		_, err = c.finish(out.ProcessID)
+		return d, err
+	}}
+}
+
+// serviceStart is jobs.Service.Start in this process, with exe as the
+// supervisor binary. With fallback set it hides the user bus from the
+// launcher for each launch, so the supervisor is fork/exec'd directly
+// (failure domain shared_parent_cgroup) instead of in a transient unit.
+func serviceStart(b *testing.B, name, exe string, fallback bool) sampler {
+	state := stateDir(b)
+	svc, err := newService(state, exe)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	domain := jobmeta.DomainSystemdUnit
+	if fallback {
+		domain = jobmeta.DomainSharedParentCgroup
+	}
+	ctx := context.Background()
+	return sampler{name, func() (time.Duration, error) {
+		if fallback {
+			defer hideBus()()
+		}
+		t0 := time.Now()
+		res, err := svc.Start(ctx, jobs.StartRequest{Command: "true"})
+		d := time.Since(t0)
+		if err != nil {
+			return d, err
+		}
+		if res.FailureDomain != domain {
+			return d, fmt.Errorf("job ran in failure domain %s, want %s", res.FailureDomain, domain)
+		}
+		return d, finishService(svc, state, res.ProcessID)
+	}}
+}
+
+// hideBus unsets the user bus variables (the launcher then falls back) and
+// returns the function that restores them.
+func hideBus() func() {
+	vars := []string{"DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"}
+	old := map[string]string{}
+	for _, k := range vars {
+		old[k] = os.Getenv(k)
+		os.Unsetenv(k)
+	}
+	return func() {
+		for k, v := range old {
+			os.Setenv(k, v)
+		}
+	}
+}
+
+// systemdRun times one systemd-run invocation from exec until it exits,
+// then gives the unit 10 ms to run and be collected, untimed.
+func systemdRun(name string, args ...string) sampler {
+	return sampler{name, func() (time.Duration, error) {
+		cmd := exec.Command("systemd-run", args...)
+		cmd.Stderr = os.Stderr
+		t0 := time.Now()
+		err := cmd.Run()
+		d := time.Since(t0)
+		time.Sleep(10 * time.Millisecond)
+		return d, err
+	}}
+}
+
+// systemdRunNoBlock is the brief's baseline: the CLI returns once the start
+// job is queued, before the unit has started.
+func systemdRunNoBlock() sampler {
+	return systemdRun("sdrun-noblock", "--user", "--no-block", "--quiet", "-p", "Type=exec", "true")
+}
+
+// systemdRunBlocking waits for the start job too (Type=exec: until `true`
+// has been exec'd), which is closer to what process.start promises.
+func systemdRunBlocking() sampler {
+	return systemdRun("sdrun-block", "--user", "--quiet", "-p", "Type=exec", "true")
+}
+
+// dbusTrue is the floor of the D-Bus launch path: StartTransientUnit of
+// /bin/true (Type=exec) from Go over a warm connection, until the start
+// job is done.
+func dbusTrue(b *testing.B) sampler {
+	ctx := context.Background()
+	conn, err := sdbus.NewUserConnectionContext(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(conn.Close)
+	i := 0
+	return sampler{"dbus-true", func() (time.Duration, error) {
+		i++
+		name := fmt.Sprintf("ccbench-%d-%d.service", os.Getpid(), i)
+		props := []sdbus.Property{sdbus.PropType("exec"), sdbus.PropExecStart([]string{"/bin/true"}, false)}
+		done := make(chan string, 1)
+		t0 := time.Now()
+		if _, err := conn.StartTransientUnitContext(ctx, name, "fail", props, done); err != nil {
+			return 0, err
+		}
+		if res := <-done; res != "done" {
+			return 0, fmt.Errorf("start job %s", res)
+		}
+		d := time.Since(t0)
+		time.Sleep(10 * time.Millisecond)
+		return d, nil
+	}}
+}
+
+// BenchmarkStartMCP: process.start over MCP stdio.
+func BenchmarkStartMCP(b *testing.B) { measure(b, mcpStart(b)) }
+
+// BenchmarkStartService: jobs.Service.Start in this process (no MCP,
+// JSON-RPC or stdio).
+func BenchmarkStartService(b *testing.B) { measure(b, serviceStart(b, "svc", ccBin, false)) }
+
+// BenchmarkStartServiceMiniSup: BenchmarkStartService with the
+// supervisor-only prototype (bench/cmd/minisup) as the supervisor binary.
+func BenchmarkStartServiceMiniSup(b *testing.B) {
+	measure(b, serviceStart(b, "svc-minisup", miniSup, false))
+}
+
+// BenchmarkStartServiceFallback: BenchmarkStartService without the user bus
+// (the supervisor is fork/exec'd directly), which separates the
+// systemd/D-Bus share of a launch from the supervisor's.
+func BenchmarkStartServiceFallback(b *testing.B) {
+	measure(b, serviceStart(b, "svc-fallback", ccBin, true))
+}
+
+// BenchmarkSystemdRunNoBlock: `systemd-run --user --no-block --quiet -p
+// Type=exec true`, exec to exit.
+func BenchmarkSystemdRunNoBlock(b *testing.B) { measure(b, systemdRunNoBlock()) }
+
+// BenchmarkSystemdRunBlocking: the same without --no-block.
+func BenchmarkSystemdRunBlocking(b *testing.B) { measure(b, systemdRunBlocking()) }
+
+// BenchmarkDBusTransientTrue: StartTransientUnit of /bin/true from Go.
+func BenchmarkDBusTransientTrue(b *testing.B) { measure(b, dbusTrue(b)) }
+
+// BenchmarkStartCompare runs the launch samplers interleaved — each
+// iteration makes one launch of each, in an order rotated per iteration — so
+// background load on a shared machine hits all of them alike. It reports
+// <name>-p50-ms and <name>-p90-ms for each and the ratios of the medians:
+//
+//	mcp/sdrun-noblock  the brief's target (<= 1.0)
+//	mcp/sdrun-block    against a systemd-run that waits for the start job
+//	mcp/svc            what MCP stdio and JSON add over the in-process call
+func BenchmarkStartCompare(b *testing.B) {
+	ss := []sampler{
+		mcpStart(b),
+		serviceStart(b, "svc", ccBin, false),
+		serviceStart(b, "svc-minisup", miniSup, false),
+		serviceStart(b, "svc-fallback", ccBin, true),
+		systemdRunNoBlock(),
+		systemdRunBlocking(),
+		dbusTrue(b),
+	}
+	samples := make([][]time.Duration, len(ss))
+	for _, s := range ss {
+		if _, err := s.run(); err != nil {
+			b.Fatalf("%s warm-up: %v", s.name, err)
+		}
+	}
+	for i := range b.N {
+		for k := range ss {
+			j := (i + k) % len(ss)
+			d, err := ss[j].run()
+			if err != nil {
+				b.Fatalf("%s: %v", ss[j].name, err)
+			}
+			samples[j] = append(samples[j], d)
+		}
+	}
+	p50 := map[string]time.Duration{}
+	for j, s := range ss {
+		st := summarize(samples[j])
+		p50[s.name] = st.p50
+		b.ReportMetric(ms(st.p50), s.name+"-p50-ms")
+		b.ReportMetric(ms(st.p90), s.name+"-p90-ms")
+	}
+	b.ReportMetric(0, "ns/op")
+	ratio := func(a, c string) {
+		b.ReportMetric(float64(p50[a])/float64(p50[c]), a+"/"+c)
+	}
+	ratio("mcp", "sdrun-noblock")
+	ratio("mcp", "sdrun-block")
+	ratio("mcp", "svc")
+	ratio("svc-minisup", "sdrun-noblock")
+}
+
+// BenchmarkStartPhases replays jobs.Service's launch sequence step by step
+// with the packages' exported parts and times each phase:
+//
+//	policy: policy.Load of the state directory
+//	admit:  jobstore.Store.Admit (lock, list, prune, mkdir, job.json)
+//	unit:   launcher.Start: StartTransientUnit over D-Bus until the start
+//	        job is done (Type=exec: the supervisor has been exec'd)
+//	claim:  from then until identity.json exists, polled every 50 µs
+//	get:    jobstore.Store.Get of the new job (Service.Start does it)
+//	health: the host_health snapshot process.start returns
+//
+// Each iteration also makes one jobs.Service.Start launch (svc), alternating
+// which goes first: the difference of the medians, svc - total, is what the
+// service's coarser claim polling (0.5 ms doubling to 16 ms, then 20 ms)
+// adds over watching for the claim every 50 µs.
+func BenchmarkStartPhases(b *testing.B) {
+	state := stateDir(b)
+	svc, err := newService(state, ccBin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer svc.Close()
+	ctx := context.Background()
+	home, _ := os.UserHomeDir()
+	env := &envelope.Envelope{Version: envelope.Version, Command: "true", Env: svc.BaseEnv, Cwd: home, Shell: svc.Shell}
+
+	names := []string{"policy", "admit", "unit", "claim", "get", "health", "total"}
+	launch := func() ([]time.Duration, string, error) {
+		var ts [7]time.Time
+		ts[0] = time.Now()
+		pol, err := policy.Load(svc.StateDir)
+		if err != nil {
+			return nil, "", err
+		}
+		ts[1] = time.Now()
+		id := uuid.NewString()
+		job := &jobmeta.Job{
+			Schema: jobmeta.SchemaVersion, ID: id, DeviceID: svc.DeviceID, FailureDomain: jobmeta.DomainSystemdUnit,
+			Unit: launcher.UnitName(svc.DeviceID, id), CreatedAt: svc.Store.Now(),
+		}
+		if err := svc.Store.Admit(job); err != nil {
+			return nil, "", err
+		}
+		ts[2] = time.Now()
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, id, err
+		}
+		defer r.Close()
+		wrote := make(chan error, 1)
+		go func() {
+			err := envelope.Encode(w, env)
+			w.Close()
+			wrote <- err
+		}()
+		if _, err := svc.Launcher.Start(ctx, jobmeta.DomainSystemdUnit, launcher.Spec{Unit: job.Unit, JobDir: svc.Store.Dir(id), Stdin: r, Policy: pol}); err != nil {
+			return nil, id, err
+		}
+		ts[3] = time.Now()
+		if err := waitFile(filepath.Join(svc.Store.Dir(id), jobmeta.IdentityFile), 50*time.Microsecond, 10*time.Second); err != nil {
+			return nil, id, err
+		}
+		ts[4] = time.Now()
+		if _, err := svc.Store.Get(id); err != nil {
+			return nil, id, err
+		}
+		ts[5] = time.Now()
+		svc.HostHealth()
+		ts[6] = time.Now()
+		if err := <-wrote; err != nil {
+			return nil, id, err
+		}
+		out := make([]time.Duration, 0, len(names))
+		for i := 1; i < len(ts); i++ {
+			out = append(out, ts[i].Sub(ts[i-1]))
+		}
+		return append(out, ts[6].Sub(ts[0])), id, nil
+	}
+	if _, id, err := launch(); err != nil {
+		b.Fatal(err)
+	} else if err := finishService(svc, state, id); err != nil {
+		b.Fatal(err)
+	}
+	svcStart := serviceStart(b, "svc", ccBin, false)
+	if _, err := svcStart.run(); err != nil {
+		b.Fatal(err)
+	}
+	samples := make([][]time.Duration, len(names))
+	var svcSamples []time.Duration
+	for i := range b.N {
+		for k := range 2 {
+			if (i+k)%2 == 0 {
+				d, err := svcStart.run()
+				if err != nil {
+					b.Fatal(err)
+				}
+				svcSamples = append(svcSamples, d)
+				continue
+			}
+			p, id, err := launch()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range p {
+				samples[i] = append(samples[i], p[i])
+			}
+			if err := finishService(svc, state, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	var total time.Duration
+	for i, name := range names {
+		st := summarize(samples[i])
+		b.ReportMetric(ms(st.p50), name+"-p50-ms")
+		b.ReportMetric(ms(st.p90), name+"-p90-ms")
+		total = st.p50
+	}
+	svcP50 := summarize(svcSamples).p50
+	b.ReportMetric(ms(svcP50), "svc-p50-ms")
+	b.ReportMetric(ms(svcP50-total), "poll-loss-ms")
+}
+
+// execSampler times fork/exec/wait of argv.
+func execSampler(argv ...string) sampler {
+	return sampler{filepath.Base(argv[0]), func() (time.Duration, error) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		t0 := time.Now()
+		err := cmd.Run()
+		return time.Since(t0), err
+	}}
+}
+
+// BenchmarkExecBinTrue is the fork/exec/wait floor of a tiny C program.
+func BenchmarkExecBinTrue(b *testing.B) { measure(b, execSampler("/bin/true")) }
+
+// BenchmarkExecCommandcoreVersion is the start-up floor of the commandcore
+// binary (Go runtime, every package's init, cobra), which every supervisor
+// pays before it can claim its identity.
+func BenchmarkExecCommandcoreVersion(b *testing.B) { measure(b, execSampler(ccBin, "version")) }
+
+// BenchmarkExecMiniSup is the same floor for the supervisor-only prototype
+// (it exits at once with a usage error).
+func BenchmarkExecMiniSup(b *testing.B) {
+	measure(b, sampler{"minisup", func() (time.Duration, error) {
+		t0 := time.Now()
+		exec.Command(miniSup).Run() // exits 2: no arguments
+		return time.Since(t0), nil
+	}})
+}

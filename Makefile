@@ -13,8 +13,11 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments
 RUN_DIR   ?= $(CURDIR)/.run
+# nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
+# dependencies the module proxy serves.
+NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 
-.PHONY: build test unit fuzz vet run bench clean
+.PHONY: build test fuzz vet run bench clean package package-test
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -51,5 +54,16 @@ run: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/capture/
 
+# dist/: a .deb and an .rpm with a static binary, the user unit and the docs.
+package:
+	rm -rf dist
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/commandcore ./cmd/commandcore
+	BIN=dist/commandcore VERSION='$(VERSION)' NFPM='$(NFPM)' GO='$(GO)' packaging/package.sh
+
+# Installs the .deb with dpkg, checks it and purges it (root on Debian; CI's
+# disposable machine).
+package-test: package
+	packaging/test-deb.sh
+
 clean:
-	rm -rf bin .run
+	rm -rf bin .run dist

@@ -120,6 +120,8 @@ func NewRoot(streams IO) *cobra.Command {
 		newActivityCmd(g, streams),
 		newAgentCmd(g),
 		newStatusCmd(g, streams),
+		newInstallCmd(g, streams),
+		newUninstallCmd(g, streams),
 	)
 	return root
 }

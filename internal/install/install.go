@@ -1,0 +1,316 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// Install writes the unit file for o (atomically, 0644), reloads the user
+// manager, enables the unit and starts it, or restarts it if it runs
+// already so that a reinstall picks up a new binary. It returns once the
+// start job is done: the unit is Type=notify, so that means the agent sent
+// READY=1. The agent's state directory is never touched.
+func Install(ctx context.Context, o Options) error {
+	r, err := o.resolve()
+	if err != nil {
+		return err
+	}
+	if err := checkExecutable(r.Exe); err != nil {
+		return err
+	}
+	unit, err := r.render()
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := checkSearchPath(conn, r.UnitDir); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(r.UnitPath(), unit, 0o644); err != nil {
+		return fmt.Errorf("write unit file: %w", err)
+	}
+	if err := conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reload the user manager: %w", err)
+	}
+	if err := checkLoaded(ctx, conn, r); err != nil {
+		return err
+	}
+	if _, _, err := conn.EnableUnitFilesContext(ctx, []string{r.Service}, false, true); err != nil {
+		return fmt.Errorf("enable %s: %w", r.Service, err)
+	}
+	// As `systemctl enable` does: make the manager see the new symlinks.
+	if err := conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reload the user manager: %w", err)
+	}
+	// A unit that failed, perhaps at its start limit, starts again only
+	// once reset; for any other unit this just clears the start counter.
+	if err := conn.ResetFailedUnitContext(ctx, r.Service); err != nil {
+		return fmt.Errorf("reset %s: %w", r.Service, err)
+	}
+	// RestartUnit starts a unit that is not running.
+	done := make(chan string, 1)
+	if _, err := conn.RestartUnitContext(ctx, r.Service, "replace", done); err != nil {
+		return fmt.Errorf("start %s: %w", r.Service, err)
+	}
+	if err := waitJob(ctx, done); err != nil {
+		return fmt.Errorf("start %s: %w%s", r.Service, err, failureDetail(ctx, conn, r.Service))
+	}
+	return nil
+}
+
+// Uninstall stops and disables the unit, removes its file and reloads the
+// user manager. Uninstalling a unit that is not installed succeeds. The
+// state directory (identity, jobs, journal) and any drop-ins the owner wrote
+// in <unit>.d/ stay.
+func Uninstall(ctx context.Context, o Options) error {
+	r, err := o.resolve()
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	load, err := unitString(ctx, conn, r.Service, "LoadState")
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", r.Service, err)
+	}
+	if load != "not-found" {
+		done := make(chan string, 1)
+		if _, err := conn.StopUnitContext(ctx, r.Service, "replace", done); err != nil {
+			return fmt.Errorf("stop %s: %w", r.Service, err)
+		}
+		if err := waitJob(ctx, done); err != nil {
+			return fmt.Errorf("stop %s: %w", r.Service, err)
+		}
+	}
+	if _, err := conn.DisableUnitFilesContext(ctx, []string{r.Service}, false); err != nil && !isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit") {
+		return fmt.Errorf("disable %s: %w", r.Service, err)
+	}
+	if err := os.Remove(r.UnitPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove unit file: %w", err)
+	}
+	if err := conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reload the user manager: %w", err)
+	}
+	// Forget a failed state so the name is clean; nothing to do otherwise.
+	_ = conn.ResetFailedUnitContext(ctx, r.Service)
+	return nil
+}
+
+// UnitPath returns where Install writes the unit file for o.
+func UnitPath(o Options) (string, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return "", err
+	}
+	return r.UnitPath(), nil
+}
+
+// connect opens a connection to the user manager. go-systemd ties the
+// connection to ctx; it is closed by the caller.
+func connect(ctx context.Context) (*sdbus.Conn, error) {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" && os.Getenv("XDG_RUNTIME_DIR") == "" {
+		return nil, errors.New("no systemd user manager: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set (run this in the user's own login session)")
+	}
+	conn, err := sdbus.NewUserConnectionContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the systemd user manager: %w", err)
+	}
+	return conn, nil
+}
+
+// checkExecutable makes sure the unit would start a real program.
+func checkExecutable(exe string) error {
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return fmt.Errorf("executable: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("executable %s is not an executable file", exe)
+	}
+	return nil
+}
+
+// checkSearchPath makes sure the manager loads units from dir, before
+// anything is written there.
+func checkSearchPath(conn *sdbus.Conn, dir string) error {
+	// go-systemd returns the property in GVariant text form.
+	text, err := conn.GetManagerProperty("UnitPath")
+	if err != nil {
+		return fmt.Errorf("ask the user manager for its unit search path: %w", err)
+	}
+	v, err := dbus.ParseVariant(text, dbus.SignatureOf([]string{}))
+	if err != nil {
+		return fmt.Errorf("user manager unit search path: %w", err)
+	}
+	paths, _ := v.Value().([]string)
+	if slices.ContainsFunc(paths, func(p string) bool { return sameDir(p, dir) }) {
+		return nil
+	}
+	return fmt.Errorf("the systemd user manager does not load units from %s", dir)
+}
+
+// sameDir reports whether a and b name the same directory: the same clean
+// path, or, where both exist, the same inode (a symlinked home).
+func sameDir(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// checkLoaded makes sure the manager loaded the unit from the file just
+// written, not from a file of the same name that takes precedence, and that
+// it parsed.
+func checkLoaded(ctx context.Context, conn *sdbus.Conn, r *resolved) error {
+	props, err := conn.GetUnitPropertiesContext(ctx, r.Service)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", r.Service, err)
+	}
+	load, _ := props["LoadState"].(string)
+	if load != "loaded" {
+		detail := ""
+		if le, ok := props["LoadError"].([]any); ok && len(le) == 2 {
+			if msg, _ := le[1].(string); msg != "" {
+				detail = ": " + msg
+			}
+		}
+		return fmt.Errorf("the user manager could not load %s (%s)%s", r.Service, load, detail)
+	}
+	frag, _ := props["FragmentPath"].(string)
+	fa, errA := os.Stat(frag)
+	fb, errB := os.Stat(r.UnitPath())
+	if errA != nil || errB != nil || !os.SameFile(fa, fb) {
+		return fmt.Errorf("the user manager loads %s from %s, which takes precedence over %s", r.Service, frag, r.UnitPath())
+	}
+	return nil
+}
+
+// waitJob waits for a job's result and reports anything but "done".
+func waitJob(ctx context.Context, done <-chan string) error {
+	select {
+	case res := <-done:
+		if res != "done" {
+			return fmt.Errorf("job %s", res)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the job: %w", ctx.Err())
+	}
+}
+
+// failureDetail describes why a unit did not start, for an error message.
+func failureDetail(ctx context.Context, conn *sdbus.Conn, name string) string {
+	props, err := conn.GetUnitTypePropertiesContext(ctx, name, "Service")
+	if err != nil {
+		return ""
+	}
+	s := ""
+	if res, _ := props["Result"].(string); res != "" && res != "success" {
+		s += " (result " + res
+		if st, ok := props["ExecMainStatus"].(int32); ok && res == "exit-code" {
+			s += fmt.Sprintf(", exit status %d", st)
+		}
+		s += ")"
+	}
+	return s + fmt.Sprintf("; see `systemctl --user status %s` and `journalctl --user -u %s`", name, name)
+}
+
+// unitString reads one string property of a unit.
+func unitString(ctx context.Context, conn *sdbus.Conn, name, prop string) (string, error) {
+	p, err := conn.GetUnitPropertyContext(ctx, name, prop)
+	if err != nil {
+		return "", err
+	}
+	s, ok := p.Value.Value().(string)
+	if !ok {
+		return "", fmt.Errorf("%s of %s is not a string", prop, name)
+	}
+	return s, nil
+}
+
+// isDBusError reports whether err is the D-Bus error called name.
+func isDBusError(err error, name string) bool {
+	var e dbus.Error
+	if errors.As(err, &e) {
+		return e.Name == name
+	}
+	var pe *dbus.Error
+	return errors.As(err, &pe) && pe.Name == name
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// directory (created 0755 if missing), synced and renamed into place.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // fails harmlessly after the rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// lingerDir is where systemd-logind records `loginctl enable-linger`.
+var lingerDir = "/var/lib/systemd/linger"
+
+// Lingering reports whether the current user's systemd manager is kept
+// running without a login session (`loginctl enable-linger`), so that the
+// agent keeps running after logout and starts at boot.
+func Lingering() (bool, error) {
+	u, err := user.Current()
+	if err != nil {
+		return false, fmt.Errorf("current user: %w", err)
+	}
+	_, err = os.Stat(filepath.Join(lingerDir, u.Username))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("linger state: %w", err)
+}

@@ -6,7 +6,9 @@ COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/commandcore/commandcore/internal/version.Version=$(VERSION) \
              -X github.com/commandcore/commandcore/internal/version.Commit=$(COMMIT)
 USERMGR   := $(GO) run ./internal/systemdtest/cmd/usermgr
-FUZZTIME  ?= 5s
+# Iterations, not seconds: a duration-bounded fuzz run can fail spuriously
+# with "context deadline exceeded" when time runs out mid-input.
+FUZZTIME  ?= 10000x
 # Every fuzz target, as package:Target.
 FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeIdentity \

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/template"
 )
 
@@ -31,7 +32,11 @@ const jobUnitPrefix = "commandcore-job-"
 //go:embed commandcore.service.tmpl
 var unitTemplate string
 
-var unitTmpl = template.Must(template.New("unit").Option("missingkey=error").Parse(unitTemplate))
+// unitTmpl is parsed on first use, not at init: every role of the binary
+// (the per-job supervisor too) runs every package's init.
+var unitTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("unit").Option("missingkey=error").Parse(unitTemplate))
+})
 
 // Options say which unit to install and what it runs.
 type Options struct {
@@ -181,7 +186,7 @@ func (r *resolved) render() ([]byte, error) {
 		desc += " (" + r.Service + ")"
 	}
 	var b bytes.Buffer
-	err := unitTmpl.Execute(&b, map[string]string{
+	err := unitTmpl().Execute(&b, map[string]string{
 		"Name":        r.Service,
 		"Description": desc,
 		"ExecStart":   strings.Join(words, " "),

@@ -117,3 +117,19 @@ func TestActivityFollows(t *testing.T) {
 		}
 	}
 }
+
+func TestBrokenJournalDoesNotFailLaunches(t *testing.T) {
+	state := t.TempDir()
+	// A journal that cannot be opened: garbage where the database should be.
+	if err := os.WriteFile(filepath.Join(state, "activity.db"), bytes.Repeat([]byte("not a database "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, state, nil)
+	res := c.start(map[string]any{"command": "echo still works", "wait_ms": 10000})
+	if res.State != "exited" || res.Output == nil || res.Output.Stdout.Data != "still works\n" {
+		t.Fatalf("launch with a broken journal: %s %+v", res.State, res.Output)
+	}
+	if _, _, code := run(t, "activity", "--last", "5", "--state-dir", state); code != 1 {
+		t.Fatalf("activity on a broken journal: exit %d, want 1 with an error", code)
+	}
+}

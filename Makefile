@@ -13,7 +13,8 @@ FUZZTIME  ?= 10000x
 FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeIdentity \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
-             ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments
+             ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
+             ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize
 RUN_DIR   ?= $(CURDIR)/.run
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.

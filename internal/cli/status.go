@@ -64,11 +64,15 @@ func readRuntime(stateDir string) *status.Runtime {
 		return nil
 	}
 	defer f.Close()
-	var rt status.Runtime
-	if err := json.NewDecoder(io.LimitReader(f, limits.MaxMetadataBytes)).Decode(&rt); err != nil || rt.PID <= 0 {
+	data, err := io.ReadAll(io.LimitReader(f, limits.MaxMetadataBytes))
+	if err != nil {
 		return nil
 	}
-	return &rt
+	rt, err := status.DecodeRuntime(data)
+	if err != nil {
+		return nil
+	}
+	return rt
 }
 
 // buildReport verifies the runtime record (PID alive with the recorded

@@ -4,6 +4,9 @@
 package status
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -44,6 +47,32 @@ type Connection struct {
 	ObservedAt time.Time `json:"observed_at"`
 	// Since is when the link entered State.
 	Since time.Time `json:"since"`
+}
+
+// ErrBadRuntime reports a runtime record that cannot be trusted.
+var ErrBadRuntime = errors.New("unreadable runtime record")
+
+// maxRuntimeBytes bounds the runtime record read from disk.
+const maxRuntimeBytes = 64 << 10
+
+// DecodeRuntime parses a runtime record strictly enough that status never
+// trusts a torn, foreign or nonsensical file.
+func DecodeRuntime(data []byte) (*Runtime, error) {
+	if len(data) > maxRuntimeBytes {
+		return nil, fmt.Errorf("%w: too large", ErrBadRuntime)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var rt Runtime
+	if err := dec.Decode(&rt); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRuntime, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: trailing data", ErrBadRuntime)
+	}
+	if rt.Schema != 1 || rt.PID <= 0 || rt.StartTicks == 0 || rt.BootID == "" {
+		return nil, fmt.Errorf("%w: incomplete", ErrBadRuntime)
+	}
+	return &rt, nil
 }
 
 // Report is `commandcore status --json`.

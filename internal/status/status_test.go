@@ -3,6 +3,7 @@ package status
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"strings"
@@ -65,4 +66,35 @@ func TestHuman(t *testing.T) {
 	if !strings.Contains(buf.String(), "not running (stale record)") || !strings.Contains(buf.String(), "INVALID") {
 		t.Errorf("stale human status:\n%s", buf.String())
 	}
+}
+
+func TestDecodeRuntime(t *testing.T) {
+	good := `{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","version":"v","started_at":"2026-11-30T08:00:00Z","service":"commandcore.service","connection":{"state":"not_enrolled"}}`
+	rt, err := DecodeRuntime([]byte(good))
+	if err != nil || rt.PID != 10 || rt.Connection.State != ConnNotEnrolled {
+		t.Fatalf("good record: %+v %v", rt, err)
+	}
+	for _, bad := range []string{``, `{}`, `[]`, `{"schema":1,"pid":-1,"start_ticks":5,"boot_id":"b"}`,
+		`{"schema":2,"pid":10,"start_ticks":5,"boot_id":"b"}`, good + `}`, good[:40]} {
+		if _, err := DecodeRuntime([]byte(bad)); !errors.Is(err, ErrBadRuntime) {
+			t.Errorf("%q: %v, want ErrBadRuntime", bad, err)
+		}
+	}
+}
+
+func FuzzDecodeRuntime(f *testing.F) {
+	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b"}`))
+	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","connection":{"state":"x","observed_at":"2026-01-01T00:00:00Z"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rt, err := DecodeRuntime(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadRuntime) || rt != nil {
+				t.Fatalf("error %v with record %v", err, rt)
+			}
+			return
+		}
+		if rt.PID <= 0 || rt.StartTicks == 0 || rt.BootID == "" {
+			t.Fatalf("accepted %+v", rt)
+		}
+	})
 }

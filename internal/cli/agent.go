@@ -44,7 +44,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			}
 			now := time.Now().UTC()
 			rt := &status.Runtime{
-				Schema: 1, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
+				Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
 				Version: version.Version, StartedAt: now, Service: g.serviceName(),
 				// The link to a server arrives with enrollment; until then
 				// the agent manages jobs locally and says so.

@@ -15,6 +15,9 @@ import (
 // SchemaVersion is the version of the --json report. Its fields only grow.
 const SchemaVersion = 1
 
+// RuntimeSchema is the version of the runtime record.
+const RuntimeSchema = 1
+
 // RuntimeFile is the agent's runtime record in its state directory.
 const RuntimeFile = "agent.json"
 
@@ -69,7 +72,7 @@ func DecodeRuntime(data []byte) (*Runtime, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: trailing data", ErrBadRuntime)
 	}
-	if rt.Schema != 1 || rt.PID <= 0 || rt.StartTicks == 0 || rt.BootID == "" {
+	if rt.Schema != RuntimeSchema || rt.PID <= 0 || rt.StartTicks == 0 || rt.BootID == "" {
 		return nil, fmt.Errorf("%w: incomplete", ErrBadRuntime)
 	}
 	return &rt, nil

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -225,4 +226,34 @@ func processExists(pid int) bool {
 	// A zombie awaiting its reaper is not a running process.
 	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// TestBackgroundChildHoldingThePipe: the shell exits while a child it left
+// in the background keeps stdout open. The job ends with the shell; the
+// capture says it never reached EOF; the unit's cleanup ends the child.
+func TestBackgroundChildHoldingThePipe(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	res := c.start(map[string]any{"command": "sleep 300 & echo $! > /dev/stderr; echo hi"})
+	rec := c.waitTerminal(res.ProcessID, 15*time.Second)
+	if rec.State != "exited" || rec.ExitCode == nil || *rec.ExitCode != 0 {
+		t.Fatalf("job ended %s exit %v", rec.State, rec.ExitCode)
+	}
+	if rec.Capture.Stdout.Complete {
+		t.Fatal("capture claims EOF although a child still held the pipe")
+	}
+	col := c.readAll(res.ProcessID, 0)
+	if string(col.data[0]) != "hi\n" {
+		t.Fatalf("stdout %q", col.data[0])
+	}
+	pid := 0
+	fmt.Sscan(string(col.data[1]), &pid)
+	if pid <= 0 {
+		t.Fatalf("no background PID on stderr: %q", col.data[1])
+	}
+	for i := 0; processExists(pid); i++ {
+		if i > 250 {
+			t.Fatal("the background child outlived its job's unit")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

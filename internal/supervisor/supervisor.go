@@ -181,8 +181,8 @@ func (s *sup) supervise(env *envelope.Envelope, sigs <-chan os.Signal) error {
 
 	// A larger pipe lets a fast writer run ahead between our reads,
 	// halving wake-ups; failure only costs throughput.
-	unix.FcntlInt(outR.Fd(), unix.F_SETPIPE_SZ, pipeSize)
-	unix.FcntlInt(errR.Fd(), unix.F_SETPIPE_SZ, pipeSize)
+	growPipe(outR)
+	growPipe(errR)
 	outDone := drain(s.stdout, outR)
 	errDone := drain(s.stderr, errR)
 
@@ -314,6 +314,15 @@ func groupHasLiveMembers(pgid int) bool {
 		}
 	}
 	return false
+}
+
+// growPipe asks for a larger pipe buffer. It goes through SyscallConn:
+// File.Fd would switch the descriptor to blocking mode, and a blocking
+// read could then not be interrupted when capture has to give up on EOF.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
+	}
 }
 
 func drain(w *capture.Writer, r *os.File) <-chan error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/version"
 )
@@ -22,6 +23,7 @@ const reconcileEvery = 10 * time.Second
 
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var installed bool
+	every := reconcileEvery
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the agent (installed as a systemd user service)",
@@ -56,7 +58,8 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			}
 			svc.Journal.Record(activity.Event{Kind: activity.KindAgentStart, Outcome: activity.OutcomeOK})
 			// READY only now: state and journal are open, jobs reconciled.
-			svc.List()
+			ends := &endWatch{live: map[string]bool{}}
+			ends.observe(svc)
 			daemon.SdNotify(false, daemon.SdNotifyReady)
 
 			var watchdog <-chan time.Time
@@ -65,7 +68,10 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				defer t.Stop()
 				watchdog = t.C
 			}
-			tick := time.NewTicker(reconcileEvery)
+			if every <= 0 {
+				return usageError("--reconcile-every must be positive")
+			}
+			tick := time.NewTicker(every)
 			defer tick.Stop()
 			for {
 				select {
@@ -76,7 +82,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				case <-watchdog:
 					daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 				case <-tick.C:
-					svc.List()
+					ends.observe(svc)
 					rt.Connection.ObservedAt = time.Now().UTC()
 					jobmeta.WriteAtomic(runtimePath, rt)
 				}
@@ -84,5 +90,30 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&installed, "installed", false, "behave as an installed service: refuse jobs outside the systemd user manager")
+	cmd.Flags().DurationVar(&every, "reconcile-every", reconcileEvery, "how often to look at every job")
+	cmd.Flags().MarkHidden("reconcile-every")
 	return cmd
+}
+
+// endWatch journals each job's end once: a job the agent saw live and now
+// sees terminal.
+type endWatch struct {
+	live map[string]bool
+}
+
+func (w *endWatch) observe(svc *jobs.Service) {
+	recs, err := svc.List()
+	if err != nil {
+		return
+	}
+	now := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		switch {
+		case r.State.Live():
+			now[r.ProcessID] = true
+		case r.Terminal && w.live[r.ProcessID]:
+			svc.Journal.Record(activity.JobEndEvent(r.ProcessID, r.State))
+		}
+	}
+	w.live = now
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestAgentAndStatus(t *testing.T) {
 	if r, code := statusOf(t, state); code != 3 || r.Agent.Running || r.Agent.Stale {
 		t.Fatalf("before any agent: exit %d %+v", code, r.Agent)
 	}
-	agent := exec.Command(bin, "agent", "--state-dir", state)
+	agent := exec.Command(bin, "agent", "--state-dir", state, "--reconcile-every", "100ms")
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +62,24 @@ func TestAgentAndStatus(t *testing.T) {
 	}
 	c := newClient(t, state, nil)
 	c.start(map[string]any{"command": "true", "wait_ms": 5000})
+	// The agent journals the end of a job it saw running.
+	ended := c.start(map[string]any{"command": "sleep 1; exit 3"})
+	c.waitTerminal(ended.ProcessID, 10*time.Second)
+	for i := 0; ; i++ {
+		out, _, _ := run(t, "activity", "--last", "100", "--json", "--state-dir", state)
+		if strings.Contains(out, `"kind":"job_end","tool":"","job_id":"`+ended.ProcessID) {
+			break
+		}
+		if i > 50 {
+			t.Fatalf("no job_end entry for %s:\n%s", ended.ProcessID, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	r, code := statusOf(t, state)
 	if code != 0 || !r.Agent.Running || r.Agent.PID != agent.Process.Pid || r.Connection.State != "not_enrolled" || r.Connection.AgeSeconds == nil {
 		t.Fatalf("with the agent running: exit %d %+v", code, r)
 	}
-	if r.SchemaVersion != 1 || r.Jobs.Terminal != 1 || r.Systemd.UserManager != "reachable" || r.Systemd.FailureDomain != "systemd_unit" {
+	if r.SchemaVersion != 1 || r.Jobs.Terminal != 2 || r.Systemd.UserManager != "reachable" || r.Systemd.FailureDomain != "systemd_unit" {
 		t.Fatalf("report: %+v", r)
 	}
 	if out, _, code := run(t, "status", "--state-dir", state); code != 0 || len(out) == 0 {

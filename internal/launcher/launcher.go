@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -24,6 +25,10 @@ import (
 // OOMScoreAdjust makes a job's processes preferred OOM victims over the
 // agent and the rest of the user's session.
 const OOMScoreAdjust = 500
+
+// unitStopTimeout bounds stopping an abandoned launch's unit: systemd
+// sends SIGTERM, then SIGKILL after the unit's own stop timeout.
+const unitStopTimeout = 10 * time.Second
 
 // UnitName returns the transient unit name of a job.
 func UnitName(deviceID, jobID string) string {
@@ -162,6 +167,10 @@ func (l *Launcher) startUnit(ctx context.Context, sp Spec) (*Started, error) {
 		return nil, fmt.Errorf("start transient unit: %w", err)
 	}
 	stop := func(ctx context.Context) error {
+		// Bounded on its own: callers pass contexts whose deadline has
+		// already passed (a claim timeout) with it removed.
+		ctx, cancel := context.WithTimeout(ctx, unitStopTimeout)
+		defer cancel()
 		ch := make(chan string, 1)
 		if _, err := conn.StopUnitContext(ctx, sp.Unit, "replace", ch); err == nil {
 			select {

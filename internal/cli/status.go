@@ -94,21 +94,7 @@ func buildReport(ctx context.Context, stateDir, service string, procs *procid.So
 			r.Agent.Stale = true
 		}
 	}
-	if store, err := jobstore.Open(stateDir, procs); err == nil {
-		if recs, err := store.List(); err == nil {
-			for _, rec := range recs {
-				switch {
-				case rec.State.Live():
-					r.Jobs.Running++
-				case rec.Terminal:
-					r.Jobs.Terminal++
-					if !rec.Read {
-						r.Jobs.Unread++
-					}
-				}
-			}
-		}
-	}
+	r.Jobs = countJobs(stateDir, procs)
 	l := launcher.New("", false)
 	defer l.Close()
 	r.Systemd.UserManager = status.ManagerUnreachable
@@ -124,4 +110,33 @@ func buildReport(ctx context.Context, stateDir, service string, procs *procid.So
 		r.Policy.MemoryMaxBytes = &m
 	}
 	return r
+}
+
+// countJobs counts live, terminal and unread jobs. status only reads: it
+// does not create a job store that is not there (jobstore.Open would).
+func countJobs(stateDir string, procs *procid.Source) status.Jobs {
+	var n status.Jobs
+	if _, err := os.Stat(filepath.Join(stateDir, "jobs")); err != nil {
+		return n
+	}
+	store, err := jobstore.Open(stateDir, procs)
+	if err != nil {
+		return n
+	}
+	recs, err := store.List()
+	if err != nil {
+		return n
+	}
+	for _, rec := range recs {
+		switch {
+		case rec.State.Live():
+			n.Running++
+		case rec.Terminal:
+			n.Terminal++
+			if !rec.Read {
+				n.Unread++
+			}
+		}
+	}
+	return n
 }

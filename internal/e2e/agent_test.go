@@ -45,6 +45,13 @@ func TestAgentAndStatus(t *testing.T) {
 	if r, code := statusOf(t, state); code != 3 || r.Agent.Running || r.Agent.Stale {
 		t.Fatalf("before any agent: exit %d %+v", code, r.Agent)
 	}
+	missing := filepath.Join(state, "never-created")
+	if _, code := statusOf(t, missing); code != 3 {
+		t.Fatalf("status of a missing state directory: exit %d", code)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("status created a state directory")
+	}
 	agent := exec.Command(bin, "agent", "--state-dir", state, "--reconcile-every", "100ms")
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)

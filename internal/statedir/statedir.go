@@ -76,22 +76,45 @@ func DeviceID(stateDir string) (string, error) {
 		return "", fmt.Errorf("create state directory: %w", err)
 	}
 	path := filepath.Join(stateDir, deviceFile)
-	data, err := os.ReadFile(path)
-	if err == nil {
-		var d device
-		if err := json.Unmarshal(data, &d); err != nil || !jobmeta.ValidID(d.DeviceID) {
-			return "", fmt.Errorf("device identity file is corrupt")
+	for attempt := 0; ; attempt++ {
+		id, err := readDevice(path)
+		if !errors.Is(err, os.ErrNotExist) || attempt > 0 {
+			return id, err
 		}
-		return d.DeviceID, nil
+		if err := createDevice(stateDir, path); err != nil {
+			return "", err
+		}
 	}
-	if !errors.Is(err, os.ErrNotExist) {
+}
+
+func readDevice(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
 		return "", fmt.Errorf("read device identity: %w", err)
 	}
-	d := device{Schema: 1, DeviceID: uuid.NewString()}
-	if err := jobmeta.WriteAtomic(path, &d); err != nil {
-		return "", fmt.Errorf("write device identity: %w", err)
+	var d device
+	if err := json.Unmarshal(data, &d); err != nil || !jobmeta.ValidID(d.DeviceID) {
+		return "", fmt.Errorf("device identity file is corrupt")
 	}
 	return d.DeviceID, nil
+}
+
+// createDevice publishes a new identity unless another process (an agent
+// and `commandcore mcp` starting together) got there first: the file is
+// written aside and hard-linked into place, which fails if it exists.
+func createDevice(stateDir, path string) error {
+	tmp := filepath.Join(stateDir, "."+deviceFile+"."+uuid.NewString())
+	if err := jobmeta.WriteAtomic(tmp, &device{Schema: 1, DeviceID: uuid.NewString()}); err != nil {
+		return fmt.Errorf("write device identity: %w", err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("publish device identity: %w", err)
+	}
+	return nil
 }
 
 // JournalPath is the activity journal's database in stateDir.

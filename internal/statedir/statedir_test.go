@@ -1,0 +1,71 @@
+package statedir
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func TestDeviceIDIsStableAndShared(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			id, err := DeviceID(dir)
+			if err != nil {
+				t.Error(err)
+			}
+			ids[i] = id
+		}(i)
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] || id == "" {
+			t.Fatalf("concurrent first uses got different identities: %v", ids)
+		}
+	}
+	again, err := DeviceID(dir)
+	if err != nil || again != ids[0] {
+		t.Fatalf("identity changed: %q %v", again, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("state directory holds %d entries, want only device.json", len(entries))
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, deviceFile)); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("device.json mode %v", fi.Mode().Perm())
+	}
+}
+
+func TestCorruptDeviceFileIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, deviceFile), []byte("{garbage"), 0o600)
+	if _, err := DeviceID(dir); err == nil {
+		t.Fatal("a corrupt identity was accepted (or replaced)")
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, deviceFile)); string(data) != "{garbage" {
+		t.Fatal("the corrupt identity file was rewritten")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/xdg/state")
+	t.Setenv("XDG_CONFIG_HOME", "/xdg/config")
+	d, err := Resolve(Dirs{})
+	if err != nil || d.State != "/xdg/state/commandcore" || d.Config != "/xdg/config/commandcore" {
+		t.Fatalf("defaults: %+v %v", d, err)
+	}
+	d, err = Resolve(Dirs{Service: "other.service"})
+	if err != nil || d.State != "/xdg/state/other" {
+		t.Fatalf("custom service: %+v %v", d, err)
+	}
+	for _, bad := range []string{"a/b", "..", ".service"} {
+		if _, err := Resolve(Dirs{Service: bad}); err == nil {
+			t.Errorf("service %q accepted", bad)
+		}
+	}
+}

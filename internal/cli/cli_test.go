@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func runMain(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := Main(args, IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func TestExitCodes(t *testing.T) {
+	state := t.TempDir()
+	cases := []struct {
+		args []string
+		code int
+		out  string // substring of stdout+stderr
+	}{
+		{[]string{"version"}, ExitOK, "commandcore "},
+		{[]string{"no-such-command"}, ExitUsage, "unknown command"},
+		{[]string{"jobs", "show"}, ExitUsage, "takes 1 argument"},
+		{[]string{"jobs", "--bogus-flag"}, ExitUsage, "unknown flag"},
+		{[]string{"activity", "--last", "-1", "--state-dir", state}, ExitUsage, "--last"},
+		{[]string{"activity", "--last", "5", "--state-dir", state}, ExitOK, ""},
+		{[]string{"status", "--state-dir", state}, ExitNotAlive, "not running"},
+		{[]string{"jobs", "show", "../x", "--state-dir", state}, ExitFailure, "invalid_argument"},
+		{[]string{"status", "--service", "a/b"}, ExitFailure, "invalid service name"},
+		{[]string{"install", "--service", "bad@name"}, ExitUsage, "--service"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runMain(c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.out) {
+			t.Errorf("%v: exit %d (want %d), output %q", c.args, code, c.code, out+errOut)
+		}
+	}
+}
+
+func TestStatusNotRunningPrintsOnlyTheReport(t *testing.T) {
+	code, out, errOut := runMain("status", "--json", "--state-dir", t.TempDir())
+	if code != ExitNotAlive || !strings.Contains(out, `"running": false`) || errOut != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -93,7 +93,11 @@ func (g *globalFlags) serviceName() string {
 
 // dirs resolves the state and config directories.
 func (g *globalFlags) dirs() (statedir.Dirs, error) {
-	return statedir.Resolve(statedir.Dirs{State: g.stateDir, Config: g.configDir, Service: g.service})
+	d, err := statedir.Resolve(statedir.Dirs{State: g.stateDir, Config: g.configDir, Service: g.service})
+	if errors.Is(err, statedir.ErrInvalidService) {
+		return d, usageError("--service: %v", err)
+	}
+	return d, err
 }
 
 // NewRoot returns the root command.

@@ -27,7 +27,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"activity", "--last", "5", "--state-dir", state}, ExitOK, ""},
 		{[]string{"status", "--state-dir", state}, ExitNotAlive, "not running"},
 		{[]string{"jobs", "show", "../x", "--state-dir", state}, ExitFailure, "invalid_argument"},
-		{[]string{"status", "--service", "a/b"}, ExitFailure, "invalid service name"},
+		{[]string{"status", "--service", "a/b"}, ExitUsage, "invalid service name"},
 		{[]string{"install", "--service", "bad@name"}, ExitUsage, "--service"},
 	}
 	for _, c := range cases {

@@ -24,6 +24,9 @@ type Dirs struct {
 	Service string
 }
 
+// ErrInvalidService reports a service name that cannot name a directory.
+var ErrInvalidService = errors.New("invalid service name")
+
 // DefaultService is the agent's user unit name.
 const DefaultService = "commandcore.service"
 
@@ -36,7 +39,7 @@ func Resolve(d Dirs) (Dirs, error) {
 	}
 	name := strings.TrimSuffix(d.Service, ".service")
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return d, fmt.Errorf("invalid service name")
+		return d, ErrInvalidService
 	}
 	home, herr := os.UserHomeDir()
 	pick := func(given, xdgVar, fallback string) (string, error) {

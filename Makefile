@@ -20,7 +20,7 @@ RUN_DIR   ?= $(CURDIR)/.run
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 
-.PHONY: build test fuzz vet run bench clean package package-test
+.PHONY: build test fuzz vet run bench clean package package-test vm-test
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -67,6 +67,14 @@ package:
 # disposable machine).
 package-test: package
 	packaging/test-deb.sh
+
+# What this host cannot show, on a disposable systemd VM (qemu/TCG): a real
+# cgroup OOM kill (workload_oom) and real reboots, orderly and abrupt
+# (host_rebooted). Root only; the first run builds and caches a Debian
+# image (~5 min), later runs take ~90 s. Not part of CI: it depends on a
+# Debian mirror and takes minutes.
+vm-test:
+	test/vm/run.sh
 
 clean:
 	rm -rf bin .run dist

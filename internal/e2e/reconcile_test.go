@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,5 +157,32 @@ func TestLostFallbackSupervisorReportsSurvivors(t *testing.T) {
 			t.Fatal("the survivor is still alive after reconcile --kill")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUnitStoppedBySystemd: the job's unit stopped by systemd, not through
+// CommandCore. With the same boot and a live manager that is an exit by
+// SIGTERM, said to come from the service manager.
+func TestUnitStoppedBySystemd(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	res := c.start(map[string]any{"command": "echo up; exec sleep 120"})
+	waitOutput(t, c, res.ProcessID, "up")
+	if out, err := exec.Command("systemctl", "--user", "stop", res.Unit).CombinedOutput(); err != nil {
+		t.Fatalf("systemctl stop: %v %s", err, out)
+	}
+	var rec struct {
+		record
+		StoppedBy string `json:"stopped_by"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.ok("process.status", map[string]any{"process_id": res.ProcessID}, &rec)
+		if rec.Terminal || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rec.State != "exited" || rec.Signal != "SIGTERM" || rec.StoppedBy != "service_manager" {
+		t.Fatalf("stopped by systemd: %s signal %q stopped_by %q", rec.State, rec.Signal, rec.StoppedBy)
 	}
 }

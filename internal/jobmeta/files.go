@@ -91,6 +91,10 @@ type Result struct {
 	Signal        string    `json:"signal,omitempty"`
 	CompletedAt   time.Time `json:"completed_at"`
 	StopRequested bool      `json:"stop_requested,omitempty"`
+	// StoppedByManager says the job was ended by a stop nobody asked
+	// CommandCore for: its service manager stopping the unit (a shutdown,
+	// the user manager exiting, someone's systemctl stop).
+	StoppedByManager bool `json:"stopped_by_manager,omitempty"`
 	// StartError is a stable word when the shell could not be started.
 	StartError string  `json:"start_error,omitempty"`
 	Capture    Capture `json:"capture"`

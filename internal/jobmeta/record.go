@@ -21,8 +21,11 @@ type Record struct {
 	StopRequestAt *time.Time `json:"stop_requested_at,omitempty"`
 	ExitCode      *int       `json:"exit_code"`
 	Signal        string     `json:"signal,omitempty"`
-	Error         string     `json:"error,omitempty"`
-	Read          bool       `json:"read"`
+	// StoppedBy names who stopped the job: "request" (process.stop) or
+	// "service_manager" (its unit stopped by systemd, unasked).
+	StoppedBy string `json:"stopped_by,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Read      bool   `json:"read"`
 	// Warnings name conditions a live job runs under, e.g.
 	// WarnUserManagerGone: its supervisor lives on without a manager.
 	Warnings []string `json:"warnings,omitempty"`

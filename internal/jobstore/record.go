@@ -105,6 +105,12 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 		r.ExitCode = res.ExitCode
 		r.Signal = res.Signal
 		r.Error = res.StartError
+		switch {
+		case res.StopRequested:
+			r.StoppedBy = "request"
+		case res.StoppedByManager:
+			r.StoppedBy = "service_manager"
+		}
 	}
 	if f.job.LaunchFailed {
 		r.Error = f.job.LaunchError
@@ -131,7 +137,7 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 	case f.job.LaunchFailed:
 		return jobmeta.LaunchFailed
 	case f.result != nil:
-		return reconcile.Classify(reconcile.Evidence{Result: f.result}).State
+		return s.classifyResult(f)
 	case f.reconciled != nil:
 		return f.reconciled.State
 	case f.identity == nil:
@@ -163,7 +169,7 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 	// The supervisor may have published its record after we looked.
 	if res, err := readOptional[jobmeta.Result](s.file(id, jobmeta.ResultFile)); err == nil && res != nil {
 		f.result = res
-		return reconcile.Classify(reconcile.Evidence{Result: res}).State
+		return s.classifyResult(f)
 	}
 	if s.conclude(id, f, v) && e.Unit != nil && s.ResetUnit != nil {
 		// Evidence read and persisted: the failed unit may go now.
@@ -175,6 +181,21 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 // conclude persists a verdict and reports whether it reached the disk.
 // Persisting is best effort: an unwritable store must not hide the
 // conclusion from the caller.
+// classifyResult classifies a job with a terminal record. A stop by the
+// service manager is judged against the boot and manager as they are now.
+func (s *Store) classifyResult(f *files) jobmeta.State {
+	e := reconcile.Evidence{Result: f.result, Identity: f.identity}
+	if f.result.StoppedByManager && f.identity != nil {
+		e.BootID, _ = s.procs.BootID()
+		if m := f.identity.Manager; m != nil {
+			if alive, err := s.procs.Alive(*m); err == nil {
+				e.ManagerAlive = &alive
+			}
+		}
+	}
+	return reconcile.Classify(e).State
+}
+
 func (s *Store) conclude(id string, f *files, v reconcile.Verdict) bool {
 	rc := &jobmeta.Reconciled{Schema: jobmeta.SchemaVersion, State: v.State, ReconciledAt: s.Now(), Evidence: v.Evidence}
 	f.reconciled = rc

@@ -2,7 +2,9 @@
 // left behind, in a fixed priority:
 //
 //  1. the supervisor's terminal record (exited, stopped_by_request, or
-//     launch_failed when the shell never started);
+//     launch_failed when the shell never started). A job its service
+//     manager stopped unasked is host_rebooted when the boot ID has since
+//     changed and user_manager_lost when that manager is gone;
 //  2. a live supervisor whose PID, start ticks and boot ID match (running,
 //     or stopping once a stop was requested);
 //  3. the unit's retained Result for the recorded InvocationID
@@ -65,19 +67,27 @@ const (
 	ByNoSupervisor = "supervisor_gone"
 )
 
-// Classify applies the priority to e. Identity must be set unless Result is.
+// Classify applies the priority to e. Identity must be set unless Result is;
+// with a Result, BootID and ManagerAlive matter only for a manager's stop.
 func Classify(e Evidence) Verdict {
+	id := e.Identity
 	if r := e.Result; r != nil {
 		switch {
 		case r.StartError != "":
 			return Verdict{jobmeta.LaunchFailed, ByStartError}
 		case r.StopRequested:
 			return Verdict{jobmeta.StoppedByRequest, ByResult}
+		case r.StoppedByManager && id != nil && e.BootID != "" && id.BootID != e.BootID:
+			// systemd stopped the unit on the way down: the host rebooted.
+			return Verdict{jobmeta.HostRebooted, ByBootID}
+		case r.StoppedByManager && e.ManagerAlive != nil && !*e.ManagerAlive:
+			// The user manager stopped it as it went away (a logout
+			// without lingering, say).
+			return Verdict{jobmeta.UserManagerLost, ByManagerGone}
 		default:
 			return Verdict{jobmeta.Exited, ByResult}
 		}
 	}
-	id := e.Identity
 	sameBoot := id != nil && id.BootID == e.BootID
 	if e.SupervisorAlive && sameBoot {
 		if e.StopRequested {

@@ -216,6 +216,7 @@ func (s *sup) supervise(env *envelope.Envelope, sigs <-chan os.Signal) error {
 	var (
 		stopping      bool
 		stopRequested bool
+		byManager     bool
 		killAt        <-chan time.Time
 		completedAt   time.Time
 	)
@@ -228,10 +229,11 @@ loop:
 			}
 			stopping = true
 			stopRequested = s.stopRecorded()
+			// A SIGTERM without stop.json comes from the service manager
+			// itself (a shutdown, say): carried out the same way, and
+			// recorded as such so the end can be classified honestly.
+			byManager = !stopRequested
 			s.signalGroup(child, unix.SIGTERM)
-			// A SIGTERM without stop.json comes from systemd itself (say, the
-			// manager shutting down): carried out the same way, but it is
-			// not a client's request.
 			killAt = time.After(limits.StopEscalation)
 		case <-killAt:
 			s.signalGroup(child, unix.SIGKILL)
@@ -254,7 +256,7 @@ loop:
 	finishCapture(outR, outDone, s.stdout, graceEnd)
 	finishCapture(errR, errDone, s.stderr, graceEnd)
 
-	r := jobmeta.Result{CompletedAt: completedAt, StopRequested: stopRequested}
+	r := jobmeta.Result{CompletedAt: completedAt, StopRequested: stopRequested, StoppedByManager: byManager}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		r.Signal = unix.SignalName(unix.Signal(ws.Signal()))
 	} else {

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+
+	"github.com/commandcore/commandcore/internal/jobmeta"
 )
 
 // DefaultService is the agent's unit name unless --service says otherwise.
@@ -27,7 +29,7 @@ const PackagedExe = "/usr/bin/commandcore"
 
 // jobUnitPrefix starts the names of the agent's transient job units; the
 // agent's own unit must not be mistaken for one.
-const jobUnitPrefix = "commandcore-job-"
+const jobUnitPrefix = jobmeta.UnitPrefix
 
 //go:embed commandcore.service.tmpl
 var unitTemplate string

@@ -43,6 +43,10 @@ func (s State) Live() bool {
 	return s == Starting || s == Running || s == Stopping
 }
 
+// UnitPrefix starts every job's transient unit name:
+// commandcore-job-<device-uuid>-<job-uuid>.service (SPEC §2).
+const UnitPrefix = "commandcore-job-"
+
 // Failure domains (SPEC §2).
 const (
 	DomainSystemdUnit        = "systemd_unit"

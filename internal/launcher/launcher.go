@@ -32,7 +32,7 @@ const unitStopTimeout = 10 * time.Second
 
 // UnitName returns the transient unit name of a job.
 func UnitName(deviceID, jobID string) string {
-	return "commandcore-job-" + deviceID + "-" + jobID + ".service"
+	return jobmeta.UnitPrefix + deviceID + "-" + jobID + ".service"
 }
 
 // Launcher starts supervisors.

@@ -53,6 +53,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobmeta"
 )
 
 const (
@@ -79,7 +80,7 @@ const (
 // UnitPrefix and UnitSuffix frame a managed job's transient unit name
 // (launcher.UnitName: commandcore-job-<device-uuid>-<job-uuid>.service).
 const (
-	UnitPrefix = "commandcore-job-"
+	UnitPrefix = jobmeta.UnitPrefix
 	UnitSuffix = ".service"
 )
 

@@ -1,9 +1,17 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestFilesSearchOverMCP(t *testing.T) {
@@ -98,5 +106,66 @@ func TestSystemMetricsAndProcessListOverMCP(t *testing.T) {
 	}
 	if code, _ := c.fail("process.list", map[string]any{"regex": "x"}); code != "invalid_argument" {
 		t.Fatalf("unknown process.list filter: %s", code)
+	}
+}
+
+func TestProcessRunOverMCP(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	var res struct {
+		ExitCode *int `json:"exit_code"`
+		Stdout   struct {
+			Data     string `json:"data"`
+			Encoding string `json:"encoding"`
+		} `json:"stdout"`
+		OutputCapture struct {
+			LimitBytes        int64 `json:"limit_bytes"`
+			ObservedBytes     int64 `json:"observed_bytes"`
+			TransportComplete bool  `json:"transport_complete"`
+		} `json:"output_capture"`
+	}
+	c.ok("process.run", map[string]any{"command": "echo run-ok; exit 4"}, &res)
+	if res.ExitCode == nil || *res.ExitCode != 4 || res.Stdout.Data != "run-ok\n" || res.OutputCapture.ObservedBytes != 7 {
+		t.Fatalf("process.run: %+v", res)
+	}
+	// Without a progress token nothing was streamed, so nothing claims the
+	// transport delivered every byte.
+	if res.OutputCapture.TransportComplete || res.OutputCapture.LimitBytes <= 0 {
+		t.Fatalf("output_capture: %+v", res.OutputCapture)
+	}
+
+	// With a progress token, live output arrives as notifications.
+	var mu sync.Mutex
+	var live strings.Builder
+	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			live.WriteString(req.Params.Message)
+			mu.Unlock()
+		},
+	})
+	cmd := exec.Command(bin, "mcp", "--state-dir", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := cl.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	params := &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "for i in 1 2 3; do echo line $i; done"}}
+	params.SetProgressToken("tok-1")
+	out, err := s.CallTool(ctx, params)
+	if err != nil || out.IsError {
+		t.Fatalf("process.run with progress: %v %+v", err, out)
+	}
+	raw, _ := json.Marshal(out.StructuredContent)
+	json.Unmarshal(raw, &res)
+	mu.Lock()
+	got := live.String()
+	mu.Unlock()
+	if got != "line 1\nline 2\nline 3\n" || !res.OutputCapture.TransportComplete {
+		t.Fatalf("live output %q, transport_complete %v", got, res.OutputCapture.TransportComplete)
+	}
+	if code, _ := c.fail("process.run", map[string]any{"command": "true", "detach": true}); code != "invalid_argument" {
+		t.Fatalf("unknown process.run argument: %s", code)
 	}
 }

@@ -119,16 +119,38 @@ func waitDuration(ms int) (time.Duration, error) {
 }
 
 func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
-	if strings.TrimSpace(req.Command) == "" {
-		return nil, errcode.New(errcode.InvalidArgument, "command must not be empty")
-	}
-	if strings.ContainsRune(req.Command, 0) {
-		return nil, errcode.New(errcode.InvalidArgument, "command must not contain NUL bytes")
-	}
 	if len(req.Name) > maxNameBytes || !utf8.ValidString(req.Name) || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 {
+		if err := checkCommand(req.Command); err != nil {
+			return nil, err
+		}
 		return nil, errcode.New(errcode.InvalidArgument, "name must be printable UTF-8 of at most %d bytes", maxNameBytes)
 	}
-	cwd := req.Cwd
+	cwd, env, err := Prepare(req.Command, req.Cwd, req.Env, s.BaseEnv)
+	if err != nil {
+		return nil, err
+	}
+	return &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.Shell}, nil
+}
+
+func checkCommand(command string) error {
+	if strings.TrimSpace(command) == "" {
+		return errcode.New(errcode.InvalidArgument, "command must not be empty")
+	}
+	if strings.ContainsRune(command, 0) {
+		return errcode.New(errcode.InvalidArgument, "command must not contain NUL bytes")
+	}
+	return nil
+}
+
+// Prepare validates a command, working directory and environment additions
+// the way process.start does, and returns the resolved working directory
+// (the home directory when cwd is empty) and the command's environment: base
+// followed by the additions. Errors are content-free invalid_argument errors.
+// process.run shares it so both tools accept exactly the same inputs.
+func Prepare(command, cwd string, add map[string]string, base []string) (string, []string, error) {
+	if err := checkCommand(command); err != nil {
+		return "", nil, err
+	}
 	if cwd == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
@@ -137,19 +159,19 @@ func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
 		cwd = home
 	}
 	if !filepath.IsAbs(cwd) || strings.ContainsRune(cwd, 0) {
-		return nil, errcode.New(errcode.InvalidArgument, "cwd must be an absolute path")
+		return "", nil, errcode.New(errcode.InvalidArgument, "cwd must be an absolute path")
 	}
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return nil, errcode.New(errcode.InvalidArgument, "cwd is not an existing directory")
+		return "", nil, errcode.New(errcode.InvalidArgument, "cwd is not an existing directory")
 	}
-	env := append([]string(nil), s.BaseEnv...)
-	for k, v := range req.Env {
+	env := append([]string(nil), base...)
+	for k, v := range add {
 		if envelope.ValidEnvKey(k) != nil || strings.ContainsRune(v, 0) {
-			return nil, errcode.New(errcode.InvalidArgument, "env names must be non-empty without '=' or NUL, values without NUL")
+			return "", nil, errcode.New(errcode.InvalidArgument, "env names must be non-empty without '=' or NUL, values without NUL")
 		}
 		env = append(env, k+"="+v)
 	}
-	return &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.Shell}, nil
+	return cwd, env, nil
 }
 
 // Start launches a managed job and answers once its supervisor has claimed

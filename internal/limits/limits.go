@@ -30,6 +30,13 @@ const (
 	// LiveChunkBytes and LiveQueueFrames bound live output on the link.
 	LiveChunkBytes  = 8 << 10
 	LiveQueueFrames = 64
+	// RunOutputCapBytes is the combined stdout+stderr output process.run
+	// retains for its result (the first bytes of each stream in arrival
+	// order); everything beyond is counted and streamed live, not retained.
+	RunOutputCapBytes = 1 << 20
+	// RunTimeoutDefault and RunTimeoutMax bound process.run's timeout_ms.
+	RunTimeoutDefault = 60 * time.Second
+	RunTimeoutMax     = 10 * time.Minute
 	// SendTimeout and SilenceTimeout bound the WebSocket link.
 	SendTimeout    = 15 * time.Second
 	SilenceTimeout = 45 * time.Second

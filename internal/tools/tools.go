@@ -24,6 +24,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/metrics"
 	"github.com/commandcore/commandcore/internal/proclist"
+	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/search"
 )
 
@@ -73,26 +74,34 @@ func NewHost(procRoot string) (*Host, error) {
 // Register adds the tools of SPEC §3 that this build serves to srv.
 func Register(srv *mcp.Server, svc *jobs.Service, host *Host) {
 	add(srv, svc.Journal, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
-		func(ctx context.Context, in metrics.MetricsRequest) (any, error) {
+		func(ctx context.Context, _ *mcp.CallToolRequest, in metrics.MetricsRequest) (any, error) {
 			return host.Metrics.Metrics(ctx, in)
 		})
 	add(srv, svc.Journal, "process.list", "Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (CommandCore jobs only); each filter narrows.",
-		func(ctx context.Context, in proclist.Request) (any, error) {
+		func(ctx context.Context, _ *mcp.CallToolRequest, in proclist.Request) (any, error) {
 			if err := in.Validate(); err != nil {
 				return nil, err
 			}
 			return host.Processes.List(ctx, in)
 		})
 	add(srv, svc.Journal, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
-		func(ctx context.Context, in jobs.StartRequest) (any, error) { return svc.Start(ctx, in) })
+		func(ctx context.Context, _ *mcp.CallToolRequest, in jobs.StartRequest) (any, error) {
+			return svc.Start(ctx, in)
+		})
 	add(srv, svc.Journal, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
-		func(_ context.Context, in IDRequest) (any, error) { return svc.Status(in.ProcessID) })
+		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
+			return svc.Status(in.ProcessID)
+		})
 	add(srv, svc.Journal, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
-		func(ctx context.Context, in jobs.OutputRequest) (any, error) { return svc.Output(ctx, in) })
+		func(ctx context.Context, _ *mcp.CallToolRequest, in jobs.OutputRequest) (any, error) {
+			return svc.Output(ctx, in)
+		})
 	add(srv, svc.Journal, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
-		func(_ context.Context, in IDRequest) (any, error) { return svc.Stop(in.ProcessID) })
+		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
+			return svc.Stop(in.ProcessID)
+		})
 	add(srv, svc.Journal, "process.jobs", "List managed jobs, newest first.",
-		func(_ context.Context, _ NoArgs) (any, error) {
+		func(_ context.Context, _ *mcp.CallToolRequest, _ NoArgs) (any, error) {
 			recs, err := svc.List()
 			if err != nil {
 				return nil, err
@@ -104,9 +113,19 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host) {
 			return out, nil
 		})
 	add(srv, svc.Journal, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
-		func(ctx context.Context, in search.Request) (any, error) { return search.Search(ctx, in) })
+		func(ctx context.Context, _ *mcp.CallToolRequest, in search.Request) (any, error) {
+			return search.Search(ctx, in)
+		})
+	add(srv, svc.Journal, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
+		func(ctx context.Context, req *mcp.CallToolRequest, in run.Request) (any, error) {
+			opts := run.Options{Shell: svc.Shell, BaseEnv: svc.BaseEnv, Procs: svc.Procs}
+			if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+				opts.Progress = progressSender(req.Session, tok)
+			}
+			return run.Run(ctx, in, opts)
+		})
 	add(srv, svc.Journal, "process.forget", "Delete a terminal job's metadata and output.",
-		func(_ context.Context, in IDRequest) (any, error) {
+		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
 			if _, err := svc.Forget(in.ProcessID); err != nil {
 				return nil, err
 			}
@@ -115,7 +134,7 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host) {
 }
 
 // add registers a tool whose input is decoded strictly into In.
-func add[In any](srv *mcp.Server, j *activity.Journal, name, desc string, h func(context.Context, In) (any, error)) {
+func add[In any](srv *mcp.Server, j *activity.Journal, name, desc string, h func(context.Context, *mcp.CallToolRequest, In) (any, error)) {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
@@ -134,7 +153,7 @@ func add[In any](srv *mcp.Server, j *activity.Journal, name, desc string, h func
 			var out any
 			err := Decode(req.Params.Arguments, &in)
 			if err == nil {
-				out, err = h(ctx, in)
+				out, err = h(ctx, req, in)
 			}
 			j.Record(activity.ToolCallEvent(activity.Tool(name), jobIDOf(in, out), time.Since(began), err))
 			if err != nil {
@@ -142,6 +161,27 @@ func add[In any](srv *mcp.Server, j *activity.Journal, name, desc string, h func
 			}
 			return Success(out), nil
 		})
+}
+
+// progressSender carries process.run's live output as progress
+// notifications. It is called from one goroutine, in order; NotifyProgress
+// blocking is what applies backpressure to the command.
+func progressSender(ss *mcp.ServerSession, tok any) func(context.Context, run.Chunk) error {
+	var sent int64
+	return func(ctx context.Context, c run.Chunk) error {
+		data, enc := run.EncodeChunk(c)
+		if enc == "base64" {
+			data = "base64:" + data
+		}
+		sent += int64(len(c.Data))
+		return ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: tok,
+			// Cumulative bytes of both streams: strictly increasing.
+			Progress: float64(sent),
+			Message:  data,
+			Meta:     mcp.Meta{"stream": c.Stream, "offset": c.Offset, "encoding": enc, "bytes": len(c.Data)},
+		})
+	}
 }
 
 // jobIDOf returns the job a call was about, for the activity journal.

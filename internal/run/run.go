@@ -1,0 +1,479 @@
+// Package run is process.run (SPEC §3): a short foreground command whose
+// output streams live, in chunks of at most limits.LiveChunkBytes through a
+// bounded queue of limits.LiveQueueFrames frames, and whose result carries a
+// bounded capture of both streams. A full queue blocks the readers, so a
+// stalled transport stalls the command on its pipe instead of growing
+// memory. The command is cancelled when the request is cancelled, the
+// transport fails or the timeout passes.
+package run
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/procid"
+)
+
+// Stream names.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// Request is process.run's input.
+type Request struct {
+	Command   string            `json:"command" jsonschema:"the shell command to run"`
+	Cwd       string            `json:"cwd,omitempty" jsonschema:"absolute working directory (default: the agent user's home)"`
+	Env       map[string]string `json:"env,omitempty" jsonschema:"environment variables added to the agent's environment"`
+	TimeoutMS int               `json:"timeout_ms,omitempty" jsonschema:"1-600000: the command is stopped (SIGTERM, then SIGKILL) after this long; default 60000"`
+}
+
+// StreamOutput is one stream's retained output.
+type StreamOutput struct {
+	// Data is the retained prefix of the stream, as UTF-8 text when it is
+	// valid UTF-8, else base64.
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+	// ObservedBytes counts every byte read from the stream.
+	ObservedBytes int64 `json:"observed_bytes"`
+	// Truncated reports that Data is not the whole stream.
+	Truncated bool `json:"truncated"`
+}
+
+// Capture describes how much output was seen, kept and delivered.
+type Capture struct {
+	// LimitBytes is the combined stdout+stderr retention cap.
+	LimitBytes int64 `json:"limit_bytes"`
+	// ObservedBytes counts every byte read from both streams.
+	ObservedBytes int64 `json:"observed_bytes"`
+	// RetainedBytes counts the bytes carried in stdout.data and stderr.data
+	// (before encoding).
+	RetainedBytes int64 `json:"retained_bytes"`
+	Truncated     bool  `json:"truncated"`
+	// TransportComplete is true only when live output was requested, every
+	// observed byte was delivered as a chunk, the request was not cancelled
+	// and no output was left unread.
+	TransportComplete bool `json:"transport_complete"`
+}
+
+// Result is process.run's result.
+type Result struct {
+	// ExitCode is nil when the command was ended by a signal.
+	ExitCode *int `json:"exit_code"`
+	// Signal names the signal that ended the command, e.g. "SIGKILL".
+	Signal        string       `json:"signal,omitempty"`
+	TimedOut      bool         `json:"timed_out"`
+	Cancelled     bool         `json:"cancelled"`
+	Stdout        StreamOutput `json:"stdout"`
+	Stderr        StreamOutput `json:"stderr"`
+	OutputCapture Capture      `json:"output_capture"`
+	DurationMS    int64        `json:"duration_ms"`
+}
+
+// Chunk is one piece of live output: Data (at most limits.LiveChunkBytes)
+// starts at byte Offset of Stream. Chunks of one stream arrive in order
+// without gaps.
+type Chunk struct {
+	Stream string
+	Offset int64
+	Data   []byte
+}
+
+// Options configure Run.
+type Options struct {
+	// Shell runs the command as `Shell -c command`; empty means
+	// jobs.DefaultShell().
+	Shell string
+	// BaseEnv is the environment the command starts from; Request.Env adds
+	// to it.
+	BaseEnv []string
+	// Progress, when set, receives live output chunks, in order, from one
+	// goroutine. It must honour ctx. An error means the transport failed:
+	// no further chunk is sent and the command is cancelled.
+	Progress func(ctx context.Context, c Chunk) error
+	// Procs verifies the child's identity before each signal; nil means
+	// procid.Default().
+	Procs *procid.Source
+	// CapBytes overrides limits.RunOutputCapBytes when positive (tests).
+	CapBytes int64
+}
+
+// errTransport marks a Progress failure.
+var errTransport = errors.New("live output transport failed")
+
+// testOnEnqueue, when set by tests, is called after each frame is queued
+// with the queue's length and the total bytes read so far.
+var testOnEnqueue func(queued int, read int64)
+
+// timeout validates timeout_ms.
+func timeout(ms int) (time.Duration, error) {
+	if ms == 0 {
+		return limits.RunTimeoutDefault, nil
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if ms < 0 || d > limits.RunTimeoutMax {
+		return 0, errcode.New(errcode.InvalidArgument, "timeout_ms must be between 1 and %d", limits.RunTimeoutMax.Milliseconds())
+	}
+	return d, nil
+}
+
+// capture retains the first bytes of each stream up to a combined cap.
+type capture struct {
+	mu       sync.Mutex
+	cap      int64
+	kept     int64
+	observed [2]int64
+	buf      [2][]byte
+}
+
+func (c *capture) add(i int, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observed[i] += int64(len(b))
+	if room := c.cap - c.kept; room > 0 {
+		n := min(int64(len(b)), room)
+		c.buf[i] = append(c.buf[i], b[:n]...)
+		c.kept += n
+	}
+}
+
+func (c *capture) total() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.observed[0] + c.observed[1]
+}
+
+// Run runs req and returns its result. Invalid input is an invalid_argument
+// error; a command that cannot be started is an internal error. Anything
+// that happens to a started command is reported in the Result.
+func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
+	limit, err := timeout(req.TimeoutMS)
+	if err != nil {
+		return nil, err
+	}
+	cwd, env, err := jobs.Prepare(req.Command, req.Cwd, req.Env, opts.BaseEnv)
+	if err != nil {
+		return nil, err
+	}
+	shell := opts.Shell
+	if shell == "" {
+		shell = jobs.DefaultShell()
+	}
+	procs := opts.Procs
+	if procs == nil {
+		procs = procid.Default()
+	}
+	capBytes := opts.CapBytes
+	if capBytes <= 0 {
+		capBytes = limits.RunOutputCapBytes
+	}
+
+	var rs, ws [2]*os.File
+	for i := range rs {
+		if rs[i], ws[i], err = os.Pipe(); err != nil {
+			closeAll(rs[:], ws[:])
+			return nil, errcode.Wrap(errcode.Internal, err, "could not create output pipes")
+		}
+	}
+	cmd := exec.Command(shell, "-c", req.Command)
+	cmd.Dir, cmd.Env = cwd, env
+	cmd.Stdin = nil // /dev/null
+	cmd.Stdout, cmd.Stderr = ws[0], ws[1]
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		closeAll(rs[:], ws[:])
+		return nil, errcode.Wrap(errcode.Internal, err, "could not start the command")
+	}
+	closeAll(nil, ws[:])
+	pid := cmd.Process.Pid
+	// The child stays unreaped until the end (exits are observed with
+	// WNOWAIT), so its PID — and with it the process group ID — cannot be
+	// reused while we may still signal the group.
+	ident, _, identErr := procs.Lookup(pid)
+
+	r := &runner{
+		ctx: ctx, progress: opts.Progress, capt: &capture{cap: capBytes},
+		queue:       make(chan Chunk, limits.LiveQueueFrames),
+		senderStop:  make(chan struct{}),
+		transportKO: make(chan struct{}),
+	}
+	var readers sync.WaitGroup
+	for i, f := range rs {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			r.read(i, f)
+		}()
+	}
+	readersDone := make(chan struct{})
+	go func() { readers.Wait(); close(r.queue); close(readersDone) }()
+	senderDone := make(chan struct{})
+	go func() { defer close(senderDone); r.send() }()
+	exited := make(chan struct{})
+	go func() { defer close(exited); waitNoReap(pid) }()
+
+	res := &Result{}
+	signal := func(sig unix.Signal) {
+		// Verify that pid is still our unreaped child before signalling its
+		// group; without an identity, signal nothing rather than guess.
+		if identErr != nil {
+			return
+		}
+		cur, _, err := procs.Lookup(pid)
+		if err != nil || cur.StartTicks != ident.StartTicks {
+			return
+		}
+		_ = unix.Kill(-pid, sig)
+	}
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	var escalate, abandon <-chan time.Time
+	stopping := false
+	stop := func() {
+		if stopping {
+			return
+		}
+		stopping = true
+		signal(unix.SIGTERM)
+		escalate = time.After(limits.StopEscalation)
+	}
+	ctxDone, transportKO := ctx.Done(), (<-chan struct{})(r.transportKO)
+	exitedC, readersC := (<-chan struct{})(exited), (<-chan struct{})(readersDone)
+	leaderGone, pipesDone := false, false
+	abandoned := false
+	for !(leaderGone && pipesDone) {
+		select {
+		case <-ctxDone:
+			ctxDone = nil
+			res.Cancelled = true
+			stop()
+		case <-transportKO:
+			transportKO = nil
+			res.Cancelled = true
+			stop()
+		case <-deadline.C:
+			// A run already being stopped for a cancellation is not
+			// reported as timed out.
+			res.TimedOut = !stopping
+			stop()
+		case <-escalate:
+			escalate = nil
+			signal(unix.SIGKILL)
+			// Pipes held open by a process that left the group must not
+			// hold the request forever.
+			abandon = time.After(limits.StopEscalation)
+		case <-abandon:
+			abandon = nil
+			abandoned = true
+			closeAll(rs[:], nil)
+		case <-exitedC:
+			exitedC, leaderGone = nil, true
+		case <-readersC:
+			readersC, pipesDone = nil, true
+		}
+	}
+	if stopping {
+		// The leader and the pipes are done but other group members may
+		// ignore SIGTERM: finish what was started while the group ID is
+		// still pinned by the unreaped leader.
+		signal(unix.SIGKILL)
+	}
+	<-senderDone
+	werr := cmd.Wait()
+	closeAll(rs[:], nil)
+	res.DurationMS = time.Since(began).Milliseconds()
+
+	var st syscall.WaitStatus
+	if cmd.ProcessState != nil {
+		st, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
+	} else if werr != nil {
+		return nil, errcode.Wrap(errcode.Internal, werr, "could not reap the command")
+	}
+	if st.Signaled() {
+		res.Signal = unix.SignalName(st.Signal())
+		if res.Signal == "" {
+			res.Signal = fmt.Sprintf("signal %d", int(st.Signal()))
+		}
+	} else {
+		code := st.ExitStatus()
+		res.ExitCode = &code
+	}
+
+	c := r.capt
+	var retained int64
+	res.Stdout, retained = streamOutput(c.buf[0], c.observed[0], retained)
+	res.Stderr, retained = streamOutput(c.buf[1], c.observed[1], retained)
+	observed := c.observed[0] + c.observed[1]
+	res.OutputCapture = Capture{
+		LimitBytes: capBytes, ObservedBytes: observed, RetainedBytes: retained,
+		Truncated: observed > retained,
+		TransportComplete: r.progress != nil && !res.Cancelled && !abandoned && !r.failed.Load() &&
+			r.delivered.Load() == observed,
+	}
+	return res, nil
+}
+
+// runner carries the live-output pipeline of one Run.
+type runner struct {
+	ctx      context.Context
+	progress func(context.Context, Chunk) error
+	capt     *capture
+	queue    chan Chunk
+	// senderStop is closed when the sender stops calling Progress, so
+	// readers never block on a queue nobody delivers.
+	senderStop  chan struct{}
+	transportKO chan struct{}
+	failed      atomic.Bool
+	delivered   atomic.Int64
+}
+
+// read reads one stream to its end, retaining and queueing what it reads.
+// A read that ends inside a UTF-8 character holds those bytes (at most
+// three) back for the next chunk, so text chunks stay text.
+func (r *runner) read(i int, f *os.File) {
+	name := [2]string{Stdout, Stderr}[i]
+	buf := make([]byte, limits.LiveChunkBytes+utf8.UTFMax)
+	var off int64
+	held := 0
+	for {
+		n, err := f.Read(buf[held : held+limits.LiveChunkBytes])
+		p := buf[:held+n]
+		held = 0
+		if err == nil {
+			held = partialTail(p)
+		}
+		for emit := p[:len(p)-held]; len(emit) > 0; {
+			k := min(len(emit), limits.LiveChunkBytes)
+			r.capt.add(i, emit[:k])
+			if r.progress != nil {
+				r.enqueue(Chunk{Stream: name, Offset: off, Data: append([]byte(nil), emit[:k]...)})
+			}
+			off += int64(k)
+			emit = emit[k:]
+		}
+		copy(buf, p[len(p)-held:])
+		if err != nil {
+			// EOF, or the pipe closed by an abandon: either way, done.
+			return
+		}
+	}
+}
+
+// partialTail returns how many bytes at the end of p begin a UTF-8
+// character that is not complete yet, when p is otherwise valid text.
+func partialTail(p []byte) int {
+	if utf8.Valid(p) {
+		return 0
+	}
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) && utf8.Valid(p[:i]) {
+				return len(p) - i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// enqueue hands a frame to the sender, blocking while the queue is full
+// (backpressure), unless the sender has stopped or the request is gone.
+func (r *runner) enqueue(c Chunk) {
+	select {
+	case r.queue <- c:
+		if testOnEnqueue != nil {
+			testOnEnqueue(len(r.queue), r.capt.total())
+		}
+	case <-r.senderStop:
+	case <-r.ctx.Done():
+	}
+}
+
+// send delivers queued frames in order until the queue closes. After a
+// failure or cancellation it stops calling Progress and discards the rest.
+func (r *runner) send() {
+	stopped := false
+	halt := func() {
+		if !stopped {
+			stopped = true
+			close(r.senderStop)
+		}
+	}
+	defer halt()
+	for c := range r.queue {
+		if stopped {
+			continue
+		}
+		if r.ctx.Err() != nil {
+			halt()
+			continue
+		}
+		if err := r.progress(r.ctx, c); err != nil {
+			r.failed.Store(true)
+			close(r.transportKO)
+			halt()
+			continue
+		}
+		r.delivered.Add(int64(len(c.Data)))
+	}
+}
+
+// waitNoReap blocks until the child pid has exited, leaving it unreaped.
+func waitNoReap(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// streamOutput encodes a stream's retained bytes and adds their count to
+// retained. A truncated prefix that ends inside a UTF-8 character loses
+// that partial character, so valid text stays text.
+func streamOutput(b []byte, observed, retained int64) (StreamOutput, int64) {
+	if int64(len(b)) < observed {
+		b = b[:len(b)-partialTail(b)]
+	}
+	so := StreamOutput{ObservedBytes: observed, Truncated: int64(len(b)) < observed}
+	so.Data, so.Encoding = encode(b)
+	return so, retained + int64(len(b))
+}
+
+// encode returns data as UTF-8 text when it is valid UTF-8, else base64
+// (the convention of process.output).
+func encode(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// EncodeChunk returns a chunk's data for a text-only carrier (an MCP
+// progress message): the text itself when the chunk is valid UTF-8, else
+// base64, with the encoding name.
+func EncodeChunk(c Chunk) (data, encoding string) { return encode(c.Data) }
+
+func closeAll(a, b []*os.File) {
+	for _, f := range append(append([]*os.File(nil), a...), b...) {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

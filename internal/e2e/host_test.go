@@ -169,3 +169,69 @@ func TestProcessRunOverMCP(t *testing.T) {
 		t.Fatalf("unknown process.run argument: %s", code)
 	}
 }
+
+// TestProcessRunEndsWithItsClient: a foreground command does not outlive
+// the client's connection: when the server's stdin closes mid-call, the
+// command's process group is stopped.
+func TestProcessRunEndsWithItsClient(t *testing.T) {
+	marker := "31.4159"
+	cmd := exec.Command(bin, "mcp", "--state-dir", t.TempDir())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process.run","arguments":{"command":"sleep ` + marker + `"}}}`,
+	} {
+		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	find := func() int {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err == nil && string(b) == "sleep\x00"+marker+"\x00" && processExists(atoi(e.Name())) {
+				return atoi(e.Name())
+			}
+		}
+		return 0
+	}
+	var pid int
+	for i := 0; pid == 0; i++ {
+		if i > 250 {
+			t.Fatal("the foreground command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+		pid = find()
+	}
+	closed := time.Now()
+	stdin.Close()
+	for processExists(pid) {
+		// The command itself would run for half a minute.
+		if time.Since(closed) > 10*time.Second {
+			t.Fatal("the foreground command outlived its client's connection")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the server did not exit cleanly after its client left: %v", err)
+	}
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return 0
+		}
+		n = n*10 + int(r-'0')
+	}
+	return n
+}

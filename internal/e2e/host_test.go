@@ -92,17 +92,23 @@ func TestSystemMetricsAndProcessListOverMCP(t *testing.T) {
 			Managed bool   `json:"managed"`
 		} `json:"processes"`
 	}
-	c.ok("process.list", map[string]any{"managed": true, "name": "sleep"}, &list)
 	child := c.status(res.ProcessID).Identity.Child.PID
+	// The shell may not have exec'd sleep yet: look until it has.
 	found := false
-	for _, p := range list.Processes {
-		if !p.Managed {
-			t.Errorf("managed filter returned %+v", p)
+	for i := 0; !found; i++ {
+		if i > 100 {
+			t.Fatalf("the job's sleep %d is not among managed processes: %+v", child, list.Processes)
 		}
-		found = found || p.PID == child
-	}
-	if !found {
-		t.Fatalf("the job's sleep %d is not among managed processes: %+v", child, list.Processes)
+		c.ok("process.list", map[string]any{"managed": true, "name": "sleep"}, &list)
+		for _, p := range list.Processes {
+			if !p.Managed {
+				t.Fatalf("managed filter returned %+v", p)
+			}
+			found = found || p.PID == child
+		}
+		if !found {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	if code, _ := c.fail("process.list", map[string]any{"regex": "x"}); code != "invalid_argument" {
 		t.Fatalf("unknown process.list filter: %s", code)

@@ -92,7 +92,7 @@ func TestSystemMetricsAndProcessListOverMCP(t *testing.T) {
 			Managed bool   `json:"managed"`
 		} `json:"processes"`
 	}
-	child := c.status(res.ProcessID).Identity.Child.PID
+	child := c.childPID(res.ProcessID)
 	// The shell may not have exec'd sleep yet: look until it has.
 	found := false
 	for i := 0; !found; i++ {

@@ -301,3 +301,20 @@ func (c *client) kill() {
 	}
 	c.session.Close()
 }
+
+// childPID waits until the supervisor has recorded the shell's identity (it
+// does so just after starting it, a moment after the claim process.start
+// waits for) and returns the shell's PID.
+func (c *client) childPID(id string) int {
+	c.t.Helper()
+	for i := 0; ; i++ {
+		r := c.status(id)
+		if r.Identity != nil && r.Identity.Child != nil {
+			return r.Identity.Child.PID
+		}
+		if i > 200 {
+			c.t.Fatalf("job %s never recorded its shell", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

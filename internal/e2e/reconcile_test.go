@@ -28,6 +28,7 @@ func TestSupervisorKilledIsWorkerLost(t *testing.T) {
 	c := newClient(t, t.TempDir(), nil)
 	res := c.start(map[string]any{"command": "echo partial; exec sleep 120"})
 	waitOutput(t, c, res.ProcessID, "partial")
+	shell := c.childPID(res.ProcessID)
 	rec := c.status(res.ProcessID)
 	if err := syscall.Kill(rec.Identity.Supervisor.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestSupervisorKilledIsWorkerLost(t *testing.T) {
 		t.Fatalf("the failed unit is still %s after reconciliation", s)
 	}
 	// The job's shell went with its unit.
-	if processExists(rec.Identity.Child.PID) {
+	if processExists(shell) {
 		t.Fatal("the job's shell survived its unit")
 	}
 }
@@ -119,7 +120,7 @@ func TestLostFallbackSupervisorReportsSurvivors(t *testing.T) {
 	res := c.start(map[string]any{"command": "echo up; exec sleep 300"})
 	waitOutput(t, c, res.ProcessID, "up")
 	rec := c.status(res.ProcessID)
-	shell := rec.Identity.Child.PID
+	shell := c.childPID(res.ProcessID)
 	t.Cleanup(func() { syscall.Kill(shell, syscall.SIGKILL) })
 	if err := syscall.Kill(rec.Identity.Supervisor.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

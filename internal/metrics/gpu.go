@@ -8,10 +8,13 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
+
+	"github.com/commandcore/commandcore/internal/procid"
 )
 
 // The accelerator probe runs only when a system.metrics request asks for it
@@ -129,12 +132,26 @@ func (s *Source) probeGPU(ctx context.Context) (_ *GPUReport, cacheable bool) {
 	cmd.Stdout = out
 	cmd.Stderr = nil // discarded: it never reaches a result
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The child is a real process even when the Source reads a fixture tree.
+	procs := procid.Default()
+	var started atomic.Pointer[procid.Identity]
 	cmd.Cancel = func() error {
-		// The whole group: a wrapper script's children die with it.
+		// The whole group: a wrapper script's children die with it. The
+		// leader is our unreaped child; check it is still the process we
+		// started before signalling its group.
+		want := started.Load()
+		if cur, _, err := procs.Lookup(cmd.Process.Pid); err != nil || want == nil || cur != *want {
+			return nil
+		}
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	cmd.WaitDelay = gpuWaitDelay
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		if id, _, err := procs.Lookup(cmd.Process.Pid); err == nil {
+			started.Store(&id)
+		}
+		err = cmd.Wait()
+	}
 	switch {
 	case pctx.Err() != nil:
 		r.Reason = GPUReasonTimeout

@@ -245,7 +245,7 @@ loop:
 	if killAt != nil {
 		// Members of the group that ignore SIGTERM get SIGKILL at the
 		// deadline, while the zombie leader still pins the group ID.
-		s.awaitGroupOrDeadline(child.PID, killAt)
+		s.awaitGroupOrDeadline(child, killAt)
 	}
 	st, err := proc.Wait()
 	if err != nil {
@@ -282,16 +282,16 @@ func (s *sup) signalGroup(child procid.Identity, sig unix.Signal) {
 	unix.Kill(-child.PID, sig)
 }
 
-func (s *sup) awaitGroupOrDeadline(pgid int, killAt <-chan time.Time) {
+func (s *sup) awaitGroupOrDeadline(child procid.Identity, killAt <-chan time.Time) {
 	tick := time.NewTicker(groupPoll)
 	defer tick.Stop()
 	for {
 		select {
 		case <-killAt:
-			unix.Kill(-pgid, unix.SIGKILL)
+			s.signalGroup(child, unix.SIGKILL)
 			return
 		case <-tick.C:
-			if !groupHasLiveMembers(pgid) {
+			if !groupHasLiveMembers(child.PID) {
 				return
 			}
 		}

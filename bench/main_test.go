@@ -32,14 +32,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
-	"github.com/commandcore/commandcore/internal/jobstore"
-	"github.com/commandcore/commandcore/internal/launcher"
-	"github.com/commandcore/commandcore/internal/metrics"
-	"github.com/commandcore/commandcore/internal/procid"
-	"github.com/commandcore/commandcore/internal/statedir"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
@@ -245,44 +239,11 @@ func (c *mcpClient) finish(id string) (record, error) {
 	return rec, c.call("process.forget", map[string]any{"process_id": id}, nil)
 }
 
-// newService builds the job core in this process the way the CLI's
-// openService does (journal and host_health included; the reconciliation
-// hooks, unused on the launch path, left out), with exe (ccBin, or miniSup)
-// as the supervisor. Close it with Service.Close.
+// newService builds the job core in this process as the CLI does
+// (jobs.Open), with exe (ccBin, or miniSup) as the supervisor and its own
+// state directory. Close it with Service.Close.
 func newService(state, exe string) (*jobs.Service, error) {
-	dirs, err := statedir.Resolve(statedir.Dirs{State: state, Config: filepath.Join(state, "config")})
-	if err != nil {
-		return nil, err
-	}
-	device, err := statedir.DeviceID(dirs.State)
-	if err != nil {
-		return nil, err
-	}
-	procs := procid.Default()
-	store, err := jobstore.Open(dirs.State, procs)
-	if err != nil {
-		return nil, err
-	}
-	// Like openService: a journal that cannot open records nothing.
-	journal, err := activity.Open(statedir.JournalPath(dirs.State))
-	if err != nil {
-		journal = nil
-	}
-	host, err := metrics.NewSource("/proc")
-	if err != nil {
-		return nil, err
-	}
-	return &jobs.Service{
-		HostHealth: func() any { return host.Health(dirs.State) },
-		Journal:    journal,
-		Store:      store,
-		Launcher:   launcher.New(exe, false),
-		Procs:      procs,
-		StateDir:   dirs.State,
-		DeviceID:   device,
-		Shell:      jobs.DefaultShell(),
-		BaseEnv:    jobs.BaseEnvironment(os.Environ()),
-	}, nil
+	return jobs.Open(state, exe, false)
 }
 
 // finishService is finish for the in-process service.

@@ -1,0 +1,70 @@
+package jobs
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobstore"
+	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/reconcile"
+	"github.com/commandcore/commandcore/internal/statedir"
+)
+
+// unitQueryTimeout bounds one question to the user manager during
+// reconciliation, so a hung manager cannot hang a listing.
+const unitQueryTimeout = 2 * time.Second
+
+// Open assembles the job core over stateDir: the device identity, the job
+// store with its reconciliation hooks, a launcher that re-executes exe as
+// the supervisor (installed refuses the shared-cgroup fallback), the
+// activity journal and the host-health snapshot. Close it with Close.
+func Open(stateDir, exe string, installed bool) (*Service, error) {
+	device, err := statedir.DeviceID(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	procs := procid.Default()
+	store, err := jobstore.Open(stateDir, procs)
+	if err != nil {
+		return nil, err
+	}
+	host, err := metrics.NewSource("/proc")
+	if err != nil {
+		return nil, err
+	}
+	l := launcher.New(exe, installed)
+	store.UnitEvidence = func(unit string) (*reconcile.UnitEvidence, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		return l.UnitEvidence(ctx, unit)
+	}
+	store.ResetUnit = func(unit string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		return l.ResetUnit(ctx, unit)
+	}
+	// The journal never fails an operation: without one, nothing is recorded.
+	journal, err := activity.Open(statedir.JournalPath(stateDir))
+	if err != nil {
+		journal = nil
+	}
+	store.OnReconciled = func(id string, state jobmeta.State) {
+		journal.Record(activity.ReconcileEvent(id, state))
+	}
+	return &Service{
+		HostHealth: func() any { return host.Health(stateDir) },
+		Store:      store,
+		Launcher:   l,
+		Journal:    journal,
+		Procs:      procs,
+		StateDir:   stateDir,
+		DeviceID:   device,
+		Shell:      DefaultShell(),
+		BaseEnv:    BaseEnvironment(os.Environ()),
+	}, nil
+}

@@ -96,3 +96,30 @@ func TestMegabyteEnvironment(t *testing.T) {
 		t.Fatalf("job saw %q, want %d variables and a 65536-byte value", got, len(env))
 	}
 }
+
+// TestPagesDoNotSplitCharacters: small pages end before a character they
+// would cut, so UTF-8 output stays text page after page.
+func TestPagesDoNotSplitCharacters(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	res := c.start(map[string]any{"command": `printf '€€€€€'`, "wait_ms": 10000})
+	if !res.Terminal {
+		t.Fatalf("job still %s", res.State)
+	}
+	var all strings.Builder
+	var off int64
+	for i := 0; i < 20; i++ {
+		var out jobs.Output
+		c.ok("process.output", map[string]any{"process_id": res.ProcessID, "stdout_offset": off, "max_bytes": 4}, &out)
+		if out.Stdout.Encoding != "utf-8" {
+			t.Fatalf("page at %d is %s: %q", off, out.Stdout.Encoding, out.Stdout.Data)
+		}
+		all.WriteString(out.Stdout.Data)
+		off = out.Stdout.NextOffset
+		if out.Stdout.EOF {
+			break
+		}
+	}
+	if all.String() != "€€€€€" {
+		t.Fatalf("reassembled %q", all.String())
+	}
+}

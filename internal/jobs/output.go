@@ -2,16 +2,15 @@ package jobs
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"path/filepath"
 	"time"
-	"unicode/utf8"
 
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/textenc"
 )
 
 // OutputRequest is process.output's input.
@@ -128,17 +127,21 @@ func streamPage(path string, offset int64, max int, terminal bool, field string)
 	case err != nil:
 		// No capture file: the supervisor never created it (a failed launch).
 		if terminal && offset == 0 {
-			return StreamPage{Encoding: "utf-8", EOF: true}, nil
+			return StreamPage{Encoding: textenc.UTF8, EOF: true}, nil
 		}
 		if offset == 0 {
-			return StreamPage{Encoding: "utf-8"}, nil
+			return StreamPage{Encoding: textenc.UTF8}, nil
 		}
 		return StreamPage{}, errcode.Wrap(errcode.Internal, err, "the %s capture cannot be read", field[:6])
 	}
 	if len(p.Data) == max {
 		// A full page ends where the page size fell; rather than split a
 		// character (and turn the whole page into base64), end before it.
-		cut := runeBoundary(p.Data)
+		cut := len(p.Data) - textenc.PartialTail(p.Data)
+		if cut == 0 {
+			// A page too small for one character: send it as it is.
+			cut = len(p.Data)
+		}
 		p.NextOffset -= int64(len(p.Data) - cut)
 		p.Data = p.Data[:cut]
 	}
@@ -149,32 +152,6 @@ func streamPage(path string, offset int64, max int, terminal bool, field string)
 	if !terminal && offset > m.ObservedBytes {
 		sp.EOF = false
 	}
-	sp.Data, sp.Encoding = encode(p.Data)
+	sp.Data, sp.Encoding = textenc.Encode(p.Data)
 	return sp, nil
-}
-
-// runeBoundary returns len(b), or less when b is valid UTF-8 except for an
-// incomplete character at its very end.
-func runeBoundary(b []byte) int {
-	if utf8.Valid(b) {
-		return len(b)
-	}
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(b[i]) {
-			if i > 0 && !utf8.FullRune(b[i:]) && utf8.Valid(b[:i]) {
-				return i
-			}
-			break
-		}
-	}
-	return len(b)
-}
-
-// encode returns data as UTF-8 text when it is valid UTF-8, else base64,
-// so arbitrary bytes round-trip losslessly.
-func encode(b []byte) (string, string) {
-	if utf8.Valid(b) {
-		return string(b), "utf-8"
-	}
-	return base64.StdEncoding.EncodeToString(b), "base64"
 }

@@ -9,7 +9,6 @@ package run
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/textenc"
 )
 
 // Stream names.
@@ -355,7 +355,7 @@ func (r *runner) read(i int, f *os.File) {
 		p := buf[:held+n]
 		held = 0
 		if err == nil {
-			held = partialTail(p)
+			held = textenc.PartialTail(p)
 		}
 		for emit := p[:len(p)-held]; len(emit) > 0; {
 			k := min(len(emit), limits.LiveChunkBytes)
@@ -372,23 +372,6 @@ func (r *runner) read(i int, f *os.File) {
 			return
 		}
 	}
-}
-
-// partialTail returns how many bytes at the end of p begin a UTF-8
-// character that is not complete yet, when p is otherwise valid text.
-func partialTail(p []byte) int {
-	if utf8.Valid(p) {
-		return 0
-	}
-	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(p[i]) {
-			if !utf8.FullRune(p[i:]) && utf8.Valid(p[:i]) {
-				return len(p) - i
-			}
-			return 0
-		}
-	}
-	return 0
 }
 
 // enqueue hands a frame to the sender, blocking while the queue is full
@@ -449,26 +432,17 @@ func waitNoReap(pid int) {
 // that partial character, so valid text stays text.
 func streamOutput(b []byte, observed, retained int64) (StreamOutput, int64) {
 	if int64(len(b)) < observed {
-		b = b[:len(b)-partialTail(b)]
+		b = b[:len(b)-textenc.PartialTail(b)]
 	}
 	so := StreamOutput{ObservedBytes: observed, Truncated: int64(len(b)) < observed}
-	so.Data, so.Encoding = encode(b)
+	so.Data, so.Encoding = textenc.Encode(b)
 	return so, retained + int64(len(b))
-}
-
-// encode returns data as UTF-8 text when it is valid UTF-8, else base64
-// (the convention of process.output).
-func encode(b []byte) (string, string) {
-	if utf8.Valid(b) {
-		return string(b), "utf-8"
-	}
-	return base64.StdEncoding.EncodeToString(b), "base64"
 }
 
 // EncodeChunk returns a chunk's data for a text-only carrier (an MCP
 // progress message): the text itself when the chunk is valid UTF-8, else
 // base64, with the encoding name.
-func EncodeChunk(c Chunk) (data, encoding string) { return encode(c.Data) }
+func EncodeChunk(c Chunk) (data, encoding string) { return textenc.Encode(c.Data) }
 
 func closeAll(a, b []*os.File) {
 	for _, f := range append(append([]*os.File(nil), a...), b...) {

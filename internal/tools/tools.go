@@ -26,6 +26,7 @@ import (
 	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/search"
+	"github.com/commandcore/commandcore/internal/textenc"
 )
 
 // IDRequest names one job.
@@ -170,7 +171,7 @@ func progressSender(ss *mcp.ServerSession, tok any) func(context.Context, run.Ch
 	var sent int64
 	return func(ctx context.Context, c run.Chunk) error {
 		data, enc := run.EncodeChunk(c)
-		if enc == "base64" {
+		if enc == textenc.Base64 {
 			data = "base64:" + data
 		}
 		sent += int64(len(c.Data))

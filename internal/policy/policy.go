@@ -84,7 +84,8 @@ func Decode(data []byte) (Policy, error) {
 	var p Policy
 	for key, val := range raw {
 		if key != "memory_max_bytes" {
-			return Policy{}, fmt.Errorf("%w: unknown field %q", ErrInvalid, key)
+			// The name stays local: the message reaches remote clients.
+			return Policy{}, fmt.Errorf("%w: unknown field (only memory_max_bytes is allowed)", ErrInvalid)
 		}
 		// Unmarshalling null into a number is silently a no-op; refuse it.
 		if string(bytes.TrimSpace(val)) == "null" {

@@ -165,10 +165,20 @@ func TestProcessRunOverMCP(t *testing.T) {
 	}
 	raw, _ := json.Marshal(out.StructuredContent)
 	json.Unmarshal(raw, &res)
-	mu.Lock()
-	got := live.String()
-	mu.Unlock()
-	if got != "line 1\nline 2\nline 3\n" || !res.OutputCapture.TransportComplete {
+	// The client SDK dispatches notifications concurrently with the
+	// response, so the last notification may be handled just after the
+	// result arrives; the server sent them all before it.
+	want := "line 1\nline 2\nline 3\n"
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		got = live.String()
+		mu.Unlock()
+		if got == want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got != want || !res.OutputCapture.TransportComplete {
 		t.Fatalf("live output %q, transport_complete %v", got, res.OutputCapture.TransportComplete)
 	}
 	if code, _ := c.fail("process.run", map[string]any{"command": "true", "detach": true}); code != "invalid_argument" {

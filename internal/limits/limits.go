@@ -40,6 +40,28 @@ const (
 	// SendTimeout and SilenceTimeout bound the WebSocket link.
 	SendTimeout    = 15 * time.Second
 	SilenceTimeout = 45 * time.Second
+	// HeartbeatInterval is how often the server sends a heartbeat; three
+	// fit in one silence timeout, so one lost heartbeat kills nothing.
+	HeartbeatInterval = 15 * time.Second
+	// MaxFrameBytes bounds one inbound WebSocket message. A live chunk is
+	// 8 KiB, but a tool result (a 1 MiB output page per stream, base64)
+	// is larger.
+	MaxFrameBytes = 4 << 20
+	// ReconnectMin and ReconnectMax bound the agent's jittered backoff.
+	ReconnectMin = 1 * time.Second
+	ReconnectMax = 60 * time.Second
+
+	// GrantTTL is how long a per-call grant is valid; GrantClockSkew is the
+	// slack allowed between the relay's clock and the device's.
+	GrantTTL       = 60 * time.Second
+	GrantClockSkew = 30 * time.Second
+	// MaxGrantBytes bounds an encoded grant.
+	MaxGrantBytes = 2048
+	// EnrollCodeTTL and ClientTokenTTL are the relay's default lifetimes.
+	EnrollCodeTTL  = 15 * time.Minute
+	ClientTokenTTL = 30 * 24 * time.Hour
+	// MaxPermissionsBytes bounds the owner's permissions.json.
+	MaxPermissionsBytes = 64 << 10
 
 	// StopEscalation is the delay between SIGTERM and SIGKILL on a stop request.
 	StopEscalation = 3 * time.Second

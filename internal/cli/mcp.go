@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/access"
 	"github.com/commandcore/commandcore/internal/tools"
 	"github.com/commandcore/commandcore/internal/version"
 )
@@ -29,7 +30,12 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tools.Register(srv, svc, host)
+			dirs, err := g.dirs()
+			if err != nil {
+				return err
+			}
+			// No remote grants here, but the owner's ceiling still applies.
+			tools.Register(srv, svc, host, access.Local(dirs.Config))
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 			defer stop()
 			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {

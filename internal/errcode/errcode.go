@@ -23,6 +23,8 @@ const (
 	GrantInvalid       Code = "grant_invalid"
 	IdentityMismatch   Code = "identity_mismatch"
 	Internal           Code = "internal"
+	// DeviceOffline: the relay has no live link to the chosen device.
+	DeviceOffline Code = "device_offline"
 )
 
 // Error is an error with a code and a message that is safe to show remotely.

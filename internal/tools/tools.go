@@ -27,6 +27,7 @@ import (
 	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/search"
 	"github.com/commandcore/commandcore/internal/textenc"
+	"github.com/commandcore/commandcore/internal/toolresult"
 )
 
 // IDRequest names one job.
@@ -46,11 +47,6 @@ type JobList struct {
 type Forgotten struct {
 	ProcessID string `json:"process_id"`
 	Forgotten bool   `json:"forgotten"`
-}
-
-// ErrorResult is the structured content of a failed call.
-type ErrorResult struct {
-	Error *errcode.Error `json:"error"`
 }
 
 // Host holds the host-insight engines the tools use.
@@ -73,35 +69,36 @@ func NewHost(procRoot string) (*Host, error) {
 }
 
 // Register adds the tools of SPEC §3 that this build serves to srv.
-func Register(srv *mcp.Server, svc *jobs.Service, host *Host) {
-	add(srv, svc.Journal, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
+func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
+	r := registrar{srv: srv, journal: svc.Journal, gate: gate}
+	add(r, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
 		func(ctx context.Context, _ *mcp.CallToolRequest, in metrics.MetricsRequest) (any, error) {
 			return host.Metrics.Metrics(ctx, in)
 		})
-	add(srv, svc.Journal, "process.list", "Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (CommandCore jobs only); each filter narrows.",
+	add(r, "process.list", "Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (CommandCore jobs only); each filter narrows.",
 		func(ctx context.Context, _ *mcp.CallToolRequest, in proclist.Request) (any, error) {
 			if err := in.Validate(); err != nil {
 				return nil, err
 			}
 			return host.Processes.List(ctx, in)
 		})
-	add(srv, svc.Journal, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
+	add(r, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
 		func(ctx context.Context, _ *mcp.CallToolRequest, in jobs.StartRequest) (any, error) {
 			return svc.Start(ctx, in)
 		})
-	add(srv, svc.Journal, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
+	add(r, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
 		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
 			return svc.Status(in.ProcessID)
 		})
-	add(srv, svc.Journal, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
+	add(r, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
 		func(ctx context.Context, _ *mcp.CallToolRequest, in jobs.OutputRequest) (any, error) {
 			return svc.Output(ctx, in)
 		})
-	add(srv, svc.Journal, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
+	add(r, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
 		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
 			return svc.Stop(in.ProcessID)
 		})
-	add(srv, svc.Journal, "process.jobs", "List managed jobs, newest first.",
+	add(r, "process.jobs", "List managed jobs, newest first.",
 		func(_ context.Context, _ *mcp.CallToolRequest, _ NoArgs) (any, error) {
 			recs, err := svc.List()
 			if err != nil {
@@ -113,11 +110,11 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host) {
 			}
 			return out, nil
 		})
-	add(srv, svc.Journal, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
+	add(r, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
 		func(ctx context.Context, _ *mcp.CallToolRequest, in search.Request) (any, error) {
 			return search.Search(ctx, in)
 		})
-	add(srv, svc.Journal, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
+	add(r, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
 		func(ctx context.Context, req *mcp.CallToolRequest, in run.Request) (any, error) {
 			opts := run.Options{Shell: svc.Shell, BaseEnv: svc.BaseEnv, Procs: svc.Procs}
 			if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
@@ -125,7 +122,7 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host) {
 			}
 			return run.Run(ctx, in, opts)
 		})
-	add(srv, svc.Journal, "process.forget", "Delete a terminal job's metadata and output.",
+	add(r, "process.forget", "Delete a terminal job's metadata and output.",
 		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
 			if _, err := svc.Forget(in.ProcessID); err != nil {
 				return nil, err
@@ -134,33 +131,51 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host) {
 		})
 }
 
+// Gate decides whether a call may run at all, before its arguments are
+// read: over the link it checks the server's grant, and on every server
+// the owner's permission ceiling. A nil Gate admits every call.
+type Gate func(ctx context.Context, req *mcp.CallToolRequest, tool string) error
+
+// registrar carries what every registered tool shares.
+type registrar struct {
+	srv     *mcp.Server
+	journal *activity.Journal
+	gate    Gate
+}
+
 // add registers a tool whose input is decoded strictly into In.
-func add[In any](srv *mcp.Server, j *activity.Journal, name, desc string, h func(context.Context, *mcp.CallToolRequest, In) (any, error)) {
+func add[In any](r registrar, name, desc string, h func(context.Context, *mcp.CallToolRequest, In) (any, error)) {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
 	}
-	srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema},
+	r.srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 			began := time.Now()
 			defer func() {
 				// One failing call must not take the server and every other
 				// client's session down with it.
 				if p := recover(); p != nil {
-					res = Failure(fmt.Errorf("tool %s panicked: %v", name, p))
+					res = toolresult.Failure(fmt.Errorf("tool %s panicked: %v", name, p))
 				}
 			}()
 			var in In
 			var out any
-			err := Decode(req.Params.Arguments, &in)
+			var err error
+			if r.gate != nil {
+				err = r.gate(ctx, req, name)
+			}
+			if err == nil {
+				err = Decode(req.Params.Arguments, &in)
+			}
 			if err == nil {
 				out, err = h(ctx, req, in)
 			}
-			j.Record(activity.ToolCallEvent(activity.Tool(name), jobIDOf(in, out), time.Since(began), err))
+			r.journal.Record(activity.ToolCallEvent(activity.Tool(name), jobIDOf(in, out), time.Since(began), err))
 			if err != nil {
-				return Failure(err), nil
+				return toolresult.Failure(err), nil
 			}
-			return Success(out), nil
+			return toolresult.Success(out), nil
 		})
 }
 
@@ -301,26 +316,4 @@ func clip(s string) string {
 		return s[:n] + "..."
 	}
 	return s
-}
-
-// Success wraps a structured result.
-func Success(out any) *mcp.CallToolResult {
-	text, err := json.Marshal(out)
-	if err != nil {
-		return Failure(fmt.Errorf("encode result: %w", err))
-	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
-		StructuredContent: out,
-	}
-}
-
-// Failure turns an error into an isError result with a stable code.
-func Failure(err error) *mcp.CallToolResult {
-	e := errcode.From(err)
-	return &mcp.CallToolResult{
-		IsError:           true,
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(e.Code) + ": " + e.Message}},
-		StructuredContent: ErrorResult{Error: e},
-	}
 }

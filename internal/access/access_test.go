@@ -1,0 +1,105 @@
+package access
+
+import (
+	"context"
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/grant"
+)
+
+const device = "2f1c0f9e-8a43-4a55-9d0b-0c3c4b7c9a11"
+
+func call(meta mcp.Meta) *mcp.CallToolRequest {
+	return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: "process.jobs"}}
+}
+
+func code(err error) errcode.Code {
+	if err == nil {
+		return ""
+	}
+	return errcode.From(err).Code
+}
+
+func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
+	key, err := grant.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	gate := Remote(t.TempDir(), device, pub, clock)
+	mint := func(dev, tool string) mcp.Meta {
+		g, err := grant.Mint(key, dev, tool, "tok_1", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mcp.Meta{grant.MetaKey: g}
+	}
+	ctx := context.Background()
+	if err := gate(ctx, call(mint(device, "process.jobs")), "process.jobs"); err != nil {
+		t.Fatalf("a valid grant: %v", err)
+	}
+	for name, meta := range map[string]mcp.Meta{
+		"no grant":       nil,
+		"another device": mint("b3b0a1de-0000-4000-8000-000000000000", "process.jobs"),
+		"another tool":   mint(device, "process.run"),
+	} {
+		if c := code(gate(ctx, call(meta), "process.jobs")); c != errcode.GrantInvalid {
+			t.Errorf("%s: %q", name, c)
+		}
+	}
+	// A grant that was fine expires, even for calls about running jobs.
+	valid := mint(device, "process.jobs")
+	now = now.Add(10 * time.Minute)
+	if c := code(gate(ctx, call(valid), "process.jobs")); c != errcode.GrantInvalid {
+		t.Errorf("expired grant: %q", c)
+	}
+	// A grant from another key is refused.
+	other, _ := grant.NewKey()
+	g, _ := grant.Mint(other, device, "process.jobs", "tok_1", now)
+	if c := code(gate(ctx, call(mcp.Meta{grant.MetaKey: g}), "process.jobs")); c != errcode.GrantInvalid {
+		t.Errorf("foreign key: %q", c)
+	}
+}
+
+func TestCeilingAppliesAfterTheGrant(t *testing.T) {
+	key, _ := grant.NewKey()
+	dir := t.TempDir()
+	now := time.Now()
+	gate := Remote(dir, device, key.Public().(ed25519.PublicKey), func() time.Time { return now })
+	g, _ := grant.Mint(key, device, "process.jobs", "tok_1", now)
+	req := call(mcp.Meta{grant.MetaKey: g})
+	ctx := context.Background()
+	file := filepath.Join(dir, "permissions.json")
+	if err := os.WriteFile(file, []byte(`{"schema_version":1,"tools":["system.*"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := code(gate(ctx, req, "process.jobs")); c != errcode.PermissionDenied {
+		t.Fatalf("outside the ceiling: %q", c)
+	}
+	// The owner's edit takes effect on the next call.
+	os.WriteFile(file, []byte(`{"schema_version":1,"tools":["process.*"]}`), 0o600)
+	if err := gate(ctx, req, "process.jobs"); err != nil {
+		t.Fatalf("inside the ceiling: %v", err)
+	}
+	// A broken ceiling fails closed, locally too.
+	os.WriteFile(file, []byte(`{"schema_version":1,"tools":`), 0o600)
+	if c := code(gate(ctx, req, "process.jobs")); c != errcode.PermissionDenied {
+		t.Fatalf("malformed ceiling: %q", c)
+	}
+	if c := code(Local(dir)(ctx, call(nil), "system.metrics")); c != errcode.PermissionDenied {
+		t.Fatalf("malformed ceiling, local server: %q", c)
+	}
+	os.Remove(file)
+	if err := Local(dir)(ctx, call(nil), "process.run"); err != nil {
+		t.Fatalf("no ceiling: %v", err)
+	}
+}

@@ -1,0 +1,215 @@
+// Package grant mints and verifies the per-call grants of SPEC §4: every tool
+// call from the relay carries a short-lived token, signed by the relay,
+// naming the device, the tool and the principal. The agent verifies it on
+// every operation, so a stolen or replayed grant is only good for one tool on
+// one device for about a minute.
+//
+// A token is base64url(canonical JSON claims) "." base64url(ed25519
+// signature over the first part's bytes), both without padding. Ed25519 was
+// chosen because its signatures are deterministic and non-malleable, and the
+// agent only ever needs the relay's public key.
+package grant
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
+)
+
+// MetaKey is the key under which a grant travels in a tools/call request's
+// _meta object.
+const MetaKey = "commandcore/grant"
+
+// idBytes is the size of a grant's random ID before hex encoding.
+const idBytes = 16
+
+// Claims is what a grant asserts. Times are unix seconds.
+type Claims struct {
+	Device    string `json:"dev"`
+	Tool      string `json:"tool"`
+	Principal string `json:"sub"`
+	IssuedAt  int64  `json:"iat"`
+	Expires   int64  `json:"exp"`
+	ID        string `json:"jti"`
+}
+
+// b64 is the token's encoding. Decoding goes through decodePart, so that
+// each token has exactly one spelling.
+var b64 = base64.RawURLEncoding.Strict()
+
+// decodePart decodes one part of a token and insists that it was the
+// canonical spelling: even a strict decoder skips '\r' and '\n', and a
+// variant spelling of a valid token must not verify.
+func decodePart(s string) ([]byte, error) {
+	b, err := b64.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("decode grant part: %w", err)
+	}
+	if b64.EncodeToString(b) != s {
+		return nil, errors.New("grant part is not canonical base64url")
+	}
+	return b, nil
+}
+
+// NewKey returns a fresh signing key for a relay.
+func NewKey() (ed25519.PrivateKey, error) {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate grant key: %w", err)
+	}
+	return key, nil
+}
+
+// Mint returns a grant for one call of tool on device by principal, valid
+// from now for limits.GrantTTL.
+func Mint(key ed25519.PrivateKey, device, tool, principal string, now time.Time) (string, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return "", errcode.New(errcode.InvalidArgument, "grant signing key is malformed")
+	}
+	if device == "" || tool == "" || principal == "" {
+		return "", errcode.New(errcode.InvalidArgument, "a grant needs a device, a tool and a principal")
+	}
+	var id [idBytes]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", fmt.Errorf("grant id: %w", err)
+	}
+	c := Claims{
+		Device:    device,
+		Tool:      tool,
+		Principal: principal,
+		IssuedAt:  now.Unix(),
+		Expires:   now.Add(limits.GrantTTL).Unix(),
+		ID:        hex.EncodeToString(id[:]),
+	}
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("encode grant claims: %w", err)
+	}
+	head := b64.EncodeToString(payload)
+	token := head + "." + b64.EncodeToString(ed25519.Sign(key, []byte(head)))
+	if len(token) > limits.MaxGrantBytes {
+		return "", errcode.New(errcode.InvalidArgument, "the grant would exceed %d bytes", limits.MaxGrantBytes)
+	}
+	return token, nil
+}
+
+// Verify checks token against the relay's public key and returns its claims
+// if it is for device and tool and valid at now (with limits.GrantClockSkew
+// of slack either way). The signature is checked before the claims are
+// parsed, so unauthenticated JSON is never decoded. Each failure is a
+// grant_invalid error that names the failed check and nothing else.
+func Verify(pub ed25519.PublicKey, token, device, tool string, now time.Time) (*Claims, error) {
+	if token == "" {
+		return nil, invalid("grant is missing")
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, invalid("grant cannot be checked: no valid verification key")
+	}
+	if len(token) > limits.MaxGrantBytes {
+		return nil, invalid("grant is malformed")
+	}
+	head, sigText, ok := strings.Cut(token, ".")
+	if !ok {
+		return nil, invalid("grant is malformed")
+	}
+	payload, err := decodePart(head)
+	if err != nil {
+		return nil, invalid("grant is malformed")
+	}
+	sig, err := decodePart(sigText)
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return nil, invalid("grant is malformed")
+	}
+	if !ed25519.Verify(pub, []byte(head), sig) {
+		return nil, invalid("grant signature is invalid")
+	}
+	c, err := decodeClaims(payload)
+	if err != nil {
+		return nil, invalid("grant is malformed")
+	}
+	if c.Device != device {
+		return nil, invalid("grant is for another device")
+	}
+	if c.Tool != tool {
+		return nil, invalid("grant is for another tool")
+	}
+	// A relay may not mint long grants: the agent enforces the lifetime
+	// itself rather than trusting whatever the relay signed.
+	if c.Expires-c.IssuedAt > int64(limits.GrantTTL/time.Second) {
+		return nil, invalid("grant lifetime is too long")
+	}
+	skew := int64(limits.GrantClockSkew / time.Second)
+	// Written as now±skew so that no claim value can overflow the sum.
+	if now.Unix()-skew > c.Expires {
+		return nil, invalid("grant has expired")
+	}
+	if now.Unix()+skew < c.IssuedAt {
+		return nil, invalid("grant is not yet valid")
+	}
+	return c, nil
+}
+
+// decodeClaims parses the signed payload strictly: every field present, and
+// the bytes exactly the canonical encoding Mint produces. The canonical
+// comparison is what rejects unknown fields, trailing data, whitespace, null
+// values, duplicate keys and case-folded field names, all of which
+// encoding/json would otherwise accept.
+func decodeClaims(payload []byte) (*Claims, error) {
+	var c Claims
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, fmt.Errorf("decode claims: %w", err)
+	}
+	canonical, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("re-encode claims: %w", err)
+	}
+	if !bytes.Equal(canonical, payload) {
+		return nil, errors.New("claims are not canonical")
+	}
+	if c.Device == "" || c.Tool == "" || c.Principal == "" {
+		return nil, errors.New("claims lack a device, tool or principal")
+	}
+	if c.IssuedAt <= 0 || c.Expires <= c.IssuedAt {
+		return nil, errors.New("claims have an impossible lifetime")
+	}
+	if id, err := hex.DecodeString(c.ID); err != nil || len(id) != idBytes || hex.EncodeToString(id) != c.ID {
+		return nil, errors.New("claims have a malformed id")
+	}
+	return &c, nil
+}
+
+func invalid(msg string) error {
+	return errcode.New(errcode.GrantInvalid, "%s", msg)
+}
+
+// FromMeta returns the grant carried in a request's _meta, or "" if there is
+// none or it is not a string.
+func FromMeta(meta map[string]any) string {
+	s, _ := meta[MetaKey].(string)
+	return s
+}
+
+// EncodePublicKey renders a relay's public key for the device's identity
+// file.
+func EncodePublicKey(pub ed25519.PublicKey) string {
+	return base64.StdEncoding.EncodeToString(pub)
+}
+
+// DecodePublicKey parses what EncodePublicKey produced.
+func DecodePublicKey(s string) (ed25519.PublicKey, error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, errcode.New(errcode.InvalidArgument, "grant public key is malformed")
+	}
+	return ed25519.PublicKey(b), nil
+}

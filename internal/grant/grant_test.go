@@ -1,0 +1,358 @@
+package grant
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
+)
+
+const (
+	dev  = "laptop-1"
+	tool = "process.start"
+	who  = "client-7"
+)
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+func newKey(t testing.TB) ed25519.PrivateKey {
+	t.Helper()
+	k, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func pub(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
+
+// signRaw builds a correctly signed token around arbitrary payload bytes,
+// so the checks after the signature can be exercised one by one.
+func signRaw(k ed25519.PrivateKey, payload string) string {
+	head := base64.RawURLEncoding.EncodeToString([]byte(payload))
+	return head + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(k, []byte(head)))
+}
+
+func claimsJSON(t testing.TB, c Claims) string {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func validClaims() Claims {
+	return Claims{Device: dev, Tool: tool, Principal: who, IssuedAt: t0.Unix(), Expires: t0.Unix() + 60, ID: strings.Repeat("ab", 16)}
+}
+
+func wantReject(t *testing.T, name string, k ed25519.PrivateKey, token string, now time.Time, msg string) {
+	t.Helper()
+	c, err := Verify(pub(k), token, dev, tool, now)
+	if err == nil {
+		t.Errorf("%s: verified %+v, want %q", name, c, msg)
+		return
+	}
+	if c != nil {
+		t.Errorf("%s: claims returned with an error", name)
+	}
+	if !errcode.Is(err, errcode.GrantInvalid) {
+		t.Errorf("%s: %v, want code grant_invalid", name, err)
+	}
+	if got := errcode.From(err).Message; got != msg {
+		t.Errorf("%s: message %q, want %q", name, got, msg)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	k := newKey(t)
+	tok, err := Mint(k, dev, tool, who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Verify(pub(k), tok, dev, tool, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Device != dev || c.Tool != tool || c.Principal != who {
+		t.Fatalf("claims %+v", c)
+	}
+	if c.IssuedAt != t0.Unix() || c.Expires != t0.Add(limits.GrantTTL).Unix() {
+		t.Fatalf("times %d..%d", c.IssuedAt, c.Expires)
+	}
+	if len(c.ID) != 32 || strings.Trim(c.ID, "0123456789abcdef") != "" {
+		t.Fatalf("id %q is not 16 bytes of hex", c.ID)
+	}
+	tok2, err := Mint(k, dev, tool, who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok2 == tok {
+		t.Fatal("two grants share an id")
+	}
+}
+
+func TestClockBoundaries(t *testing.T) {
+	k := newKey(t)
+	tok, err := Mint(k, dev, tool, who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skew := limits.GrantClockSkew
+	for _, now := range []time.Time{t0.Add(-skew), t0.Add(limits.GrantTTL + skew)} {
+		if _, err := Verify(pub(k), tok, dev, tool, now); err != nil {
+			t.Errorf("at %v: %v", now.Sub(t0), err)
+		}
+	}
+	wantReject(t, "expired", k, tok, t0.Add(limits.GrantTTL+skew+time.Second), "grant has expired")
+	wantReject(t, "long expired", k, tok, t0.Add(24*time.Hour), "grant has expired")
+	wantReject(t, "early", k, tok, t0.Add(-skew-time.Second), "grant is not yet valid")
+}
+
+func TestMismatch(t *testing.T) {
+	k := newKey(t)
+	tok, err := Mint(k, "other-box", tool, who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReject(t, "device", k, tok, t0, "grant is for another device")
+	tok, err = Mint(k, dev, "process.run", who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReject(t, "tool", k, tok, t0, "grant is for another tool")
+}
+
+func TestMissing(t *testing.T) {
+	k := newKey(t)
+	wantReject(t, "empty", k, "", t0, "grant is missing")
+}
+
+func TestSignature(t *testing.T) {
+	k := newKey(t)
+	tok, err := Mint(newKey(t), dev, tool, who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReject(t, "other key", k, tok, t0, "grant signature is invalid")
+	_, sig, _ := strings.Cut(tok, ".")
+	wantReject(t, "empty claims", k, "."+sig, t0, "grant signature is invalid")
+
+	// Same signature, different (well-formed) claims.
+	tok, err = Mint(k, dev, tool, who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sig, _ = strings.Cut(tok, ".")
+	forged := base64.RawURLEncoding.EncodeToString([]byte(claimsJSON(t, validClaims()))) + "." + sig
+	wantReject(t, "swapped claims", k, forged, t0, "grant signature is invalid")
+}
+
+func TestLifetimeTooLong(t *testing.T) {
+	k := newKey(t)
+	c := validClaims()
+	c.Expires = c.IssuedAt + int64(limits.GrantTTL/time.Second)
+	if _, err := Verify(pub(k), signRaw(k, claimsJSON(t, c)), dev, tool, t0); err != nil {
+		t.Fatalf("a full-TTL grant: %v", err)
+	}
+	c.Expires++
+	wantReject(t, "ttl+1s", k, signRaw(k, claimsJSON(t, c)), t0, "grant lifetime is too long")
+	c.Expires = 1 << 62
+	wantReject(t, "far future", k, signRaw(k, claimsJSON(t, c)), t0, "grant lifetime is too long")
+}
+
+func TestMalformed(t *testing.T) {
+	k := newKey(t)
+	good, err := Mint(k, dev, tool, who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(pub(k), good, dev, tool, t0); err != nil {
+		t.Fatal(err)
+	}
+	head, sig, _ := strings.Cut(good, ".")
+	valid := claimsJSON(t, validClaims())
+	trimmed := strings.TrimSuffix(valid, "}")
+
+	// Every case but the encoding ones carries a valid signature, so only
+	// the check under test can reject it.
+	cases := map[string]string{
+		"no dot":            head + sig,
+		"extra part":        good + ".x",
+		"empty signature":   head + ".",
+		"padded signature":  head + "." + sig + "==",
+		"bad claims base64": "!" + head[1:] + "." + sig,
+		"bad sig base64":    head + "." + sig[:len(sig)-1] + "*",
+		"short signature":   head + "." + sig[:len(sig)-4],
+		"newline in sig":    head + "." + sig[:10] + "\n" + sig[10:],
+		"newline in claims": head[:10] + "\r\n" + head[10:] + "." + sig,
+		"trailing newline":  good + "\n",
+		// The last character of a 64-byte signature carries two unused
+		// bits; a lenient decoder would accept a second spelling.
+		"non-canonical sig": head + "." + sig[:len(sig)-1] + string(alphabet[strings.IndexByte(alphabet, sig[len(sig)-1])^1]),
+
+		"not json":          signRaw(k, "hello"),
+		"json array":        signRaw(k, "[]"),
+		"unknown field":     signRaw(k, trimmed+`,"admin":true}`),
+		"trailing data":     signRaw(k, valid+"{}"),
+		"trailing space":    signRaw(k, valid+" "),
+		"leading space":     signRaw(k, " "+valid),
+		"duplicate key":     signRaw(k, trimmed+`,"dev":"`+dev+`"}`),
+		"case-folded key":   signRaw(k, strings.Replace(valid, `"dev"`, `"DEV"`, 1)),
+		"null field":        signRaw(k, strings.Replace(valid, `"sub":"`+who+`"`, `"sub":null`, 1)),
+		"missing principal": signRaw(k, claimsJSON(t, Claims{Device: dev, Tool: tool, IssuedAt: t0.Unix(), Expires: t0.Unix() + 60, ID: validClaims().ID})),
+		"string time":       signRaw(k, strings.Replace(valid, fmt.Sprintf(`"iat":%d`, t0.Unix()), fmt.Sprintf(`"iat":"%d"`, t0.Unix()), 1)),
+	}
+	for name, mutate := range map[string]func(*Claims){
+		"short id":       func(c *Claims) { c.ID = "abcd" },
+		"upper-case id":  func(c *Claims) { c.ID = strings.ToUpper(c.ID) },
+		"non-hex id":     func(c *Claims) { c.ID = strings.Repeat("zz", 16) },
+		"zero issued":    func(c *Claims) { c.IssuedAt, c.Expires = 0, 60 },
+		"negative times": func(c *Claims) { c.IssuedAt, c.Expires = -1<<62, 1<<62 },
+		"zero lifetime":  func(c *Claims) { c.Expires = c.IssuedAt },
+		"backwards":      func(c *Claims) { c.Expires = c.IssuedAt - 1 },
+	} {
+		c := validClaims()
+		mutate(&c)
+		cases[name] = signRaw(k, claimsJSON(t, c))
+	}
+	for name, tok := range cases {
+		wantReject(t, name, k, tok, t0, "grant is malformed")
+	}
+}
+
+func TestTooLong(t *testing.T) {
+	k := newKey(t)
+	c := validClaims()
+	c.Principal = strings.Repeat("p", limits.MaxGrantBytes)
+	tok := signRaw(k, claimsJSON(t, c))
+	wantReject(t, "oversize", k, tok, t0, "grant is malformed")
+
+	if _, err := Mint(k, dev, tool, c.Principal, t0); !errcode.Is(err, errcode.InvalidArgument) {
+		t.Fatalf("Mint of an oversize grant: %v", err)
+	}
+}
+
+func TestMessagesAreContentFree(t *testing.T) {
+	k := newKey(t)
+	tok, err := Mint(k, "secret-device", "secret.tool", who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"secret-device", dev} {
+		_, err := Verify(pub(k), tok, d, tool, t0)
+		if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), tok[:8]) {
+			t.Errorf("device %s: %v", d, err)
+		}
+	}
+}
+
+func TestBadKeys(t *testing.T) {
+	k := newKey(t)
+	tok, err := Mint(k, dev, tool, who, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []ed25519.PublicKey{nil, pub(k)[:31]} {
+		if _, err := Verify(p, tok, dev, tool, t0); !errcode.Is(err, errcode.GrantInvalid) {
+			t.Errorf("key of %d bytes: %v", len(p), err)
+		}
+	}
+	if _, err := Mint(k[:10], dev, tool, who, t0); !errcode.Is(err, errcode.InvalidArgument) {
+		t.Errorf("short signing key: %v", err)
+	}
+	for _, args := range [][3]string{{"", tool, who}, {dev, "", who}, {dev, tool, ""}} {
+		if _, err := Mint(k, args[0], args[1], args[2], t0); !errcode.Is(err, errcode.InvalidArgument) {
+			t.Errorf("Mint%q: %v", args, err)
+		}
+	}
+}
+
+func TestPublicKeyEncoding(t *testing.T) {
+	k := newKey(t)
+	s := EncodePublicKey(pub(k))
+	got, err := DecodePublicKey(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Equal(pub(k)) {
+		t.Fatal("round trip changed the key")
+	}
+	short := base64.StdEncoding.EncodeToString(pub(k)[:31])
+	for _, bad := range []string{"", "not base64!", short, s + "AAAA", strings.TrimRight(s, "=")} {
+		if _, err := DecodePublicKey(bad); !errcode.Is(err, errcode.InvalidArgument) {
+			t.Errorf("DecodePublicKey(%q): %v", bad, err)
+		}
+	}
+}
+
+func TestFromMeta(t *testing.T) {
+	cases := []struct {
+		meta map[string]any
+		want string
+	}{
+		{nil, ""},
+		{map[string]any{}, ""},
+		{map[string]any{"grant": "x"}, ""},
+		{map[string]any{MetaKey: 42}, ""},
+		{map[string]any{MetaKey: "tok"}, "tok"},
+	}
+	for _, c := range cases {
+		if got := FromMeta(c.meta); got != c.want {
+			t.Errorf("FromMeta(%v) = %q, want %q", c.meta, got, c.want)
+		}
+	}
+}
+
+// FuzzVerify checks that Verify never panics and that nothing but a seeded
+// valid token verifies. The fuzzing engine runs this setup in every worker
+// process, so the key and the seeded tokens are fixed: each worker must
+// agree on which tokens are valid.
+func FuzzVerify(f *testing.F) {
+	k := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	other := ed25519.NewKeyFromSeed([]byte(strings.Repeat("x", ed25519.SeedSize)))
+	valid := map[string]bool{}
+	for _, c := range []Claims{validClaims(), {Device: dev, Tool: tool, Principal: "p", IssuedAt: t0.Unix() - 30, Expires: t0.Unix() + 10, ID: strings.Repeat("0", 32)}} {
+		tok := signRaw(k, claimsJSON(f, c))
+		if _, err := Verify(pub(k), tok, dev, tool, t0); err != nil {
+			f.Fatalf("seed does not verify: %v", err)
+		}
+		valid[tok] = true
+		f.Add(tok)
+		head, sig, _ := strings.Cut(tok, ".")
+		f.Add(head)
+		f.Add(head + "." + sig[:len(sig)-1])
+		f.Add(signRaw(other, claimsJSON(f, c)))
+	}
+	wrongTool := validClaims()
+	wrongTool.Tool = "process.run"
+	f.Add(signRaw(k, claimsJSON(f, wrongTool)))
+	f.Add("")
+	f.Add(".")
+	f.Fuzz(func(t *testing.T, token string) {
+		c, err := Verify(pub(k), token, dev, tool, t0)
+		if err != nil {
+			if c != nil {
+				t.Fatal("claims returned with an error")
+			}
+			if !errcode.Is(err, errcode.GrantInvalid) {
+				t.Fatalf("error without grant_invalid: %v", err)
+			}
+			return
+		}
+		if !valid[token] {
+			t.Fatalf("an unseeded token verified: %q", token)
+		}
+		if c.Device != dev || c.Tool != tool {
+			t.Fatalf("verified claims for another call: %+v", c)
+		}
+	})
+}

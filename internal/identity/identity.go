@@ -1,0 +1,148 @@
+// Package identity keeps the device identity an agent obtains from a server
+// at enrollment (`commandcore enroll`): the server, the device's ID and
+// name, the bearer token the link authenticates with, the secret its
+// heartbeat replies are MACed with, and the key grants are verified with.
+// It lives in <config-dir>/identity.json, owner-only, and is read strictly.
+package identity
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/grant"
+)
+
+// File is the identity's name inside the config directory.
+const File = "identity.json"
+
+// Schema is the identity file's schema version.
+const Schema = 1
+
+// maxBytes bounds the identity file.
+const maxBytes = 16 << 10
+
+// ErrNotEnrolled says no identity is stored.
+var ErrNotEnrolled = errors.New("not enrolled: run commandcore enroll --server URL --code CODE")
+
+// Identity is what enrollment stores.
+type Identity struct {
+	Schema     int       `json:"schema_version"`
+	Server     string    `json:"server"`
+	DeviceID   string    `json:"device_id"`
+	Name       string    `json:"name"`
+	Token      string    `json:"token"`
+	Secret     []byte    `json:"secret"`
+	GrantKey   string    `json:"grant_key"`
+	EnrolledAt time.Time `json:"enrolled_at"`
+}
+
+// PublicKey returns the key the server signs grants with.
+func (id *Identity) PublicKey() (ed25519.PublicKey, error) {
+	return grant.DecodePublicKey(id.GrantKey)
+}
+
+// Path returns the identity file's path in configDir.
+func Path(configDir string) string { return filepath.Join(configDir, File) }
+
+// Load reads the identity from configDir: ErrNotEnrolled when there is
+// none; an error naming what is wrong (never the content) when the file
+// is not the owner's alone or is malformed.
+func Load(configDir string) (*Identity, error) {
+	f, err := os.OpenFile(Path(configDir), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotEnrolled
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open identity: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat identity: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return nil, errors.New("identity: not owned by the agent's user")
+	}
+	// The token and secret are credentials: anyone who can read them can
+	// impersonate the device.
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, errors.New("identity: readable or writable by other users")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read identity: %w", err)
+	}
+	return Decode(data)
+}
+
+// Decode parses an identity strictly: unknown fields, trailing data, a
+// wrong schema version or a missing field are errors.
+func Decode(data []byte) (*Identity, error) {
+	if len(data) > maxBytes {
+		return nil, errors.New("identity: file too large")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var id Identity
+	if err := dec.Decode(&id); err != nil {
+		return nil, errors.New("identity: malformed JSON")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("identity: trailing data")
+	}
+	if id.Schema != Schema {
+		return nil, fmt.Errorf("identity: unsupported schema_version %d", id.Schema)
+	}
+	if id.Server == "" || id.DeviceID == "" || id.Token == "" || len(id.Secret) < 16 {
+		return nil, errors.New("identity: incomplete")
+	}
+	if _, err := id.PublicKey(); err != nil {
+		return nil, errors.New("identity: invalid grant key")
+	}
+	return &id, nil
+}
+
+// Save writes id to configDir atomically, owner-only, creating the
+// directory when needed.
+func Save(configDir string, id *Identity) error {
+	if err := os.MkdirAll(configDir, 0o700); err != nil {
+		return fmt.Errorf("create config dir: %w", err)
+	}
+	data, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode identity: %w", err)
+	}
+	f, err := os.CreateTemp(configDir, "."+File+".tmp*")
+	if err != nil {
+		return fmt.Errorf("create identity: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("chmod identity: %w", err)
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("write identity: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync identity: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close identity: %w", err)
+	}
+	if err := os.Rename(tmp, Path(configDir)); err != nil {
+		return fmt.Errorf("install identity: %w", err)
+	}
+	return nil
+}

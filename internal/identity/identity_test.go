@@ -1,0 +1,110 @@
+package identity
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/grant"
+)
+
+func sample(t testing.TB) *Identity {
+	key, err := grant.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Identity{
+		Schema: Schema, Server: "http://127.0.0.1:8440", DeviceID: "2f1c0f9e-8a43-4a55-9d0b-0c3c4b7c9a11",
+		Name: "dev1", Token: "ccd_token-marker", Secret: []byte("0123456789abcdef0123456789abcdef"),
+		GrantKey: grant.EncodePublicKey(key.Public().(ed25519.PublicKey)), EnrolledAt: time.Unix(1700000000, 0).UTC(),
+	}
+}
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "config")
+	if _, err := Load(dir); !errors.Is(err, ErrNotEnrolled) {
+		t.Fatalf("no identity: %v", err)
+	}
+	want := sample(t)
+	if err := Save(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(Path(dir))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("identity mode: %v %v", fi.Mode(), err)
+	}
+	if di, _ := os.Stat(dir); di.Mode().Perm() != 0o700 {
+		t.Fatalf("config dir mode: %v", di.Mode())
+	}
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Token != want.Token || got.DeviceID != want.DeviceID || string(got.Secret) != string(want.Secret) || !got.EnrolledAt.Equal(want.EnrolledAt) {
+		t.Fatalf("round trip: %+v", got)
+	}
+	if _, err := got.PublicKey(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadRefusesSharedFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := Save(dir, sample(t)); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(Path(dir), 0o640)
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "other users") {
+		t.Fatalf("group-readable identity: %v", err)
+	}
+	os.Chmod(Path(dir), 0o600)
+	link := t.TempDir()
+	os.Symlink(Path(dir), Path(link))
+	if _, err := Load(link); err == nil || errors.Is(err, ErrNotEnrolled) {
+		t.Fatalf("symlinked identity: %v", err)
+	}
+}
+
+func TestDecodeIsStrict(t *testing.T) {
+	for name, data := range map[string]string{
+		"empty":          ``,
+		"not an object":  `[]`,
+		"unknown field":  `{"schema_version":1,"extra":1}`,
+		"wrong schema":   `{"schema_version":2,"server":"s","device_id":"d","token":"t","secret":"MDEyMzQ1Njc4OWFiY2RlZg==","grant_key":"AAAA"}`,
+		"missing token":  `{"schema_version":1,"server":"s","device_id":"d","secret":"MDEyMzQ1Njc4OWFiY2RlZg=="}`,
+		"bad grant key":  `{"schema_version":1,"server":"s","device_id":"d","token":"t","secret":"MDEyMzQ1Njc4OWFiY2RlZg==","grant_key":"AAAA"}`,
+		"trailing data":  `{"schema_version":1} {}`,
+		"short secret":   `{"schema_version":1,"server":"s","device_id":"d","token":"t","secret":"AAAA"}`,
+		"secret as text": `{"schema_version":1,"server":"s","device_id":"d","token":"t","secret":"not base64!"}`,
+	} {
+		if _, err := Decode([]byte(data)); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if strings.Contains(err.Error(), "MDEy") {
+			t.Errorf("%s: error echoes content: %v", name, err)
+		}
+	}
+	if _, err := Decode([]byte(strings.Repeat(" ", maxBytes+1))); err == nil {
+		t.Error("oversized identity accepted")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"schema_version":1}`))
+	f.Add([]byte(`{"schema_version":1,"server":"s","device_id":"d","token":"t","secret":"MDEyMzQ1Njc4OWFiY2RlZg==","grant_key":"AAAA"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		id, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if id.Schema != Schema || id.Token == "" || len(id.Secret) < 16 {
+			t.Fatalf("accepted an incomplete identity: %+v", id)
+		}
+		if _, err := id.PublicKey(); err != nil {
+			t.Fatal("accepted an identity with an unusable grant key")
+		}
+	})
+}

@@ -1,0 +1,222 @@
+// Package permissions loads the owner's local permission ceiling,
+// permissions.json in the config directory (SPEC §4). The ceiling is applied
+// after a remote grant and also to the local `commandcore mcp` server: it is
+// the machine owner's last word on which tools may run here, whoever asks.
+//
+// It fails closed. A missing file imposes nothing, but a file that exists and
+// is anything less than a well-formed, owner-only regular file denies every
+// tool until the owner fixes it, because a ceiling that was meant to narrow
+// must never silently widen.
+package permissions
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/scope"
+)
+
+// File is the ceiling's name inside the config directory.
+const File = "permissions.json"
+
+// schemaVersion is the only file format this agent understands.
+const schemaVersion = 1
+
+// Ceiling is the owner's limit on which tools may run. A nil or zero Ceiling
+// allows nothing.
+type Ceiling struct {
+	// allowAll is set only when the file is known to be absent.
+	allowAll bool
+	// present is false only when the file is known to be absent.
+	present bool
+	// tools are validated scope entries (scope.Valid).
+	tools []string
+	// err is why a present ceiling is invalid; it then denies everything.
+	err error
+}
+
+// Load reads the ceiling from configDir. A missing file yields a ceiling
+// that allows every tool and no error. Any other failure yields a ceiling
+// that denies every tool together with a permission_denied error naming the
+// kind of problem, never the path or the file's content.
+func Load(configDir string) (*Ceiling, error) {
+	data, err := read(filepath.Join(configDir, File))
+	if errors.Is(err, os.ErrNotExist) {
+		return &Ceiling{allowAll: true}, nil
+	}
+	if err != nil {
+		return refuse(err)
+	}
+	return Decode(data)
+}
+
+// read opens path without following a symlink (the owner's ceiling must be
+// the owner's file, not something it points at) and without blocking (a FIFO
+// in its place must not hang the agent), then checks the file before reading
+// at most one byte more than the size limit.
+func read(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, invalid("it is a symbolic link", err)
+	}
+	if err != nil {
+		return nil, invalid("it cannot be opened", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, invalid("it cannot be inspected", err)
+	}
+	if err := checkFile(fi, os.Geteuid()); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limits.MaxPermissionsBytes+1))
+	if err != nil {
+		return nil, invalid("it cannot be read", err)
+	}
+	return data, nil
+}
+
+// checkFile enforces "owner-only": a regular file owned by uid that grants
+// nothing to group or others. Readable by others is refused too, because a
+// ceiling other users can read tells them exactly what a stolen client token
+// could still do here.
+func checkFile(fi os.FileInfo, uid int) error {
+	if !fi.Mode().IsRegular() {
+		return invalid("it is not a regular file", nil)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != uid {
+		return invalid("it is not owned by the agent's user", nil)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return invalid("it is accessible by other users", nil)
+	}
+	return nil
+}
+
+// Decode parses a ceiling document strictly:
+//
+//	{"schema_version": 1, "tools": ["process.*", "system.metrics"]}
+//
+// Both keys are required, each exactly once and spelled exactly so, with
+// nothing after the object. schema_version must be 1; tools entries are
+// scope entries, and an empty list allows nothing. On failure it returns a
+// ceiling that denies everything together with the error.
+func Decode(data []byte) (*Ceiling, error) {
+	if len(data) > limits.MaxPermissionsBytes {
+		return refuse(invalid(fmt.Sprintf("it is larger than %d bytes", limits.MaxPermissionsBytes), nil))
+	}
+	fields, err := object(data)
+	if err != nil {
+		return refuse(err)
+	}
+	rawVersion, ok := fields["schema_version"]
+	if !ok {
+		return refuse(invalid("schema_version is missing", nil))
+	}
+	var version *int
+	if err := json.Unmarshal(rawVersion, &version); err != nil || version == nil || *version != schemaVersion {
+		return refuse(invalid(fmt.Sprintf("schema_version must be %d", schemaVersion), err))
+	}
+	rawTools, ok := fields["tools"]
+	if !ok {
+		return refuse(invalid("tools is missing", nil))
+	}
+	var tools *[]string
+	if err := json.Unmarshal(rawTools, &tools); err != nil || tools == nil {
+		return refuse(invalid("tools must be a list of tool names or patterns", err))
+	}
+	for i, t := range *tools {
+		if !scope.Valid(t) {
+			// The position only: a pattern from the owner's file stays local.
+			return refuse(invalid(fmt.Sprintf("tools entry %d is not a valid name or pattern", i+1), nil))
+		}
+	}
+	return &Ceiling{present: true, tools: *tools}, nil
+}
+
+// object splits a JSON object into its known fields, refusing unknown,
+// duplicate or case-folded keys (encoding/json would accept the last two), a
+// non-object, and trailing data.
+func object(data []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, invalid("it is not a JSON object", err)
+	}
+	fields := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, invalid("it is malformed JSON", err)
+		}
+		key, _ := tok.(string)
+		if key != "schema_version" && key != "tools" {
+			// The key stays local: the message reaches remote clients.
+			return nil, invalid("it has an unknown field", nil)
+		}
+		if _, dup := fields[key]; dup {
+			return nil, invalid("it has a duplicate field", nil)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, invalid("it is malformed JSON", err)
+		}
+		fields[key] = raw
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, invalid("it is malformed JSON", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, invalid("it has trailing data", err)
+	}
+	return fields, nil
+}
+
+// invalid builds the content-free error of a present but unusable ceiling,
+// keeping cause for local diagnosis only.
+func invalid(reason string, cause error) error {
+	return errcode.Wrap(errcode.PermissionDenied, cause, "the local permission ceiling is invalid: %s", reason)
+}
+
+func refuse(err error) (*Ceiling, error) {
+	return &Ceiling{present: true, err: err}, err
+}
+
+// Present reports whether the owner has a ceiling file (valid or not); it is
+// false only when the file is known to be absent.
+func (c *Ceiling) Present() bool {
+	return c != nil && c.present
+}
+
+// Allows reports whether tool may run under the ceiling.
+func (c *Ceiling) Allows(tool string) bool {
+	if c == nil || c.err != nil {
+		return false
+	}
+	return c.allowAll || scope.Match(c.tools, tool)
+}
+
+// Check returns nil if tool may run, the load error if the ceiling is
+// invalid, and otherwise a permission_denied error that does not name the
+// tool pattern that failed to match.
+func (c *Ceiling) Check(tool string) error {
+	if c != nil && c.err != nil {
+		return c.err
+	}
+	if !c.Allows(tool) {
+		return errcode.New(errcode.PermissionDenied, "the machine's owner does not allow this tool here")
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+package permissions
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/scope"
+)
+
+const narrow = `{"schema_version": 1, "tools": ["process.*", "system.metrics"]}`
+
+func write(t *testing.T, content string, mode os.FileMode) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, File)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Chmod after writing so the umask cannot hide the bits under test.
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// wantDenied checks that a failed load denies every tool, even one the
+// file's content would allow, and says why without the path or content.
+func wantDenied(t *testing.T, name, dir string) {
+	t.Helper()
+	c, err := Load(dir)
+	if err == nil {
+		t.Errorf("%s: loaded without an error", name)
+		return
+	}
+	if !errcode.Is(err, errcode.PermissionDenied) {
+		t.Errorf("%s: %v, want code permission_denied", name, err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "the local permission ceiling is invalid: ") {
+		t.Errorf("%s: message %q does not say the ceiling is invalid", name, msg)
+	}
+	for _, leak := range []string{dir, File, "process", "system", "secret"} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("%s: message %q echoes %q", name, msg, leak)
+		}
+	}
+	if c == nil {
+		t.Errorf("%s: no ceiling returned", name)
+		return
+	}
+	if !c.Present() {
+		t.Errorf("%s: an invalid ceiling reports itself absent", name)
+	}
+	for _, tool := range []string{"process.start", "system.metrics", "files.search"} {
+		if c.Allows(tool) {
+			t.Errorf("%s: allows %s", name, tool)
+		}
+		if cerr := c.Check(tool); cerr != err {
+			t.Errorf("%s: Check(%s) = %v, want the load error", name, tool, cerr)
+		}
+	}
+}
+
+func TestAbsentAllowsAll(t *testing.T) {
+	for name, dir := range map[string]string{
+		"no file":      t.TempDir(),
+		"no directory": filepath.Join(t.TempDir(), "missing"),
+	} {
+		c, err := Load(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.Present() {
+			t.Errorf("%s: reports a ceiling", name)
+		}
+		for _, tool := range []string{"process.start", "files.search", "anything"} {
+			if !c.Allows(tool) || c.Check(tool) != nil {
+				t.Errorf("%s: denies %s", name, tool)
+			}
+		}
+	}
+}
+
+func TestValidNarrows(t *testing.T) {
+	c, err := Load(write(t, narrow, 0o600))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Present() {
+		t.Fatal("a loaded ceiling reports itself absent")
+	}
+	for tool, want := range map[string]bool{
+		"process.start":   true,
+		"process.output":  true,
+		"system.metrics":  true,
+		"files.search":    false,
+		"system.metricsx": false,
+		"process":         false,
+		"devices.list":    false,
+	} {
+		if got := c.Allows(tool); got != want {
+			t.Errorf("Allows(%s) = %v, want %v", tool, got, want)
+		}
+		err := c.Check(tool)
+		if want != (err == nil) {
+			t.Errorf("Check(%s) = %v", tool, err)
+		}
+		if err != nil {
+			if !errcode.Is(err, errcode.PermissionDenied) {
+				t.Errorf("Check(%s): code of %v", tool, err)
+			}
+			if got := errcode.From(err).Message; got != "the machine's owner does not allow this tool here" {
+				t.Errorf("Check(%s): message %q", tool, got)
+			}
+		}
+	}
+}
+
+func TestWildcardAllowsAll(t *testing.T) {
+	c, err := Load(write(t, `{"tools":["*"],"schema_version":1}`, 0o400))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Allows("files.search") || !c.Allows("process.start") {
+		t.Fatal("a * ceiling denies a tool")
+	}
+}
+
+func TestEmptyListAllowsNothing(t *testing.T) {
+	c, err := Load(write(t, `{"schema_version": 1, "tools": []}`, 0o600))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Present() {
+		t.Fatal("reports itself absent")
+	}
+	for _, tool := range []string{"process.start", "system.metrics", ""} {
+		if c.Allows(tool) || !errcode.Is(c.Check(tool), errcode.PermissionDenied) {
+			t.Errorf("an empty list allows %q", tool)
+		}
+	}
+}
+
+func TestFailsClosed(t *testing.T) {
+	pad := strings.Repeat(" ", limits.MaxPermissionsBytes-len(narrow)+1)
+	cases := []struct {
+		name, content string
+		mode          os.FileMode
+	}{
+		{"group readable", narrow, 0o640},
+		{"group executable", narrow, 0o610},
+		{"world readable", narrow, 0o604},
+		{"world writable", narrow, 0o602},
+		{"oversize", narrow + pad, 0o600},
+		{"empty file", ``, 0o600},
+		{"malformed", `{"schema_version": 1, "tools": [`, 0o600},
+		{"not an object", `["process.*"]`, 0o600},
+		{"null document", `null`, 0o600},
+		{"unknown field", `{"schema_version": 1, "tools": ["process.*"], "secret": true}`, 0o600},
+		{"case-folded field", `{"Schema_Version": 1, "tools": ["process.*"]}`, 0o600},
+		{"duplicate field", `{"schema_version": 1, "tools": [], "tools": ["process.*", "system.*", "files.*"]}`, 0o600},
+		{"trailing data", narrow + ` {}`, 0o600},
+		{"trailing garbage", narrow + `x`, 0o600},
+		{"schema 2", `{"schema_version": 2, "tools": ["process.*"]}`, 0o600},
+		{"schema 0", `{"schema_version": 0, "tools": ["process.*"]}`, 0o600},
+		{"schema string", `{"schema_version": "1", "tools": ["process.*"]}`, 0o600},
+		{"schema float", `{"schema_version": 1.0, "tools": ["process.*"]}`, 0o600},
+		{"schema null", `{"schema_version": null, "tools": ["process.*"]}`, 0o600},
+		{"schema missing", `{"tools": ["process.*"]}`, 0o600},
+		{"tools missing", `{"schema_version": 1}`, 0o600},
+		{"tools null", `{"schema_version": 1, "tools": null}`, 0o600},
+		{"tools a string", `{"schema_version": 1, "tools": "process.*"}`, 0o600},
+		{"tools null entry", `{"schema_version": 1, "tools": ["process.*", null]}`, 0o600},
+		{"invalid pattern", `{"schema_version": 1, "tools": ["process.*", "secret*"]}`, 0o600},
+		{"empty pattern", `{"schema_version": 1, "tools": ["process.*", ""]}`, 0o600},
+	}
+	for _, c := range cases {
+		wantDenied(t, c.name, write(t, c.content, c.mode))
+	}
+}
+
+// The oversize case above must fail only for its size.
+func TestPaddedToTheLimitLoads(t *testing.T) {
+	pad := strings.Repeat(" ", limits.MaxPermissionsBytes-len(narrow))
+	if _, err := Load(write(t, narrow+pad, 0o600)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSymlinkRefused(t *testing.T) {
+	dir := write(t, narrow, 0o600)
+	target := filepath.Join(dir, "real.json")
+	if err := os.Rename(filepath.Join(dir, File), target); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, File)); err != nil {
+		t.Fatal(err)
+	}
+	wantDenied(t, "symlink", dir)
+
+	// A dangling link is not an absent file.
+	dangling := t.TempDir()
+	if err := os.Symlink(filepath.Join(dangling, "nowhere"), filepath.Join(dangling, File)); err != nil {
+		t.Fatal(err)
+	}
+	wantDenied(t, "dangling symlink", dangling)
+}
+
+func TestNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, File), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wantDenied(t, "directory", dir)
+
+	// Opening a FIFO for reading would block until a writer appears; the
+	// load must refuse it at once instead.
+	fifo := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(fifo, File), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantDenied(t, "fifo", fifo)
+}
+
+func TestNotOwned(t *testing.T) {
+	fi, err := os.Stat(filepath.Join(write(t, narrow, 0o600), File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFile(fi, os.Geteuid()); err != nil {
+		t.Fatalf("own file: %v", err)
+	}
+	if err := checkFile(fi, os.Geteuid()+1); !errcode.Is(err, errcode.PermissionDenied) {
+		t.Fatalf("file of another user: %v", err)
+	}
+
+	dir := write(t, narrow, 0o600)
+	if err := os.Chown(filepath.Join(dir, File), 65534, 65534); err != nil {
+		t.Skipf("cannot chown here (not root): %v", err)
+	}
+	wantDenied(t, "owned by nobody", dir)
+}
+
+func TestNilAndZeroDeny(t *testing.T) {
+	for name, c := range map[string]*Ceiling{"nil": nil, "zero": {}} {
+		if c.Allows("process.start") {
+			t.Errorf("%s ceiling allows a tool", name)
+		}
+		if !errcode.Is(c.Check("process.start"), errcode.PermissionDenied) {
+			t.Errorf("%s ceiling: Check passes", name)
+		}
+		if c.Present() {
+			t.Errorf("%s ceiling reports itself present", name)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		narrow, `{"schema_version":1,"tools":[]}`, `{"schema_version":1,"tools":["*"]}`,
+		`{"schema_version": 1, "tools": ["a.*", "b"]} `, `{"tools":[],"schema_version":1}`,
+		`{"schema_version":1,"tools":["a*"]}`, `{"schema_version":1,"tools":[]}{}`,
+		`{"schema_version":1,"tools":[],"tools":[]}`, `{"schema_version":1.0,"tools":[]}`,
+		`{"schema_version":1,"tools":["\u0061"]}`, ``, `{`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Decode(data)
+		if c == nil {
+			t.Fatal("no ceiling returned")
+		}
+		if !c.Present() {
+			t.Fatal("a decoded ceiling reports itself absent")
+		}
+		if err != nil {
+			if !errcode.Is(err, errcode.PermissionDenied) {
+				t.Fatalf("error without permission_denied: %v", err)
+			}
+			if c.Allows("process.start") || c.Allows("") || c.Check("x") != err {
+				t.Fatal("a refused ceiling allows a tool")
+			}
+			return
+		}
+		for _, tool := range c.tools {
+			if !scope.Valid(tool) {
+				t.Fatalf("accepted invalid entry %q", tool)
+			}
+		}
+	})
+}

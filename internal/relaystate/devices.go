@@ -1,0 +1,357 @@
+package relaystate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+)
+
+// Device is an enrolled device.
+type Device struct {
+	// ID is a random (v4) UUID assigned at enrollment.
+	ID string `json:"id"`
+	// Name is unique among devices.
+	Name       string     `json:"name"`
+	EnrolledAt time.Time  `json:"enrolled_at"`
+	LastSeen   *time.Time `json:"last_seen,omitempty"`
+	Connected  bool       `json:"connected"`
+}
+
+const (
+	// enrollPrefix starts every enrollment code; enrollCodeLen is the
+	// number of base32 characters after it (100 random bits).
+	enrollPrefix  = "ccE-"
+	enrollCodeLen = 20
+	// base32Alphabet is RFC 4648 base32; 32 divides 256, so one random
+	// byte masked to 5 bits picks a character uniformly.
+	base32Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	// deviceTokenPrefix starts every device bearer token.
+	deviceTokenPrefix = "ccd_"
+	// DeviceSecretBytes is the size of a device's heartbeat secret.
+	DeviceSecretBytes = 32
+	// codeGCAge is how long after expiry an enrollment code is kept.
+	codeGCAge = 24 * time.Hour
+)
+
+func errEnrollCode() error {
+	return errcode.New(errcode.PermissionDenied, "enrollment code is invalid, expired or used")
+}
+
+func errDeviceToken() error { return errcode.New(errcode.PermissionDenied, "device token is invalid") }
+
+func errNoDevice() error { return errcode.New(errcode.NotFound, "no such device") }
+
+// CreateEnrollCode returns a new one-time enrollment code ("ccE-" and 20
+// base32 characters) valid for ttl from now. A non-empty name is the name
+// the enrolled device gets (suffixed if taken); an empty one lets the
+// device propose its own. Only the code's hash is stored. Codes that
+// expired more than a day ago are deleted.
+func (s *Store) CreateEnrollCode(name string, ttl time.Duration, now time.Time) (string, error) {
+	if name != "" && !ValidName(name) {
+		return "", errcode.New(errcode.InvalidArgument, "device name must be 1 to %d characters of letters, digits, '.', '_' and '-'", MaxNameBytes)
+	}
+	exp, err := expiry(now, ttl)
+	if err != nil {
+		return "", err
+	}
+	raw := randomBytes(enrollCodeLen)
+	var b strings.Builder
+	b.WriteString(enrollPrefix)
+	for _, c := range raw {
+		b.WriteByte(base32Alphabet[c&31])
+	}
+	code := b.String()
+	err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM enroll_codes WHERE expires_at < ?`,
+			now.Add(-codeGCAge).UnixNano()); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO enroll_codes(hash, name, created_at, expires_at) VALUES (?, ?, ?, ?)`,
+			hashSecret(code), name, now.UnixNano(), exp.UnixNano())
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return code, nil
+}
+
+// canonicalCode returns the canonical form of an enrollment code, accepting
+// any letter case (people type codes), or "" when code is malformed.
+func canonicalCode(code string) string {
+	if len(code) != len(enrollPrefix)+enrollCodeLen || !strings.EqualFold(code[:len(enrollPrefix)], enrollPrefix) {
+		return ""
+	}
+	body := strings.ToUpper(code[len(enrollPrefix):])
+	for i := 0; i < len(body); i++ {
+		if strings.IndexByte(base32Alphabet, body[i]) < 0 {
+			return ""
+		}
+	}
+	return enrollPrefix + body
+}
+
+// Enroll consumes the enrollment code and creates a device. The code is
+// consumed exactly once: of concurrent Enrolls with one code (in any
+// number of processes), exactly one succeeds. The device is named after
+// the code's name when it has one, else proposedName (which must be a
+// valid name); a name already taken gets "-2", "-3", ... appended.
+//
+// It returns the device, its bearer token ("ccd_" and 43 base64url
+// characters, stored only as a hash) and its 32-byte heartbeat secret.
+// An unknown, expired or used code is refused with one PermissionDenied
+// message; an invalid proposed name is InvalidArgument and leaves the
+// code unused.
+func (s *Store) Enroll(code, proposedName string, now time.Time) (dev *Device, token string, secret []byte, err error) {
+	canon := canonicalCode(code)
+	if canon == "" {
+		return nil, "", nil, errEnrollCode()
+	}
+	if err := checkNow(now); err != nil {
+		return nil, "", nil, err
+	}
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return nil, "", nil, errcode.Wrap(errcode.Internal, err, "cannot create a device ID")
+	}
+	token = deviceTokenPrefix + randomB64()
+	// The heartbeat secret is stored as is, not hashed: the relay verifies
+	// the device's heartbeat MACs with it, so it must be able to compute
+	// them itself. It never leaves the relay except in this return value.
+	secret = randomBytes(DeviceSecretBytes)
+	d := Device{ID: id.String(), EnrolledAt: fromNanos(now.UnixNano())}
+	hash := hashSecret(canon)
+
+	err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+		var (
+			stored  []byte
+			name    string
+			expires int64
+			used    sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, `SELECT hash, name, expires_at, used_at FROM enroll_codes WHERE hash = ?`, hash).
+			Scan(&stored, &name, &expires, &used)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errEnrollCode()
+		}
+		if err != nil {
+			return err
+		}
+		if !sameHash(stored, hash) || used.Valid || now.UnixNano() >= expires {
+			return errEnrollCode()
+		}
+		if name == "" {
+			if !ValidName(proposedName) {
+				return errcode.New(errcode.InvalidArgument, "device name must be 1 to %d characters of letters, digits, '.', '_' and '-'", MaxNameBytes)
+			}
+			name = proposedName
+		}
+		// The write lock is held since BEGIN, so no one else can consume
+		// the code between the check and here; the condition makes the
+		// update safe on its own as well.
+		res, err := tx.ExecContext(ctx, `UPDATE enroll_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL`,
+			now.UnixNano(), hash)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			if err != nil {
+				return err
+			}
+			return errEnrollCode()
+		}
+		if d.Name, err = freeName(ctx, tx, name); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO devices(id, name, token_hash, secret, enrolled_at, connected) VALUES (?, ?, ?, ?, ?, 0)`,
+			d.ID, d.Name, hashSecret(token), secret, now.UnixNano())
+		return err
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return &d, token, secret, nil
+}
+
+// freeName returns name, or name with the smallest suffix "-N" (N >= 2)
+// that no device has. The base is shortened when the suffix would take
+// the name past MaxNameBytes.
+func freeName(ctx context.Context, tx *sql.Tx, name string) (string, error) {
+	taken := func(n string) (bool, error) {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name = ?`, n).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if t, err := taken(name); err != nil || !t {
+		return name, err
+	}
+	var count int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM devices`).Scan(&count); err != nil {
+		return "", err
+	}
+	// At most count names are taken, so one of 2..count+2 is free.
+	for i := int64(2); i <= count+2; i++ {
+		suffix := "-" + strconv.FormatInt(i, 10)
+		base := name
+		if len(base)+len(suffix) > MaxNameBytes {
+			base = base[:MaxNameBytes-len(suffix)]
+		}
+		cand := base + suffix
+		if !ValidName(cand) {
+			continue
+		}
+		t, err := taken(cand)
+		if err != nil {
+			return "", err
+		}
+		if !t {
+			return cand, nil
+		}
+	}
+	return "", errcode.New(errcode.Internal, "no free device name")
+}
+
+const deviceColumns = `id, name, enrolled_at, last_seen, connected`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanDevice(r rowScanner, extra ...any) (*Device, error) {
+	var (
+		d        Device
+		enrolled int64
+		seen     sql.NullInt64
+		conn     int64
+	)
+	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn}, extra...)...); err != nil {
+		return nil, err
+	}
+	d.EnrolledAt = fromNanos(enrolled)
+	if seen.Valid {
+		t := fromNanos(seen.Int64)
+		d.LastSeen = &t
+	}
+	d.Connected = conn != 0
+	return &d, nil
+}
+
+// AuthDevice resolves a device bearer token to its device and heartbeat
+// secret. Anything but a current device's token is PermissionDenied.
+func (s *Store) AuthDevice(token string) (*Device, []byte, error) {
+	if len(token) != len(deviceTokenPrefix)+43 || !strings.HasPrefix(token, deviceTokenPrefix) ||
+		!validB64Secret(token[len(deviceTokenPrefix):]) {
+		return nil, nil, errDeviceToken()
+	}
+	hash := hashSecret(token)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var stored, secret []byte
+	d, err := scanDevice(s.db.QueryRowContext(ctx,
+		`SELECT `+deviceColumns+`, token_hash, secret FROM devices WHERE token_hash = ?`, hash), &stored, &secret)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, errDeviceToken()
+	}
+	if err != nil {
+		return nil, nil, dbErr(err)
+	}
+	if !sameHash(stored, hash) {
+		return nil, nil, errDeviceToken()
+	}
+	if len(secret) != DeviceSecretBytes {
+		return nil, nil, errcode.New(errcode.Internal, "device record is corrupt")
+	}
+	return d, secret, nil
+}
+
+// FindDevice returns the device whose ID, or else whose name, is exactly
+// idOrName. An ID match wins over a name match.
+func (s *Store) FindDevice(idOrName string) (*Device, error) {
+	if idOrName == "" || len(idOrName) > MaxNameBytes {
+		return nil, errNoDevice()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	d, err := scanDevice(s.db.QueryRowContext(ctx,
+		`SELECT `+deviceColumns+` FROM devices WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1`, idOrName))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoDevice()
+	}
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	return d, nil
+}
+
+// Devices returns every device, ordered by name.
+func (s *Store) Devices() ([]Device, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, `SELECT `+deviceColumns+` FROM devices ORDER BY name`)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	out := []Device{}
+	for rows.Next() {
+		d, err := scanDevice(rows)
+		if err != nil {
+			return nil, dbErr(err)
+		}
+		out = append(out, *d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr(err)
+	}
+	return out, nil
+}
+
+// SetConnected records that device id connected (or disconnected) at at:
+// it sets the connection state and the last-seen time. NotFound if there
+// is no such device.
+func (s *Store) SetConnected(id string, connected bool, at time.Time) error {
+	if err := checkNow(at); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	c := 0
+	if connected {
+		c = 1
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE devices SET connected = ?, last_seen = ? WHERE id = ?`, c, at.UnixNano(), id)
+	if err != nil {
+		return dbErr(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return dbErr(err)
+	}
+	if n == 0 {
+		return errNoDevice()
+	}
+	return nil
+}
+
+// DisconnectAll marks every connected device disconnected, last seen at
+// at. A relay server calls it when it starts, so devices left "connected"
+// by a server that died are not reported as connected.
+func (s *Store) DisconnectAll(at time.Time) error {
+	if err := checkNow(at); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET connected = 0, last_seen = ? WHERE connected != 0`, at.UnixNano()); err != nil {
+		return dbErr(err)
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+// Package relaystate is the reference relay's persistent state (SPEC §7): a
+// SQLite database (modernc.org/sqlite, WAL) in the relay's state directory
+// holding enrolled devices, one-time enrollment codes, client tokens and the
+// grant signing key.
+//
+// The database is shared: `commandcore relay serve` and the relay's CLI
+// commands (enroll-code, token create/list/revoke, devices) open it at the
+// same time from different processes. Every operation reads the database
+// (nothing is cached but the immutable grant key), so a token revoked by one
+// process is refused by the other on its next operation.
+//
+// Secrets the relay only has to recognise (enrollment codes, device tokens,
+// client tokens) are stored as SHA-256 hashes and compared in constant time.
+// The one exception is each device's heartbeat secret, which the relay needs
+// in the clear to verify the device's MACs.
+//
+// Errors are *errcode.Error values with content-free messages: they never
+// quote a code, token, name or path. A database failure is an Internal error
+// whose cause is kept only for local diagnosis (errors.Unwrap).
+package relaystate
+
+import (
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// File is the name of the relay's database in its state directory.
+const File = "relay.db"
+
+// SchemaVersion is the database's schema version (PRAGMA user_version).
+// Columns and tables only ever grow.
+const SchemaVersion = 1
+
+const (
+	// busyTimeoutMS bounds how long a statement waits for another
+	// connection's (or process's) write lock.
+	busyTimeoutMS = 5000
+	// opTimeout bounds one store operation.
+	opTimeout = 10 * time.Second
+	// walSizeLimit bounds the -wal file left after a checkpoint.
+	walSizeLimit = 4 << 20
+	// maxConns bounds the connections one Store holds.
+	maxConns = 8
+	// settingGrantSeed is the settings key of the grant key's ed25519 seed.
+	settingGrantSeed = "grant_key_seed"
+)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS settings (
+	key   TEXT PRIMARY KEY,
+	value BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS enroll_codes (
+	hash       BLOB    PRIMARY KEY,
+	name       TEXT    NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	used_at    INTEGER
+);
+CREATE INDEX IF NOT EXISTS enroll_codes_expires ON enroll_codes(expires_at);
+CREATE TABLE IF NOT EXISTS devices (
+	id          TEXT    PRIMARY KEY,
+	name        TEXT    NOT NULL UNIQUE,
+	token_hash  BLOB    NOT NULL UNIQUE,
+	secret      BLOB    NOT NULL,
+	enrolled_at INTEGER NOT NULL,
+	last_seen   INTEGER,
+	connected   INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS tokens (
+	id          TEXT    PRIMARY KEY,
+	name        TEXT    NOT NULL,
+	secret_hash BLOB    NOT NULL,
+	devices     TEXT    NOT NULL,
+	tools       TEXT    NOT NULL,
+	created_at  INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL,
+	revoked_at  INTEGER
+);
+CREATE INDEX IF NOT EXISTS tokens_created ON tokens(created_at);
+`
+
+// Store is an open relay state database. It is safe for concurrent use by
+// many goroutines, and several Stores (in one or several processes) may
+// use the same state directory at once.
+type Store struct {
+	db *sql.DB
+
+	keyMu sync.Mutex
+	key   ed25519.PrivateKey // cached once loaded; it never changes
+}
+
+// Open opens (creating if needed) stateDir/relay.db: the directory is
+// created 0700 and the file 0600 (an existing file, and its -wal and -shm
+// files, lose any group and other permission bits); the database runs in
+// WAL mode with a 5 s busy timeout and gets the schema on first use.
+func Open(stateDir string) (*Store, error) {
+	if stateDir == "" {
+		return nil, errcode.New(errcode.InvalidArgument, "relay state directory is not set")
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.Internal, err, "cannot resolve the relay state directory")
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, errcode.Wrap(errcode.Internal, err, "cannot create the relay state directory")
+	}
+	path := filepath.Join(abs, File)
+	// Create the file owner-only before SQLite sees it: SQLite gives the
+	// -wal and -shm files the database file's permissions. O_NOFOLLOW
+	// refuses a symlink planted in place of the database.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.Internal, err, "cannot open the relay state database")
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return nil, errcode.Wrap(errcode.Internal, err, "cannot open the relay state database")
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errcode.New(errcode.Internal, "relay state database is not a regular file")
+	}
+	tightenModes(path)
+
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
+	// Every transaction takes the write lock at BEGIN, so two writers (in
+	// this process or another) queue on the busy timeout instead of failing
+	// with a stale snapshot.
+	q.Set("_txlock", "immediate")
+	u := url.URL{Scheme: "file", Path: path}
+	db, err := sql.Open("sqlite", u.String()+"?"+q.Encode())
+	if err != nil {
+		return nil, errcode.Wrap(errcode.Internal, err, "cannot open the relay state database")
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(time.Minute)
+
+	if err := initSchema(db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	tightenModes(path)
+	return &Store{db: db}, nil
+}
+
+// Close closes the database. Using the Store afterwards fails.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return errcode.Wrap(errcode.Internal, err, "cannot close the relay state database")
+	}
+	return nil
+}
+
+// initSchema checks the database and creates the schema when it is new.
+// Two processes opening a new database at once both run it; the write lock
+// taken at BEGIN serialises them and the second finds the version set.
+func initSchema(db *sql.DB) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return errcode.Wrap(errcode.Internal, err, "cannot open the relay state database")
+	}
+	var check string
+	if err := db.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&check); err != nil {
+		return errcode.Wrap(errcode.Internal, err, "cannot check the relay state database")
+	}
+	if check != "ok" {
+		return errcode.New(errcode.Internal, "relay state database is corrupt")
+	}
+	version, err := userVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	if version >= SchemaVersion {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return errcode.Wrap(errcode.Internal, err, "cannot create the relay state schema")
+	}
+	defer tx.Rollback()
+	if version, err = userVersion(ctx, tx); err != nil || version >= SchemaVersion {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return errcode.Wrap(errcode.Internal, err, "cannot create the relay state schema")
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		return errcode.Wrap(errcode.Internal, err, "cannot create the relay state schema")
+	}
+	if err := tx.Commit(); err != nil {
+		return errcode.Wrap(errcode.Internal, err, "cannot create the relay state schema")
+	}
+	return nil
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func userVersion(ctx context.Context, q queryer) (int, error) {
+	var v int
+	if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, errcode.Wrap(errcode.Internal, err, "cannot read the relay state schema version")
+	}
+	return v, nil
+}
+
+// tightenModes removes group and other permission bits from the database
+// and its -wal and -shm files.
+func tightenModes(path string) {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+			os.Chmod(p, fi.Mode().Perm()&0o700)
+		}
+	}
+}
+
+// inTx runs fn in one write transaction (BEGIN IMMEDIATE) and commits it
+// when fn returns nil. An *errcode.Error from fn is returned as is; any
+// other failure becomes an Internal error.
+func (s *Store) inTx(fn func(ctx context.Context, tx *sql.Tx) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return dbErr(err)
+	}
+	defer tx.Rollback()
+	if err := fn(ctx, tx); err != nil {
+		return dbErr(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return dbErr(err)
+	}
+	return nil
+}
+
+// dbErr passes an *errcode.Error through and hides anything else behind a
+// content-free Internal error.
+func dbErr(err error) error {
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return errcode.Wrap(errcode.Internal, err, "relay state database error")
+}
+
+// GrantKey returns the relay's grant signing key, creating it on first use
+// (an ed25519 seed of 32 random bytes kept in the settings table). Every
+// Store on the same database returns the same key.
+func (s *Store) GrantKey() (ed25519.PrivateKey, error) {
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
+	if s.key != nil {
+		return s.key, nil
+	}
+	var seed []byte
+	err := s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, settingGrantSeed).Scan(&seed)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		seed = randomBytes(ed25519.SeedSize)
+		_, err = tx.ExecContext(ctx, `INSERT INTO settings(key, value) VALUES (?, ?)`, settingGrantSeed, seed)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(seed) != ed25519.SeedSize {
+		return nil, errcode.New(errcode.Internal, "relay grant key is corrupt")
+	}
+	s.key = ed25519.NewKeyFromSeed(seed)
+	return s.key, nil
+}

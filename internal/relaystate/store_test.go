@@ -1,0 +1,262 @@
+package relaystate
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+)
+
+var t0 = time.Date(2031, 3, 4, 5, 6, 7, 8, time.UTC)
+
+func openT(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func wantCode(t *testing.T, err error, code errcode.Code) {
+	t.Helper()
+	if !errcode.Is(err, code) {
+		t.Fatalf("error %v, want code %s", err, code)
+	}
+}
+
+func TestOpenModesAndSchema(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "state")
+	s := openT(t, dir)
+	if _, _, err := s.CreateToken("x", []string{"*"}, []string{"*"}, time.Hour, t0); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir mode %v, want 0700", fi.Mode().Perm())
+	}
+	for _, name := range []string{File, File + "-wal", File + "-shm"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if name == File && err != nil {
+			t.Fatal(err)
+		}
+		if err == nil && fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s mode %v, want 0600", name, fi.Mode().Perm())
+		}
+	}
+	var mode string
+	var version int
+	if err := s.db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode %q %v", mode, err)
+	}
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 1 {
+		t.Fatalf("user_version %d %v", version, err)
+	}
+	var busy int
+	if err := s.db.QueryRow("PRAGMA busy_timeout").Scan(&busy); err != nil || busy != 5000 {
+		t.Fatalf("busy_timeout %d %v", busy, err)
+	}
+}
+
+func TestOpenTightensExistingFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, File)
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	openT(t, dir)
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v %v, want 0600", fi.Mode().Perm(), err)
+	}
+}
+
+func TestOpenRefusesSymlinkAndHidesPath(t *testing.T) {
+	dir := t.TempDir()
+	secretDir := filepath.Join(t.TempDir(), "MARKERPATH")
+	if err := os.Mkdir(secretDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(secretDir, "x.db"), filepath.Join(dir, File)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open followed a symlinked relay.db")
+	}
+	if strings.Contains(err.Error(), "MARKERPATH") || strings.Contains(err.Error(), dir) {
+		t.Fatalf("error leaks a path: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(secretDir, "x.db")); err == nil {
+		t.Fatal("symlink target was created")
+	}
+}
+
+func TestGrantKeyStable(t *testing.T) {
+	dir := t.TempDir()
+	// Two Stores (as two processes) creating the key at once agree on it.
+	a, b := openT(t, dir), openT(t, dir)
+	keys := make([]ed25519.PrivateKey, 8)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() {
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
+			k, err := s.GrantKey()
+			if err != nil {
+				t.Error(err)
+			}
+			keys[i] = k
+		})
+	}
+	wg.Wait()
+	for _, k := range keys {
+		if len(k) != ed25519.PrivateKeySize || !k.Equal(keys[0]) {
+			t.Fatal("concurrent GrantKey calls returned different keys")
+		}
+	}
+	a.Close()
+	b.Close()
+	c := openT(t, dir)
+	k, err := c.GrantKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.Equal(keys[0]) {
+		t.Fatal("grant key changed across reopen")
+	}
+	// A different state directory has a different key.
+	other, err := openT(t, t.TempDir()).GrantKey()
+	if err != nil || other.Equal(k) {
+		t.Fatalf("two relays share a grant key (%v)", err)
+	}
+	msg := []byte("m")
+	if !ed25519.Verify(k.Public().(ed25519.PublicKey), msg, ed25519.Sign(k, msg)) {
+		t.Fatal("grant key does not sign")
+	}
+}
+
+// TestSecretsStoredOnlyAsHashes looks for every secret in the raw database
+// files, and checks that the test really sees stored data by finding the
+// secrets' hashes there.
+func TestSecretsStoredOnlyAsHashes(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	code, err := s.CreateEnrollCode("", time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused, err := s.CreateEnrollCode("", time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, devTok, secret, err := s.Enroll(code, "box", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bearer, err := s.CreateToken("tk", []string{"*"}, []string{"*"}, time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := func() []byte {
+		var all []byte
+		for _, name := range []string{File, File + "-wal", File + "-shm"} {
+			b, _ := os.ReadFile(filepath.Join(dir, name))
+			all = append(all, b...)
+		}
+		return all
+	}
+	check := func(stage string, all []byte) {
+		for _, m := range []string{code, unused, devTok, bearer, devTok[4:], bearer[len(bearer)-43:],
+			strings.ToLower(code), code[4:]} {
+			if bytes.Contains(all, []byte(m)) {
+				t.Fatalf("%s: a secret appears in the raw database files", stage)
+			}
+		}
+		for _, m := range []string{code, unused, devTok, bearer} {
+			if !bytes.Contains(all, hashSecret(m)) {
+				t.Fatalf("%s: a secret's hash is missing from the raw files (test reads the wrong data?)", stage)
+			}
+		}
+		// The heartbeat secret is stored as is (the relay verifies MACs).
+		if !bytes.Contains(all, secret) {
+			t.Fatalf("%s: device secret not stored", stage)
+		}
+	}
+	check("open", raw())
+	s.Close()
+	check("closed", raw())
+}
+
+func TestValidName(t *testing.T) {
+	good := []string{"a", "laptop-1", "A.b_c-D", strings.Repeat("x", 64), "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"}
+	bad := []string{"", ".", "..", strings.Repeat("x", 65), "a b", "a/b", "é", "a\x00", "a:b", "\xff"}
+	for _, n := range good {
+		if !ValidName(n) {
+			t.Errorf("ValidName(%q) = false", n)
+		}
+	}
+	for _, n := range bad {
+		if ValidName(n) {
+			t.Errorf("ValidName(%q) = true", n)
+		}
+	}
+}
+
+func TestErrorsAreContentFree(t *testing.T) {
+	s := openT(t, t.TempDir())
+	marker := "MARKER_" + hex.EncodeToString([]byte("secret"))
+	errs := []error{}
+	add := func(err error) {
+		if err == nil {
+			t.Fatal("expected an error")
+		}
+		errs = append(errs, err)
+	}
+	_, err := s.AuthToken(marker, t0)
+	add(err)
+	_, _, err = s.AuthDevice(marker)
+	add(err)
+	_, _, _, err = s.Enroll(marker, "x", t0)
+	add(err)
+	_, err = s.FindDevice(marker)
+	add(err)
+	add(s.RevokeToken(marker, t0))
+	add(s.SetConnected(marker, true, t0))
+	_, _, err = s.CreateToken(marker+" ", []string{"*"}, []string{"*"}, time.Hour, t0)
+	add(err)
+	_, _, err = s.CreateToken("n", []string{marker + "/"}, []string{"*"}, time.Hour, t0)
+	add(err)
+	_, err = s.CreateEnrollCode(marker+"/", time.Hour, t0)
+	add(err)
+	for _, err := range errs {
+		if strings.Contains(err.Error(), "MARKER") {
+			t.Fatalf("error echoes its input: %v", err)
+		}
+	}
+}
+
+var (
+	codeRE   = regexp.MustCompile(`^ccE-[A-Z2-7]{20}$`)
+	devTokRE = regexp.MustCompile(`^ccd_[A-Za-z0-9_-]{43}$`)
+	bearerRE = regexp.MustCompile(`^cct_tok_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$`)
+	uuidRE   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+)

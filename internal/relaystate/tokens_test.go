@@ -1,0 +1,228 @@
+package relaystate
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+)
+
+func mustToken(t *testing.T, s *Store, name string, ttl time.Duration, now time.Time) (*Token, string) {
+	t.Helper()
+	tok, bearer, err := s.CreateToken(name, []string{"*"}, []string{"*"}, ttl, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, bearer
+}
+
+func TestCreateAndAuthToken(t *testing.T) {
+	s := openT(t, t.TempDir())
+	tok, bearer, err := s.CreateToken("ci", []string{"laptop", "*", "laptop"}, []string{"process.*", "system.metrics"}, time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bearerRE.MatchString(bearer) || !strings.HasPrefix(bearer, "cct_"+tok.ID+"_") {
+		t.Fatalf("bearer has the wrong format (len %d)", len(bearer))
+	}
+	want := &Token{ID: tok.ID, Name: "ci", Devices: []string{"laptop", "*"}, Tools: []string{"process.*", "system.metrics"},
+		CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	if !reflect.DeepEqual(tok, want) {
+		t.Fatalf("CreateToken = %+v, want %+v", tok, want)
+	}
+	got, err := s.AuthToken(bearer, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("AuthToken = %+v, want %+v", got, want)
+	}
+	js, _ := json.Marshal(got)
+	if strings.Contains(string(js), "revoked_at") || !strings.Contains(string(js), `"devices":["laptop","*"]`) {
+		t.Fatalf("JSON %s", js)
+	}
+}
+
+func TestCreateTokenValidation(t *testing.T) {
+	s := openT(t, t.TempDir())
+	all := []string{"*"}
+	cases := []struct {
+		name           string
+		devices, tools []string
+		ttl            time.Duration
+	}{
+		{"n", nil, all, time.Hour},
+		{"n", []string{}, all, time.Hour},
+		{"n", all, nil, time.Hour},
+		{"n", all, []string{}, time.Hour},
+		{"n", all, all, 0},
+		{"n", all, all, -time.Hour},
+		{"n", all, all, time.Duration(math.MaxInt64)},
+		{"", all, all, time.Hour},
+		{"a b", all, all, time.Hour},
+		{strings.Repeat("x", 65), all, all, time.Hour},
+		{"n", []string{""}, all, time.Hour},
+		{"n", []string{"a,b"}, all, time.Hour},
+		{"n", []string{"dev.*"}, all, time.Hour},
+		{"n", all, []string{""}, time.Hour},
+		{"n", all, []string{".*"}, time.Hour},
+		{"n", all, []string{"*.*"}, time.Hour},
+		{"n", all, []string{"process *"}, time.Hour},
+		{"n", make([]string, MaxScopeEntries+1), all, time.Hour},
+	}
+	for i, c := range cases {
+		_, bearer, err := s.CreateToken(c.name, c.devices, c.tools, c.ttl, t0)
+		if !errcode.Is(err, errcode.InvalidArgument) || bearer != "" {
+			t.Fatalf("case %d: %v, want invalid_argument", i, err)
+		}
+	}
+	if toks, _ := s.Tokens(); len(toks) != 0 {
+		t.Fatalf("refused tokens were stored: %v", toks)
+	}
+}
+
+func TestAuthTokenExpired(t *testing.T) {
+	s := openT(t, t.TempDir())
+	_, bearer := mustToken(t, s, "a", time.Hour, t0)
+	if _, err := s.AuthToken(bearer, t0.Add(time.Hour-time.Nanosecond)); err != nil {
+		t.Fatalf("refused before expiry: %v", err)
+	}
+	for _, now := range []time.Time{t0.Add(time.Hour), t0.Add(48 * time.Hour)} {
+		_, err := s.AuthToken(bearer, now)
+		wantCode(t, err, errcode.PermissionDenied)
+		if err.(*errcode.Error).Message != "client token is invalid, expired or revoked" {
+			t.Fatalf("message %q", err.(*errcode.Error).Message)
+		}
+	}
+}
+
+func TestRevokeThroughAnotherStore(t *testing.T) {
+	dir := t.TempDir()
+	server, cli := openT(t, dir), openT(t, dir) // as two processes
+	tok, bearer := mustToken(t, cli, "a", time.Hour, t0)
+	other, otherBearer := mustToken(t, cli, "b", time.Hour, t0)
+	if _, err := server.AuthToken(bearer, t0); err != nil {
+		t.Fatalf("server cannot see a token the CLI created: %v", err)
+	}
+	if err := cli.RevokeToken(tok.ID, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := server.AuthToken(bearer, t0.Add(2*time.Minute))
+	wantCode(t, err, errcode.PermissionDenied)
+	// Revoked is refused even at a time before the revocation.
+	_, err = server.AuthToken(bearer, t0)
+	wantCode(t, err, errcode.PermissionDenied)
+	if _, err := server.AuthToken(otherBearer, t0.Add(2*time.Minute)); err != nil {
+		t.Fatalf("revoking one token refused another: %v", err)
+	}
+	// Idempotent: a second revoke succeeds and keeps the first time.
+	if err := server.RevokeToken(tok.ID, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := server.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range toks {
+		switch tk.ID {
+		case tok.ID:
+			if tk.RevokedAt == nil || !tk.RevokedAt.Equal(t0.Add(time.Minute)) {
+				t.Fatalf("revoked_at %v, want the first revocation", tk.RevokedAt)
+			}
+		case other.ID:
+			if tk.RevokedAt != nil {
+				t.Fatal("the other token is revoked")
+			}
+		}
+	}
+	wantCode(t, cli.RevokeToken("tok_000000000000", t0), errcode.NotFound)
+	wantCode(t, cli.RevokeToken("", t0), errcode.NotFound)
+	wantCode(t, cli.RevokeToken(bearer, t0), errcode.NotFound)
+}
+
+func TestTokensNewestFirst(t *testing.T) {
+	s := openT(t, t.TempDir())
+	if toks, err := s.Tokens(); err != nil || toks == nil || len(toks) != 0 {
+		t.Fatalf("Tokens() = %#v, %v; want empty non-nil", toks, err)
+	}
+	var ids []string
+	for i, name := range []string{"first", "second", "third", "fourth"} {
+		now := t0.Add(time.Duration(i) * time.Minute)
+		if name == "fourth" {
+			now = t0.Add(2 * time.Minute) // same time as third: insertion order breaks the tie
+		}
+		tok, _ := mustToken(t, s, name, time.Hour, now)
+		ids = append([]string{tok.ID}, ids...)
+	}
+	toks, err := s.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tk := range toks {
+		got = append(got, tk.ID)
+	}
+	if !reflect.DeepEqual(got, ids) {
+		t.Fatalf("Tokens() order %v, want %v", got, ids)
+	}
+}
+
+func TestAuthTokenMalformed(t *testing.T) {
+	s := openT(t, t.TempDir())
+	tok, bearer := mustToken(t, s, "a", time.Hour, t0)
+	other, otherBearer := mustToken(t, s, "b", time.Hour, t0)
+	secretPart := bearer[len(bearer)-43:]
+	bad := []string{
+		"",
+		"cct_",
+		"Bearer " + bearer,
+		strings.Replace(bearer, "cct_", "ccd_", 1),
+		strings.Replace(bearer, "cct_", "CCT_", 1),
+		bearer[:len(bearer)-1],
+		bearer + "A",
+		bearer + "\n",
+		" " + bearer[1:],
+		strings.ToUpper(bearer),
+		flipAt(bearer, len(bearer)-43),       // wrong secret, right id
+		"cct_" + other.ID + "_" + secretPart, // one token's secret with another's id
+		"cct_" + tok.ID + "_" + otherBearer[len(otherBearer)-43:],
+		"cct_tok_zzzzzzzzzzzz_" + secretPart,          // id not hex
+		"cct_tok_ABCDEF012345_" + secretPart,          // id not lower-case
+		"cct_" + tok.ID + "-" + secretPart,            // wrong separator
+		"cct_" + tok.ID + "_" + secretPart[:42] + "=", // padding
+		"cct_" + tok.ID + "_" + secretPart[:42] + "\xff",
+		"cct_" + tok.ID + "_" + strings.Repeat("\xff", 43),
+		strings.Repeat("a", 1<<20),
+		"cct_" + tok.ID + "_" + strings.Repeat("A", 1<<20),
+		bearer[:20] + "\x00" + bearer[21:],
+	}
+	for i, b := range bad {
+		got, err := s.AuthToken(b, t0)
+		if got != nil || !errcode.Is(err, errcode.PermissionDenied) {
+			t.Fatalf("case %d: AuthToken = %v, %v; want permission_denied", i, got, err)
+		}
+		if err.(*errcode.Error).Message != "client token is invalid, expired or revoked" {
+			t.Fatalf("case %d: message %q", i, err.(*errcode.Error).Message)
+		}
+	}
+	// The real ones still work: the malformed tries changed nothing.
+	if _, err := s.AuthToken(bearer, t0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTokenSecretsDiffer(t *testing.T) {
+	s := openT(t, t.TempDir())
+	seen := map[string]bool{}
+	for range 20 {
+		tok, bearer := mustToken(t, s, "a", time.Hour, t0)
+		if seen[tok.ID] || seen[bearer] {
+			t.Fatal("repeated token ID or bearer")
+		}
+		seen[tok.ID], seen[bearer] = true, true
+	}
+}

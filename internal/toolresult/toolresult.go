@@ -1,0 +1,41 @@
+// Package toolresult shapes MCP tool results the way SPEC §3 promises:
+// structured content on success, and on failure isError with
+// structuredContent.error = {code, message}. The agent's tools and the
+// relay's forwarding both answer through it, so a client sees one shape.
+package toolresult
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+)
+
+// ErrorResult is the structured content of a failed call.
+type ErrorResult struct {
+	Error *errcode.Error `json:"error"`
+}
+
+// Success wraps a structured result.
+func Success(out any) *mcp.CallToolResult {
+	text, err := json.Marshal(out)
+	if err != nil {
+		return Failure(fmt.Errorf("encode result: %w", err))
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+		StructuredContent: out,
+	}
+}
+
+// Failure turns an error into an isError result with a stable code.
+func Failure(err error) *mcp.CallToolResult {
+	e := errcode.From(err)
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(e.Code) + ": " + e.Message}},
+		StructuredContent: ErrorResult{Error: e},
+	}
+}

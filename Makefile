@@ -14,8 +14,11 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeIdentity \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
-             ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize
-RUN_DIR   ?= $(CURDIR)/.run
+             ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \
+             ./internal/identity:FuzzDecode ./internal/permissions:FuzzDecode \
+             ./internal/grant:FuzzVerify ./internal/scope:FuzzParse \
+             ./internal/relaystate:FuzzAuthToken ./internal/link:FuzzInbound \
+             ./internal/relay:FuzzSplitDevice
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
@@ -46,13 +49,11 @@ fuzz:
 	done
 
 # Builds the binary, makes sure a systemd user manager is reachable, and
-# serves the tools over MCP stdio with state in $(RUN_DIR).
+# starts a relay and an enrolled agent on loopback in a fresh temporary
+# directory; prints the MCP URL and a client token (scripts/run-local.sh).
 run: build
 	@$(USERMGR) up >/dev/null
-	@eval "$$($(USERMGR) env)"; \
-	echo "commandcore: serving MCP over stdio; state in $(RUN_DIR)" >&2; \
-	echo "commandcore: configure a client with: {\"command\": \"$(CURDIR)/$(BIN)\", \"args\": [\"mcp\", \"--state-dir\", \"$(RUN_DIR)\"], \"env\": {\"XDG_RUNTIME_DIR\": \"$$XDG_RUNTIME_DIR\", \"DBUS_SESSION_BUS_ADDRESS\": \"$$DBUS_SESSION_BUS_ADDRESS\"}}" >&2; \
-	exec $(BIN) mcp --state-dir $(RUN_DIR)
+	@eval "$$($(USERMGR) env)"; exec scripts/run-local.sh $(CURDIR)/$(BIN)
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/capture/
@@ -77,4 +78,4 @@ vm-test:
 	test/vm/run.sh
 
 clean:
-	rm -rf bin .run dist
+	rm -rf bin dist

@@ -1,19 +1,28 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/access"
 	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/identity"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/status"
+	"github.com/commandcore/commandcore/internal/tools"
+	"github.com/commandcore/commandcore/internal/uplink"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
@@ -23,6 +32,7 @@ const reconcileEvery = 10 * time.Second
 
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var installed bool
+	var server string
 	every := reconcileEvery
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -44,17 +54,31 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("boot id: %w", err)
 			}
+			dirs, err := g.dirs()
+			if err != nil {
+				return err
+			}
+			// Without an identity the agent manages jobs locally and says
+			// it is not enrolled.
+			id, err := identity.Load(dirs.Config)
+			if err != nil && !errors.Is(err, identity.ErrNotEnrolled) {
+				return err
+			}
+			if id != nil && server != "" {
+				id.Server = server
+			}
 			now := time.Now().UTC()
-			rt := &status.Runtime{
+			rt := &runtimeRecord{path: filepath.Join(svc.StateDir, status.RuntimeFile), rt: status.Runtime{
 				Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
 				Version: version.Version, StartedAt: now, Service: g.serviceName(),
-				// The link to a server arrives with enrollment; until then
-				// the agent manages jobs locally and says so.
 				Connection: status.Connection{State: status.ConnNotEnrolled, ObservedAt: now, Since: now},
+			}}
+			if id != nil {
+				rt.rt.Connection.State = status.ConnConnecting
+				rt.rt.Connection.Server = id.Server
 			}
-			runtimePath := filepath.Join(svc.StateDir, status.RuntimeFile)
-			if err := jobmeta.WriteAtomic(runtimePath, rt); err != nil {
-				return fmt.Errorf("write runtime record: %w", err)
+			if err := rt.write(); err != nil {
+				return err
 			}
 			svc.Journal.Record(activity.Event{Kind: activity.KindAgentStart, Outcome: activity.OutcomeOK})
 			// READY only now: state and journal are open, jobs reconciled.
@@ -73,22 +97,36 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			}
 			tick := time.NewTicker(every)
 			defer tick.Stop()
+			linkDone := make(chan struct{})
+			if id != nil {
+				serve, err := linkServer(svc, id, dirs.Config)
+				if err != nil {
+					return err
+				}
+				go func() {
+					defer close(linkDone)
+					uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: svc.Journal, OnState: rt.setConnection})
+				}()
+			} else {
+				close(linkDone)
+			}
 			for {
 				select {
 				case <-ctx.Done():
 					daemon.SdNotify(false, daemon.SdNotifyStopping)
+					<-linkDone
 					svc.Journal.Record(activity.Event{Kind: activity.KindAgentStop, Outcome: activity.OutcomeOK})
 					return nil
 				case <-watchdog:
 					daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 				case <-tick.C:
 					ends.observe(svc)
-					rt.Connection.ObservedAt = time.Now().UTC()
-					jobmeta.WriteAtomic(runtimePath, rt)
+					rt.observe()
 				}
 			}
 		},
 	}
+	cmd.Flags().StringVar(&server, "server", "", "the server's URL (default: the one enrolled with)")
 	cmd.Flags().BoolVar(&installed, "installed", false, "behave as an installed service: refuse jobs outside the systemd user manager")
 	cmd.Flags().DurationVar(&every, "reconcile-every", reconcileEvery, "how often to look at every job")
 	cmd.Flags().MarkHidden("reconcile-every")
@@ -116,4 +154,60 @@ func (w *endWatch) observe(svc *jobs.Service) {
 		}
 	}
 	w.live = now
+}
+
+// runtimeRecord is the agent's runtime record, written whenever what it
+// says changes; the link reports from its own goroutine.
+type runtimeRecord struct {
+	path string
+	mu   sync.Mutex
+	rt   status.Runtime
+}
+
+func (r *runtimeRecord) write() error {
+	if err := jobmeta.WriteAtomic(r.path, &r.rt); err != nil {
+		return fmt.Errorf("write runtime record: %w", err)
+	}
+	return nil
+}
+
+// observe refreshes when the agent last looked at its connection.
+func (r *runtimeRecord) observe() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rt.Connection.ObservedAt = time.Now().UTC()
+	r.write()
+}
+
+func (r *runtimeRecord) setConnection(state string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := &r.rt.Connection
+	if c.State != state {
+		c.State, c.Since = state, at
+	}
+	c.ObservedAt = at
+	r.write()
+}
+
+// linkServer returns what serves MCP over each live link: the tools, each
+// call checked against the server's grant and the owner's ceiling.
+func linkServer(svc *jobs.Service, id *identity.Identity, configDir string) (func(context.Context, *link.Conn) error, error) {
+	key, err := id.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	host, err := tools.NewHost("/proc")
+	if err != nil {
+		return nil, err
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
+	tools.Register(srv, svc, host, access.Remote(configDir, id.DeviceID, key, time.Now))
+	return func(ctx context.Context, conn *link.Conn) error {
+		ss, err := srv.Connect(ctx, conn, nil)
+		if err != nil {
+			return fmt.Errorf("serve link: %w", err)
+		}
+		return ss.Wait()
+	}, nil
 }

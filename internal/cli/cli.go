@@ -126,6 +126,8 @@ func NewRoot(streams IO) *cobra.Command {
 		newStatusCmd(g, streams),
 		newInstallCmd(g, streams),
 		newUninstallCmd(g, streams),
+		newEnrollCmd(g, streams),
+		newRelayCmd(g, streams),
 	)
 	return root
 }

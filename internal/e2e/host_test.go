@@ -209,24 +209,7 @@ func TestProcessRunEndsWithItsClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	find := func() int {
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			if err == nil && string(b) == "sleep\x00"+marker+"\x00" && processExists(atoi(e.Name())) {
-				return atoi(e.Name())
-			}
-		}
-		return 0
-	}
-	var pid int
-	for i := 0; pid == 0; i++ {
-		if i > 250 {
-			t.Fatal("the foreground command never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-		pid = find()
-	}
+	pid := waitSleep(t, marker)
 	closed := time.Now()
 	stdin.Close()
 	for processExists(pid) {
@@ -238,6 +221,32 @@ func TestProcessRunEndsWithItsClient(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the server did not exit cleanly after its client left: %v", err)
+	}
+}
+
+// sleepPID returns the PID of a live `sleep marker`, or 0.
+func sleepPID(marker string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && string(b) == "sleep\x00"+marker+"\x00" && processExists(atoi(e.Name())) {
+			return atoi(e.Name())
+		}
+	}
+	return 0
+}
+
+// waitSleep waits for `sleep marker` to start and returns its PID.
+func waitSleep(t *testing.T, marker string) int {
+	t.Helper()
+	for i := 0; ; i++ {
+		if pid := sleepPID(marker); pid != 0 {
+			return pid
+		}
+		if i > 250 {
+			t.Fatal("the foreground command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

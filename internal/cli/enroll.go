@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commandcore/commandcore/internal/identity"
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/relay"
+)
+
+// enrollTimeout bounds the enrollment request.
+const enrollTimeout = 30 * time.Second
+
+func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
+	var server, code, name string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "enroll --server URL --code CODE",
+		Short: "Obtain this device's identity from a server with a one-time code",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if server == "" || code == "" {
+				return usageError("enroll needs --server URL and --code CODE")
+			}
+			if _, err := link.AgentURL(server); err != nil {
+				return usageError("--server: %v", err)
+			}
+			dirs, err := g.dirs()
+			if err != nil {
+				return err
+			}
+			if old, err := identity.Load(dirs.Config); err == nil && !force {
+				return fmt.Errorf("already enrolled as %s with %s; pass --force to replace this identity", old.Name, old.Server)
+			}
+			if name == "" {
+				name, _ = os.Hostname()
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), enrollTimeout)
+			defer cancel()
+			resp, err := enroll(ctx, server, relay.EnrollRequest{Code: code, Name: name})
+			if err != nil {
+				return err
+			}
+			id := &identity.Identity{
+				Schema: identity.Schema, Server: strings.TrimRight(server, "/"), DeviceID: resp.DeviceID,
+				Name: resp.Name, Token: resp.Token, Secret: resp.Secret, GrantKey: resp.GrantKey,
+				EnrolledAt: time.Now().UTC(),
+			}
+			if _, err := id.PublicKey(); err != nil {
+				return fmt.Errorf("enroll: the server sent an invalid grant key")
+			}
+			if err := identity.Save(dirs.Config, id); err != nil {
+				return err
+			}
+			fmt.Fprintf(streams.Out, "Enrolled as %s (device %s) with %s.\nStart the agent: commandcore agent (or commandcore install)\n", id.Name, id.DeviceID, id.Server)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&server, "server", "", "the server's URL (https://, or http:// on loopback)")
+	cmd.Flags().StringVar(&code, "code", "", "the one-time enrollment code")
+	cmd.Flags().StringVar(&name, "name", "", "the device name to propose (default: the host name)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing identity")
+	return cmd
+}
+
+// enroll posts the request and decodes the identity.
+func enroll(ctx context.Context, server string, req relay.EnrollRequest) (*relay.EnrollResponse, error) {
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(server, "/")+"/v1/enroll", bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("enroll: %w", err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("enroll: %w", err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if err != nil {
+		return nil, fmt.Errorf("enroll: read response: %w", err)
+	}
+	if res.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+			return nil, fmt.Errorf("enroll: the server refused: %s", e.Error.Message)
+		}
+		return nil, fmt.Errorf("enroll: the server answered %s", res.Status)
+	}
+	var out relay.EnrollResponse
+	if err := json.Unmarshal(data, &out); err != nil || out.DeviceID == "" || out.Token == "" || len(out.Secret) < 16 {
+		return nil, errors.New("enroll: the server's answer is not an identity")
+	}
+	return &out, nil
+}

@@ -1,0 +1,313 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/signal"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/relay"
+	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/scope"
+)
+
+// relayShutdown bounds a graceful stop of the relay's HTTP server.
+const relayShutdown = 5 * time.Second
+
+func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "The reference server: enrolls devices, accepts their links, serves MCP over HTTP",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError("relay needs a subcommand; see commandcore relay --help")
+		},
+	}
+	token := &cobra.Command{
+		Use:   "token",
+		Short: "Manage client tokens",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError("relay token needs a subcommand: create, list or revoke")
+		},
+	}
+	token.AddCommand(newTokenCreateCmd(g, streams), newTokenListCmd(g, streams), newTokenRevokeCmd(g, streams))
+	cmd.AddCommand(newRelayServeCmd(g, streams), newEnrollCodeCmd(g, streams), token, newRelayDevicesCmd(g, streams))
+	return cmd
+}
+
+// openRelayState opens the relay's database in the state directory.
+func openRelayState(g *globalFlags) (*relaystate.Store, error) {
+	dirs, err := g.dirs()
+	if err != nil {
+		return nil, err
+	}
+	return relaystate.Open(dirs.State)
+}
+
+// parseTTL accepts Go durations plus whole days ("30d").
+func parseTTL(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 || n > 3650 {
+			return 0, usageError("--ttl: %q is not a number of days between 1 and 3650", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, usageError("--ttl: %q is not a positive duration (like 15m, 12h or 30d)", s)
+	}
+	return d, nil
+}
+
+func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
+	var listen, cert, key string
+	cmd := &cobra.Command{
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F]",
+		Short: "Run the relay",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (cert == "") != (key == "") {
+				return usageError("--tls-cert and --tls-key go together")
+			}
+			st, err := openRelayState(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			srv, err := relay.New(st)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen: %w", err)
+			}
+			scheme := "http"
+			if cert != "" {
+				scheme = "https"
+			}
+			base := scheme + "://" + ln.Addr().String()
+			fmt.Fprintf(streams.Out, "relay: listening on %s\nrelay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base, base)
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
+			defer stop()
+			errc := make(chan error, 1)
+			go func() {
+				if cert != "" {
+					errc <- hs.ServeTLS(ln, cert, key)
+				} else {
+					errc <- hs.Serve(ln)
+				}
+			}()
+			select {
+			case err := <-errc:
+				return fmt.Errorf("serve: %w", err)
+			case <-ctx.Done():
+			}
+			srv.Close()
+			sctx, cancel := context.WithTimeout(context.Background(), relayShutdown)
+			defer cancel()
+			if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("shut down: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8440", "address to listen on")
+	cmd.Flags().StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM)")
+	cmd.Flags().StringVar(&key, "tls-key", "", "TLS key file (PEM)")
+	return cmd
+}
+
+func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
+	var name, ttl string
+	cmd := &cobra.Command{
+		Use:   "enroll-code [--name NAME] [--ttl 15m]",
+		Short: "Print a one-time enrollment code",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := parseTTL(ttl)
+			if err != nil {
+				return err
+			}
+			st, err := openRelayState(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			code, err := st.CreateEnrollCode(name, d, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(streams.Out, code)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the device's name (default: the name the device proposes)")
+	cmd.Flags().StringVar(&ttl, "ttl", limits.EnrollCodeTTL.String(), "how long the code is valid")
+	return cmd
+}
+
+func newTokenCreateCmd(g *globalFlags, streams IO) *cobra.Command {
+	var name, devices, tools, ttl string
+	cmd := &cobra.Command{
+		Use:   "create --name NAME [--devices LIST] [--tools LIST] [--ttl 30d]",
+		Short: "Create a client token and print it once",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return usageError("token create needs --name")
+			}
+			d, err := parseTTL(ttl)
+			if err != nil {
+				return err
+			}
+			devs, err := scope.Parse(devices)
+			if err != nil {
+				return usageError("--devices: %v", err)
+			}
+			tls, err := scope.Parse(tools)
+			if err != nil {
+				return usageError("--tools: %v", err)
+			}
+			st, err := openRelayState(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			tok, secret, err := st.CreateToken(name, devs, tls, d, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(streams.Out, secret)
+			fmt.Fprintf(streams.Err, "token %s (%s): devices %s, tools %s, expires %s. It is shown only now.\n",
+				tok.ID, tok.Name, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), tok.ExpiresAt.Format(time.RFC3339))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "a name for the token")
+	cmd.Flags().StringVar(&devices, "devices", "*", "devices the token reaches: names or IDs, comma-separated, * for all")
+	cmd.Flags().StringVar(&tools, "tools", "*", "tools the token may call: names or prefix.*, comma-separated, * for all")
+	cmd.Flags().StringVar(&ttl, "ttl", "30d", "how long the token is valid")
+	return cmd
+}
+
+func newTokenListCmd(g *globalFlags, streams IO) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List client tokens (never their secrets)",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := openRelayState(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			toks, err := st.Tokens()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSONLines(streams, toks)
+			}
+			tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tDEVICES\tTOOLS\tEXPIRES\tSTATE")
+			now := time.Now()
+			for _, t := range toks {
+				state := "active"
+				switch {
+				case t.RevokedAt != nil:
+					state = "revoked"
+				case now.After(t.ExpiresAt):
+					state = "expired"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, strings.Join(t.Devices, ","),
+					strings.Join(t.Tools, ","), t.ExpiresAt.Format(time.RFC3339), state)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	return cmd
+}
+
+func newTokenRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a client token; it is refused from the next operation on",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openRelayState(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.RevokeToken(args[0], time.Now()); err != nil {
+				return err
+			}
+			fmt.Fprintf(streams.Out, "revoked %s\n", args[0])
+			return nil
+		},
+	}
+}
+
+func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "devices [--json]",
+		Short: "Enrolled devices with connection state and last-seen time",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := openRelayState(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			devs, err := st.Devices()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSONLines(streams, devs)
+			}
+			tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tID\tCONNECTED\tLAST SEEN")
+			for _, d := range devs {
+				seen := "never"
+				if d.LastSeen != nil {
+					seen = d.LastSeen.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", d.Name, d.ID, d.Connected, seen)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	return cmd
+}
+
+// printJSONLines prints one JSON object per line.
+func printJSONLines[T any](streams IO, vs []T) error {
+	enc := json.NewEncoder(streams.Out)
+	for _, v := range vs {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// relayEnv is a relay and an enrolled agent on loopback, each with its own
+// directories, as `make run` sets them up.
+type relayEnv struct {
+	t              *testing.T
+	url            string
+	relayState     string
+	agentState     string
+	agentConfig    string
+	relay, agent   *exec.Cmd
+	token, tokenID string
+}
+
+// startRelay runs `commandcore relay serve` on a free loopback port.
+func startRelay(t *testing.T) *relayEnv {
+	t.Helper()
+	e := &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir()}
+	e.relay = e.serve("127.0.0.1:0")
+	return e
+}
+
+// serve runs the relay on listen and returns its process.
+func (e *relayEnv) serve(listen string) *exec.Cmd {
+	t := e.t
+	t.Helper()
+	cmd := exec.Command(bin, "relay", "serve", "--listen", listen, "--state-dir", e.relayState, "--config-dir", t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("relay printed no address: %v", err)
+	}
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "relay: listening on ")
+	if !ok {
+		t.Fatalf("relay's first line: %q", line)
+	}
+	e.url = url
+	go func() { bufio.NewReader(out).WriteTo(devNull{}) }()
+	return cmd
+}
+
+type devNull struct{}
+
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+// relayCmd runs a relay administration command on the relay's state.
+func (e *relayEnv) relayCmd(args ...string) string {
+	e.t.Helper()
+	out, errOut, code := run(e.t, append(append([]string{"relay"}, args...), "--state-dir", e.relayState)...)
+	if code != 0 {
+		e.t.Fatalf("relay %v: exit %d: %s", args, code, errOut)
+	}
+	return strings.TrimSpace(out)
+}
+
+// enrollAgent enrolls a device named name and starts its agent.
+func (e *relayEnv) enrollAgent(name string) {
+	e.t.Helper()
+	code := e.relayCmd("enroll-code", "--name", name)
+	if _, errOut, rc := run(e.t, "enroll", "--server", e.url, "--code", code, "--state-dir", e.agentState, "--config-dir", e.agentConfig); rc != 0 {
+		e.t.Fatalf("enroll: exit %d: %s", rc, errOut)
+	}
+	// A code works once.
+	if _, _, rc := run(e.t, "enroll", "--server", e.url, "--code", code, "--force", "--state-dir", e.t.TempDir(), "--config-dir", e.t.TempDir()); rc == 0 {
+		e.t.Fatal("an enrollment code worked twice")
+	}
+	e.startAgent()
+}
+
+func (e *relayEnv) startAgent() {
+	e.t.Helper()
+	e.agent = exec.Command(bin, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig)
+	e.agent.Stderr = os.Stderr
+	if err := e.agent.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	a := e.agent
+	e.t.Cleanup(func() { a.Process.Kill(); a.Wait() })
+}
+
+// newToken creates a client token with the given scope.
+func (e *relayEnv) newToken(devices, tools string) (secret, id string) {
+	e.t.Helper()
+	secret = e.relayCmd("token", "create", "--name", "e2e", "--devices", devices, "--tools", tools)
+	var toks []struct{ ID string }
+	for _, line := range strings.Split(e.relayCmd("token", "list", "--json"), "\n") {
+		var tok struct{ ID string }
+		json.Unmarshal([]byte(line), &tok)
+		toks = append(toks, tok)
+	}
+	// Newest first.
+	return secret, toks[0].ID
+}
+
+// bearer adds a client token to every request.
+type bearer struct {
+	token string
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connect opens an MCP session to the relay's endpoint path with token;
+// progress notifications go to onProgress.
+func (e *relayEnv) connect(path, token string, onProgress func(*mcp.ProgressNotificationParams)) (*client, error) {
+	opts := &mcp.ClientOptions{}
+	if onProgress != nil {
+		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { onProgress(r.Params) }
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e-remote", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := cl.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   e.url + path,
+		HTTPClient: &http.Client{Transport: bearer{token}},
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	e.t.Cleanup(func() { s.Close() })
+	return &client{t: e.t, session: s}, nil
+}
+
+// waitOnline waits until calls through c reach the device.
+func waitOnline(t *testing.T, c *client, args map[string]any) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		raw, isErr := c.call("process.jobs", args)
+		if !isErr {
+			return
+		}
+		if !strings.Contains(string(raw), "device_offline") || time.Now().After(deadline) {
+			t.Fatalf("device never came online: %s", raw)
+		}
+	}
+}
+
+// TestRelayEndToEnd: an ordinary MCP client reaches an enrolled agent's
+// tools through the relay, with live output, while the job outlives the
+// agent process; revocation and the owner's ceiling refuse the next call.
+func TestRelayEndToEnd(t *testing.T) {
+	e := startRelay(t)
+	e.enrollAgent("dev1")
+	token, tokenID := e.newToken("dev1", "*")
+	c, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+
+	// A managed job through the relay.
+	started := c.start(map[string]any{"command": "echo relay-out; exec sleep 120"})
+	waitOutput(t, c, started.ProcessID, "relay-out")
+
+	// The job outlives the agent; a restarted agent links again and
+	// still manages it.
+	e.agent.Process.Signal(syscall.SIGKILL)
+	e.agent.Wait()
+	if code, _ := c.fail("process.status", map[string]any{"process_id": started.ProcessID}); code != "device_offline" {
+		t.Fatalf("with the agent gone: %s", code)
+	}
+	e.startAgent()
+	waitOnline(t, c, nil)
+	if r := c.status(started.ProcessID); r.State != "running" {
+		t.Fatalf("after the agent's restart the job is %s", r.State)
+	}
+	c.stopAndWait(started.ProcessID)
+
+	// Live output of process.run arrives through the relay as progress.
+	var mu sync.Mutex
+	var live strings.Builder
+	pc, err := e.connect("/mcp/dev1", token, func(p *mcp.ProgressNotificationParams) {
+		mu.Lock()
+		live.WriteString(p.Message)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "for i in 1 2 3; do echo live $i; done"}}
+	params.SetProgressToken("client-tok")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := pc.session.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("process.run through the relay: %v %+v", err, res)
+	}
+	want := "live 1\nlive 2\nlive 3\n"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		got := live.String()
+		mu.Unlock()
+		if got == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("live output through the relay: %q", got)
+		}
+	}
+
+	// The multi-device endpoint lists the device and takes a device argument.
+	m, err := e.connect("/mcp", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs struct {
+		Devices []struct {
+			Name      string `json:"name"`
+			Connected bool   `json:"connected"`
+		} `json:"devices"`
+	}
+	m.ok("devices.list", nil, &devs)
+	if len(devs.Devices) != 1 || devs.Devices[0].Name != "dev1" || !devs.Devices[0].Connected {
+		t.Fatalf("devices.list: %+v", devs)
+	}
+	var jobsOut struct{ Jobs []json.RawMessage }
+	m.ok("process.jobs", map[string]any{"device": "dev1"}, &jobsOut)
+	if len(jobsOut.Jobs) == 0 {
+		t.Fatal("process.jobs through /mcp lists nothing")
+	}
+	if code, _ := m.fail("process.jobs", map[string]any{}); code != "invalid_argument" {
+		t.Fatalf("a call without device: %s", code)
+	}
+	if code, _ := m.fail("process.jobs", map[string]any{"device": "nope"}); code != "not_found" {
+		t.Fatalf("a call for an unknown device: %s", code)
+	}
+
+	// The owner's ceiling applies after the grant.
+	ceiling := filepath.Join(e.agentConfig, "permissions.json")
+	if err := os.WriteFile(ceiling, []byte(`{"schema_version":1,"tools":["system.metrics"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := c.fail("process.jobs", nil); code != "permission_denied" {
+		t.Fatalf("a tool outside the owner's ceiling: %s", code)
+	}
+	c.ok("system.metrics", nil, nil)
+	os.Remove(ceiling)
+
+	// Revocation takes effect on the next operation, in an open session.
+	e.relayCmd("token", "revoke", tokenID)
+	if _, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs"}); err == nil {
+		t.Fatal("a revoked token still reaches the device")
+	}
+
+	// The agent journals each link's end once, naming its kind.
+	e.agent.Process.Signal(syscall.SIGTERM)
+	e.agent.Wait()
+	out, _, _ := run(t, "activity", "--last", "200", "--json", "--state-dir", e.agentState)
+	if !strings.Contains(out, `"kind":"link_up"`) || !strings.Contains(out, `"kind":"link_end","tool":"","job_id":"","phase":"","outcome":"ok","duration_ms":`) ||
+		!strings.Contains(out, `"reason":"local_shutdown"`) {
+		t.Fatalf("no link end in the journal:\n%s", out)
+	}
+}
+
+// TestRelayTokenScope: a token reaches only its devices and tools.
+func TestRelayTokenScope(t *testing.T) {
+	e := startRelay(t)
+	e.enrollAgent("dev1")
+	token, _ := e.newToken("dev1", "system.*")
+	c, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.session.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Tools) != 1 || list.Tools[0].Name != "system.metrics" {
+		t.Fatalf("a system.* token sees %d tools", len(list.Tools))
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		raw, isErr := c.call("system.metrics", nil)
+		if !isErr {
+			break
+		}
+		if !strings.Contains(string(raw), "device_offline") || time.Now().After(deadline) {
+			t.Fatalf("system.metrics: %s", raw)
+		}
+	}
+	other, _ := e.newToken("dev2", "*")
+	if _, err := e.connect("/mcp/dev1", other, nil); err == nil {
+		t.Fatal("a token for dev2 opened a session to dev1")
+	}
+	if _, err := e.connect("/mcp/dev1", "cct_bogus", nil); err == nil {
+		t.Fatal("a bogus token opened a session")
+	}
+}
+
+// TestLinkLossCancelsForegroundNotJobs: when the relay dies, the agent's
+// foreground command is stopped and the link's end journalled, while a
+// managed job runs on; the agent links again once the relay is back.
+func TestLinkLossCancelsForegroundNotJobs(t *testing.T) {
+	e := startRelay(t)
+	e.enrollAgent("dev1")
+	token, _ := e.newToken("*", "*")
+	c, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+	job := c.start(map[string]any{"command": "exec sleep 120"})
+	marker := "27.1828"
+	go c.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "sleep " + marker}})
+	pid := waitSleep(t, marker)
+
+	e.relay.Process.Signal(syscall.SIGKILL)
+	e.relay.Wait()
+	lost := time.Now()
+	for processExists(pid) {
+		// The command itself would run for half a minute.
+		if time.Since(lost) > 15*time.Second {
+			t.Fatal("the foreground command outlived the link")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	addr := strings.TrimPrefix(e.url, "http://")
+	e.relay = e.serve(addr)
+	c, err = e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+	if r := c.status(job.ProcessID); r.State != "running" {
+		t.Fatalf("the managed job did not survive the link's loss: %s", r.State)
+	}
+	c.stopAndWait(job.ProcessID)
+	out, _, _ := run(t, "activity", "--last", "200", "--json", "--state-dir", e.agentState)
+	if !strings.Contains(out, `"reason":"remote_close"`) {
+		t.Fatalf("the link's loss is not journalled:\n%s", out)
+	}
+	if strings.Contains(out, marker) {
+		t.Fatal("the journal holds a command's argument")
+	}
+	st, _ := statusOf(t, e.agentState)
+	if st.Connection.State != "connected" {
+		t.Fatalf("status after relinking: %+v", st.Connection)
+	}
+}

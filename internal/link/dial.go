@@ -1,0 +1,126 @@
+package link
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/commandcore/commandcore/internal/limits"
+)
+
+// AgentPath is where the server accepts agent links.
+const AgentPath = "/v1/agent"
+
+// ErrUnauthorized is returned (wrapped) by Dial when the server answers the
+// handshake with 401 or 403.
+var ErrUnauthorized = errors.New("link: the server refused the device credentials")
+
+// ErrInsecure is returned (wrapped) by AgentURL and Dial for a plain ws:// or
+// http:// URL whose host is not a loopback address.
+var ErrInsecure = errors.New("link: plain ws/http is allowed only for a loopback server")
+
+// AgentURL returns the WebSocket URL of the agent endpoint for serverURL:
+// http→ws, https→wss (ws and wss are kept), with AgentPath appended to any
+// path prefix. Plain ws/http is refused (ErrInsecure) unless the host is a
+// loopback address (127.0.0.0/8, ::1) or "localhost". URLs carrying user
+// info, a query or a fragment are refused. Errors never repeat the URL.
+func AgentURL(serverURL string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(serverURL))
+	if err != nil {
+		return "", errors.New("link: the server URL does not parse")
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https", "wss":
+		u.Scheme = "wss"
+	case "http", "ws":
+		u.Scheme = "ws"
+	default:
+		return "", errors.New("link: the server URL must be http, https, ws or wss")
+	}
+	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
+		return "", errors.New("link: the server URL has no host")
+	}
+	if u.User != nil {
+		return "", errors.New("link: the server URL must not carry credentials")
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", errors.New("link: the server URL must not carry a query or fragment")
+	}
+	if u.Scheme == "ws" && !isLoopbackHost(u.Hostname()) {
+		return "", ErrInsecure
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + AgentPath
+	u.RawPath = ""
+	return u.String(), nil
+}
+
+// isLoopbackHost reports whether host (no port, no brackets) is "localhost"
+// or a loopback IP literal. Names other than "localhost" are not resolved.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Dial connects to SERVER/v1/agent with "Authorization: Bearer <token>".
+// serverURL is http(s)://host[:port] or ws(s)://; http→ws, https→wss. Plain
+// ws/http is allowed only when the host is a loopback address (127.0.0.0/8,
+// ::1, "localhost"); otherwise an error wrapping ErrInsecure. A 401/403
+// handshake response returns an error wrapping ErrUnauthorized. The
+// handshake is bounded by ctx and by limits.SendTimeout; redirects are not
+// followed. The token never appears in an error.
+func Dial(ctx context.Context, serverURL, token string) (*websocket.Conn, error) {
+	target, err := AgentURL(serverURL)
+	if err != nil {
+		return nil, err
+	}
+	if token == "" || strings.ContainsAny(token, "\r\n") {
+		return nil, errors.New("link: the device token is empty or malformed")
+	}
+	d := websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		HandshakeTimeout: limits.SendTimeout,
+		TLSClientConfig:  &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	ws, resp, err := d.DialContext(ctx, target, h)
+	if err != nil {
+		if resp != nil {
+			if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+				return nil, fmt.Errorf("%w (HTTP %d)", ErrUnauthorized, resp.StatusCode)
+			}
+			return nil, fmt.Errorf("link: the server refused the link (HTTP %d)", resp.StatusCode)
+		}
+		return nil, fmt.Errorf("link: dial: %w", err)
+	}
+	return ws, nil
+}
+
+// Backoff returns the wait before reconnect attempt n (n>=1; smaller n is
+// treated as 1): exponential from limits.ReconnectMin, capped at
+// limits.ReconnectMax, with full jitter in [d/2, d].
+func Backoff(n int) time.Duration {
+	return backoff(n, limits.ReconnectMin, limits.ReconnectMax)
+}
+
+func backoff(n int, lo, hi time.Duration) time.Duration {
+	d := lo
+	for i := 1; i < n && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}

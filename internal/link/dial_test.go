@@ -1,0 +1,155 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/commandcore/commandcore/internal/limits"
+)
+
+func TestAgentURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://relay.example.com":       "wss://relay.example.com/v1/agent",
+		"https://relay.example.com:8443/": "wss://relay.example.com:8443/v1/agent",
+		"wss://relay.example.com/prefix":  "wss://relay.example.com/prefix/v1/agent",
+		"HTTPS://relay.example.com":       "wss://relay.example.com/v1/agent",
+		"http://127.0.0.1:8080":           "ws://127.0.0.1:8080/v1/agent",
+		"http://127.9.9.9":                "ws://127.9.9.9/v1/agent",
+		"ws://localhost:1234":             "ws://localhost:1234/v1/agent",
+		"http://LOCALHOST":                "ws://LOCALHOST/v1/agent",
+		"http://[::1]:9":                  "ws://[::1]:9/v1/agent",
+	} {
+		got, err := AgentURL(in)
+		if err != nil || got != want {
+			t.Errorf("AgentURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{
+		"ws://relay.example.com", "http://10.0.0.1:80", "http://[::2]", "http://localhost.evil.com",
+		"http://127.0.0.1.nip.io", "http://0.0.0.0",
+	} {
+		if _, err := AgentURL(in); !errors.Is(err, ErrInsecure) {
+			t.Errorf("AgentURL(%q): %v, want ErrInsecure", in, err)
+		}
+	}
+	for _, in := range []string{
+		"", "relay.example.com", "ftp://relay.example.com", "https://", "https://user:pw@relay.example.com",
+		"https://relay.example.com/?x=1", "https://relay.example.com/#f", "mailto:x@y",
+	} {
+		_, err := AgentURL(in)
+		if err == nil {
+			t.Errorf("AgentURL(%q) accepted", in)
+		} else if strings.Contains(err.Error(), "pw") {
+			t.Errorf("error repeats the URL: %v", err)
+		}
+	}
+}
+
+func TestDial(t *testing.T) {
+	const token = "tok-secret-123"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != AgentPath {
+			http.NotFound(w, r)
+			return
+		}
+		switch r.Header.Get("Authorization") {
+		case "Bearer " + token:
+		case "Bearer forbidden":
+			http.Error(w, "no", http.StatusForbidden)
+			return
+		default:
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		_ = ws.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","method":"x/hello"}`))
+		_, _, _ = ws.ReadMessage()
+		_ = ws.Close()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+
+	ws, err := Dial(ctx, srv.URL, token)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	c := Agent(ws, secret, Options{})
+	msg, err := c.Read(ctx)
+	if err != nil || msg == nil {
+		t.Fatalf("Read: %v", err)
+	}
+	_ = c.Close()
+
+	for bad, code := range map[string]string{"wrong": "401", "forbidden": "403"} {
+		_, err = Dial(ctx, srv.URL, bad)
+		if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), code) {
+			t.Fatalf("Dial with %s token: %v", bad, err)
+		}
+		if strings.Contains(err.Error(), bad) {
+			t.Fatalf("error repeats the token: %v", err)
+		}
+	}
+	if _, err := Dial(ctx, srv.URL+"/elsewhere", token); err == nil || errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("Dial to a 404: %v", err)
+	}
+	if _, err := Dial(ctx, srv.URL, ""); err == nil {
+		t.Fatal("Dial with an empty token succeeded")
+	}
+	// Refused before any network traffic: the host does not exist.
+	if _, err := Dial(ctx, "ws://agent-link-test.invalid", token); !errors.Is(err, ErrInsecure) {
+		t.Fatalf("Dial to a non-loopback ws URL: %v", err)
+	}
+	if _, err := Dial(ctx, "http://192.0.2.1:1", token); !errors.Is(err, ErrInsecure) {
+		t.Fatalf("Dial to a non-loopback http URL: %v", err)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for n := -2; n <= 80; n++ {
+		d := limits.ReconnectMin
+		for i := 1; i < n && d < limits.ReconnectMax; i++ {
+			d *= 2
+		}
+		d = min(d, limits.ReconnectMax)
+		for range 200 {
+			got := Backoff(n)
+			if got < d/2 || got > d {
+				t.Fatalf("Backoff(%d) = %v, want in [%v, %v]", n, got, d/2, d)
+			}
+		}
+	}
+	if got := Backoff(1 << 40); got < limits.ReconnectMax/2 || got > limits.ReconnectMax {
+		t.Fatalf("Backoff(huge) = %v", got)
+	}
+	// Spot values, independent of the loop above.
+	if got := Backoff(1); got < 500*time.Millisecond || got > time.Second {
+		t.Fatalf("Backoff(1) = %v", got)
+	}
+	if got := Backoff(4); got < 4*time.Second || got > 8*time.Second {
+		t.Fatalf("Backoff(4) = %v", got)
+	}
+	if got := Backoff(7); got < 30*time.Second || got > time.Minute {
+		t.Fatalf("Backoff(7) = %v", got)
+	}
+	// Jitter: 200 draws over a one-second range are not all equal.
+	first, same := Backoff(2), true
+	for range 200 {
+		if Backoff(2) != first {
+			same = false
+		}
+	}
+	if same {
+		t.Fatal("Backoff(2) has no jitter")
+	}
+}

@@ -1,0 +1,127 @@
+package link
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"testing"
+
+	"github.com/gorilla/websocket"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+func TestMAC(t *testing.T) {
+	nonce := nonceEncoding.EncodeToString([]byte("0123456789abcdef"))
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("0123456789abcdef"))
+	want := nonceEncoding.EncodeToString(m.Sum(nil))
+	if got := MAC(secret, nonce); got != want {
+		t.Fatalf("MAC = %q, want %q", got, want)
+	}
+	if MAC(secret, "not base64!") != "" {
+		t.Fatal("MAC of a bad nonce is not empty")
+	}
+	if !verifyMAC(secret, nonce, want) || verifyMAC(otherSecret, nonce, want) || verifyMAC(secret, nonce, "") {
+		t.Fatal("verifyMAC")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	hb, _ := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
+	ack, _ := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
+	long := make([]byte, maxNonceBytes+1)
+	tooLong := nonceEncoding.EncodeToString(long)
+	for _, tc := range []struct {
+		name string
+		typ  int
+		data string
+		kind frameKind
+		end  End
+	}{
+		{"request", websocket.TextMessage, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, frameMessage, ""},
+		{"response", websocket.TextMessage, `{"jsonrpc":"2.0","id":1,"result":{}}`, frameMessage, ""},
+		{"notification", websocket.TextMessage, `{"jsonrpc":"2.0","method":"notifications/progress"}`, frameMessage, ""},
+		{"heartbeat", websocket.TextMessage, string(hb), frameHeartbeat, ""},
+		{"heartbeat extra fields", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"AAAA","v":2}}`, frameHeartbeat, ""},
+		{"ack", websocket.TextMessage, string(ack), frameHeartbeatAck, ""},
+		{"binary", websocket.BinaryMessage, `{"jsonrpc":"2.0","method":"x"}`, 0, EndProtocol},
+		{"garbage", websocket.TextMessage, "\x00\xff", 0, EndProtocol},
+		{"empty", websocket.TextMessage, "", 0, EndProtocol},
+		{"no version", websocket.TextMessage, `{"method":"x"}`, 0, EndProtocol},
+		{"response without id", websocket.TextMessage, `{"jsonrpc":"2.0","result":{}}`, 0, EndProtocol},
+		{"heartbeat as call", websocket.TextMessage, `{"jsonrpc":"2.0","id":7,"method":"` + MethodHeartbeat + `","params":{"nonce":"AAAA"}}`, 0, EndProtocol},
+		{"heartbeat bad nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"a+b/"}}`, 0, EndProtocol},
+		{"heartbeat long nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"` + tooLong + `"}}`, 0, EndProtocol},
+		{"heartbeat params array", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":[1]}`, 0, EndProtocol},
+		{"ack without mac", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"AAAA"}}`, 0, EndProtocol},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, end := classify(tc.typ, []byte(tc.data))
+			if end != tc.end || f.kind != tc.kind {
+				t.Fatalf("classify = kind %d end %q, want kind %d end %q", f.kind, end, tc.kind, tc.end)
+			}
+			if tc.kind == frameMessage && f.msg == nil {
+				t.Fatal("no message")
+			}
+		})
+	}
+}
+
+func FuzzInbound(f *testing.F) {
+	hb, _ := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
+	ack, _ := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
+	for _, s := range []string{
+		string(hb), string(ack),
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
+		`{"jsonrpc":"2.0","id":"a","result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"m"}}`,
+		`{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":null}`,
+		`{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"","mac":""}}`,
+		"", "null", "[]", "{", "\xff",
+	} {
+		f.Add(false, []byte(s))
+		f.Add(true, []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, binary bool, data []byte) {
+		typ := websocket.TextMessage
+		if binary {
+			typ = websocket.BinaryMessage
+		}
+		in, end := classify(typ, data)
+		switch end {
+		case "":
+		case EndProtocol:
+			if in.kind != 0 || in.msg != nil {
+				t.Fatal("a refused frame carries content")
+			}
+			return
+		default:
+			t.Fatalf("classify returned %q", end)
+		}
+		if binary {
+			t.Fatal("a binary frame was accepted")
+		}
+		switch in.kind {
+		case frameMessage:
+			if in.msg == nil {
+				t.Fatal("message kind without message")
+			}
+			if r, ok := in.msg.(*jsonrpc.Request); ok && (r.Method == MethodHeartbeat || r.Method == MethodHeartbeatAck) {
+				t.Fatal("a heartbeat would reach the MCP session")
+			}
+			if _, err := jsonrpc.EncodeMessage(in.msg); err != nil {
+				t.Logf("re-encode: %v", err)
+			}
+		case frameHeartbeat:
+			if !validNonce(in.nonce) || !verifyMAC(secret, in.nonce, MAC(secret, in.nonce)) {
+				t.Fatal("heartbeat nonce cannot be answered")
+			}
+		case frameHeartbeatAck:
+			if !validNonce(in.nonce) || in.mac == "" {
+				t.Fatal("ack fields")
+			}
+			_ = verifyMAC(secret, in.nonce, in.mac)
+		default:
+			t.Fatalf("kind %d", in.kind)
+		}
+	})
+}

@@ -1,0 +1,157 @@
+package relay
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gorilla/websocket"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/version"
+)
+
+// maxEnrollBytes bounds an enrollment request body.
+const maxEnrollBytes = 4 << 10
+
+// EnrollRequest is what `commandcore enroll` posts to /v1/enroll.
+type EnrollRequest struct {
+	Code string `json:"code"`
+	// Name is the device's proposed name (its host name); a name given
+	// with the code wins.
+	Name string `json:"name"`
+}
+
+// EnrollResponse carries the device's identity, shown once.
+type EnrollResponse struct {
+	DeviceID string `json:"device_id"`
+	Name     string `json:"name"`
+	Token    string `json:"token"`
+	Secret   []byte `json:"secret"`
+	GrantKey string `json:"grant_key"`
+}
+
+// errorBody is the shape of every non-MCP error response.
+type errorBody struct {
+	Error *errcode.Error `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, errorBody{Error: errcode.From(err)})
+}
+
+// httpStatus maps a coded error to the HTTP status that says the same.
+func httpStatus(err error) int {
+	switch errcode.From(err).Code {
+	case errcode.InvalidArgument:
+		return http.StatusBadRequest
+	case errcode.PermissionDenied:
+		return http.StatusForbidden
+	case errcode.NotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxEnrollBytes+1))
+	if err != nil || len(body) > maxEnrollBytes {
+		writeError(w, http.StatusBadRequest, errcode.New(errcode.InvalidArgument, "enrollment request is too large or unreadable"))
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req EnrollRequest
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		writeError(w, http.StatusBadRequest, errcode.New(errcode.InvalidArgument, "enrollment request must be one JSON object with code and name"))
+		return
+	}
+	dev, token, secret, err := s.store.Enroll(req.Code, req.Name, s.Now())
+	if err != nil {
+		writeError(w, httpStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, EnrollResponse{
+		DeviceID: dev.ID, Name: dev.Name, Token: token, Secret: secret,
+		GrantKey: grant.EncodePublicKey(s.key.Public().(ed25519.PublicKey)),
+	})
+}
+
+// bearer returns the Authorization header's bearer credential.
+func bearer(h http.Header) string {
+	v := h.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
+}
+
+var upgrader = websocket.Upgrader{
+	// Agents are not browsers; there is no origin to check.
+	CheckOrigin: func(*http.Request) bool { return true },
+}
+
+// agent accepts a device's link and keeps it until it ends.
+func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
+	dev, secret, err := s.store.AuthDevice(bearer(r.Header))
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, http.StatusUnauthorized, err)
+		return
+	}
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	conn := link.Server(ws, secret, s.Link)
+	client := mcp.NewClient(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version},
+		&mcp.ClientOptions{ProgressNotificationHandler: s.forwardProgress})
+	ctx := r.Context()
+	session, err := client.Connect(ctx, conn, nil)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	defer session.Close()
+	tools := map[string]*mcp.Tool{}
+	if list, err := session.ListTools(ctx, nil); err == nil {
+		for _, t := range list.Tools {
+			tools[t.Name] = t
+		}
+	}
+	l := &deviceLink{device: *dev, conn: conn, session: session, tools: tools}
+	s.mu.Lock()
+	old := s.links[dev.ID]
+	s.links[dev.ID] = l
+	s.mu.Unlock()
+	if old != nil {
+		// A device has one link: its newest.
+		old.conn.Close()
+	}
+	s.store.SetConnected(dev.ID, true, s.Now())
+	<-conn.Done()
+	s.mu.Lock()
+	current := s.links[dev.ID] == l
+	if current {
+		delete(s.links, dev.ID)
+	}
+	s.mu.Unlock()
+	if current {
+		s.store.SetConnected(dev.ID, false, s.Now())
+	}
+}
+
+// errDeviceOffline answers a call for a device without a live link.
+var errDeviceOffline = errcode.New(errcode.DeviceOffline, "the device is not connected to the relay")

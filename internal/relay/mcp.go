@@ -1,0 +1,241 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/scope"
+	"github.com/commandcore/commandcore/internal/toolresult"
+	"github.com/commandcore/commandcore/internal/version"
+)
+
+// ToolNames are the device tools of SPEC §3; the names are fixed, so a
+// client sees them even while its device is offline.
+var ToolNames = []string{
+	"process.start", "process.status", "process.output", "process.stop", "process.jobs",
+	"process.forget", "process.run", "process.list", "system.metrics", "files.search",
+}
+
+// DevicesListTool is the multi-device endpoint's own tool.
+const DevicesListTool = "devices.list"
+
+// DeviceList is devices.list's result.
+type DeviceList struct {
+	Devices []relaystate.Device `json:"devices"`
+}
+
+// clientKey carries an authenticated request's scope into getServer.
+type clientKey struct{}
+
+// client is what one MCP session of a client may reach.
+type client struct {
+	token  *relaystate.Token
+	device *relaystate.Device // nil on the multi-device endpoint
+}
+
+var (
+	errToken     = errcode.New(errcode.PermissionDenied, "client token is invalid, expired or revoked")
+	errToolScope = errcode.New(errcode.PermissionDenied, "this client token may not call this tool")
+	errNoDevice  = errcode.New(errcode.NotFound, "no device of this name is reachable with this client token")
+)
+
+func (s *Server) mcpHandler() http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		c, _ := r.Context().Value(clientKey{}).(*client)
+		if c == nil {
+			return nil
+		}
+		return s.sessionServer(c)
+		// Stateless: every HTTP request is authenticated and builds its
+		// server afresh, so a revocation or a new device link is seen at
+		// once, and both older clients and the current protocol are served.
+	}, &mcp.StreamableHTTPOptions{Stateless: true})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, err := s.store.AuthToken(bearer(r.Header), s.Now())
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeError(w, http.StatusUnauthorized, errToken)
+			return
+		}
+		c := &client{token: tok}
+		if name := r.PathValue("device"); name != "" {
+			dev, err := s.store.FindDevice(name)
+			if err != nil || !deviceAllowed(tok, dev) {
+				writeError(w, http.StatusNotFound, errNoDevice)
+				return
+			}
+			c.device = dev
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, c)))
+	})
+}
+
+func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
+	return scope.Match(tok.Devices, dev.Name) || scope.Match(tok.Devices, dev.ID)
+}
+
+// sessionServer builds the MCP server one client session talks to.
+func (s *Server) sessionServer(c *client) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
+	known := s.anyTools()
+	if c.device != nil {
+		known = nil
+		if l := s.connected(c.device.ID); l != nil {
+			known = l.tools
+		}
+	}
+	for _, name := range ToolNames {
+		if !scope.Match(c.token.Tools, name) {
+			continue
+		}
+		t := &mcp.Tool{Name: name, Description: "Forwarded to the device.", InputSchema: map[string]any{"type": "object"}}
+		if k := known[name]; k != nil {
+			t.Description, t.InputSchema = k.Description, k.InputSchema
+		}
+		if c.device == nil {
+			t.InputSchema = withDevice(t.InputSchema)
+		}
+		srv.AddTool(t, s.forwarder(c, name))
+	}
+	if c.device == nil {
+		srv.AddTool(&mcp.Tool{
+			Name:        DevicesListTool,
+			Description: "Devices this client token may reach, with connection state and last-seen time.",
+			InputSchema: map[string]any{"type": "object", "additionalProperties": false},
+		}, s.devicesList(c))
+	}
+	return srv
+}
+
+// withDevice adds the required device argument to a tool's input schema.
+func withDevice(schema any) any {
+	var m map[string]any
+	raw, _ := json.Marshal(schema)
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		m = map[string]any{"type": "object"}
+	}
+	props, _ := m["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props["device"] = map[string]any{"type": "string", "description": "the device's name or ID (see devices.list)"}
+	m["properties"] = props
+	req, _ := m["required"].([]any)
+	m["required"] = append(req, "device")
+	return m
+}
+
+// authorize re-reads the client's token for every call, so a revocation
+// takes effect on the next operation, and refuses a session used with
+// another token than the one that opened it.
+func (s *Server) authorize(c *client, req *mcp.CallToolRequest, tool string) (*relaystate.Token, error) {
+	if req.Extra == nil {
+		return nil, errToken
+	}
+	tok, err := s.store.AuthToken(bearer(req.Extra.Header), s.Now())
+	if err != nil || tok.ID != c.token.ID {
+		return nil, errToken
+	}
+	if tool != DevicesListTool && !scope.Match(tok.Tools, tool) {
+		return nil, errToolScope
+	}
+	return tok, nil
+}
+
+func (s *Server) devicesList(c *client) mcp.ToolHandler {
+	return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tok, err := s.authorize(c, req, DevicesListTool)
+		if err != nil {
+			return toolresult.Failure(err), nil
+		}
+		if a := req.Params.Arguments; len(a) > 0 && string(a) != "{}" && string(a) != "null" {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(a, &m) != nil || len(m) > 0 {
+				return toolresult.Failure(errcode.New(errcode.InvalidArgument, "devices.list takes no arguments")), nil
+			}
+		}
+		all, err := s.store.Devices()
+		if err != nil {
+			return toolresult.Failure(err), nil
+		}
+		out := DeviceList{Devices: []relaystate.Device{}}
+		for i := range all {
+			if deviceAllowed(tok, &all[i]) {
+				out.Devices = append(out.Devices, all[i])
+			}
+		}
+		return toolresult.Success(out), nil
+	}
+}
+
+// forwarder sends one tool's calls to the device with a fresh grant.
+func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tok, err := s.authorize(c, req, tool)
+		if err != nil {
+			return toolresult.Failure(err), nil
+		}
+		args := req.Params.Arguments
+		dev := c.device
+		if dev == nil {
+			var name string
+			if name, args, err = splitDevice(args); err != nil {
+				return toolresult.Failure(err), nil
+			}
+			if dev, err = s.store.FindDevice(name); err != nil {
+				return toolresult.Failure(errNoDevice), nil
+			}
+		}
+		if !deviceAllowed(tok, dev) {
+			return toolresult.Failure(errNoDevice), nil
+		}
+		l := s.connected(dev.ID)
+		if l == nil {
+			return toolresult.Failure(errDeviceOffline), nil
+		}
+		g, err := grant.Mint(s.key, dev.ID, tool, tok.ID, s.Now())
+		if err != nil {
+			return toolresult.Failure(err), nil
+		}
+		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{grant.MetaKey: g}}
+		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
+			id := randomID()
+			s.progress.Store(id, progressTarget{ctx: ctx, session: req.Session, token: pt})
+			defer s.progress.Delete(id)
+			params.SetProgressToken(id)
+		}
+		res, err := l.session.CallTool(ctx, params)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return toolresult.Failure(errcode.New(errcode.DeviceOffline, "the link to the device ended during the call")), nil
+		}
+		return res, nil
+	}
+}
+
+// splitDevice takes the device argument out of a multi-device call's
+// arguments and returns the rest for the device.
+func splitDevice(args json.RawMessage) (string, json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if len(args) == 0 || json.Unmarshal(args, &m) != nil || m == nil {
+		return "", nil, errcode.New(errcode.InvalidArgument, "arguments must be a JSON object with a device")
+	}
+	var name string
+	if json.Unmarshal(m["device"], &name) != nil || name == "" {
+		return "", nil, errcode.New(errcode.InvalidArgument, "argument \"device\" must name a device (see devices.list)")
+	}
+	delete(m, "device")
+	rest, err := json.Marshal(m)
+	if err != nil {
+		return "", nil, errcode.New(errcode.InvalidArgument, "arguments could not be re-encoded")
+	}
+	return name, rest, nil
+}

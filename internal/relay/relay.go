@@ -1,0 +1,133 @@
+// Package relay is the reference server of SPEC §7: it enrolls devices,
+// accepts their WebSocket links, and serves MCP Streamable HTTP to
+// ordinary clients, forwarding each call to the chosen device with a
+// freshly minted grant. It never touches jobs: the device does that.
+package relay
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/relaystate"
+)
+
+// Server is a running relay.
+type Server struct {
+	store *relaystate.Store
+	key   ed25519.PrivateKey
+	// Now is the clock; tests move it.
+	Now func() time.Time
+	// Link tunes device links; zero values are SPEC §8's bounds.
+	Link link.Options
+
+	mu    sync.Mutex
+	links map[string]*deviceLink // by device ID
+
+	// progress maps the progress token the relay gave a forwarded call to
+	// the client session and token it must reach.
+	progress sync.Map
+}
+
+// deviceLink is one connected device.
+type deviceLink struct {
+	device  relaystate.Device
+	conn    *link.Conn
+	session *mcp.ClientSession
+	tools   map[string]*mcp.Tool
+}
+
+// progressTarget is where a forwarded call's progress goes.
+type progressTarget struct {
+	// ctx is the client's request context: the HTTP transport sends a
+	// notification on the stream of the request whose context it carries.
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+}
+
+// New returns a relay over store.
+func New(store *relaystate.Store) (*Server, error) {
+	key, err := store.GrantKey()
+	if err != nil {
+		return nil, err
+	}
+	// Links do not survive the relay: whatever the last run recorded as
+	// connected is not.
+	if err := store.DisconnectAll(time.Now()); err != nil {
+		return nil, err
+	}
+	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}}, nil
+}
+
+// Handler serves the relay's HTTP surface.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/enroll", s.enroll)
+	mux.HandleFunc("GET /v1/agent", s.agent)
+	h := s.mcpHandler()
+	mux.Handle("/mcp", h)
+	mux.Handle("/mcp/{device}", h)
+	return mux
+}
+
+// Close ends every device link.
+func (s *Server) Close() {
+	s.mu.Lock()
+	links := make([]*deviceLink, 0, len(s.links))
+	for _, l := range s.links {
+		links = append(links, l)
+	}
+	s.mu.Unlock()
+	for _, l := range links {
+		l.conn.Close()
+	}
+}
+
+// connected returns the device's live link, or nil.
+func (s *Server) connected(id string) *deviceLink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.links[id]
+}
+
+// anyTools returns the tools some connected device serves, so a
+// multi-device endpoint can describe their arguments.
+func (s *Server) anyTools() map[string]*mcp.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.links {
+		return l.tools
+	}
+	return nil
+}
+
+func randomID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// forwardProgress passes a device's progress notification on to the
+// client whose call caused it.
+func (s *Server) forwardProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	tok, ok := req.Params.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	v, ok := s.progress.Load(tok)
+	if !ok {
+		return
+	}
+	t := v.(progressTarget)
+	p := *req.Params
+	p.ProgressToken = t.token
+	t.session.NotifyProgress(t.ctx, &p)
+}

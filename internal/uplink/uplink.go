@@ -1,0 +1,123 @@
+// Package uplink keeps an enrolled agent's link to its server: it dials,
+// hands each live link to the MCP server, records how each link ended,
+// and reconnects with capped, jittered backoff (SPEC §4). Managed jobs do
+// not depend on it: a link's end cancels only foreground calls.
+package uplink
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/identity"
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/status"
+)
+
+// Config is what Run needs.
+type Config struct {
+	Identity *identity.Identity
+	// Serve serves MCP over one live link; it returns when the link ends.
+	Serve func(ctx context.Context, conn *link.Conn) error
+	// Journal receives link_up and link_end events; nil records nothing.
+	Journal *activity.Journal
+	// OnState reports each change of the connection's state.
+	OnState func(state string, at time.Time)
+	// Link tunes each link; zero values are SPEC §8's bounds.
+	Link link.Options
+	// Dial opens the WebSocket; nil means link.Dial.
+	Dial func(ctx context.Context, server, token string) (*websocket.Conn, error)
+	// Backoff is the wait before reconnect attempt n; nil means link.Backoff.
+	Backoff func(n int) time.Duration
+}
+
+// Run keeps the link up until ctx ends.
+func Run(ctx context.Context, c Config) error {
+	dial, backoff := c.Dial, c.Backoff
+	if dial == nil {
+		dial = link.Dial
+	}
+	if backoff == nil {
+		backoff = link.Backoff
+	}
+	state := func(s string) {
+		if c.OnState != nil {
+			c.OnState(s, time.Now().UTC())
+		}
+	}
+	var lastDialFailure activity.Reason
+	for attempt := 0; ; {
+		state(status.ConnConnecting)
+		ws, err := dial(ctx, c.Identity.Server, c.Identity.Token)
+		if err == nil {
+			attempt, lastDialFailure = 0, ""
+			serve(ctx, c, ws, state)
+		} else if ctx.Err() == nil {
+			reason := activity.ReasonNetworkError
+			if errors.Is(err, link.ErrUnauthorized) {
+				reason = activity.ReasonAuthFailure
+			}
+			// A long outage is one diagnostic, not one per attempt.
+			if reason != lastDialFailure {
+				c.Journal.Record(activity.LinkEndEvent(reason, 0))
+				lastDialFailure = reason
+			}
+		}
+		if ctx.Err() != nil {
+			state(status.ConnDisconnected)
+			return nil
+		}
+		state(status.ConnDisconnected)
+		attempt++
+		t := time.NewTimer(backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// serve runs one link to its end and records how it ended.
+func serve(ctx context.Context, c Config, ws *websocket.Conn, state func(string)) {
+	conn := link.Agent(ws, c.Identity.Secret, c.Link)
+	up := time.Now()
+	c.Journal.Record(activity.Event{Kind: activity.KindLinkUp, Outcome: activity.OutcomeOK})
+	state(status.ConnConnected)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c.Serve(ctx, conn)
+	}()
+	select {
+	case <-conn.Done():
+	case <-ctx.Done():
+		conn.Close()
+	}
+	<-conn.Done()
+	<-served
+	c.Journal.Record(activity.LinkEndEvent(Reason(conn.End()), time.Since(up)))
+}
+
+// Reason maps a link's end to the journal's closed set of reasons.
+func Reason(e link.End) activity.Reason {
+	switch e {
+	case link.EndRemoteClose:
+		return activity.ReasonRemoteClose
+	case link.EndSendTimeout:
+		return activity.ReasonSendTimeout
+	case link.EndSilence:
+		return activity.ReasonSilenceTimeout
+	case link.EndProtocol:
+		return activity.ReasonProtocolError
+	case link.EndAuth:
+		return activity.ReasonAuthFailure
+	case link.EndLocalShutdown:
+		return activity.ReasonLocalShutdown
+	}
+	return activity.ReasonNetworkError
+}

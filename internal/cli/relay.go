@@ -56,6 +56,16 @@ func openRelayState(g *globalFlags) (*relaystate.Store, error) {
 	return relaystate.Open(dirs.State)
 }
 
+// withRelayState runs fn on the relay's database and closes it after.
+func withRelayState(g *globalFlags, fn func(*relaystate.Store) error) error {
+	st, err := openRelayState(g)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(st)
+}
+
 // parseTTL accepts Go durations plus whole days ("30d").
 func parseTTL(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
@@ -144,17 +154,13 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := openRelayState(g)
-			if err != nil {
+			return withRelayState(g, func(st *relaystate.Store) error {
+				code, err := st.CreateEnrollCode(name, d, time.Now())
+				if err == nil {
+					fmt.Fprintln(streams.Out, code)
+				}
 				return err
-			}
-			defer st.Close()
-			code, err := st.CreateEnrollCode(name, d, time.Now())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(streams.Out, code)
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the device's name (default: the name the device proposes)")
@@ -184,19 +190,16 @@ func newTokenCreateCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return usageError("--tools: %v", err)
 			}
-			st, err := openRelayState(g)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			tok, secret, err := st.CreateToken(name, devs, tls, d, time.Now())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(streams.Out, secret)
-			fmt.Fprintf(streams.Err, "token %s (%s): devices %s, tools %s, expires %s. It is shown only now.\n",
-				tok.ID, tok.Name, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), tok.ExpiresAt.Format(time.RFC3339))
-			return nil
+			return withRelayState(g, func(st *relaystate.Store) error {
+				tok, secret, err := st.CreateToken(name, devs, tls, d, time.Now())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(streams.Out, secret)
+				fmt.Fprintf(streams.Err, "token %s (%s): devices %s, tools %s, expires %s. It is shown only now.\n",
+					tok.ID, tok.Name, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), tok.ExpiresAt.Format(time.RFC3339))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "a name for the token")
@@ -213,12 +216,11 @@ func newTokenListCmd(g *globalFlags, streams IO) *cobra.Command {
 		Short: "List client tokens (never their secrets)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := openRelayState(g)
-			if err != nil {
+			var toks []relaystate.Token
+			err := withRelayState(g, func(st *relaystate.Store) (err error) {
+				toks, err = st.Tokens()
 				return err
-			}
-			defer st.Close()
-			toks, err := st.Tokens()
+			})
 			if err != nil {
 				return err
 			}
@@ -252,12 +254,8 @@ func newTokenRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 		Short: "Revoke a client token; it is refused from the next operation on",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openRelayState(g)
+			err := withRelayState(g, func(st *relaystate.Store) error { return st.RevokeToken(args[0], time.Now()) })
 			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := st.RevokeToken(args[0], time.Now()); err != nil {
 				return err
 			}
 			fmt.Fprintf(streams.Out, "revoked %s\n", args[0])
@@ -273,12 +271,11 @@ func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
 		Short: "Enrolled devices with connection state and last-seen time",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := openRelayState(g)
-			if err != nil {
+			var devs []relaystate.Device
+			err := withRelayState(g, func(st *relaystate.Store) (err error) {
+				devs, err = st.Devices()
 				return err
-			}
-			defer st.Close()
-			devs, err := st.Devices()
+			})
 			if err != nil {
 				return err
 			}

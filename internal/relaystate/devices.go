@@ -293,25 +293,8 @@ func (s *Store) FindDevice(idOrName string) (*Device, error) {
 
 // Devices returns every device, ordered by name.
 func (s *Store) Devices() ([]Device, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+deviceColumns+` FROM devices ORDER BY name`)
-	if err != nil {
-		return nil, dbErr(err)
-	}
-	defer rows.Close()
-	out := []Device{}
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return nil, dbErr(err)
-		}
-		out = append(out, *d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr(err)
-	}
-	return out, nil
+	return queryAll(s, `SELECT `+deviceColumns+` FROM devices ORDER BY name`,
+		func(r rowScanner) (*Device, error) { return scanDevice(r) })
 }
 
 // SetConnected records that device id connected (or disconnected) at at:

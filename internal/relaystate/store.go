@@ -299,3 +299,26 @@ func (s *Store) GrantKey() (ed25519.PrivateKey, error) {
 	s.key = ed25519.NewKeyFromSeed(seed)
 	return s.key, nil
 }
+
+// queryAll runs a query without arguments and scans every row.
+func queryAll[T any](s *Store, query string, scan func(rowScanner) (*T, error)) ([]T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, dbErr(err)
+		}
+		out = append(out, *v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr(err)
+	}
+	return out, nil
+}

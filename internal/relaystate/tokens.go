@@ -208,25 +208,8 @@ func (s *Store) AuthToken(bearer string, now time.Time) (*Token, error) {
 // Tokens returns every client token (revoked and expired ones too), newest
 // first.
 func (s *Store) Tokens() ([]Token, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at DESC, rowid DESC`)
-	if err != nil {
-		return nil, dbErr(err)
-	}
-	defer rows.Close()
-	out := []Token{}
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, dbErr(err)
-		}
-		out = append(out, *t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr(err)
-	}
-	return out, nil
+	return queryAll(s, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at DESC, rowid DESC`,
+		func(r rowScanner) (*Token, error) { return scanToken(r) })
 }
 
 // RevokeToken revokes client token id at now. Revoking a revoked token

@@ -364,3 +364,60 @@ func TestLinkLossCancelsForegroundNotJobs(t *testing.T) {
 		t.Fatalf("status after relinking: %+v", st.Connection)
 	}
 }
+
+// TestRelayAndEnrollRefuseBadInput: clear errors and exit codes, nothing
+// stored, no secret echoed.
+func TestRelayAndEnrollRefuseBadInput(t *testing.T) {
+	e := startRelay(t)
+	cfg := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"enroll", "--code", "x"}, 2, "--server"},
+		{[]string{"enroll", "--server", "http://example.com", "--code", "x"}, 2, "loopback"},
+		{[]string{"enroll", "--server", e.url, "--code", "ccE-WRONGWRONGWRONGWRONG"}, 1, "invalid, expired or used"},
+		{[]string{"relay", "token", "create", "--name", "n", "--tools", "process.**"}, 2, "--tools"},
+		{[]string{"relay", "token", "create", "--name", "n", "--ttl", "soon"}, 2, "--ttl"},
+		{[]string{"relay", "token", "revoke", "tok_000000000000"}, 1, "no such client token"},
+		{[]string{"relay", "enroll-code", "--ttl", "0d"}, 2, "--ttl"},
+		{[]string{"relay", "serve", "--tls-cert", "c.pem"}, 2, "--tls-key"},
+	} {
+		_, errOut, code := run(t, append(c.args, "--state-dir", e.relayState, "--config-dir", cfg)...)
+		if code != c.code || !strings.Contains(errOut, c.msg) {
+			t.Errorf("%v: exit %d, %q", c.args, code, errOut)
+		}
+		if strings.Contains(errOut, "WRONGWRONG") {
+			t.Errorf("%v: the code is echoed", c.args)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg, "identity.json")); err == nil {
+		t.Fatal("a refused enrollment stored an identity")
+	}
+
+	// A second enrollment does not silently replace the first.
+	e.agentConfig = cfg
+	code := e.relayCmd("enroll-code")
+	if _, errOut, rc := run(t, "enroll", "--server", e.url, "--code", code, "--name", "first", "--state-dir", e.agentState, "--config-dir", cfg); rc != 0 {
+		t.Fatalf("enroll: %s", errOut)
+	}
+	before, _ := os.ReadFile(filepath.Join(cfg, "identity.json"))
+	code = e.relayCmd("enroll-code")
+	if _, errOut, rc := run(t, "enroll", "--server", e.url, "--code", code, "--state-dir", e.agentState, "--config-dir", cfg); rc != 1 || !strings.Contains(errOut, "already enrolled as first") {
+		t.Fatalf("second enroll: exit %d %q", rc, errOut)
+	}
+	if after, _ := os.ReadFile(filepath.Join(cfg, "identity.json")); string(after) != string(before) {
+		t.Fatal("a refused enrollment changed the identity")
+	}
+	if out := e.relayCmd("devices"); !strings.Contains(out, "first") || !strings.Contains(out, "never") {
+		t.Fatalf("relay devices:\n%s", out)
+	}
+
+	// An identity others can read is refused, not used.
+	os.Chmod(filepath.Join(cfg, "identity.json"), 0o644)
+	_, errOut, rc := run(t, "agent", "--state-dir", e.agentState, "--config-dir", cfg)
+	if rc != 1 || !strings.Contains(errOut, "other users") {
+		t.Fatalf("agent with a shared identity: exit %d %q", rc, errOut)
+	}
+}

@@ -111,6 +111,10 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 				scheme = "https"
 			}
 			base := scheme + "://" + ln.Addr().String()
+			if tcp, ok := ln.Addr().(*net.TCPAddr); ok && cert == "" && !tcp.IP.IsLoopback() {
+				// Agents refuse plain ws:// off loopback; say so before they try.
+				fmt.Fprintln(streams.Err, "relay: warning: serving plain HTTP on a non-loopback address; agents and clients elsewhere need --tls-cert and --tls-key")
+			}
 			fmt.Fprintf(streams.Out, "relay: listening on %s\nrelay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base, base)
 			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)

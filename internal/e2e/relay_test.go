@@ -3,7 +3,15 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -420,4 +428,73 @@ func TestRelayAndEnrollRefuseBadInput(t *testing.T) {
 	if rc != 1 || !strings.Contains(errOut, "other users") {
 		t.Fatalf("agent with a shared identity: exit %d %q", rc, errOut)
 	}
+}
+
+// TestRelayOverTLS: with a certificate the relay serves HTTPS, and an
+// agent that trusts it (SSL_CERT_FILE) enrolls and links over wss://.
+func TestRelayOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile)
+	e := &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir()}
+	cmd := exec.Command(bin, "relay", "serve", "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile,
+		"--state-dir", e.relayState, "--config-dir", t.TempDir())
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "relay: listening on ")
+	if !ok || !strings.HasPrefix(url, "https://") {
+		t.Fatalf("relay's first line: %q", line)
+	}
+	e.url = url
+	trust := append(os.Environ(), "SSL_CERT_FILE="+certFile)
+	code := e.relayCmd("enroll-code", "--name", "tls-dev")
+	enroll := exec.Command(bin, "enroll", "--server", url, "--code", code, "--state-dir", e.agentState, "--config-dir", e.agentConfig)
+	enroll.Env = trust
+	if b, err := enroll.CombinedOutput(); err != nil {
+		t.Fatalf("enroll over TLS: %v\n%s", err, b)
+	}
+	agent := exec.Command(bin, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig)
+	agent.Env = trust
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if out := e.relayCmd("devices", "--json"); strings.Contains(out, `"connected":true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never linked over wss://")
+		}
+	}
+}
+
+// writeSelfSigned writes a certificate for 127.0.0.1 and its key.
+func writeSelfSigned(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "commandcore-e2e"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 }

@@ -64,19 +64,12 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			if err != nil && !errors.Is(err, identity.ErrNotEnrolled) {
 				return err
 			}
-			if id != nil && server != "" {
-				id.Server = server
-			}
 			now := time.Now().UTC()
 			rt := &runtimeRecord{path: filepath.Join(svc.StateDir, status.RuntimeFile), rt: status.Runtime{
 				Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
 				Version: version.Version, StartedAt: now, Service: g.serviceName(),
 				Connection: status.Connection{State: status.ConnNotEnrolled, ObservedAt: now, Since: now},
 			}}
-			if id != nil {
-				rt.rt.Connection.State = status.ConnConnecting
-				rt.rt.Connection.Server = id.Server
-			}
 			if err := rt.write(); err != nil {
 				return err
 			}
@@ -97,24 +90,37 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			}
 			tick := time.NewTicker(every)
 			defer tick.Stop()
+			// linkDone is closed once the link (if any) has ended.
 			linkDone := make(chan struct{})
-			if id != nil {
+			linked := false
+			startLink := func(id *identity.Identity) error {
+				if server != "" {
+					id.Server = server
+				}
 				serve, err := linkServer(svc, id, dirs.Config)
 				if err != nil {
 					return err
 				}
+				linked = true
+				rt.setServer(id.Server)
 				go func() {
 					defer close(linkDone)
 					uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: svc.Journal, OnState: rt.setConnection})
 				}()
-			} else {
-				close(linkDone)
+				return nil
+			}
+			if id != nil {
+				if err := startLink(id); err != nil {
+					return err
+				}
 			}
 			for {
 				select {
 				case <-ctx.Done():
 					daemon.SdNotify(false, daemon.SdNotifyStopping)
-					<-linkDone
+					if linked {
+						<-linkDone
+					}
 					svc.Journal.Record(activity.Event{Kind: activity.KindAgentStop, Outcome: activity.OutcomeOK})
 					return nil
 				case <-watchdog:
@@ -122,6 +128,13 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				case <-tick.C:
 					ends.observe(svc)
 					rt.observe()
+					// An enrollment made while the agent runs is picked up
+					// here, without a restart.
+					if !linked {
+						if id, err := identity.Load(dirs.Config); err == nil {
+							startLink(id)
+						}
+					}
 				}
 			}
 		},
@@ -177,6 +190,13 @@ func (r *runtimeRecord) observe() {
 	defer r.mu.Unlock()
 	r.rt.Connection.ObservedAt = time.Now().UTC()
 	r.write()
+}
+
+// setServer names the server the link goes to.
+func (r *runtimeRecord) setServer(server string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rt.Connection.Server = server
 }
 
 func (r *runtimeRecord) setConnection(state string, at time.Time) {

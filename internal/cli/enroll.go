@@ -63,7 +63,7 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err := identity.Save(dirs.Config, id); err != nil {
 				return err
 			}
-			fmt.Fprintf(streams.Out, "Enrolled as %s (device %s) with %s.\nStart the agent: commandcore agent (or commandcore install)\n", id.Name, id.DeviceID, id.Server)
+			fmt.Fprintf(streams.Out, "Enrolled as %s (device %s) with %s.\nA running agent links within %s; otherwise start it: commandcore install (or commandcore agent).\n", id.Name, id.DeviceID, id.Server, reconcileEvery)
 			return nil
 		},
 	}

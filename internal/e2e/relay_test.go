@@ -498,3 +498,45 @@ func writeSelfSigned(t *testing.T, certFile, keyFile string) {
 	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 }
+
+// TestRunningAgentPicksUpEnrollment: an agent started before enrollment
+// reports not_enrolled, then links without a restart once enrolled.
+func TestRunningAgentPicksUpEnrollment(t *testing.T) {
+	e := startRelay(t)
+	agent := exec.Command(bin, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig, "--reconcile-every", "100ms")
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, code := statusOf(t, e.agentState); code == 0 {
+			if st.Connection.State != "not_enrolled" {
+				t.Fatalf("before enrollment: %+v", st.Connection)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never came up")
+		}
+	}
+	code := e.relayCmd("enroll-code", "--name", "late")
+	if _, errOut, rc := run(t, "enroll", "--server", e.url, "--code", code, "--state-dir", e.agentState, "--config-dir", e.agentConfig); rc != 0 {
+		t.Fatalf("enroll: %s", errOut)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, _ := statusOf(t, e.agentState)
+		if st.Connection.State == "connected" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running agent never linked: %+v", st.Connection)
+		}
+	}
+	out, _, _ := run(t, "status", "--state-dir", e.agentState)
+	if !strings.Contains(out, "connected to "+e.url) {
+		t.Fatalf("status:\n%s", out)
+	}
+	if devs := e.relayCmd("devices", "--json"); !strings.Contains(devs, `"name":"late"`) || !strings.Contains(devs, `"connected":true`) {
+		t.Fatalf("relay devices: %s", devs)
+	}
+}

@@ -52,7 +52,7 @@ func TestAgentAndStatus(t *testing.T) {
 	if _, err := os.Stat(missing); err == nil {
 		t.Fatal("status created a state directory")
 	}
-	agent := exec.Command(bin, "agent", "--state-dir", state, "--reconcile-every", "100ms")
+	agent := exec.Command(bin, "agent", "--state-dir", state, "--config-dir", t.TempDir(), "--reconcile-every", "100ms")
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
 	}

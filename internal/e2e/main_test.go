@@ -90,7 +90,9 @@ type client struct {
 // environment.
 func newClient(t *testing.T, stateDir string, env []string, args ...string) *client {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"mcp", "--state-dir", stateDir}, args...)...)
+	// Its own config directory: the tests must not meet the machine owner's
+	// permission ceiling or identity.
+	cmd := exec.Command(bin, append([]string{"mcp", "--state-dir", stateDir, "--config-dir", t.TempDir()}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)

@@ -116,10 +116,9 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conn := link.Server(ws, secret, s.Link)
-	client := mcp.NewClient(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version},
-		&mcp.ClientOptions{ProgressNotificationHandler: s.forwardProgress})
+	client := mcp.NewClient(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
 	ctx := r.Context()
-	session, err := client.Connect(ctx, conn, nil)
+	session, err := client.Connect(ctx, &progressTap{Conn: conn, relay: s}, nil)
 	if err != nil {
 		conn.Close()
 		return

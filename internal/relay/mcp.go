@@ -204,9 +204,11 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 			return toolresult.Failure(err), nil
 		}
 		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{grant.MetaKey: g}}
+		var target *progressTarget
 		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
 			id := randomID()
-			s.progress.Store(id, progressTarget{ctx: ctx, session: req.Session, token: pt})
+			target = &progressTarget{ctx: ctx, session: req.Session, token: pt}
+			s.progress.Store(id, target)
 			defer s.progress.Delete(id)
 			params.SetProgressToken(id)
 		}
@@ -216,6 +218,9 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 				return nil, ctx.Err()
 			}
 			return toolresult.Failure(errcode.New(errcode.DeviceOffline, "the link to the device ended during the call")), nil
+		}
+		if target != nil && target.lost.Load() {
+			markIncomplete(res)
 		}
 		return res, nil
 	}

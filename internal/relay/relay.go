@@ -5,7 +5,6 @@
 package relay
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
@@ -42,15 +41,6 @@ type deviceLink struct {
 	conn    *link.Conn
 	session *mcp.ClientSession
 	tools   map[string]*mcp.Tool
-}
-
-// progressTarget is where a forwarded call's progress goes.
-type progressTarget struct {
-	// ctx is the client's request context: the HTTP transport sends a
-	// notification on the stream of the request whose context it carries.
-	ctx     context.Context
-	session *mcp.ServerSession
-	token   any
 }
 
 // New returns a relay over store.
@@ -113,21 +103,4 @@ func randomID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// forwardProgress passes a device's progress notification on to the
-// client whose call caused it.
-func (s *Server) forwardProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	tok, ok := req.Params.ProgressToken.(string)
-	if !ok {
-		return
-	}
-	v, ok := s.progress.Load(tok)
-	if !ok {
-		return
-	}
-	t := v.(progressTarget)
-	p := *req.Params
-	p.ProgressToken = t.token
-	t.session.NotifyProgress(t.ctx, &p)
 }

@@ -2,7 +2,10 @@ package relay
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 )
@@ -48,4 +51,25 @@ func FuzzSplitDevice(f *testing.F) {
 			t.Fatal("the device argument reached the device")
 		}
 	})
+}
+
+func TestMarkIncompleteAdmitsLostOutput(t *testing.T) {
+	res := &mcp.CallToolResult{StructuredContent: map[string]any{
+		"exit_code":      0,
+		"output_capture": map[string]any{"observed_bytes": 10, "transport_complete": true},
+	}}
+	markIncomplete(res)
+	oc := res.StructuredContent.(map[string]any)["output_capture"].(map[string]any)
+	if oc["transport_complete"] != false || oc["observed_bytes"] != 10 {
+		t.Fatalf("output_capture: %v", oc)
+	}
+	if len(res.Content) != 1 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"transport_complete":false`) {
+		t.Fatalf("text content: %v", res.Content)
+	}
+	// A result without output_capture is left alone.
+	other := &mcp.CallToolResult{StructuredContent: map[string]any{"jobs": []any{}}}
+	markIncomplete(other)
+	if other.Content != nil {
+		t.Fatal("a result without output_capture was rewritten")
+	}
 }

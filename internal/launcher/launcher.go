@@ -42,6 +42,9 @@ type Launcher struct {
 	// Installed refuses the shared-cgroup fallback (SPEC §2): an installed
 	// service without its user bus must not run jobs in its own cgroup.
 	Installed bool
+	// ConnectTimeout bounds connecting to the user bus; zero means
+	// busConnectTimeout.
+	ConnectTimeout time.Duration
 
 	mu   sync.Mutex
 	conn *sdbus.Conn
@@ -78,14 +81,58 @@ func (l *Launcher) Bus(_ context.Context) (*sdbus.Conn, error) {
 	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" && os.Getenv("XDG_RUNTIME_DIR") == "" {
 		return nil, errors.New("no user bus address in the environment")
 	}
-	// go-systemd ties the connection's lifetime to the context it was made
-	// with, so the cached connection must not use a request's context.
-	c, err := sdbus.NewUserConnectionContext(context.Background())
+	c, err := connectBounded(func() (*sdbus.Conn, error) {
+		// go-systemd ties the connection's lifetime to the context it was
+		// made with, so the cached connection must not use a request's.
+		return sdbus.NewUserConnectionContext(context.Background())
+	}, l.connectTimeout())
 	if err != nil {
 		return nil, fmt.Errorf("connect to the user bus: %w", err)
 	}
 	l.conn = c
 	return c, nil
+}
+
+// busConnectTimeout bounds connecting to the user bus. The handshake has no
+// deadline of its own, and a bus that accepts but never answers would
+// otherwise hold every caller of Bus (launches and status alike) forever.
+const busConnectTimeout = 5 * time.Second
+
+func (l *Launcher) connectTimeout() time.Duration {
+	if l.ConnectTimeout > 0 {
+		return l.ConnectTimeout
+	}
+	return busConnectTimeout
+}
+
+// errBusTimeout reports a bus that did not complete its handshake in time.
+var errBusTimeout = errors.New("the user bus did not answer in time")
+
+// connectBounded runs connect, giving up after d; a connection that
+// completes later is closed.
+func connectBounded(connect func() (*sdbus.Conn, error), d time.Duration) (*sdbus.Conn, error) {
+	type result struct {
+		c   *sdbus.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := connect()
+		done <- result{c, err}
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.c, r.err
+	case <-t.C:
+		go func() {
+			if r := <-done; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return nil, errBusTimeout
+	}
 }
 
 // Domain returns the failure domain new jobs get, or systemd_unavailable

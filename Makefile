@@ -23,7 +23,7 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 
-.PHONY: build test fuzz vet run bench clean package package-test vm-test
+.PHONY: build test fuzz vet run bench clean package package-test vm-test inspector-test
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -79,3 +79,9 @@ vm-test:
 
 clean:
 	rm -rf bin dist
+
+# Opt-in: the official MCP Inspector CLI (Node, from the npm registry)
+# against the relay and the stdio server.
+inspector-test: build
+	@$(USERMGR) up >/dev/null
+	@eval "$$($(USERMGR) env)"; test/inspector/run.sh $(CURDIR)/$(BIN)

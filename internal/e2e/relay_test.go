@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -59,7 +60,8 @@ func (e *relayEnv) serve(listen string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		t.Fatalf("relay printed no address: %v", err)
 	}
@@ -68,13 +70,9 @@ func (e *relayEnv) serve(listen string) *exec.Cmd {
 		t.Fatalf("relay's first line: %q", line)
 	}
 	e.url = url
-	go func() { bufio.NewReader(out).WriteTo(devNull{}) }()
+	go io.Copy(io.Discard, r)
 	return cmd
 }
-
-type devNull struct{}
-
-func (devNull) Write(p []byte) (int, error) { return len(p), nil }
 
 // relayCmd runs a relay administration command on the relay's state.
 func (e *relayEnv) relayCmd(args ...string) string {

@@ -130,7 +130,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 			tools[t.Name] = t
 		}
 	}
-	l := &deviceLink{device: *dev, conn: conn, session: session, tools: tools}
+	l := &deviceLink{conn: conn, session: session, tools: tools}
 	s.mu.Lock()
 	old := s.links[dev.ID]
 	s.links[dev.ID] = l

@@ -37,7 +37,6 @@ type Server struct {
 
 // deviceLink is one connected device.
 type deviceLink struct {
-	device  relaystate.Device
 	conn    *link.Conn
 	session *mcp.ClientSession
 	tools   map[string]*mcp.Tool

@@ -153,7 +153,14 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 	}
 	conn := r.Connection.State
 	if r.Connection.Server != "" {
-		conn += " to " + r.Connection.Server
+		prep := " to "
+		if conn == ConnDisconnected {
+			prep = " from "
+		}
+		conn += prep + r.Connection.Server
+		if r.Connection.Since != nil {
+			conn += " for " + age(now, *r.Connection.Since)
+		}
 	}
 	if r.Connection.ObservedAt != nil {
 		conn += fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Connection.ObservedAt))

@@ -98,3 +98,23 @@ func FuzzDecodeRuntime(f *testing.F) {
 		}
 	})
 }
+
+func TestHumanNamesTheServer(t *testing.T) {
+	r := fixed()
+	now := r.Agent.StartedAt.Add(10 * time.Minute)
+	since := now.Add(-3 * time.Minute)
+	r.Connection.Since = &since
+	r.Connection.Server = "https://relay.example"
+	for state, want := range map[string]string{
+		ConnConnected:    "connected to https://relay.example for 3m0s (as the agent last saw it",
+		ConnDisconnected: "disconnected from https://relay.example for 3m0s",
+		ConnConnecting:   "connecting to https://relay.example for 3m0s",
+	} {
+		r.Connection.State = state
+		var buf bytes.Buffer
+		WriteHuman(&buf, r, now)
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%s: human status lacks %q:\n%s", state, want, buf.String())
+		}
+	}
+}

@@ -50,7 +50,11 @@ func Run(ctx context.Context, c Config) error {
 	}
 	var lastDialFailure activity.Reason
 	for attempt := 0; ; {
-		state(status.ConnConnecting)
+		// Retries keep reporting disconnected, so "since" says when the
+		// link was lost, not when the last attempt began.
+		if attempt == 0 {
+			state(status.ConnConnecting)
+		}
 		ws, err := dial(ctx, c.Identity.Server, c.Identity.Token)
 		if err == nil {
 			attempt, lastDialFailure = 0, ""

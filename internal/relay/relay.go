@@ -50,7 +50,7 @@ func New(store *relaystate.Store) (*Server, error) {
 	}
 	// Links do not survive the relay: whatever the last run recorded as
 	// connected is not.
-	if err := store.DisconnectAll(time.Now()); err != nil {
+	if err := store.DisconnectAll(); err != nil {
 		return nil, err
 	}
 	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}}, nil

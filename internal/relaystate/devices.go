@@ -324,16 +324,14 @@ func (s *Store) SetConnected(id string, connected bool, at time.Time) error {
 	return nil
 }
 
-// DisconnectAll marks every connected device disconnected, last seen at
-// at. A relay server calls it when it starts, so devices left "connected"
-// by a server that died are not reported as connected.
-func (s *Store) DisconnectAll(at time.Time) error {
-	if err := checkNow(at); err != nil {
-		return err
-	}
+// DisconnectAll marks every connected device disconnected. A relay server
+// calls it when it starts, so devices left "connected" by a server that
+// died are not reported as connected. Their last-seen time stays when
+// their link began: when the old server lost them is not known.
+func (s *Store) DisconnectAll() error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET connected = 0, last_seen = ? WHERE connected != 0`, at.UnixNano()); err != nil {
+	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET connected = 0 WHERE connected != 0`); err != nil {
 		return dbErr(err)
 	}
 	return nil

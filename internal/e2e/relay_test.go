@@ -538,3 +538,50 @@ func TestRunningAgentPicksUpEnrollment(t *testing.T) {
 		t.Fatalf("relay devices: %s", devs)
 	}
 }
+
+// TestRefusedDeviceCredentials: an agent whose device token the relay
+// does not know keeps running jobs locally, reports disconnected, and
+// journals the authentication failure once, not once per retry.
+func TestRefusedDeviceCredentials(t *testing.T) {
+	e := startRelay(t)
+	code := e.relayCmd("enroll-code", "--name", "dev1")
+	if _, errOut, rc := run(t, "enroll", "--server", e.url, "--code", code, "--state-dir", e.agentState, "--config-dir", e.agentConfig); rc != 0 {
+		t.Fatalf("enroll: %s", errOut)
+	}
+	path := filepath.Join(e.agentConfig, "identity.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id map[string]any
+	json.Unmarshal(data, &id)
+	id["token"] = "ccd_not-a-token-the-relay-issued"
+	data, _ = json.Marshal(id)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, _, _ := run(t, "activity", "--last", "50", "--json", "--state-dir", e.agentState)
+		if strings.Contains(out, `"reason":"authentication_failure"`) {
+			if strings.Count(out, `"kind":"link_end"`) != 1 || strings.Contains(out, "not-a-token") {
+				t.Fatalf("journal:\n%s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no authentication failure journalled:\n%s", out)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, rc := statusOf(t, e.agentState)
+		if rc == 0 && st.Connection.State == "disconnected" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status: exit %d %+v", rc, st.Connection)
+		}
+	}
+	c := newClient(t, e.agentState, nil)
+	c.start(map[string]any{"command": "true", "wait_ms": 5000})
+}

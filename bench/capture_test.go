@@ -138,7 +138,7 @@ func BenchmarkCaptureMCP2GiB(b *testing.B) {
 	}
 	b.StopTimer()
 	if len(spans) > 0 {
-		b.ReportMetric(mbps(summarize(spans).p50), "job-MB/s")
+		b.ReportMetric(mbps(summarize(spans).P50), "job-MB/s")
 	}
 }
 
@@ -225,9 +225,9 @@ func BenchmarkCaptureCompare(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	rate := map[string]float64{}
 	for j, r := range runs {
-		rate[r.name] = mbps(summarize(wall[j]).p50)
+		rate[r.name] = mbps(summarize(wall[j]).P50)
 		b.ReportMetric(rate[r.name], r.name+"-MB/s")
-		b.ReportMetric(ms(summarize(cpu[j]).p50), r.name+"-consumer-cpu-ms")
+		b.ReportMetric(ms(summarize(cpu[j]).P50), r.name+"-consumer-cpu-ms")
 	}
 	b.ReportMetric(rate["mcp-head"]/rate["pipe-head"], "head-captured/pipe")
 	b.ReportMetric(rate["mcp-dd"]/rate["pipe-dd"], "dd-captured/pipe")
@@ -269,7 +269,7 @@ func BenchmarkCaptureSupervisors(b *testing.B) {
 	}
 	b.ReportMetric(0, "ns/op")
 	for j, r := range runs {
-		b.ReportMetric(mbps(summarize(samples[j]).p50), r.name+"-MB/s")
+		b.ReportMetric(mbps(summarize(samples[j]).P50), r.name+"-MB/s")
 	}
 }
 

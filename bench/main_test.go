@@ -22,16 +22,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/bench/benchstat"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/systemdtest"
@@ -83,29 +82,11 @@ func TestMain(m *testing.M) {
 	systemdtest.Main(m)
 }
 
-// stats summarises samples: median (mean of the two middle samples for an
-// even count), p90 (nearest rank), min and max.
-type stats struct {
-	n                  int
-	p50, p90, min, max time.Duration
-}
-
-func summarize(samples []time.Duration) stats {
-	s := append([]time.Duration(nil), samples...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	n := len(s)
-	if n == 0 {
-		return stats{}
-	}
-	p50 := s[n/2]
-	if n%2 == 0 {
-		p50 = (s[n/2-1] + s[n/2]) / 2
-	}
-	rank := int(math.Ceil(0.9*float64(n))) - 1
-	return stats{n: n, p50: p50, p90: s[rank], min: s[0], max: s[n-1]}
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+// summarize and ms are the shared benchstat ones.
+var (
+	summarize = benchstat.Summarize
+	ms        = benchstat.MS
+)
 
 // report publishes latency samples as custom metrics; ns/op becomes their
 // mean, so untimed work between samples does not inflate it.
@@ -118,10 +99,10 @@ func report(b *testing.B, samples []time.Duration) {
 	if len(samples) > 0 {
 		b.ReportMetric(float64(sum)/float64(len(samples)), "ns/op")
 	}
-	b.ReportMetric(ms(st.p50), "p50-ms")
-	b.ReportMetric(ms(st.p90), "p90-ms")
-	b.ReportMetric(ms(st.min), "min-ms")
-	b.ReportMetric(ms(st.max), "max-ms")
+	b.ReportMetric(ms(st.P50), "p50-ms")
+	b.ReportMetric(ms(st.P90), "p90-ms")
+	b.ReportMetric(ms(st.Min), "min-ms")
+	b.ReportMetric(ms(st.Max), "max-ms")
 }
 
 // stateDir returns a fresh state directory: each batch of launches gets its

@@ -243,9 +243,9 @@ func BenchmarkStartCompare(b *testing.B) {
 	p50 := map[string]time.Duration{}
 	for j, s := range ss {
 		st := summarize(samples[j])
-		p50[s.name] = st.p50
-		b.ReportMetric(ms(st.p50), s.name+"-p50-ms")
-		b.ReportMetric(ms(st.p90), s.name+"-p90-ms")
+		p50[s.name] = st.P50
+		b.ReportMetric(ms(st.P50), s.name+"-p50-ms")
+		b.ReportMetric(ms(st.P90), s.name+"-p90-ms")
 	}
 	b.ReportMetric(0, "ns/op")
 	ratio := func(a, c string) {
@@ -372,11 +372,11 @@ func BenchmarkStartPhases(b *testing.B) {
 	var total time.Duration
 	for i, name := range names {
 		st := summarize(samples[i])
-		b.ReportMetric(ms(st.p50), name+"-p50-ms")
-		b.ReportMetric(ms(st.p90), name+"-p90-ms")
-		total = st.p50
+		b.ReportMetric(ms(st.P50), name+"-p50-ms")
+		b.ReportMetric(ms(st.P90), name+"-p90-ms")
+		total = st.P50
 	}
-	svcP50 := summarize(svcSamples).p50
+	svcP50 := summarize(svcSamples).P50
 	b.ReportMetric(ms(svcP50), "svc-p50-ms")
 	b.ReportMetric(ms(svcP50-total), "poll-loss-ms")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,6 +20,10 @@ import (
 
 // maxEnrollBytes bounds an enrollment request body.
 const maxEnrollBytes = 4 << 10
+
+// lastSeenEvery is how often a connected device's last-seen time is
+// brought up to date, unless Server.SeenEvery says otherwise.
+const lastSeenEvery = time.Minute
 
 // EnrollRequest is what `commandcore enroll` posts to /v1/enroll.
 type EnrollRequest struct {
@@ -140,7 +145,25 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		old.conn.Close()
 	}
 	s.store.SetConnected(dev.ID, true, s.Now())
-	<-conn.Done()
+	// A live link has carried a frame within the silence timeout, so its
+	// device was seen; recording that now and then keeps last-seen honest
+	// even if this relay dies without marking the device gone.
+	every := s.SeenEvery
+	if every <= 0 {
+		every = lastSeenEvery
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for alive := true; alive; {
+		select {
+		case <-conn.Done():
+			alive = false
+		case <-tick.C:
+			if s.connected(dev.ID) == l {
+				s.store.SetConnected(dev.ID, true, s.Now())
+			}
+		}
+	}
 	s.mu.Lock()
 	current := s.links[dev.ID] == l
 	if current {

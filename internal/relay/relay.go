@@ -26,6 +26,9 @@ type Server struct {
 	Now func() time.Time
 	// Link tunes device links; zero values are SPEC §8's bounds.
 	Link link.Options
+	// SeenEvery is how often a connected device's last-seen time is
+	// refreshed; zero means a minute.
+	SeenEvery time.Duration
 
 	mu    sync.Mutex
 	links map[string]*deviceLink // by device ID

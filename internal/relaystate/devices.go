@@ -326,8 +326,8 @@ func (s *Store) SetConnected(id string, connected bool, at time.Time) error {
 
 // DisconnectAll marks every connected device disconnected. A relay server
 // calls it when it starts, so devices left "connected" by a server that
-// died are not reported as connected. Their last-seen time stays when
-// their link began: when the old server lost them is not known.
+// died are not reported as connected. Their last-seen time stays what the
+// old server last recorded: when it lost them is not known.
 func (s *Store) DisconnectAll() error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()

@@ -39,6 +39,14 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 		Short: "Run the agent (installed as a systemd user service)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if server != "" {
+				if _, err := link.AgentURL(server); err != nil {
+					return usageError("--server: %v", err)
+				}
+			}
+			if every <= 0 {
+				return usageError("--reconcile-every must be positive")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 			defer stop()
 			svc, err := openService(g, installed || runningAsService())
@@ -84,9 +92,6 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				t := time.NewTicker(d / 2)
 				defer t.Stop()
 				watchdog = t.C
-			}
-			if every <= 0 {
-				return usageError("--reconcile-every must be positive")
 			}
 			tick := time.NewTicker(every)
 			defer tick.Stop()

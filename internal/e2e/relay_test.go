@@ -389,6 +389,7 @@ func TestRelayAndEnrollRefuseBadInput(t *testing.T) {
 		{[]string{"relay", "token", "revoke", "tok_000000000000"}, 1, "no such client token"},
 		{[]string{"relay", "enroll-code", "--ttl", "0d"}, 2, "--ttl"},
 		{[]string{"relay", "serve", "--tls-cert", "c.pem"}, 2, "--tls-key"},
+		{[]string{"agent", "--server", "http://example.com"}, 2, "loopback"},
 	} {
 		_, errOut, code := run(t, append(c.args, "--state-dir", e.relayState, "--config-dir", cfg)...)
 		if code != c.code || !strings.Contains(errOut, c.msg) {

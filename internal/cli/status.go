@@ -12,10 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/permissions"
 	"github.com/commandcore/commandcore/internal/policy"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/status"
@@ -35,7 +37,7 @@ func newStatusCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := buildReport(cmd.Context(), dirs.State, g.serviceName(), procid.Default())
+			r := buildReport(cmd.Context(), dirs.State, dirs.Config, g.serviceName(), procid.Default())
 			if asJSON {
 				enc := json.NewEncoder(streams.Out)
 				enc.SetIndent("", "  ")
@@ -77,7 +79,7 @@ func readRuntime(stateDir string) *status.Runtime {
 
 // buildReport verifies the runtime record (PID alive with the recorded
 // start ticks and boot ID) and gathers jobs, systemd and policy.
-func buildReport(ctx context.Context, stateDir, service string, procs *procid.Source) *status.Report {
+func buildReport(ctx context.Context, stateDir, configDir, service string, procs *procid.Source) *status.Report {
 	r := &status.Report{SchemaVersion: status.SchemaVersion, Agent: status.Agent{Service: service}}
 	r.Connection.State = status.ConnUnknown
 	if rt := readRuntime(stateDir); rt != nil {
@@ -108,6 +110,11 @@ func buildReport(ctx context.Context, stateDir, service string, procs *procid.So
 	} else if p.MemoryMaxBytes > 0 {
 		m := p.MemoryMaxBytes
 		r.Policy.MemoryMaxBytes = &m
+	}
+	c, err := permissions.Load(configDir)
+	r.Permissions = status.Permissions{Present: c.Present(), Tools: c.Tools()}
+	if err != nil {
+		r.Permissions.Error = strings.TrimPrefix(errcode.From(err).Message, "the local permission ceiling is invalid: ")
 	}
 	return r
 }

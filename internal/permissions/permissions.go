@@ -200,6 +200,15 @@ func (c *Ceiling) Present() bool {
 	return c != nil && c.present
 }
 
+// Tools returns the ceiling's tool entries: nil when there is no ceiling
+// (everything is allowed) or it is invalid (nothing is).
+func (c *Ceiling) Tools() []string {
+	if c == nil || c.err != nil || c.allowAll {
+		return nil
+	}
+	return append([]string{}, c.tools...)
+}
+
 // Allows reports whether tool may run under the ceiling.
 func (c *Ceiling) Allows(tool string) bool {
 	if c == nil || c.err != nil {

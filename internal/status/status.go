@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -86,6 +87,7 @@ type Report struct {
 	Jobs          Jobs           `json:"jobs"`
 	Systemd       Systemd        `json:"systemd"`
 	Policy        Policy         `json:"policy"`
+	Permissions   Permissions    `json:"permissions"`
 }
 
 // Agent describes the agent process.
@@ -127,6 +129,14 @@ type Systemd struct {
 type Policy struct {
 	MemoryMaxBytes *uint64 `json:"memory_max_bytes,omitempty"`
 	Error          string  `json:"error,omitempty"`
+}
+
+// Permissions is the owner's permission ceiling (SPEC §4) as status reads
+// it: absent (every tool), the tools it allows, or why it refuses all.
+type Permissions struct {
+	Present bool     `json:"present"`
+	Tools   []string `json:"tools,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 // User manager states.
@@ -175,6 +185,16 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 		p("Policy:      memory cap %d bytes per job\n", *r.Policy.MemoryMaxBytes)
 	default:
 		p("Policy:      no memory cap\n")
+	}
+	switch {
+	case r.Permissions.Error != "":
+		p("Permissions: INVALID (%s): every tool call is refused\n", r.Permissions.Error)
+	case r.Permissions.Present && len(r.Permissions.Tools) == 0:
+		p("Permissions: no tool (the ceiling allows none)\n")
+	case r.Permissions.Present:
+		p("Permissions: only %s\n", strings.Join(r.Permissions.Tools, ", "))
+	default:
+		p("Permissions: every tool (no ceiling)\n")
 	}
 	return err
 }

@@ -25,6 +25,7 @@ func fixed() *Report {
 		Jobs:          Jobs{Running: 2, Terminal: 5, Unread: 1},
 		Systemd:       Systemd{UserManager: ManagerReachable, FailureDomain: "systemd_unit"},
 		Policy:        Policy{MemoryMaxBytes: &mem},
+		Permissions:   Permissions{Present: true, Tools: []string{"process.*", "system.metrics"}},
 	}
 }
 
@@ -56,14 +57,15 @@ func TestHuman(t *testing.T) {
 	if err := WriteHuman(&buf, r, r.Agent.StartedAt.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"running (pid 4242", "up 2m0s", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "memory cap 268435456"} {
+	for _, want := range []string{"running (pid 4242", "up 2m0s", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "memory cap 268435456", "Permissions: only process.*, system.metrics"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("human status lacks %q:\n%s", want, buf.String())
 		}
 	}
 	buf.Reset()
 	WriteHuman(&buf, &Report{Agent: Agent{Stale: true}, Connection: ConnectionView{State: ConnUnknown}, Policy: Policy{Error: "malformed JSON"}}, time.Now())
-	if !strings.Contains(buf.String(), "not running (stale record)") || !strings.Contains(buf.String(), "INVALID") {
+	if !strings.Contains(buf.String(), "not running (stale record)") || !strings.Contains(buf.String(), "INVALID") ||
+		!strings.Contains(buf.String(), "Permissions: every tool (no ceiling)") {
 		t.Errorf("stale human status:\n%s", buf.String())
 	}
 }

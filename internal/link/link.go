@@ -199,6 +199,11 @@ func (c *Conn) controlWait() time.Duration {
 // renew pushes the silence deadline out; it runs on the reader goroutine
 // (gorilla calls the ping and pong handlers from inside ReadMessage).
 func (c *Conn) renew() {
+	select {
+	case <-c.done:
+		return // draining: the closing grace stands
+	default:
+	}
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.opt.SilenceTimeout))
 }
 
@@ -307,8 +312,16 @@ func (c *Conn) finish(e End) {
 			code = websocket.ClosePolicyViolation
 		}
 		if e != EndSendTimeout && e != EndRemoteClose {
-			_ = c.ws.WriteControl(websocket.CloseMessage,
+			err := c.ws.WriteControl(websocket.CloseMessage,
 				websocket.FormatCloseMessage(code, ""), time.Now().Add(c.controlWait()))
+			if err == nil {
+				// The closing handshake: the reader drains until the peer
+				// answers our close (or the grace runs out) and then closes
+				// the socket, so the peer reads our close code rather than
+				// a reset from writing into a socket we had already shut.
+				_ = c.ws.SetReadDeadline(time.Now().Add(c.controlWait()))
+				return
+			}
 		}
 		_ = c.ws.Close()
 	})
@@ -320,6 +333,15 @@ func readEnd(err error) End {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ce):
+		// The peer's close code says why it ended the link: a refused
+		// heartbeat MAC (policy violation) is an authentication failure
+		// on this end too, a frame it could not take a protocol error.
+		switch ce.Code {
+		case websocket.ClosePolicyViolation:
+			return EndAuth
+		case websocket.CloseProtocolError, websocket.CloseUnsupportedData, websocket.CloseMessageTooBig:
+			return EndProtocol
+		}
 		return EndRemoteClose
 	case errors.Is(err, websocket.ErrReadLimit):
 		return EndProtocol
@@ -345,6 +367,24 @@ func writeEnd(err error) End {
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
+	c.readFrames()
+	c.drain()
+}
+
+// drain reads and discards what the peer still sends once the link has
+// ended, until its close frame, an error or the closing grace, then closes
+// the socket. finish bounds it with a read deadline.
+func (c *Conn) drain() {
+	for {
+		if _, _, err := c.ws.ReadMessage(); err != nil {
+			break
+		}
+	}
+	_ = c.ws.Close()
+}
+
+// readFrames reads and dispatches frames until the link ends.
+func (c *Conn) readFrames() {
 	for {
 		c.renew()
 		typ, data, err := c.ws.ReadMessage()

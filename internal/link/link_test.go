@@ -138,7 +138,8 @@ func TestWrongSecretIsAuthFailure(t *testing.T) {
 	agent := Agent(cws, otherSecret, Options{})
 	server := Server(sws, secret, Options{HeartbeatInterval: time.Millisecond})
 	waitEnd(t, server, EndAuth)
-	waitEnd(t, agent, EndRemoteClose)
+	// The server's close code tells the agent why.
+	waitEnd(t, agent, EndAuth)
 	if server.verified.Load() != 0 {
 		t.Fatal("a wrong MAC was verified")
 	}

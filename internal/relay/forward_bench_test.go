@@ -1,0 +1,113 @@
+package relay
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/relaystate"
+)
+
+// bearerTransport adds a client token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// BenchmarkForwardProgress measures the relay alone forwarding live output:
+// a fake device answers one call with 256 progress notifications of 8 KiB
+// (2 MiB), and a go-sdk client receives them through the relay, all in
+// this process. Profile it with -cpuprofile to see where the relay spends.
+func BenchmarkForwardProgress(b *testing.B) {
+	st, err := relaystate.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := New(st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	defer srv.Close()
+	code, _ := st.CreateEnrollCode("dev", time.Minute, time.Now())
+	_, devToken, secret, err := st.Enroll(code, "", time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, clientToken, err := st.CreateToken("bench", []string{"*"}, []string{"*"}, time.Hour, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const chunks, chunk = 256, 8 << 10
+	text := strings.Repeat("a", chunk)
+	device := mcp.NewServer(&mcp.Implementation{Name: "fake-device", Version: "1"}, nil)
+	device.AddTool(&mcp.Tool{Name: "process.run", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			tok := req.Params.GetProgressToken()
+			for i := range chunks {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i + 1), Message: text}); err != nil {
+					return nil, err
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}}, nil
+		})
+	ws, err := link.Dial(context.Background(), hs.URL, devToken)
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn := link.Agent(ws, secret, link.Options{})
+	defer conn.Close()
+	if _, err := device.Connect(context.Background(), conn, nil); err != nil {
+		b.Fatal(err)
+	}
+	got := make(chan int, chunks)
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { got <- len(r.Params.Message) },
+	})
+	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: hs.URL + "/mcp/dev", HTTPClient: &http.Client{Transport: bearerTransport{clientToken}},
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer session.Close()
+	for deadline := time.Now().Add(10 * time.Second); srv.connected(mustDevice(b, st).ID) == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the fake device never linked")
+		}
+	}
+	b.SetBytes(chunks * chunk)
+	b.ResetTimer()
+	for range b.N {
+		params := &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{}}
+		params.SetProgressToken("t")
+		res, err := session.CallTool(context.Background(), params)
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %+v", err, res)
+		}
+		for range chunks {
+			if n := <-got; n != chunk {
+				b.Fatalf("a notification carried %d bytes", n)
+			}
+		}
+	}
+}
+
+func mustDevice(b *testing.B, st *relaystate.Store) *relaystate.Device {
+	d, err := st.FindDevice("dev")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}

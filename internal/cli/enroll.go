@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -57,9 +56,6 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 				Name: resp.Name, Token: resp.Token, Secret: resp.Secret, GrantKey: resp.GrantKey,
 				EnrolledAt: time.Now().UTC(),
 			}
-			if _, err := id.PublicKey(); err != nil {
-				return fmt.Errorf("enroll: the server sent an invalid grant key")
-			}
 			if err := identity.Save(dirs.Config, id); err != nil {
 				return err
 			}
@@ -100,9 +96,9 @@ func enroll(ctx context.Context, server string, req relay.EnrollRequest) (*relay
 		}
 		return nil, fmt.Errorf("enroll: the server answered %s", res.Status)
 	}
-	var out relay.EnrollResponse
-	if err := json.Unmarshal(data, &out); err != nil || out.DeviceID == "" || out.Token == "" || len(out.Secret) < 16 {
-		return nil, errors.New("enroll: the server's answer is not an identity")
+	out, err := relay.DecodeEnrollResponse(data)
+	if err != nil {
+		return nil, fmt.Errorf("enroll: %w", err)
 	}
-	return &out, nil
+	return out, nil
 }

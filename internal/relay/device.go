@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -42,6 +43,46 @@ type EnrollResponse struct {
 	GrantKey string `json:"grant_key"`
 }
 
+// DecodeEnrollRequest reads an enrollment request strictly: one JSON
+// object with only code and name.
+func DecodeEnrollRequest(body []byte) (*EnrollRequest, error) {
+	var req EnrollRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, errcode.New(errcode.InvalidArgument, "enrollment request must be one JSON object with code and name")
+	}
+	return &req, nil
+}
+
+// DecodeEnrollResponse reads a server's answer to an enrollment strictly
+// and checks that it is a usable identity.
+func DecodeEnrollResponse(body []byte) (*EnrollResponse, error) {
+	var resp EnrollResponse
+	if err := decodeStrict(body, &resp); err != nil {
+		return nil, errors.New("the server's answer is not an enrollment response")
+	}
+	if resp.DeviceID == "" || resp.Name == "" || resp.Token == "" || len(resp.Secret) < 16 {
+		return nil, errors.New("the server's answer is an incomplete identity")
+	}
+	if _, err := grant.DecodePublicKey(resp.GrantKey); err != nil {
+		return nil, errors.New("the server sent an invalid grant key")
+	}
+	return &resp, nil
+}
+
+// decodeStrict decodes exactly one JSON value into v, refusing unknown
+// fields and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
 // errorBody is the shape of every non-MCP error response.
 type errorBody struct {
 	Error *errcode.Error `json:"error"`
@@ -76,11 +117,9 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errcode.New(errcode.InvalidArgument, "enrollment request is too large or unreadable"))
 		return
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	var req EnrollRequest
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		writeError(w, http.StatusBadRequest, errcode.New(errcode.InvalidArgument, "enrollment request must be one JSON object with code and name"))
+	req, err := DecodeEnrollRequest(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
 		return
 	}
 	dev, token, secret, err := s.store.Enroll(req.Code, req.Name, s.Now())

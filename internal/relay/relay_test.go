@@ -73,3 +73,53 @@ func TestMarkIncompleteAdmitsLostOutput(t *testing.T) {
 		t.Fatal("a result without output_capture was rewritten")
 	}
 }
+
+func TestDecodeEnrollMessages(t *testing.T) {
+	if r, err := DecodeEnrollRequest([]byte(`{"code":"ccE-X","name":"box"}`)); err != nil || r.Code != "ccE-X" || r.Name != "box" {
+		t.Fatalf("request: %+v %v", r, err)
+	}
+	for _, bad := range []string{``, `{}{}`, `{"code":"c","extra":1}`, `[]`, `{"code":7}`} {
+		if _, err := DecodeEnrollRequest([]byte(bad)); errcode.From(err).Code != errcode.InvalidArgument {
+			t.Errorf("request %q: %v", bad, err)
+		}
+	}
+	key := "Lyn4RYnDXkmOrIiW3m6IFLu2spJELzkHz2lY4lRpDlo=" // 32 bytes
+	good := `{"device_id":"d","name":"n","token":"t","secret":"MDEyMzQ1Njc4OWFiY2RlZg==","grant_key":"` + key + `"}`
+	if r, err := DecodeEnrollResponse([]byte(good)); err != nil || r.Token != "t" || len(r.Secret) != 16 {
+		t.Fatalf("response: %+v %v", r, err)
+	}
+	for _, bad := range []string{
+		`{}`,
+		strings.Replace(good, `"token":"t"`, `"token":""`, 1),
+		strings.Replace(good, key, "AAAA", 1),
+		strings.Replace(good, `"name":"n"`, `"name":"n","x":1`, 1),
+		good + `{}`,
+	} {
+		if _, err := DecodeEnrollResponse([]byte(bad)); err == nil {
+			t.Errorf("response %q accepted", bad)
+		}
+	}
+}
+
+func FuzzDecodeEnrollRequest(f *testing.F) {
+	f.Add([]byte(`{"code":"ccE-X","name":"box"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeEnrollRequest(data)
+		if err == nil && r == nil {
+			t.Fatal("nil request without an error")
+		}
+	})
+}
+
+func FuzzDecodeEnrollResponse(f *testing.F) {
+	f.Add([]byte(`{"device_id":"d","name":"n","token":"t","secret":"MDEyMzQ1Njc4OWFiY2RlZg==","grant_key":"Lyn4RYnDXkmOrIiW3m6IFLu2spJELzkHz2lY4lRpDlo="}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeEnrollResponse(data)
+		if err != nil {
+			return
+		}
+		if r.DeviceID == "" || r.Token == "" || len(r.Secret) < 16 {
+			t.Fatalf("accepted an incomplete identity: %+v", r)
+		}
+	})
+}

@@ -193,7 +193,12 @@ func initSchema(db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	if version >= SchemaVersion {
+	if version > SchemaVersion {
+		// Written by a newer relay: reading it as ours could lose what it
+		// keeps that we do not know.
+		return errcode.New(errcode.Internal, "relay state database has schema %d; this relay knows only %d", version, SchemaVersion)
+	}
+	if version == SchemaVersion {
 		return nil
 	}
 	tx, err := db.BeginTx(ctx, nil)

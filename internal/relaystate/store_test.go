@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -260,3 +261,36 @@ var (
 	bearerRE = regexp.MustCompile(`^cct_tok_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$`)
 	uuidRE   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 )
+
+// TestOpenRefusesWhatItCannotRead: a corrupt database and one written by a
+// newer relay are refused with an error, and left as they were.
+func TestOpenRefusesWhatItCannotRead(t *testing.T) {
+	dir := t.TempDir()
+	garbage := bytes.Repeat([]byte("not a database "), 400)
+	if err := os.WriteFile(filepath.Join(dir, File), garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(dir); err == nil {
+		s.Close()
+		t.Fatal("a corrupt database was opened")
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, File)); !bytes.Equal(after, garbage) {
+		t.Fatal("opening a corrupt database changed it")
+	}
+
+	newer := t.TempDir()
+	s, err := Open(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(newer); err == nil {
+		s.Close()
+		t.Fatal("a database with a newer schema was opened")
+	} else if !strings.Contains(err.Error(), "schema") {
+		t.Fatalf("newer schema: %v", err)
+	}
+}

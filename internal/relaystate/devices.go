@@ -304,24 +304,11 @@ func (s *Store) SetConnected(id string, connected bool, at time.Time) error {
 	if err := checkNow(at); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
 	c := 0
 	if connected {
 		c = 1
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE devices SET connected = ?, last_seen = ? WHERE id = ?`, c, at.UnixNano(), id)
-	if err != nil {
-		return dbErr(err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return dbErr(err)
-	}
-	if n == 0 {
-		return errNoDevice()
-	}
-	return nil
+	return s.updateOne(errNoDevice, `UPDATE devices SET connected = ?, last_seen = ? WHERE id = ?`, c, at.UnixNano(), id)
 }
 
 // DisconnectAll marks every connected device disconnected. A relay server

@@ -327,3 +327,22 @@ func queryAll[T any](s *Store, query string, scan func(rowScanner) (*T, error)) 
 	}
 	return out, nil
 }
+
+// updateOne runs an UPDATE that must touch a row; notFound makes the error
+// when none matched.
+func (s *Store) updateOne(notFound func() error, query string, args ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return dbErr(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return dbErr(err)
+	}
+	if n == 0 {
+		return notFound()
+	}
+	return nil
+}

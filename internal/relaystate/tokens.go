@@ -222,18 +222,5 @@ func (s *Store) RevokeToken(id string, now time.Time) error {
 	if err := checkNow(now); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	res, err := s.db.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, now.UnixNano(), id)
-	if err != nil {
-		return dbErr(err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return dbErr(err)
-	}
-	if n == 0 {
-		return errNoToken()
-	}
-	return nil
+	return s.updateOne(errNoToken, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, now.UnixNano(), id)
 }

@@ -1,7 +1,6 @@
 package relaybench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/relaytest"
 )
 
 // device is the name the benchmarks enroll their agent under.
@@ -67,7 +66,7 @@ func setup(b *testing.B) *env {
 	e.remote = &side{name: "relay", state: e.agentState, live: &liveOutput{}}
 	e.remote.session = connect(b, e.remote.live, &mcp.StreamableClientTransport{
 		Endpoint:   e.url + "/mcp/" + device,
-		HTTPClient: &http.Client{Transport: bearer{token}},
+		HTTPClient: relaytest.HTTPClient(token),
 	})
 	state := b.TempDir()
 	// Its own config directory: the benchmark must not meet the machine
@@ -93,28 +92,13 @@ func setup(b *testing.B) *env {
 // serve runs `commandcore relay serve` on a free loopback port.
 func (e *env) serve() {
 	b := e.b
-	cmd := exec.Command(ccBin, "relay", "serve", "--listen", "127.0.0.1:0", "--state-dir", e.relayState, "--config-dir", b.TempDir())
-	out, err := cmd.StdoutPipe()
+	cmd, url, err := relaytest.Serve(ccBin, "--listen", "127.0.0.1:0", "--state-dir", e.relayState, "--config-dir", b.TempDir())
 	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { stop(cmd) })
 	e.relayPID = cmd.Process.Pid
-	r := bufio.NewReader(out)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		b.Fatalf("relay printed no address: %v", err)
-	}
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "relay: listening on ")
-	if !ok {
-		b.Fatalf("relay's first line: %q", line)
-	}
 	e.url = url
-	go io.Copy(io.Discard, r)
 }
 
 func (e *env) startAgent() {
@@ -160,15 +144,6 @@ func command(args ...string) (string, error) {
 		return out.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(errb.String()))
 	}
 	return out.String(), nil
-}
-
-// bearer adds a client token to every request.
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
 }
 
 // connect opens a session over t whose progress notifications go to live.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,10 +9,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"io"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +21,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/relaytest"
 )
 
 // relayEnv is a relay and an enrolled agent on loopback, each with its own
@@ -47,30 +46,15 @@ func startRelay(t *testing.T) *relayEnv {
 }
 
 // serve runs the relay on listen and returns its process.
-func (e *relayEnv) serve(listen string) *exec.Cmd {
+func (e *relayEnv) serve(listen string, extra ...string) *exec.Cmd {
 	t := e.t
 	t.Helper()
-	cmd := exec.Command(bin, "relay", "serve", "--listen", listen, "--state-dir", e.relayState, "--config-dir", t.TempDir())
-	out, err := cmd.StdoutPipe()
+	cmd, url, err := relaytest.Serve(bin, append([]string{"--listen", listen, "--state-dir", e.relayState, "--config-dir", t.TempDir()}, extra...)...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	r := bufio.NewReader(out)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		t.Fatalf("relay printed no address: %v", err)
-	}
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "relay: listening on ")
-	if !ok {
-		t.Fatalf("relay's first line: %q", line)
-	}
 	e.url = url
-	go io.Copy(io.Discard, r)
 	return cmd
 }
 
@@ -123,17 +107,6 @@ func (e *relayEnv) newToken(devices, tools string) (secret, id string) {
 	return secret, toks[0].ID
 }
 
-// bearer adds a client token to every request.
-type bearer struct {
-	token string
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // connect opens an MCP session to the relay's endpoint path with token;
 // progress notifications go to onProgress.
 func (e *relayEnv) connect(path, token string, onProgress func(*mcp.ProgressNotificationParams)) (*client, error) {
@@ -146,7 +119,7 @@ func (e *relayEnv) connect(path, token string, onProgress func(*mcp.ProgressNoti
 	defer cancel()
 	s, err := cl.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   e.url + path,
-		HTTPClient: &http.Client{Transport: bearer{token}},
+		HTTPClient: relaytest.HTTPClient(token),
 	}, nil)
 	if err != nil {
 		return nil, err
@@ -436,20 +409,11 @@ func TestRelayOverTLS(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	writeSelfSigned(t, certFile, keyFile)
 	e := &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir()}
-	cmd := exec.Command(bin, "relay", "serve", "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile,
-		"--state-dir", e.relayState, "--config-dir", t.TempDir())
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	e.serve("127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	url := e.url
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("relay over TLS announced %q", url)
 	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "relay: listening on ")
-	if !ok || !strings.HasPrefix(url, "https://") {
-		t.Fatalf("relay's first line: %q", line)
-	}
-	e.url = url
 	trust := append(os.Environ(), "SSL_CERT_FILE="+certFile)
 	code := e.relayCmd("enroll-code", "--name", "tls-dev")
 	enroll := exec.Command(bin, "enroll", "--server", url, "--code", code, "--state-dir", e.agentState, "--config-dir", e.agentConfig)

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -12,16 +11,8 @@ import (
 
 	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relaytest"
 )
-
-// bearerTransport adds a client token to every request.
-type bearerTransport struct{ token string }
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // BenchmarkForwardProgress measures the relay alone forwarding live output:
 // a fake device answers one call with 256 progress notifications of 8 KiB
@@ -76,7 +67,7 @@ func BenchmarkForwardProgress(b *testing.B) {
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { got <- len(r.Params.Message) },
 	})
 	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: hs.URL + "/mcp/dev", HTTPClient: &http.Client{Transport: bearerTransport{clientToken}},
+		Endpoint: hs.URL + "/mcp/dev", HTTPClient: relaytest.HTTPClient(clientToken),
 	}, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -2,12 +2,9 @@ package relay
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
@@ -18,40 +15,8 @@ import (
 // the same device replaces the first, and the device is disconnected when
 // its link ends.
 func TestDeviceLinkIsSeenAndReplaced(t *testing.T) {
-	st, err := relaystate.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := New(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SeenEvery = 10 * time.Millisecond
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer srv.Close()
-	code, err := st.CreateEnrollCode("dev1", time.Minute, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, token, secret, err := st.Enroll(code, "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dial := func() *link.Conn {
-		t.Helper()
-		ws, err := link.Dial(context.Background(), hs.URL, token)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn := link.Agent(ws, secret, link.Options{})
-		server := mcp.NewServer(&mcp.Implementation{Name: "fake-device", Version: "1"}, nil)
-		if _, err := server.Connect(context.Background(), conn, nil); err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
+	h := newHarness(t, func(s *Server) { s.SeenEvery = 10 * time.Millisecond })
+	st, dev := h.st, h.dev
 	device := func() relaystate.Device {
 		d, err := st.FindDevice(dev.ID)
 		if err != nil {
@@ -70,11 +35,11 @@ func TestDeviceLinkIsSeenAndReplaced(t *testing.T) {
 			}
 		}
 	}
-	first := dial()
+	first := h.link(t, fakeDevice())
 	seen := waitFor("connected", func(d relaystate.Device) bool { return d.Connected && d.LastSeen != nil })
 	waitFor("seen again", func(d relaystate.Device) bool { return d.LastSeen.After(*seen.LastSeen) })
 
-	second := dial()
+	second := h.link(t, fakeDevice())
 	select {
 	case <-first.Done():
 	case <-time.After(20 * time.Second):
@@ -87,7 +52,7 @@ func TestDeviceLinkIsSeenAndReplaced(t *testing.T) {
 	waitFor("disconnected", func(d relaystate.Device) bool { return !d.Connected })
 
 	// A wrong device token never gets a link.
-	if _, err := link.Dial(context.Background(), hs.URL, "ccd_"+strings.Repeat("x", 43)); err == nil {
+	if _, err := link.Dial(context.Background(), h.hs.URL, "ccd_"+strings.Repeat("x", 43)); err == nil {
 		t.Fatal("an unknown device token was accepted")
 	}
 }

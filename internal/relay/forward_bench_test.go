@@ -2,15 +2,12 @@ package relay
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/link"
-	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
 )
 
@@ -19,30 +16,14 @@ import (
 // (2 MiB), and a go-sdk client receives them through the relay, all in
 // this process. Profile it with -cpuprofile to see where the relay spends.
 func BenchmarkForwardProgress(b *testing.B) {
-	st, err := relaystate.Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := New(st)
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer srv.Close()
-	code, _ := st.CreateEnrollCode("dev", time.Minute, time.Now())
-	_, devToken, secret, err := st.Enroll(code, "", time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, clientToken, err := st.CreateToken("bench", []string{"*"}, []string{"*"}, time.Hour, time.Now())
+	h := newHarness(b, nil)
+	_, clientToken, err := h.st.CreateToken("bench", []string{"*"}, []string{"*"}, time.Hour, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
 	const chunks, chunk = 256, 8 << 10
 	text := strings.Repeat("a", chunk)
-	device := mcp.NewServer(&mcp.Implementation{Name: "fake-device", Version: "1"}, nil)
+	device := fakeDevice()
 	device.AddTool(&mcp.Tool{Name: "process.run", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			tok := req.Params.GetProgressToken()
@@ -53,31 +34,18 @@ func BenchmarkForwardProgress(b *testing.B) {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}}, nil
 		})
-	ws, err := link.Dial(context.Background(), hs.URL, devToken)
-	if err != nil {
-		b.Fatal(err)
-	}
-	conn := link.Agent(ws, secret, link.Options{})
-	defer conn.Close()
-	if _, err := device.Connect(context.Background(), conn, nil); err != nil {
-		b.Fatal(err)
-	}
+	h.link(b, device)
 	got := make(chan int, chunks)
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { got <- len(r.Params.Message) },
 	})
 	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: hs.URL + "/mcp/dev", HTTPClient: relaytest.HTTPClient(clientToken),
+		Endpoint: h.hs.URL + "/mcp/dev", HTTPClient: relaytest.HTTPClient(clientToken),
 	}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer session.Close()
-	for deadline := time.Now().Add(10 * time.Second); srv.connected(mustDevice(b, st).ID) == nil; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("the fake device never linked")
-		}
-	}
 	b.SetBytes(chunks * chunk)
 	b.ResetTimer()
 	for range b.N {
@@ -93,12 +61,4 @@ func BenchmarkForwardProgress(b *testing.B) {
 			}
 		}
 	}
-}
-
-func mustDevice(b *testing.B, st *relaystate.Store) *relaystate.Device {
-	d, err := st.FindDevice("dev")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d
 }

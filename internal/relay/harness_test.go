@@ -1,0 +1,77 @@
+package relay
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/relaystate"
+)
+
+// harness is an in-process relay with one enrolled device, "dev".
+type harness struct {
+	st     *relaystate.Store
+	srv    *Server
+	hs     *httptest.Server
+	dev    *relaystate.Device
+	token  string
+	secret []byte
+}
+
+func newHarness(tb testing.TB, tune func(*Server)) *harness {
+	tb.Helper()
+	st, err := relaystate.Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	srv, err := New(st)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if tune != nil {
+		tune(srv)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	tb.Cleanup(func() { srv.Close(); hs.Close() })
+	code, err := st.CreateEnrollCode("dev", time.Minute, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dev, token, secret, err := st.Enroll(code, "", time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &harness{st: st, srv: srv, hs: hs, dev: dev, token: token, secret: secret}
+}
+
+// link connects a fake device serving device's tools, and waits until the
+// relay has registered it.
+func (h *harness) link(tb testing.TB, device *mcp.Server) *link.Conn {
+	tb.Helper()
+	ws, err := link.Dial(context.Background(), h.hs.URL, h.token)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn := link.Agent(ws, h.secret, link.Options{})
+	tb.Cleanup(func() { conn.Close() })
+	if _, err := device.Connect(context.Background(), conn, nil); err != nil {
+		tb.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		if l := h.srv.connected(h.dev.ID); l != nil && l.conn != nil {
+			return conn
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the fake device never linked")
+		}
+	}
+}
+
+func fakeDevice() *mcp.Server {
+	return mcp.NewServer(&mcp.Implementation{Name: "fake-device", Version: "1"}, nil)
+}

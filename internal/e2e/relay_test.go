@@ -550,3 +550,36 @@ func TestRefusedDeviceCredentials(t *testing.T) {
 	c := newClient(t, e.agentState, nil)
 	c.start(map[string]any{"command": "true", "wait_ms": 5000})
 }
+
+// TestRelayCancelStopsTheCommand: a client that cancels its process.run
+// through the relay stops the command on the device.
+func TestRelayCancelStopsTheCommand(t *testing.T) {
+	e := startRelay(t)
+	e.enrollAgent("dev1")
+	token, _ := e.newToken("dev1", "*")
+	c, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+	marker := "23.4567"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "sleep " + marker}})
+		done <- err
+	}()
+	pid := waitSleep(t, marker)
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled call returned a result")
+	}
+	for cancelled := time.Now(); processExists(pid); time.Sleep(20 * time.Millisecond) {
+		// The command itself would run for over twenty seconds.
+		if time.Since(cancelled) > 15*time.Second {
+			t.Fatal("the command outlived its cancelled call")
+		}
+	}
+	// The device is still usable afterwards.
+	c.ok("process.jobs", nil, nil)
+}

@@ -37,6 +37,10 @@ type clientKey struct{}
 type client struct {
 	token  *relaystate.Token
 	device *relaystate.Device // nil on the multi-device endpoint
+	// request is the HTTP request's context. The SDK runs tool handlers on
+	// its own context, so a client that cancels by dropping its request
+	// would otherwise not reach the device.
+	request context.Context
 }
 
 var (
@@ -63,7 +67,7 @@ func (s *Server) mcpHandler() http.Handler {
 			writeError(w, http.StatusUnauthorized, errToken)
 			return
 		}
-		c := &client{token: tok}
+		c := &client{token: tok, request: r.Context()}
 		if name := r.PathValue("device"); name != "" {
 			dev, err := s.store.FindDevice(name)
 			if err != nil || !deviceAllowed(tok, dev) {
@@ -181,6 +185,9 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(c.request, cancel)()
 		args := req.Params.Arguments
 		dev := c.device
 		if dev == nil {

@@ -165,7 +165,7 @@ var (
 		string(errcode.NotFound), string(errcode.InvalidArgument), string(errcode.JobTableFull),
 		string(errcode.RetentionFull), string(errcode.PolicyInvalid), string(errcode.SystemdUnavailable),
 		string(errcode.PermissionDenied), string(errcode.GrantInvalid), string(errcode.IdentityMismatch),
-		string(errcode.Internal), string(errcode.DeviceOffline),
+		string(errcode.Internal), string(errcode.DeviceOffline), string(errcode.ResultTooLarge),
 		jobmeta.LaunchErrInternal, jobmeta.LaunchErrPipe, jobmeta.LaunchErrUnit,
 		jobmeta.LaunchErrClaimTimeout, jobmeta.LaunchErrSupervisor,
 	)

@@ -583,3 +583,40 @@ func TestRelayCancelStopsTheCommand(t *testing.T) {
 	// The device is still usable afterwards.
 	c.ok("process.jobs", nil, nil)
 }
+
+// TestRelayLargeResults: a 1 MiB-per-stream output page crosses the link;
+// one whose JSON would outgrow a frame (text that escapes to six bytes a
+// byte) is answered with result_too_large, and the link stays up.
+func TestRelayLargeResults(t *testing.T) {
+	e := startRelay(t)
+	e.enrollAgent("dev1")
+	token, _ := e.newToken("dev1", "*")
+	c, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+	page := func(command string) (json.RawMessage, bool) {
+		job := c.start(map[string]any{"command": command, "wait_ms": 20000})
+		return c.call("process.output", map[string]any{"process_id": job.ProcessID, "max_bytes": 1 << 20})
+	}
+	raw, isErr := page("head -c 1048576 /dev/urandom; head -c 1048576 /dev/urandom >&2")
+	if isErr {
+		t.Fatalf("a 1 MiB binary page through the relay: %s", raw)
+	}
+	var out struct {
+		Stdout, Stderr struct {
+			Encoding   string `json:"encoding"`
+			NextOffset int64  `json:"next_offset"`
+		}
+	}
+	json.Unmarshal(raw, &out)
+	if out.Stdout.Encoding != "base64" || out.Stdout.NextOffset != 1<<20 || out.Stderr.NextOffset != 1<<20 {
+		t.Fatalf("binary page: %+v", out)
+	}
+	raw, isErr = page(`head -c 1048576 /dev/zero | tr '\0' '\1'; head -c 1048576 /dev/zero | tr '\0' '\1' >&2`)
+	if !isErr || !strings.Contains(string(raw), "result_too_large") {
+		t.Fatalf("an escape-heavy 1 MiB page: %.300s", raw)
+	}
+	c.ok("process.jobs", nil, nil)
+}

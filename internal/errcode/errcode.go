@@ -25,6 +25,8 @@ const (
 	Internal           Code = "internal"
 	// DeviceOffline: the relay has no live link to the chosen device.
 	DeviceOffline Code = "device_offline"
+	// ResultTooLarge: the device's result does not fit one link frame.
+	ResultTooLarge Code = "result_too_large"
 )
 
 // Error is an error with a code and a message that is safe to show remotely.

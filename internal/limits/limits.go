@@ -43,10 +43,13 @@ const (
 	// HeartbeatInterval is how often the server sends a heartbeat; three
 	// fit in one silence timeout, so one lost heartbeat kills nothing.
 	HeartbeatInterval = 15 * time.Second
-	// MaxFrameBytes bounds one inbound WebSocket message. A live chunk is
-	// 8 KiB, but a tool result (a 1 MiB output page per stream, base64)
-	// is larger.
-	MaxFrameBytes = 4 << 20
+	// MaxFrameBytes bounds one WebSocket message. A live chunk is 8 KiB,
+	// but a tool result is larger: a process.output page of 1 MiB per
+	// stream is about 5.4 MiB as base64 (the result carries the data both
+	// as structured content and as its JSON text). A result past the bound
+	// (text that JSON escapes heavily, a huge search) is answered with
+	// result_too_large instead.
+	MaxFrameBytes = 16 << 20
 	// ReconnectMin and ReconnectMax bound the agent's jittered backoff.
 	ReconnectMin = 1 * time.Second
 	ReconnectMax = 60 * time.Second

@@ -42,9 +42,19 @@ const (
 // an MCP session ends cleanly.
 var ErrEnded = errors.New("link: the link has ended")
 
-// ErrFrameTooLarge is returned by Write for a message whose encoding exceeds
-// MaxFrameBytes; the peer would refuse it. The link itself stays up.
+// ErrFrameTooLarge is returned by Write for a request or notification whose
+// encoding exceeds MaxFrameBytes; the peer would refuse it. The link itself
+// stays up.
 var ErrFrameTooLarge = errors.New("link: message exceeds the frame bound")
+
+// CodeResultTooLarge is the JSON-RPC error code of the response Write sends
+// in place of a result too large for one frame (a server-defined code).
+const CodeResultTooLarge = -32010
+
+// resultTooLarge is the error a too-large result becomes: the caller gets
+// an answer naming the problem, and the link, which a failed write would
+// end, stays up.
+var resultTooLarge = &jsonrpc.Error{Code: CodeResultTooLarge, Message: "the result is larger than one link frame"}
 
 // Options tune a link; zero values mean the limits package's bounds.
 type Options struct {
@@ -258,7 +268,13 @@ func (c *Conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return errors.New("link: cannot encode message")
 	}
 	if int64(len(frame)) > c.opt.MaxFrameBytes {
-		return ErrFrameTooLarge
+		resp, ok := msg.(*jsonrpc.Response)
+		if !ok {
+			return ErrFrameTooLarge
+		}
+		if frame, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: resp.ID, Error: resultTooLarge}); err != nil {
+			return errors.New("link: cannot encode message")
+		}
 	}
 	select {
 	case c.out <- frame:

@@ -433,6 +433,32 @@ func TestWriteTooLarge(t *testing.T) {
 	}
 }
 
+// TestResultTooLarge: a response too large for one frame reaches the peer
+// as a JSON-RPC error with CodeResultTooLarge, and the link stays up.
+func TestResultTooLarge(t *testing.T) {
+	cws, peer := pipeWS(t)
+	got := drain(peer)
+	c := Agent(cws, secret, Options{MaxFrameBytes: 1024})
+	defer c.Close()
+	id, _ := jsonrpc.MakeID(float64(7))
+	big := &jsonrpc.Response{ID: id, Result: json.RawMessage(`"` + strings.Repeat("a", 2048) + `"`)}
+	if err := c.Write(context.Background(), big); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	msg, err := jsonrpc.DecodeMessage(got.next(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, ok := msg.(*jsonrpc.Response)
+	var werr *jsonrpc.Error
+	if !ok || resp.ID != id || !errors.As(resp.Error, &werr) || werr.Code != CodeResultTooLarge {
+		t.Fatalf("peer got %#v", msg)
+	}
+	if c.End() != "" {
+		t.Fatalf("ended %s", c.End())
+	}
+}
+
 func TestProtocolErrors(t *testing.T) {
 	for name, send := range map[string]func(*websocket.Conn) error{
 		"oversize": func(ws *websocket.Conn) error {

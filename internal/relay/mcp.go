@@ -3,12 +3,16 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/scope"
 	"github.com/commandcore/commandcore/internal/toolresult"
@@ -220,10 +224,15 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 			params.SetProgressToken(id)
 		}
 		res, err := l.session.CallTool(ctx, params)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+		var werr *jsonrpc.Error
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.As(err, &werr) && werr.Code == link.CodeResultTooLarge:
+			return toolresult.Failure(errcode.New(errcode.ResultTooLarge,
+				"the device's result is larger than the link carries (%d MiB); ask for less, e.g. a smaller max_bytes or max_results", limits.MaxFrameBytes>>20)), nil
+		default:
 			return toolresult.Failure(errcode.New(errcode.DeviceOffline, "the link to the device ended during the call")), nil
 		}
 		if target != nil && target.lost.Load() {

@@ -9,11 +9,13 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -619,4 +621,68 @@ func TestRelayLargeResults(t *testing.T) {
 		t.Fatalf("an escape-heavy 1 MiB page: %.300s", raw)
 	}
 	c.ok("process.jobs", nil, nil)
+}
+
+// TestRelayLongPollAndConcurrency: process.output's long poll waits
+// through the relay for output that comes later, while other calls on the
+// same device proceed alongside it.
+func TestRelayLongPollAndConcurrency(t *testing.T) {
+	e := startRelay(t)
+	e.enrollAgent("dev1")
+	token, _ := e.newToken("dev1", "*")
+	c, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+	job := c.start(map[string]any{"command": "sleep 2; echo late"})
+	// Calls from other goroutines go to the session directly: only the
+	// test's own goroutine may fail the test.
+	call := func(tool string, args any) (json.RawMessage, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			return nil, err
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		if res.IsError {
+			return raw, fmt.Errorf("%s failed: %s", tool, raw)
+		}
+		return raw, nil
+	}
+	polled := make(chan json.RawMessage, 1)
+	go func() {
+		raw, err := call("process.output", map[string]any{"process_id": job.ProcessID, "wait_ms": 20000})
+		if err != nil {
+			raw = json.RawMessage(strconv.Quote(err.Error()))
+		}
+		polled <- raw
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := call("system.metrics", nil); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a concurrent call failed: %v", err)
+	}
+	select {
+	case raw := <-polled:
+		var out struct{ Stdout struct{ Data string } }
+		json.Unmarshal(raw, &out)
+		if out.Stdout.Data != "late\n" {
+			t.Fatalf("the long poll returned %s", raw)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long poll never returned")
+	}
 }

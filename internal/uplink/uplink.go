@@ -57,8 +57,13 @@ func Run(ctx context.Context, c Config) error {
 		}
 		ws, err := dial(ctx, c.Identity.Server, c.Identity.Token)
 		if err == nil {
-			attempt, lastDialFailure = 0, ""
-			serve(ctx, c, ws, state)
+			lastDialFailure = ""
+			// Only a link that lasted restarts the backoff: one the server
+			// ends at once (a second agent with this identity, a server in
+			// trouble) must not be redialled in a tight loop.
+			if serve(ctx, c, ws, state) >= stableLink {
+				attempt = 0
+			}
 		} else if ctx.Err() == nil {
 			reason := activity.ReasonNetworkError
 			if errors.Is(err, link.ErrUnauthorized) {
@@ -86,8 +91,12 @@ func Run(ctx context.Context, c Config) error {
 	}
 }
 
-// serve runs one link to its end and records how it ended.
-func serve(ctx context.Context, c Config, ws *websocket.Conn, state func(string)) {
+// stableLink is how long a link must last for the backoff to start over.
+const stableLink = time.Minute
+
+// serve runs one link to its end, records how it ended, and returns how
+// long it was up.
+func serve(ctx context.Context, c Config, ws *websocket.Conn, state func(string)) time.Duration {
 	conn := link.Agent(ws, c.Identity.Secret, c.Link)
 	up := time.Now()
 	c.Journal.Record(activity.Event{Kind: activity.KindLinkUp, Outcome: activity.OutcomeOK})
@@ -104,7 +113,9 @@ func serve(ctx context.Context, c Config, ws *websocket.Conn, state func(string)
 	}
 	<-conn.Done()
 	<-served
-	c.Journal.Record(activity.LinkEndEvent(Reason(conn.End()), time.Since(up)))
+	lasted := time.Since(up)
+	c.Journal.Record(activity.LinkEndEvent(Reason(conn.End()), lasted))
+	return lasted
 }
 
 // Reason maps a link's end to the journal's closed set of reasons.

@@ -104,3 +104,42 @@ func TestRunReportsAndJournalsEachEnd(t *testing.T) {
 		t.Fatalf("journal: %v", kinds)
 	}
 }
+
+// TestShortLinksBackOff: links the server ends at once do not restart the
+// backoff, so an agent that keeps being dropped waits longer each time.
+func TestShortLinksBackOff(t *testing.T) {
+	upgrader := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+		ws.Close()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var attempts []int
+	err := Run(ctx, Config{
+		Identity: &identity.Identity{Server: srv.URL, Token: "t", Secret: make([]byte, 32)},
+		Dial: func(ctx context.Context, server, token string) (*websocket.Conn, error) {
+			ws, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(server, "http"), nil)
+			return ws, err
+		},
+		Serve: func(ctx context.Context, conn *link.Conn) error { <-conn.Done(); return nil },
+		Backoff: func(n int) time.Duration {
+			attempts = append(attempts, n)
+			if len(attempts) == 4 {
+				cancel()
+			}
+			return time.Millisecond
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(attempts) != "[1 2 3 4]" {
+		t.Fatalf("backoff attempts after short links: %v", attempts)
+	}
+}

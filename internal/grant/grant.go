@@ -151,10 +151,10 @@ func Verify(pub ed25519.PublicKey, token, device, tool string, now time.Time) (*
 	skew := int64(limits.GrantClockSkew / time.Second)
 	// Written as now±skew so that no claim value can overflow the sum.
 	if now.Unix()-skew > c.Expires {
-		return nil, invalid("grant has expired")
+		return nil, invalid("grant has expired (if calls keep failing so, compare the device's clock with the relay's)")
 	}
 	if now.Unix()+skew < c.IssuedAt {
-		return nil, invalid("grant is not yet valid")
+		return nil, invalid("grant is not yet valid (compare the device's clock with the relay's)")
 	}
 	return c, nil
 }

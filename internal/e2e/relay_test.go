@@ -686,3 +686,52 @@ func TestRelayLongPollAndConcurrency(t *testing.T) {
 		t.Fatal("the long poll never returned")
 	}
 }
+
+// TestRelayRoutesByDevice: on /mcp, the device argument picks the device;
+// each job lands on its own device, and a token for one device sees and
+// reaches only that one.
+func TestRelayRoutesByDevice(t *testing.T) {
+	e := startRelay(t)
+	e.enrollAgent("dev1")
+	second := &relayEnv{t: t, url: e.url, relayState: e.relayState, agentState: t.TempDir(), agentConfig: t.TempDir()}
+	second.enrollAgent("dev2")
+	all, _ := e.newToken("*", "*")
+	c, err := e.connect("/mcp", all, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{"dev1", "dev2"} {
+		waitOnline(t, c, map[string]any{"device": dev})
+	}
+	var devs struct{ Devices []struct{ Name string } }
+	c.ok("devices.list", nil, &devs)
+	if len(devs.Devices) != 2 {
+		t.Fatalf("devices.list: %+v", devs)
+	}
+	var started struct {
+		ProcessID string `json:"process_id"`
+	}
+	c.ok("process.start", map[string]any{"device": "dev2", "command": "true"}, &started)
+	jobsOn := func(dev string) string {
+		raw, isErr := c.call("process.jobs", map[string]any{"device": dev})
+		if isErr {
+			t.Fatalf("process.jobs on %s: %s", dev, raw)
+		}
+		return string(raw)
+	}
+	if !strings.Contains(jobsOn("dev2"), started.ProcessID) || strings.Contains(jobsOn("dev1"), started.ProcessID) {
+		t.Fatal("the job did not land on the device the call named")
+	}
+	one, _ := e.newToken("dev2", "*")
+	c2, err := e.connect("/mcp", one, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.ok("devices.list", nil, &devs)
+	if len(devs.Devices) != 1 || devs.Devices[0].Name != "dev2" {
+		t.Fatalf("devices.list for a dev2 token: %+v", devs)
+	}
+	if code, _ := c2.fail("process.jobs", map[string]any{"device": "dev1"}); code != "not_found" {
+		t.Fatalf("a dev2 token reaching dev1: %s", code)
+	}
+}

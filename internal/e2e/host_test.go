@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,4 +260,39 @@ func atoi(s string) int {
 		n = n*10 + int(r-'0')
 	}
 	return n
+}
+
+// TestProcessRunEndsWithAKilledServer: a foreground command does not
+// outlive a `commandcore mcp` that is killed outright (SIGKILL), which can
+// stop nothing itself: the kernel ends the command with it.
+func TestProcessRunEndsWithAKilledServer(t *testing.T) {
+	marker := "29.9792"
+	cmd := exec.Command(bin, "mcp", "--state-dir", t.TempDir(), "--config-dir", t.TempDir())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process.run","arguments":{"command":"sleep ` + marker + `"}}}`,
+	} {
+		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := waitSleep(t, marker)
+	killed := time.Now()
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for processExists(pid) {
+		if time.Since(killed) > 10*time.Second {
+			t.Fatal("the foreground command outlived its killed server")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -193,9 +194,21 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	cmd.Dir, cmd.Env = cwd, env
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = ws[0], ws[1]
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A foreground command must not outlive the server that runs it, even
+	// one killed outright: the kernel kills the child when the thread that
+	// started it ends. The thread is held until the child is reaped, so
+	// only the process's end ends it (go.dev/issue/27505).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	began := time.Now()
-	if err := cmd.Start(); err != nil {
+	started, reaped := make(chan error, 1), make(chan struct{})
+	defer close(reaped)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		started <- cmd.Start()
+		<-reaped
+	}()
+	if err := <-started; err != nil {
 		closeAll(rs[:], ws[:])
 		return nil, errcode.Wrap(errcode.Internal, err, "could not start the command")
 	}

@@ -18,7 +18,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,7 +29,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/bench/benchstat"
+	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/systemdtest"
@@ -41,23 +40,6 @@ import (
 // its place, and miniSupP1 the same with GOMAXPROCS=1.
 var ccBin, miniSup, miniSupP1 string
 
-// build builds pkg into a fixed path under the temporary directory
-// (overwritten each run: systemdtest.Main exits the process, so a fresh
-// temporary directory could not be removed) unless env names a prebuilt one.
-func build(env, name, pkg, ldflags string, extraEnv ...string) (string, error) {
-	if bin := os.Getenv(env); bin != "" {
-		return filepath.Abs(bin)
-	}
-	out := filepath.Join(os.TempDir(), "commandcore-bench", name)
-	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", out, pkg)
-	cmd.Env = append(os.Environ(), extraEnv...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build %s: %w", pkg, err)
-	}
-	return out, nil
-}
-
 func TestMain(m *testing.M) {
 	// `go test ./...` visits this package too; only benchmark runs need
 	// the binaries and the user manager.
@@ -67,9 +49,9 @@ func TestMain(m *testing.M) {
 	}
 	var err error
 	const mini = "github.com/commandcore/commandcore/bench/cmd/minisup"
-	if ccBin, err = build("COMMANDCORE_BIN", "commandcore", "github.com/commandcore/commandcore/cmd/commandcore", ""); err == nil {
-		if miniSup, err = build("MINISUP_BIN", "minisup", mini, "", "CGO_ENABLED=0"); err == nil {
-			miniSupP1, err = build("MINISUP_P1_BIN", "minisup-p1", mini, "-X main.maxProcs=1", "CGO_ENABLED=0")
+	if ccBin, err = benchkit.Build("COMMANDCORE_BIN", "commandcore", "github.com/commandcore/commandcore/cmd/commandcore", ""); err == nil {
+		if miniSup, err = benchkit.Build("MINISUP_BIN", "minisup", mini, "", "CGO_ENABLED=0"); err == nil {
+			miniSupP1, err = benchkit.Build("MINISUP_P1_BIN", "minisup-p1", mini, "-X main.maxProcs=1", "CGO_ENABLED=0")
 		}
 	}
 	if err != nil {
@@ -82,10 +64,10 @@ func TestMain(m *testing.M) {
 	systemdtest.Main(m)
 }
 
-// summarize and ms are the shared benchstat ones.
+// summarize and ms are the shared benchkit ones.
 var (
-	summarize = benchstat.Summarize
-	ms        = benchstat.MS
+	summarize = benchkit.Summarize
+	ms        = benchkit.MS
 )
 
 // report publishes latency samples as custom metrics; ns/op becomes their
@@ -158,27 +140,9 @@ func (c *mcpClient) callRaw(tool string, args any) (*mcp.CallToolResult, error) 
 	return c.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 }
 
-// decodeResult turns a successful tool result into out.
-func decodeResult(tool string, res *mcp.CallToolResult, err error, out any) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", tool, err)
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return err
-	}
-	if res.IsError {
-		return fmt.Errorf("%s failed: %s", tool, raw)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(raw, out)
-}
-
 func (c *mcpClient) call(tool string, args any, out any) error {
 	res, err := c.callRaw(tool, args)
-	return decodeResult(tool, res, err, out)
+	return benchkit.DecodeResult(tool, res, err, out)
 }
 
 // record is the part of process.status the benchmarks read.

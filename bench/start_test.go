@@ -12,6 +12,7 @@ import (
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/google/uuid"
 
+	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
@@ -61,7 +62,7 @@ func mcpStart(b *testing.B) sampler {
 		res, err := c.callRaw("process.start", args)
 		d := time.Since(t0)
 		var out jobs.StartResult
-		if err := decodeResult("process.start", res, err, &out); err != nil {
+		if err := benchkit.DecodeResult("process.start", res, err, &out); err != nil {
 			return d, err
 		}
 		if out.FailureDomain != jobmeta.DomainSystemdUnit {

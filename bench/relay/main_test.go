@@ -25,35 +25,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/bench/benchstat"
+	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
 // ccBin is the commandcore binary under measurement.
 var ccBin string
-
-// build builds commandcore into a fixed path under the temporary directory
-// (overwritten each run: systemdtest.Main exits the process, so a fresh
-// temporary directory could not be removed) unless COMMANDCORE_BIN names a
-// prebuilt one.
-func build() (string, error) {
-	if bin := os.Getenv("COMMANDCORE_BIN"); bin != "" {
-		return filepath.Abs(bin)
-	}
-	out := filepath.Join(os.TempDir(), "commandcore-bench-relay", "commandcore")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/commandcore/commandcore/cmd/commandcore")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build commandcore: %w", err)
-	}
-	return out, nil
-}
 
 func TestMain(m *testing.M) {
 	// `go test ./...` visits this package too; only benchmark runs need
@@ -63,7 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	var err error
-	if ccBin, err = build(); err != nil {
+	if ccBin, err = benchkit.Build("COMMANDCORE_BIN", "relay-commandcore", "github.com/commandcore/commandcore/cmd/commandcore", "", "CGO_ENABLED=0"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -73,15 +53,15 @@ func TestMain(m *testing.M) {
 	systemdtest.Main(m)
 }
 
-// summarize and ms are the shared benchstat ones.
+// summarize and ms are the shared benchkit ones.
 var (
-	summarize = benchstat.Summarize
-	ms        = benchstat.MS
+	summarize = benchkit.Summarize
+	ms        = benchkit.MS
 )
 
 // report publishes one variant's latency samples as custom metrics named
 // after it (e.g. "stdio-p50-ms").
-func report(b *testing.B, name string, samples []time.Duration) benchstat.Stats {
+func report(b *testing.B, name string, samples []time.Duration) benchkit.Stats {
 	st := summarize(samples)
 	b.ReportMetric(ms(st.P50), name+"-p50-ms")
 	b.ReportMetric(ms(st.P90), name+"-p90-ms")

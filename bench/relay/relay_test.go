@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/relaytest"
 )
@@ -175,25 +176,7 @@ func (s *side) call(tool string, args any, out any) (time.Duration, error) {
 	t0 := time.Now()
 	res, err := s.callRaw(&mcp.CallToolParams{Name: tool, Arguments: args})
 	d := time.Since(t0)
-	return d, decode(tool, res, err, out)
-}
-
-// decode turns a successful tool result into out.
-func decode(tool string, res *mcp.CallToolResult, err error, out any) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", tool, err)
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return err
-	}
-	if res.IsError {
-		return fmt.Errorf("%s failed: %s", tool, raw)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(raw, out)
+	return d, benchkit.DecodeResult(tool, res, err, out)
 }
 
 // interleave runs b.N rounds of every variant, rotating the order per
@@ -423,7 +406,7 @@ func (s *side) runLive(token string) (time.Duration, int, error) {
 	res, err := s.callRaw(params)
 	end := time.Now()
 	var out runResult
-	if err := decode("process.run", res, err, &out); err != nil {
+	if err := benchkit.DecodeResult("process.run", res, err, &out); err != nil {
 		return 0, 0, err
 	}
 	// The SDK may hand over the result before it has run every

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,7 +193,27 @@ func TestProcessRunOverMCP(t *testing.T) {
 // command's process group is stopped.
 func TestProcessRunEndsWithItsClient(t *testing.T) {
 	marker := "31.4159"
-	cmd := exec.Command(bin, "mcp", "--state-dir", t.TempDir())
+	cmd, stdin := runOverStdio(t, marker)
+	pid := waitSleep(t, marker)
+	closed := time.Now()
+	stdin.Close()
+	for processExists(pid) {
+		// The command itself would run for half a minute.
+		if time.Since(closed) > 10*time.Second {
+			t.Fatal("the foreground command outlived its client's connection")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the server did not exit cleanly after its client left: %v", err)
+	}
+}
+
+// runOverStdio starts `commandcore mcp` and, speaking raw JSON-RPC on its
+// stdin, has it run `sleep marker` with process.run; the call stays open.
+func runOverStdio(t *testing.T, marker string) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command(bin, "mcp", "--state-dir", t.TempDir(), "--config-dir", t.TempDir())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -210,19 +231,7 @@ func TestProcessRunEndsWithItsClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pid := waitSleep(t, marker)
-	closed := time.Now()
-	stdin.Close()
-	for processExists(pid) {
-		// The command itself would run for half a minute.
-		if time.Since(closed) > 10*time.Second {
-			t.Fatal("the foreground command outlived its client's connection")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the server did not exit cleanly after its client left: %v", err)
-	}
+	return cmd, stdin
 }
 
 // sleepPID returns the PID of a live `sleep marker`, or 0.
@@ -267,24 +276,7 @@ func atoi(s string) int {
 // stop nothing itself: the kernel ends the command with it.
 func TestProcessRunEndsWithAKilledServer(t *testing.T) {
 	marker := "29.9792"
-	cmd := exec.Command(bin, "mcp", "--state-dir", t.TempDir(), "--config-dir", t.TempDir())
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for _, line := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process.run","arguments":{"command":"sleep ` + marker + `"}}}`,
-	} {
-		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cmd, _ := runOverStdio(t, marker)
 	pid := waitSleep(t, marker)
 	killed := time.Now()
 	cmd.Process.Signal(syscall.SIGKILL)

@@ -30,13 +30,14 @@ import (
 // relayEnv is a relay and an enrolled agent on loopback, each with its own
 // directories, as `make run` sets them up.
 type relayEnv struct {
-	t              *testing.T
-	url            string
-	relayState     string
-	agentState     string
-	agentConfig    string
-	relay, agent   *exec.Cmd
-	token, tokenID string
+	t            *testing.T
+	url          string
+	relayState   string
+	agentState   string
+	agentConfig  string
+	relay, agent *exec.Cmd
+	// token is the client token onlineDevice made.
+	token string
 }
 
 // startRelay runs `commandcore relay serve` on a free loopback port.
@@ -128,6 +129,23 @@ func (e *relayEnv) connect(path, token string, onProgress func(*mcp.ProgressNoti
 	}
 	e.t.Cleanup(func() { s.Close() })
 	return &client{t: e.t, session: s}, nil
+}
+
+// onlineDevice starts a relay and an agent enrolled as dev1, and returns
+// them with a client on /mcp/dev1 (token for every tool) once calls reach
+// the device.
+func onlineDevice(t *testing.T) (*relayEnv, *client) {
+	t.Helper()
+	e := startRelay(t)
+	e.enrollAgent("dev1")
+	token, _ := e.newToken("dev1", "*")
+	c, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+	e.token = token
+	return e, c
 }
 
 // waitOnline waits until calls through c reach the device.
@@ -299,14 +317,7 @@ func TestRelayTokenScope(t *testing.T) {
 // foreground command is stopped and the link's end journalled, while a
 // managed job runs on; the agent links again once the relay is back.
 func TestLinkLossCancelsForegroundNotJobs(t *testing.T) {
-	e := startRelay(t)
-	e.enrollAgent("dev1")
-	token, _ := e.newToken("*", "*")
-	c, err := e.connect("/mcp/dev1", token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitOnline(t, c, nil)
+	e, c := onlineDevice(t)
 	job := c.start(map[string]any{"command": "exec sleep 120"})
 	marker := "27.1828"
 	go c.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "sleep " + marker}})
@@ -324,7 +335,7 @@ func TestLinkLossCancelsForegroundNotJobs(t *testing.T) {
 	}
 	addr := strings.TrimPrefix(e.url, "http://")
 	e.relay = e.serve(addr)
-	c, err = e.connect("/mcp/dev1", token, nil)
+	c, err := e.connect("/mcp/dev1", e.token, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,14 +567,7 @@ func TestRefusedDeviceCredentials(t *testing.T) {
 // TestRelayCancelStopsTheCommand: a client that cancels its process.run
 // through the relay stops the command on the device.
 func TestRelayCancelStopsTheCommand(t *testing.T) {
-	e := startRelay(t)
-	e.enrollAgent("dev1")
-	token, _ := e.newToken("dev1", "*")
-	c, err := e.connect("/mcp/dev1", token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitOnline(t, c, nil)
+	_, c := onlineDevice(t)
 	marker := "23.4567"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -590,14 +594,7 @@ func TestRelayCancelStopsTheCommand(t *testing.T) {
 // one whose JSON would outgrow a frame (text that escapes to six bytes a
 // byte) is answered with result_too_large, and the link stays up.
 func TestRelayLargeResults(t *testing.T) {
-	e := startRelay(t)
-	e.enrollAgent("dev1")
-	token, _ := e.newToken("dev1", "*")
-	c, err := e.connect("/mcp/dev1", token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitOnline(t, c, nil)
+	_, c := onlineDevice(t)
 	page := func(command string) (json.RawMessage, bool) {
 		job := c.start(map[string]any{"command": command, "wait_ms": 20000})
 		return c.call("process.output", map[string]any{"process_id": job.ProcessID, "max_bytes": 1 << 20})
@@ -627,14 +624,7 @@ func TestRelayLargeResults(t *testing.T) {
 // through the relay for output that comes later, while other calls on the
 // same device proceed alongside it.
 func TestRelayLongPollAndConcurrency(t *testing.T) {
-	e := startRelay(t)
-	e.enrollAgent("dev1")
-	token, _ := e.newToken("dev1", "*")
-	c, err := e.connect("/mcp/dev1", token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitOnline(t, c, nil)
+	_, c := onlineDevice(t)
 	job := c.start(map[string]any{"command": "sleep 2; echo late"})
 	// Calls from other goroutines go to the session directly: only the
 	// test's own goroutine may fail the test.

@@ -23,16 +23,7 @@ import (
 // and one link the server closes at once: the states say what happened,
 // and the journal holds one diagnostic per kind of end, not one per try.
 func TestRunReportsAndJournalsEachEnd(t *testing.T) {
-	upgrader := websocket.Upgrader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
-		ws.Close()
-	}))
-	defer srv.Close()
+	srv := closingServer(t)
 
 	journalPath := filepath.Join(t.TempDir(), "activity.db")
 	j, err := activity.Open(journalPath)
@@ -108,16 +99,7 @@ func TestRunReportsAndJournalsEachEnd(t *testing.T) {
 // TestShortLinksBackOff: links the server ends at once do not restart the
 // backoff, so an agent that keeps being dropped waits longer each time.
 func TestShortLinksBackOff(t *testing.T) {
-	upgrader := websocket.Upgrader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
-		ws.Close()
-	}))
-	defer srv.Close()
+	srv := closingServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var attempts []int
@@ -142,4 +124,19 @@ func TestShortLinksBackOff(t *testing.T) {
 	if fmt.Sprint(attempts) != "[1 2 3 4]" {
 		t.Fatalf("backoff attempts after short links: %v", attempts)
 	}
+}
+
+// closingServer accepts WebSocket links and closes each at once.
+func closingServer(t *testing.T) *httptest.Server {
+	upgrader := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+		ws.Close()
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/jobmeta"
 )
 
 // File is the identity's name inside the config directory.
@@ -110,39 +111,15 @@ func Decode(data []byte) (*Identity, error) {
 	return &id, nil
 }
 
-// Save writes id to configDir atomically, owner-only, creating the
-// directory when needed.
+// Save writes id to configDir atomically and owner-only (the job store's
+// writer: temporary file, fsync, rename), creating the directory when
+// needed.
 func Save(configDir string, id *Identity) error {
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
 		return fmt.Errorf("create config dir: %w", err)
 	}
-	data, err := json.MarshalIndent(id, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode identity: %w", err)
-	}
-	f, err := os.CreateTemp(configDir, "."+File+".tmp*")
-	if err != nil {
-		return fmt.Errorf("create identity: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("chmod identity: %w", err)
-	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("write identity: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync identity: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close identity: %w", err)
-	}
-	if err := os.Rename(tmp, Path(configDir)); err != nil {
-		return fmt.Errorf("install identity: %w", err)
+	if err := jobmeta.WriteAtomic(Path(configDir), id); err != nil {
+		return fmt.Errorf("save identity: %w", err)
 	}
 	return nil
 }

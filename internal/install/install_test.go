@@ -256,7 +256,10 @@ func startJobs(t *testing.T, o install.Options) (done, running string) {
 	done = start("echo installed", 5000)
 	waitJob(t, o, done, func(state string, terminal bool) bool { return terminal })
 	running = start("sleep 600", 0)
-	waitJob(t, o, running, func(state string, _ bool) bool { return state == "running" })
+	// The supervisor records the shell's identity a moment after its own
+	// claim; the metadata is complete (and must then stay as it is) once
+	// both are on disk.
+	waitJob(t, o, running, func(state string, _ bool) bool { return state == "running" && jobHasChild(t, o, running) })
 	t.Cleanup(func() {
 		run(t, "jobs", "stop", running, "--service", o.Service, "--state-dir", o.StateDir, "--config-dir", o.ConfigDir)
 		waitJob(t, o, running, func(_ string, terminal bool) bool { return terminal })
@@ -276,6 +279,18 @@ func jobState(t *testing.T, o install.Options, id string) (string, bool) {
 		t.Fatalf("jobs show %s: exit %d %v\n%s", id, code, err, out)
 	}
 	return r.State, r.Terminal
+}
+
+// jobHasChild reports whether the job's record names its shell's identity.
+func jobHasChild(t *testing.T, o install.Options, id string) bool {
+	t.Helper()
+	out, _ := run(t, "jobs", "show", id, "--json", "--service", o.Service, "--state-dir", o.StateDir, "--config-dir", o.ConfigDir)
+	var r struct {
+		Identity *struct {
+			Child *struct{ PID int } `json:"child"`
+		} `json:"identity"`
+	}
+	return json.Unmarshal([]byte(out), &r) == nil && r.Identity != nil && r.Identity.Child != nil && r.Identity.Child.PID > 0
 }
 
 func waitJob(t *testing.T, o install.Options, id string, ok func(string, bool) bool) {

@@ -40,9 +40,9 @@ import (
 // File is the name of the relay's database in its state directory.
 const File = "relay.db"
 
-// SchemaVersion is the database's schema version (PRAGMA user_version).
-// Columns and tables only ever grow.
-const SchemaVersion = 1
+// SchemaVersion is the database's schema version (PRAGMA user_version):
+// the number of migrations applied. Columns and tables only ever grow.
+const SchemaVersion = 2
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -92,6 +92,36 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 CREATE INDEX IF NOT EXISTS tokens_created ON tokens(created_at);
 `
+
+// schemaV2 adds trust: a token's principal (empty: the token's own ID), a
+// device's standing (active, compromised, revoked) and its rotated-away
+// tokens, whose return reveals a copy, and the audit log of client calls.
+const schemaV2 = `
+ALTER TABLE tokens ADD COLUMN principal TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN standing TEXT NOT NULL DEFAULT 'active';
+ALTER TABLE devices ADD COLUMN standing_at INTEGER;
+CREATE TABLE IF NOT EXISTS retired_device_tokens (
+	hash       BLOB    PRIMARY KEY,
+	device_id  TEXT    NOT NULL,
+	retired_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS retired_device_tokens_device ON retired_device_tokens(device_id);
+CREATE TABLE IF NOT EXISTS audit (
+	seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+	at          INTEGER NOT NULL,
+	principal   TEXT    NOT NULL,
+	token_id    TEXT    NOT NULL,
+	device      TEXT    NOT NULL,
+	tool        TEXT    NOT NULL,
+	outcome     TEXT    NOT NULL,
+	code        TEXT    NOT NULL DEFAULT '',
+	duration_us INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_at ON audit(at);
+`
+
+// migrations[i] takes a database from schema version i to i+1.
+var migrations = []string{schema, schemaV2}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may
@@ -172,7 +202,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// initSchema checks the database and creates the schema when it is new.
+// initSchema checks the database and creates the schema when it is new, or
+// brings an older relay's schema up to date.
 // Two processes opening a new database at once both run it; the write lock
 // taken at BEGIN serialises them and the second finds the version set.
 func initSchema(db *sql.DB) error {
@@ -209,8 +240,10 @@ func initSchema(db *sql.DB) error {
 	if version, err = userVersion(ctx, tx); err != nil || version >= SchemaVersion {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return errcode.Wrap(errcode.Internal, err, "cannot create the relay state schema")
+	for _, m := range migrations[version:] {
+		if _, err := tx.ExecContext(ctx, m); err != nil {
+			return errcode.Wrap(errcode.Internal, err, "cannot create the relay state schema")
+		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
 		return errcode.Wrap(errcode.Internal, err, "cannot create the relay state schema")

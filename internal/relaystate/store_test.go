@@ -62,7 +62,7 @@ func TestOpenModesAndSchema(t *testing.T) {
 	if err := s.db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode %q %v", mode, err)
 	}
-	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 1 {
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 2 {
 		t.Fatalf("user_version %d %v", version, err)
 	}
 	var busy int
@@ -292,5 +292,51 @@ func TestOpenRefusesWhatItCannotRead(t *testing.T) {
 		t.Fatal("a database with a newer schema was opened")
 	} else if !strings.Contains(err.Error(), "schema") {
 		t.Fatalf("newer schema: %v", err)
+	}
+}
+
+// A database written by a relay of schema 1 is brought up to date in place,
+// keeping its tokens and devices.
+func TestOpenMigratesSchemaOne(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	tok, _, err := s.CreateToken("old", []string{"*"}, []string{"*"}, time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Turn it back into a schema-1 database: drop what schema 2 added.
+	for _, q := range []string{
+		`ALTER TABLE tokens DROP COLUMN principal`,
+		`ALTER TABLE devices DROP COLUMN standing`,
+		`ALTER TABLE devices DROP COLUMN standing_at`,
+		`DROP TABLE retired_device_tokens`,
+		`DROP TABLE audit`,
+		`PRAGMA user_version = 1`,
+	} {
+		if _, err := s.db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatalf("open a schema-1 database: %v", err)
+	}
+	defer s.Close()
+	var version int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 2 {
+		t.Fatalf("user_version %d %v", version, err)
+	}
+	list, err := s.Tokens()
+	if err != nil || len(list) != 1 || list[0].ID != tok.ID {
+		t.Fatalf("tokens after migration: %+v %v", list, err)
+	}
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM audit`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("audit table after migration: %d %v", n, err)
 	}
 }

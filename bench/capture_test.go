@@ -16,6 +16,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 // captureBytes is what the capture benchmarks push through stdout: 2 GiB.
@@ -277,7 +278,7 @@ func BenchmarkCaptureSupervisors(b *testing.B) {
 // from Start until the job is terminal.
 func serviceBig(b *testing.B, svc *jobs.Service, state, command string) time.Duration {
 	t0 := time.Now()
-	res, err := svc.Start(context.Background(), jobs.StartRequest{Command: command})
+	res, err := svc.Start(context.Background(), principal.Local, jobs.StartRequest{Command: command})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func serviceBig(b *testing.B, svc *jobs.Service, state, command string) time.Dur
 		b.Fatal(err)
 	}
 	d := time.Since(t0)
-	rec, err := svc.Status(res.ProcessID)
+	rec, err := svc.Status(principal.Local, res.ProcessID)
 	if err != nil || rec.Capture == nil || rec.Capture.Stdout.ObservedBytes == nil || *rec.Capture.Stdout.ObservedBytes != captureBytes {
 		b.Fatalf("capture incomplete: %v", err)
 	}
@@ -434,11 +435,11 @@ func BenchmarkSupervisorMemoryMiniSup(b *testing.B) {
 	defer svc.Close()
 	var worst memPeak
 	for range b.N {
-		res, err := svc.Start(context.Background(), jobs.StartRequest{Command: bigJob})
+		res, err := svc.Start(context.Background(), principal.Local, jobs.StartRequest{Command: bigJob})
 		if err != nil {
 			b.Fatal(err)
 		}
-		rec, err := svc.Status(res.ProcessID)
+		rec, err := svc.Status(principal.Local, res.ProcessID)
 		if err != nil || rec.Identity == nil {
 			b.Fatalf("no supervisor identity: %v", err)
 		}

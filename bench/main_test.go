@@ -32,6 +32,7 @@ import (
 	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
@@ -196,14 +197,14 @@ func finishService(svc *jobs.Service, state, id string) error {
 	if err := waitFile(filepath.Join(jobDir(state, id), jobmeta.ResultFile), 200*time.Microsecond, time.Minute); err != nil {
 		return err
 	}
-	rec, err := svc.Status(id)
+	rec, err := svc.Status(principal.Local, id)
 	if err != nil {
 		return err
 	}
 	if rec.State != jobmeta.Exited {
 		return fmt.Errorf("job %s ended %s", id, rec.State)
 	}
-	_, err = svc.Forget(id)
+	_, err = svc.Forget(principal.Local, id)
 	return err
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/policy"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 // The launch benchmarks time b.N launches of a short job (`true`) and report
@@ -94,7 +95,7 @@ func serviceStart(b *testing.B, name, exe string, fallback bool) sampler {
 			defer hideBus()()
 		}
 		t0 := time.Now()
-		res, err := svc.Start(ctx, jobs.StartRequest{Command: "true"})
+		res, err := svc.Start(ctx, principal.Local, jobs.StartRequest{Command: "true"})
 		d := time.Since(t0)
 		if err != nil {
 			return d, err

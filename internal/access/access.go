@@ -1,8 +1,10 @@
-// Package access decides whether a tool call may run (SPEC §4): over the
-// link, the server's per-call grant must name this device, this tool and a
-// principal, and be unexpired; then, for every server, the owner's local
-// permission ceiling applies. Both are checked on every call, including
-// calls about jobs that are already running.
+// Package access decides whether a tool call may run, and for whom (SPEC
+// §4): over the link, the server's per-call grant must name this device,
+// this tool and a principal, be unexpired and unused; then, for every
+// server, the owner's local permission ceiling applies. Both are checked on
+// every call, including calls about jobs that are already running. A call
+// over the link acts for the grant's principal; a local one for
+// principal.Local.
 package access
 
 import (
@@ -12,34 +14,57 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/permissions"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 // Gate is the signature of tools.Gate.
-type Gate = func(ctx context.Context, req *mcp.CallToolRequest, tool string) error
+type Gate = func(ctx context.Context, req *mcp.CallToolRequest, tool string) (principal.Principal, error)
 
-// Local admits what the owner's ceiling in configDir allows. The file is
-// read on every call, so an owner's edit takes effect at once.
+// Local admits, as principal.Local, what the owner's ceiling in configDir
+// allows. The file is read on every call, so an owner's edit takes effect
+// at once.
 func Local(configDir string) Gate {
-	return func(_ context.Context, _ *mcp.CallToolRequest, tool string) error {
-		c, err := permissions.Load(configDir)
-		if err != nil {
-			return err
+	return func(_ context.Context, _ *mcp.CallToolRequest, tool string) (principal.Principal, error) {
+		if err := ceiling(configDir, tool); err != nil {
+			return "", err
 		}
-		return c.Check(tool)
+		return principal.Local, nil
 	}
 }
 
-// Remote admits a call that carries a valid grant for device and tool,
-// and that the owner's ceiling allows.
-func Remote(configDir, device string, key ed25519.PublicKey, now func() time.Time) Gate {
-	local := Local(configDir)
-	return func(ctx context.Context, req *mcp.CallToolRequest, tool string) error {
-		token := grant.FromMeta(req.Params.GetMeta())
-		if _, err := grant.Verify(key, token, device, tool, now()); err != nil {
-			return err
+func ceiling(configDir, tool string) error {
+	c, err := permissions.Load(configDir)
+	if err != nil {
+		return err
+	}
+	return c.Check(tool)
+}
+
+// Remote admits a call that carries a valid, unused grant for device and
+// tool, naming a remote principal, and that the owner's ceiling allows. The
+// call acts for the grant's principal. used remembers the grants seen, so
+// each is good for one call.
+func Remote(configDir, device string, key ed25519.PublicKey, used *grant.Used, now func() time.Time) Gate {
+	return func(_ context.Context, req *mcp.CallToolRequest, tool string) (principal.Principal, error) {
+		at := now()
+		c, err := grant.Verify(key, grant.FromMeta(req.Params.GetMeta()), device, tool, at)
+		if err != nil {
+			return "", err
 		}
-		return local(ctx, req, tool)
+		// A relay may not act as the machine's owner, nor name a principal
+		// a job's metadata could not record.
+		if !principal.Valid(c.Principal) {
+			return "", errcode.New(errcode.GrantInvalid, "grant names an invalid principal")
+		}
+		if err := used.Use(c, at); err != nil {
+			return "", err
+		}
+		if err := ceiling(configDir, tool); err != nil {
+			return "", err
+		}
+		return principal.Principal(c.Principal), nil
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 const device = "2f1c0f9e-8a43-4a55-9d0b-0c3c4b7c9a11"
@@ -27,6 +28,9 @@ func code(err error) errcode.Code {
 	return errcode.From(err).Code
 }
 
+// gate2 drops a gate's principal, for tests about admission only.
+func gate2(_ principal.Principal, err error) error { return err }
+
 func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 	key, err := grant.NewKey()
 	if err != nil {
@@ -35,7 +39,7 @@ func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 	pub := key.Public().(ed25519.PublicKey)
 	now := time.Now()
 	clock := func() time.Time { return now }
-	gate := Remote(t.TempDir(), device, pub, clock)
+	gate := Remote(t.TempDir(), device, pub, grant.NewUsed(0), clock)
 	mint := func(dev, tool string) mcp.Meta {
 		g, err := grant.Mint(key, dev, tool, "tok_1", now)
 		if err != nil {
@@ -44,7 +48,7 @@ func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 		return mcp.Meta{grant.MetaKey: g}
 	}
 	ctx := context.Background()
-	if err := gate(ctx, call(mint(device, "process.jobs")), "process.jobs"); err != nil {
+	if err := gate2(gate(ctx, call(mint(device, "process.jobs")), "process.jobs")); err != nil {
 		t.Fatalf("a valid grant: %v", err)
 	}
 	for name, meta := range map[string]mcp.Meta{
@@ -52,20 +56,20 @@ func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 		"another device": mint("b3b0a1de-0000-4000-8000-000000000000", "process.jobs"),
 		"another tool":   mint(device, "process.run"),
 	} {
-		if c := code(gate(ctx, call(meta), "process.jobs")); c != errcode.GrantInvalid {
+		if c := code(gate2(gate(ctx, call(meta), "process.jobs"))); c != errcode.GrantInvalid {
 			t.Errorf("%s: %q", name, c)
 		}
 	}
 	// A grant that was fine expires, even for calls about running jobs.
 	valid := mint(device, "process.jobs")
 	now = now.Add(10 * time.Minute)
-	if c := code(gate(ctx, call(valid), "process.jobs")); c != errcode.GrantInvalid {
+	if c := code(gate2(gate(ctx, call(valid), "process.jobs"))); c != errcode.GrantInvalid {
 		t.Errorf("expired grant: %q", c)
 	}
 	// A grant from another key is refused.
 	other, _ := grant.NewKey()
 	g, _ := grant.Mint(other, device, "process.jobs", "tok_1", now)
-	if c := code(gate(ctx, call(mcp.Meta{grant.MetaKey: g}), "process.jobs")); c != errcode.GrantInvalid {
+	if c := code(gate2(gate(ctx, call(mcp.Meta{grant.MetaKey: g}), "process.jobs"))); c != errcode.GrantInvalid {
 		t.Errorf("foreign key: %q", c)
 	}
 }
@@ -74,32 +78,74 @@ func TestCeilingAppliesAfterTheGrant(t *testing.T) {
 	key, _ := grant.NewKey()
 	dir := t.TempDir()
 	now := time.Now()
-	gate := Remote(dir, device, key.Public().(ed25519.PublicKey), func() time.Time { return now })
-	g, _ := grant.Mint(key, device, "process.jobs", "tok_1", now)
-	req := call(mcp.Meta{grant.MetaKey: g})
+	gate := Remote(dir, device, key.Public().(ed25519.PublicKey), grant.NewUsed(0), func() time.Time { return now })
+	// Each call needs a fresh grant.
+	req := func() *mcp.CallToolRequest {
+		g, _ := grant.Mint(key, device, "process.jobs", "tok_1", now)
+		return call(mcp.Meta{grant.MetaKey: g})
+	}
 	ctx := context.Background()
 	file := filepath.Join(dir, "permissions.json")
 	if err := os.WriteFile(file, []byte(`{"schema_version":1,"tools":["system.*"]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if c := code(gate(ctx, req, "process.jobs")); c != errcode.PermissionDenied {
+	if c := code(gate2(gate(ctx, req(), "process.jobs"))); c != errcode.PermissionDenied {
 		t.Fatalf("outside the ceiling: %q", c)
 	}
 	// The owner's edit takes effect on the next call.
 	os.WriteFile(file, []byte(`{"schema_version":1,"tools":["process.*"]}`), 0o600)
-	if err := gate(ctx, req, "process.jobs"); err != nil {
+	if err := gate2(gate(ctx, req(), "process.jobs")); err != nil {
 		t.Fatalf("inside the ceiling: %v", err)
 	}
 	// A broken ceiling fails closed, locally too.
 	os.WriteFile(file, []byte(`{"schema_version":1,"tools":`), 0o600)
-	if c := code(gate(ctx, req, "process.jobs")); c != errcode.PermissionDenied {
+	if c := code(gate2(gate(ctx, req(), "process.jobs"))); c != errcode.PermissionDenied {
 		t.Fatalf("malformed ceiling: %q", c)
 	}
-	if c := code(Local(dir)(ctx, call(nil), "system.metrics")); c != errcode.PermissionDenied {
+	if c := code(gate2(Local(dir)(ctx, call(nil), "system.metrics"))); c != errcode.PermissionDenied {
 		t.Fatalf("malformed ceiling, local server: %q", c)
 	}
 	os.Remove(file)
-	if err := Local(dir)(ctx, call(nil), "process.run"); err != nil {
+	if err := gate2(Local(dir)(ctx, call(nil), "process.run")); err != nil {
 		t.Fatalf("no ceiling: %v", err)
+	}
+}
+
+func TestRemoteActsForTheGrantsPrincipalOnce(t *testing.T) {
+	key, _ := grant.NewKey()
+	now := time.Now()
+	gate := Remote(t.TempDir(), device, key.Public().(ed25519.PublicKey), grant.NewUsed(0), func() time.Time { return now })
+	ctx := context.Background()
+	mint := func(sub string) *mcp.CallToolRequest {
+		g, err := grant.Mint(key, device, "process.jobs", sub, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return call(mcp.Meta{grant.MetaKey: g})
+	}
+	req := mint("ci-bot")
+	who, err := gate(ctx, req, "process.jobs")
+	if err != nil || who != "ci-bot" {
+		t.Fatalf("gate = %q, %v; want the grant's principal", who, err)
+	}
+	// The same grant again is a replay, also a minute later while it
+	// still verifies.
+	if c := code(gate2(gate(ctx, req, "process.jobs"))); c != errcode.GrantInvalid {
+		t.Fatalf("replayed grant: %q", c)
+	}
+	now = now.Add(59 * time.Second)
+	if c := code(gate2(gate(ctx, req, "process.jobs"))); c != errcode.GrantInvalid {
+		t.Fatalf("replayed grant a minute later: %q", c)
+	}
+	// No relay may act as the machine's owner or name an unrecordable
+	// principal.
+	for _, sub := range []string{"local", "LOCAL", "a/b", "a b"} {
+		if c := code(gate2(gate(ctx, mint(sub), "process.jobs"))); c != errcode.GrantInvalid {
+			t.Errorf("principal %q: %q", sub, c)
+		}
+	}
+	// Locally, every call is the owner's.
+	if who, err := Local(t.TempDir())(ctx, call(nil), "process.jobs"); err != nil || who != principal.Local {
+		t.Fatalf("local gate = %q, %v", who, err)
 	}
 }

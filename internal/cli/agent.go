@@ -16,10 +16,12 @@ import (
 
 	"github.com/commandcore/commandcore/internal/access"
 	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/identity"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/tools"
 	"github.com/commandcore/commandcore/internal/uplink"
@@ -158,7 +160,7 @@ type endWatch struct {
 }
 
 func (w *endWatch) observe(svc *jobs.Service) {
-	recs, err := svc.List()
+	recs, err := svc.List(principal.Local)
 	if err != nil {
 		return
 	}
@@ -227,7 +229,7 @@ func linkServer(svc *jobs.Service, id *identity.Identity, configDir string) (fun
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
-	tools.Register(srv, svc, host, access.Remote(configDir, id.DeviceID, key, time.Now))
+	tools.Register(srv, svc, host, access.Remote(configDir, id.DeviceID, key, grant.NewUsed(0), time.Now))
 	return func(ctx context.Context, conn *link.Conn) error {
 		ss, err := srv.Connect(ctx, conn, nil)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -38,7 +39,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 					return err
 				}
 				defer svc.Close()
-				rec, err := svc.Status(args[0])
+				rec, err := svc.Status(principal.Local, args[0])
 				if err != nil {
 					return err
 				}
@@ -58,7 +59,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 					return err
 				}
 				defer svc.Close()
-				rec, err := svc.Stop(args[0])
+				rec, err := svc.Stop(principal.Local, args[0])
 				if err != nil {
 					return err
 				}
@@ -79,7 +80,7 @@ func jobsList(g *globalFlags, streams IO, asJSON bool) error {
 		return err
 	}
 	defer svc.Close()
-	recs, err := svc.List()
+	recs, err := svc.List(principal.Local)
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func writeJSON(w io.Writer, v any) error {
 
 func printList(w io.Writer, recs []*jobmeta.Record) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROCESS ID\tSTATE\tEXIT\tCREATED\tREAD\tNAME")
+	fmt.Fprintln(tw, "PROCESS ID\tSTATE\tEXIT\tCREATED\tREAD\tOWNER\tNAME")
 	for _, r := range recs {
 		exit := "-"
 		switch {
@@ -114,8 +115,12 @@ func printList(w io.Writer, recs []*jobmeta.Record) error {
 		if r.Terminal && !r.Read {
 			read = "unread"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ProcessID, r.State, exit,
-			r.CreatedAt.Local().Format(time.DateTime), read, r.Name)
+		owner := r.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ProcessID, r.State, exit,
+			r.CreatedAt.Local().Format(time.DateTime), read, owner, r.Name)
 	}
 	return tw.Flush()
 }
@@ -126,6 +131,9 @@ func printRecord(w io.Writer, r *jobmeta.Record) error {
 	row("process id", r.ProcessID)
 	if r.Name != "" {
 		row("name", r.Name)
+	}
+	if r.Owner != "" {
+		row("owner", r.Owner)
 	}
 	row("state", r.State)
 	row("failure domain", r.FailureDomain)
@@ -192,7 +200,7 @@ func newJobsOutputCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Command {
 			defer svc.Close()
 			req.ProcessID = args[0]
 			if *asJSON {
-				out, err := svc.Output(cmd.Context(), req)
+				out, err := svc.Output(cmd.Context(), principal.Local, req)
 				if err != nil {
 					return err
 				}
@@ -210,7 +218,7 @@ func newJobsOutputCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Command {
 // dumpOutput pages through everything retained, writing raw bytes.
 func dumpOutput(cmd *cobra.Command, svc *jobs.Service, req jobs.OutputRequest, streams IO) error {
 	for {
-		out, err := svc.Output(cmd.Context(), req)
+		out, err := svc.Output(cmd.Context(), principal.Local, req)
 		if err != nil {
 			return err
 		}
@@ -251,7 +259,7 @@ func newJobsReconcileCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Comman
 				return err
 			}
 			defer svc.Close()
-			rec, err := svc.Status(args[0])
+			rec, err := svc.Status(principal.Local, args[0])
 			if err != nil {
 				return err
 			}

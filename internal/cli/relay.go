@@ -173,9 +173,9 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func newTokenCreateCmd(g *globalFlags, streams IO) *cobra.Command {
-	var name, devices, tools, ttl string
+	var name, devices, tools, ttl, prin string
 	cmd := &cobra.Command{
-		Use:   "create --name NAME [--devices LIST] [--tools LIST] [--ttl 30d]",
+		Use:   "create --name NAME [--devices LIST] [--tools LIST] [--principal NAME] [--ttl 30d]",
 		Short: "Create a client token and print it once",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -195,13 +195,13 @@ func newTokenCreateCmd(g *globalFlags, streams IO) *cobra.Command {
 				return usageError("--tools: %v", err)
 			}
 			return withRelayState(g, func(st *relaystate.Store) error {
-				tok, secret, err := st.CreateToken(name, devs, tls, d, time.Now())
+				tok, secret, err := st.CreateToken(relaystate.TokenSpec{Name: name, Devices: devs, Tools: tls, Principal: prin, TTL: d}, time.Now())
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(streams.Out, secret)
-				fmt.Fprintf(streams.Err, "token %s (%s): devices %s, tools %s, expires %s. It is shown only now.\n",
-					tok.ID, tok.Name, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), tok.ExpiresAt.Format(time.RFC3339))
+				fmt.Fprintf(streams.Err, "token %s (%s): principal %s, devices %s, tools %s, expires %s. It is shown only now.\n",
+					tok.ID, tok.Name, tok.Principal, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), tok.ExpiresAt.Format(time.RFC3339))
 				return nil
 			})
 		},
@@ -210,6 +210,7 @@ func newTokenCreateCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&devices, "devices", "*", "devices the token reaches: names or IDs, comma-separated, * for all")
 	cmd.Flags().StringVar(&tools, "tools", "*", "tools the token may call: names or prefix.*, comma-separated, * for all")
 	cmd.Flags().StringVar(&ttl, "ttl", "30d", "how long the token is valid")
+	cmd.Flags().StringVar(&prin, "principal", "", "whose jobs the token acts on; tokens that share one see the same jobs (default: the token's own ID)")
 	return cmd
 }
 
@@ -232,7 +233,7 @@ func newTokenListCmd(g *globalFlags, streams IO) *cobra.Command {
 				return printJSONLines(streams, toks)
 			}
 			tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tDEVICES\tTOOLS\tEXPIRES\tSTATE")
+			fmt.Fprintln(tw, "ID\tNAME\tPRINCIPAL\tDEVICES\tTOOLS\tEXPIRES\tSTATE")
 			now := time.Now()
 			for _, t := range toks {
 				state := "active"
@@ -242,7 +243,7 @@ func newTokenListCmd(g *globalFlags, streams IO) *cobra.Command {
 				case now.After(t.ExpiresAt):
 					state = "expired"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, strings.Join(t.Devices, ","),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Principal, strings.Join(t.Devices, ","),
 					strings.Join(t.Tools, ","), t.ExpiresAt.Format(time.RFC3339), state)
 			}
 			return tw.Flush()

@@ -30,10 +30,13 @@ const (
 // Job is what the launcher records at launch. It holds no command,
 // environment, working directory or output.
 type Job struct {
-	Schema        int       `json:"schema"`
-	ID            string    `json:"id"`
-	DeviceID      string    `json:"device_id"`
-	Name          string    `json:"name,omitempty"`
+	Schema   int    `json:"schema"`
+	ID       string `json:"id"`
+	DeviceID string `json:"device_id"`
+	Name     string `json:"name,omitempty"`
+	// Owner is the principal that started the job (package principal);
+	// empty on jobs from before jobs had owners.
+	Owner         string    `json:"owner,omitempty"`
 	Unit          string    `json:"unit,omitempty"`
 	FailureDomain string    `json:"failure_domain"`
 	CreatedAt     time.Time `json:"created_at"`

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 // fuzzDecode checks Decode on arbitrary input: it never panics, every
@@ -85,6 +86,9 @@ func FuzzDecodeJob(f *testing.F) {
 			}
 			if j.CreatedAt.IsZero() {
 				t.Fatal("accepted zero created_at")
+			}
+			if j.Owner != "" && j.Owner != "local" && !principal.Valid(j.Owner) {
+				t.Fatalf("accepted owner %q", j.Owner)
 			}
 		})
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 // ErrCorrupt reports metadata that exists but cannot be trusted.
@@ -98,6 +99,9 @@ func (j *Job) validate() error {
 	}
 	if j.CreatedAt.IsZero() {
 		return errors.New("no creation time")
+	}
+	if j.Owner != "" && j.Owner != string(principal.Local) && !principal.Valid(j.Owner) {
+		return errors.New("bad owner")
 	}
 	return nil
 }

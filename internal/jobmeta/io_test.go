@@ -28,7 +28,7 @@ func ptr[T any](v T) *T { return &v }
 func validJob() *jobmeta.Job {
 	return &jobmeta.Job{
 		Schema: jobmeta.SchemaVersion, ID: testID, DeviceID: "7c9e6679-7425-40de-944b-e07fc1f90ae7",
-		Name: "build", Unit: "commandcore-job-x.service", FailureDomain: jobmeta.DomainSystemdUnit,
+		Name: "build", Owner: "tok_0123456789ab", Unit: "commandcore-job-x.service", FailureDomain: jobmeta.DomainSystemdUnit,
 		CreatedAt: t0, LaunchFailed: true, LaunchError: "internal", FailedAt: ptr(t1),
 	}
 }
@@ -263,6 +263,10 @@ func fileTypes() []fileType {
 			"zero created_at":       set("created_at", "0001-01-01T00:00:00Z"),
 			"id of the wrong type":  set("id", 5),
 			"created_at not a time": set("created_at", "yesterday"),
+			"owner with a slash":    set("owner", "a/b"),
+			"owner of 65 bytes":     set("owner", strings.Repeat("a", 65)),
+			"owner Local":           set("owner", "LOCAL"),
+			"owner not a string":    set("owner", 1),
 		}},
 		{jobmeta.IdentityFile, validIdentity(), reader[jobmeta.Identity](), map[string]func(map[string]any){
 			"no supervisor":          del("supervisor"),

@@ -10,6 +10,7 @@ import (
 type Record struct {
 	ProcessID     string     `json:"process_id"`
 	Name          string     `json:"name,omitempty"`
+	Owner         string     `json:"owner,omitempty"`
 	State         State      `json:"state"`
 	Terminal      bool       `json:"terminal"`
 	Unit          string     `json:"unit,omitempty"`
@@ -57,6 +58,7 @@ type IdentityView struct {
 type Summary struct {
 	ProcessID   string     `json:"process_id"`
 	Name        string     `json:"name,omitempty"`
+	Owner       string     `json:"owner,omitempty"`
 	State       State      `json:"state"`
 	Terminal    bool       `json:"terminal"`
 	CreatedAt   time.Time  `json:"created_at"`
@@ -68,7 +70,7 @@ type Summary struct {
 // Summary returns the short form of r.
 func (r *Record) Summary() Summary {
 	return Summary{
-		ProcessID: r.ProcessID, Name: r.Name, State: r.State, Terminal: r.Terminal,
+		ProcessID: r.ProcessID, Name: r.Name, Owner: r.Owner, State: r.State, Terminal: r.Terminal,
 		CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt, ExitCode: r.ExitCode, Read: r.Read,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
@@ -59,7 +60,7 @@ func TestClaimTimeoutStopsTheUnit(t *testing.T) {
 	// A supervisor that never claims its identity.
 	svc := service(t, script(t, "exec sleep 600"))
 	begin := time.Now()
-	res, err := svc.Start(context.Background(), StartRequest{Command: "true"})
+	res, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestClaimTimeoutStopsTheUnit(t *testing.T) {
 	if took := time.Since(begin); took < svc.ClaimTimeout {
 		t.Fatalf("gave up after %v, before the claim timeout", took)
 	}
-	rec, err := svc.Status(res.ProcessID)
+	rec, err := svc.Status(principal.Local, res.ProcessID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +86,11 @@ func TestSupervisorDyingBeforeClaimFailsFast(t *testing.T) {
 	svc := service(t, script(t, "exit 3"))
 	svc.ClaimTimeout = 20 * time.Second
 	begin := time.Now()
-	res, err := svc.Start(context.Background(), StartRequest{Command: "true"})
+	res, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := svc.Status(res.ProcessID)
+	rec, _ := svc.Status(principal.Local, res.ProcessID)
 	if res.State != jobmeta.LaunchFailed || rec.Error != jobmeta.LaunchErrSupervisor {
 		t.Fatalf("got %s (%s), want launch_failed (supervisor_failed)", res.State, rec.Error)
 	}
@@ -104,11 +105,11 @@ func TestSupervisorDyingBeforeClaimFailsFast(t *testing.T) {
 func TestFailedLaunchesFreeTheirSlots(t *testing.T) {
 	svc := service(t, script(t, "exit 3"))
 	for i := 0; i < 40; i++ {
-		if _, err := svc.Start(context.Background(), StartRequest{Command: "true"}); err != nil {
+		if _, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "true"}); err != nil {
 			t.Fatalf("launch %d: %v", i, err)
 		}
 	}
-	recs, err := svc.List()
+	recs, err := svc.List(principal.Local)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
 
@@ -51,7 +52,7 @@ type Output struct {
 // Output returns a page of both streams. When a live job has nothing past
 // both offsets it waits up to WaitMS for output or an end. The page that
 // reaches the end of both streams of a terminal job marks the job read.
-func (s *Service) Output(ctx context.Context, req OutputRequest) (*Output, error) {
+func (s *Service) Output(ctx context.Context, who principal.Principal, req OutputRequest) (*Output, error) {
 	wait, err := waitDuration(req.WaitMS)
 	if err != nil {
 		return nil, err
@@ -68,7 +69,7 @@ func (s *Service) Output(ctx context.Context, req OutputRequest) (*Output, error
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		out, err := s.page(req, max)
+		out, err := s.page(who, req, max)
 		if err != nil {
 			return nil, err
 		}
@@ -84,10 +85,10 @@ func (s *Service) Output(ctx context.Context, req OutputRequest) (*Output, error
 	}
 }
 
-func (s *Service) page(req OutputRequest, max int) (*Output, error) {
+func (s *Service) page(who principal.Principal, req OutputRequest, max int) (*Output, error) {
 	// State first: the supervisor seals capture before publishing its
 	// terminal record, so bytes read after seeing a terminal state are final.
-	rec, err := s.Store.Get(req.ProcessID)
+	rec, err := s.get(who, req.ProcessID)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 // TestReusedPIDIsNeverSignalled points a job's metadata at a live,
@@ -38,7 +39,7 @@ func TestReusedPIDIsNeverSignalled(t *testing.T) {
 	if err := jobmeta.WriteAtomic(filepath.Join(svc.Store.Dir(id), jobmeta.IdentityFile), ident); err != nil {
 		t.Fatal(err)
 	}
-	_, err = svc.Stop(id)
+	_, err = svc.Stop(principal.Local, id)
 	if !errcode.Is(err, errcode.IdentityMismatch) {
 		t.Fatalf("stop of a job whose PID was reused: %v, want identity_mismatch", err)
 	}
@@ -48,7 +49,7 @@ func TestReusedPIDIsNeverSignalled(t *testing.T) {
 	if alive, _ := svc.Procs.Alive(cur); !alive {
 		t.Fatal("the unrelated process was signalled")
 	}
-	rec, err := svc.Status(id)
+	rec, err := svc.Status(principal.Local, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/policy"
+	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 )
 
@@ -176,7 +177,7 @@ func Prepare(command, cwd string, add map[string]string, base []string) (string,
 
 // Start launches a managed job and answers once its supervisor has claimed
 // its identity (or the launch failed).
-func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, error) {
+func (s *Service) Start(ctx context.Context, who principal.Principal, req StartRequest) (*StartResult, error) {
 	wait, err := waitDuration(req.WaitMS)
 	if err != nil {
 		return nil, err
@@ -194,7 +195,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.launch(ctx, env, pol, domain, req.Name)
+	id, err := s.launch(ctx, env, pol, domain, who, req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +218,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	}
 	if wait > 0 && rec.Terminal {
 		res.Record = rec
-		out, err := s.Output(ctx, OutputRequest{ProcessID: id})
+		out, err := s.Output(ctx, who, OutputRequest{ProcessID: id})
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +230,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 // launch runs the launch sequence with its ledger and returns the job ID.
 // A launch that fails after admission leaves a launch_failed record and
 // returns its ID with no error, so the client can see what happened.
-func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy.Policy, domain, name string) (string, error) {
+func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy.Policy, domain string, who principal.Principal, name string) (string, error) {
 	// The launch finishes or fails cleanly even if the request is cancelled.
 	timeout := s.ClaimTimeout
 	if timeout == 0 {
@@ -240,7 +241,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 
 	id := uuid.NewString()
 	job := &jobmeta.Job{
-		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.DeviceID, Name: name,
+		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.DeviceID, Name: name, Owner: string(who),
 		FailureDomain: domain, CreatedAt: s.Store.Now(),
 	}
 	if domain == jobmeta.DomainSystemdUnit {
@@ -376,19 +377,51 @@ func (s *Service) awaitTerminal(ctx context.Context, id string, d time.Duration)
 	}
 }
 
-// Status returns one job's record.
-func (s *Service) Status(id string) (*jobmeta.Record, error) { return s.Store.Get(id) }
+// get returns one job's record if who may see it. Another principal's job
+// answers exactly as a job that does not exist.
+func (s *Service) get(who principal.Principal, id string) (*jobmeta.Record, error) {
+	rec, err := s.Store.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if !who.Sees(rec.Owner) {
+		return nil, jobstore.ErrNotFound()
+	}
+	return rec, nil
+}
 
-// List returns all jobs, newest first.
-func (s *Service) List() ([]*jobmeta.Record, error) { return s.Store.List() }
+// Status returns one job's record.
+func (s *Service) Status(who principal.Principal, id string) (*jobmeta.Record, error) {
+	return s.get(who, id)
+}
+
+// List returns the jobs who may see, newest first.
+func (s *Service) List(who principal.Principal) ([]*jobmeta.Record, error) {
+	recs, err := s.Store.List()
+	if err != nil {
+		return nil, err
+	}
+	mine := recs[:0]
+	for _, r := range recs {
+		if who.Sees(r.Owner) {
+			mine = append(mine, r)
+		}
+	}
+	return mine, nil
+}
 
 // Forget deletes a terminal job.
-func (s *Service) Forget(id string) (*jobmeta.Record, error) { return s.Store.Forget(id) }
+func (s *Service) Forget(who principal.Principal, id string) (*jobmeta.Record, error) {
+	if _, err := s.get(who, id); err != nil {
+		return nil, err
+	}
+	return s.Store.Forget(id)
+}
 
 // Stop asks a live job's supervisor to stop the job. It verifies the
 // supervisor's identity first and claims nothing when it does not match.
-func (s *Service) Stop(id string) (*jobmeta.Record, error) {
-	rec, err := s.Store.Get(id)
+func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, error) {
+	rec, err := s.get(who, id)
 	if err != nil {
 		return nil, err
 	}

@@ -75,6 +75,7 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 	r := &jobmeta.Record{
 		ProcessID:     id,
 		Name:          f.job.Name,
+		Owner:         f.job.Owner,
 		Unit:          f.job.Unit,
 		FailureDomain: f.job.FailureDomain,
 		CreatedAt:     f.job.CreatedAt,

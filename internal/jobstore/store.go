@@ -135,9 +135,15 @@ func (s *Store) Get(id string) (*jobmeta.Record, error) {
 	}
 	r, err := s.record(id)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, errcode.New(errcode.NotFound, "no managed job has this process_id")
+		return nil, ErrNotFound()
 	}
 	return r, err
+}
+
+// ErrNotFound is the answer for a job that does not exist, or that the
+// caller may not see: the two must be indistinguishable.
+func ErrNotFound() error {
+	return errcode.New(errcode.NotFound, "no managed job has this process_id")
 }
 
 // Admit reserves a live slot for a new job and creates its directory with

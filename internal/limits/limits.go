@@ -60,6 +60,10 @@ const (
 	GrantClockSkew = 30 * time.Second
 	// MaxGrantBytes bounds an encoded grant.
 	MaxGrantBytes = 2048
+	// MaxGrantsRemembered bounds the used grant IDs an agent remembers to
+	// refuse replays: a grant lives GrantTTL plus twice the skew (120 s),
+	// so this admits over 800 calls a second.
+	MaxGrantsRemembered = 100_000
 	// EnrollCodeTTL and ClientTokenTTL are the relay's default lifetimes.
 	EnrollCodeTTL  = 15 * time.Minute
 	ClientTokenTTL = 30 * 24 * time.Hour

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
 )
 
@@ -17,7 +18,7 @@ import (
 // this process. Profile it with -cpuprofile to see where the relay spends.
 func BenchmarkForwardProgress(b *testing.B) {
 	h := newHarness(b, nil)
-	_, clientToken, err := h.st.CreateToken("bench", []string{"*"}, []string{"*"}, time.Hour, time.Now())
+	_, clientToken, err := h.st.CreateToken(relaystate.TokenSpec{Name: "bench", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -210,7 +210,7 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		if l == nil {
 			return toolresult.Failure(errDeviceOffline), nil
 		}
-		g, err := grant.Mint(s.key, dev.ID, tool, tok.ID, s.Now())
+		g, err := grant.Mint(s.key, dev.ID, tool, tok.Principal, s.Now())
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}

@@ -17,7 +17,7 @@ func FuzzAuthToken(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { s.Close() })
-	tok, bearer, err := s.CreateToken("fuzz", []string{"*"}, []string{"*"}, time.Hour, t0)
+	tok, bearer, err := s.CreateToken(TokenSpec{Name: "fuzz", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
 	if err != nil {
 		f.Fatal(err)
 	}

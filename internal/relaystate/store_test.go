@@ -38,7 +38,7 @@ func wantCode(t *testing.T, err error, code errcode.Code) {
 func TestOpenModesAndSchema(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "state")
 	s := openT(t, dir)
-	if _, _, err := s.CreateToken("x", []string{"*"}, []string{"*"}, time.Hour, t0); err != nil {
+	if _, _, err := s.CreateToken(TokenSpec{Name: "x", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, t0); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(dir)
@@ -173,7 +173,7 @@ func TestSecretsStoredOnlyAsHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, bearer, err := s.CreateToken("tk", []string{"*"}, []string{"*"}, time.Hour, t0)
+	_, bearer, err := s.CreateToken(TokenSpec{Name: "tk", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,9 +242,9 @@ func TestErrorsAreContentFree(t *testing.T) {
 	add(err)
 	add(s.RevokeToken(marker, t0))
 	add(s.SetConnected(marker, true, t0))
-	_, _, err = s.CreateToken(marker+" ", []string{"*"}, []string{"*"}, time.Hour, t0)
+	_, _, err = s.CreateToken(TokenSpec{Name: marker + " ", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
 	add(err)
-	_, _, err = s.CreateToken("n", []string{marker + "/"}, []string{"*"}, time.Hour, t0)
+	_, _, err = s.CreateToken(TokenSpec{Name: "n", Devices: []string{marker + "/"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
 	add(err)
 	_, err = s.CreateEnrollCode(marker+"/", time.Hour, t0)
 	add(err)
@@ -304,7 +304,7 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(1_800_000_000, 0)
-	tok, _, err := s.CreateToken("old", []string{"*"}, []string{"*"}, time.Hour, now)
+	tok, _, err := s.CreateToken(TokenSpec{Name: "old", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, now)
 	if err != nil {
 		t.Fatal(err)
 	}

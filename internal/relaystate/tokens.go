@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/scope"
 )
 
@@ -21,7 +22,10 @@ type Token struct {
 	// Devices are the token's device scope: device names or IDs, or "*".
 	Devices []string `json:"devices"`
 	// Tools are the token's tool scope: exact tool names, "prefix.*", or "*".
-	Tools     []string   `json:"tools"`
+	Tools []string `json:"tools"`
+	// Principal names whose jobs the token acts on (SPEC §7); several
+	// tokens may share one. It defaults to the token's ID.
+	Principal string     `json:"principal"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt time.Time  `json:"expires_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
@@ -75,12 +79,27 @@ func validDeviceScope(e string) bool { return e == "*" || ValidName(e) }
 // grammar of package scope, which matches these entries.
 func validToolScope(e string) bool { return scope.Valid(e) }
 
-// CreateToken creates a client token valid for ttl from now, scoped to
-// devices and tools, and returns its record and its bearer string
+// TokenSpec is what a new client token is: its name, scopes, principal
+// (empty: the token's own ID) and lifetime.
+type TokenSpec struct {
+	Name      string
+	Devices   []string
+	Tools     []string
+	Principal string
+	TTL       time.Duration
+}
+
+// CreateToken creates a client token valid for spec.TTL from now, scoped to
+// spec's devices and tools, and returns its record and its bearer string
 // ("cct_<id>_<43 base64url characters>"), which is shown once: only its
-// hash is stored. Empty scopes, a non-positive ttl and an invalid name are
+// hash is stored. Empty scopes, a non-positive ttl, an invalid name and an
+// invalid principal (principal.Valid: "local" is the machine's owner's) are
 // InvalidArgument.
-func (s *Store) CreateToken(name string, devices, tools []string, ttl time.Duration, now time.Time) (*Token, string, error) {
+func (s *Store) CreateToken(spec TokenSpec, now time.Time) (*Token, string, error) {
+	name, devices, tools, ttl := spec.Name, spec.Devices, spec.Tools, spec.TTL
+	if spec.Principal != "" && !principal.Valid(spec.Principal) {
+		return nil, "", errcode.New(errcode.InvalidArgument, "principal must be 1 to %d characters of letters, digits, '.', '_' and '-', and not \"local\"", principal.MaxBytes)
+	}
 	if !ValidName(name) {
 		return nil, "", errcode.New(errcode.InvalidArgument, "token name must be 1 to %d characters of letters, digits, '.', '_' and '-'", MaxNameBytes)
 	}
@@ -111,10 +130,11 @@ func (s *Store) CreateToken(name string, devices, tools []string, ttl time.Durat
 		// A 48-bit ID collides rarely; try again rather than fail.
 		for range 8 {
 			t.ID = tokenIDPrefix + randomHex(tokenIDHexLen/2)
+			t.Principal = principalOf(t.ID, spec.Principal)
 			bearer = clientTokenPrefix + t.ID + "_" + randomB64()
-			res, err := tx.ExecContext(ctx, `INSERT INTO tokens(id, name, secret_hash, devices, tools, created_at, expires_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-				t.ID, name, hashSecret(bearer), string(devJSON), string(toolJSON), now.UnixNano(), exp.UnixNano())
+			res, err := tx.ExecContext(ctx, `INSERT INTO tokens(id, name, secret_hash, devices, tools, created_at, expires_at, principal)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+				t.ID, name, hashSecret(bearer), string(devJSON), string(toolJSON), now.UnixNano(), exp.UnixNano(), spec.Principal)
 			if err != nil {
 				return err
 			}
@@ -149,7 +169,16 @@ func validTokenID(id string) bool {
 	return len(id) == tokenIDLen && strings.HasPrefix(id, tokenIDPrefix) && isLowerHex(id[len(tokenIDPrefix):])
 }
 
-const tokenColumns = `id, name, devices, tools, created_at, expires_at, revoked_at`
+const tokenColumns = `id, name, devices, tools, created_at, expires_at, revoked_at, principal`
+
+// principalOf is a token's principal: the stored one, or its own ID when
+// none was named (also for tokens from before principals).
+func principalOf(id, stored string) string {
+	if stored == "" {
+		return id
+	}
+	return stored
+}
 
 func scanToken(r rowScanner, extra ...any) (*Token, error) {
 	var (
@@ -157,10 +186,12 @@ func scanToken(r rowScanner, extra ...any) (*Token, error) {
 		devs, tls        string
 		created, expires int64
 		revoked          sql.NullInt64
+		prin             string
 	)
-	if err := r.Scan(append([]any{&t.ID, &t.Name, &devs, &tls, &created, &expires, &revoked}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&t.ID, &t.Name, &devs, &tls, &created, &expires, &revoked, &prin}, extra...)...); err != nil {
 		return nil, err
 	}
+	t.Principal = principalOf(t.ID, prin)
 	if json.Unmarshal([]byte(devs), &t.Devices) != nil || json.Unmarshal([]byte(tls), &t.Tools) != nil {
 		return nil, errcode.New(errcode.Internal, "client token record is corrupt")
 	}

@@ -13,7 +13,7 @@ import (
 
 func mustToken(t *testing.T, s *Store, name string, ttl time.Duration, now time.Time) (*Token, string) {
 	t.Helper()
-	tok, bearer, err := s.CreateToken(name, []string{"*"}, []string{"*"}, ttl, now)
+	tok, bearer, err := s.CreateToken(TokenSpec{Name: name, Devices: []string{"*"}, Tools: []string{"*"}, TTL: ttl}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,15 +22,16 @@ func mustToken(t *testing.T, s *Store, name string, ttl time.Duration, now time.
 
 func TestCreateAndAuthToken(t *testing.T) {
 	s := openT(t, t.TempDir())
-	tok, bearer, err := s.CreateToken("ci", []string{"laptop", "*", "laptop"}, []string{"process.*", "system.metrics"}, time.Hour, t0)
+	tok, bearer, err := s.CreateToken(TokenSpec{Name: "ci", Devices: []string{"laptop", "*", "laptop"}, Tools: []string{"process.*", "system.metrics"}, TTL: time.Hour}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bearerRE.MatchString(bearer) || !strings.HasPrefix(bearer, "cct_"+tok.ID+"_") {
 		t.Fatalf("bearer has the wrong format (len %d)", len(bearer))
 	}
+	// Without --principal, a token is its own principal.
 	want := &Token{ID: tok.ID, Name: "ci", Devices: []string{"laptop", "*"}, Tools: []string{"process.*", "system.metrics"},
-		CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+		Principal: tok.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
 	if !reflect.DeepEqual(tok, want) {
 		t.Fatalf("CreateToken = %+v, want %+v", tok, want)
 	}
@@ -44,6 +45,36 @@ func TestCreateAndAuthToken(t *testing.T) {
 	js, _ := json.Marshal(got)
 	if strings.Contains(string(js), "revoked_at") || !strings.Contains(string(js), `"devices":["laptop","*"]`) {
 		t.Fatalf("JSON %s", js)
+	}
+}
+
+func TestTokensShareANamedPrincipal(t *testing.T) {
+	s := openT(t, t.TempDir())
+	spec := TokenSpec{Name: "ci", Devices: []string{"*"}, Tools: []string{"*"}, Principal: "ci-bot", TTL: time.Hour}
+	a, bearerA, err := s.CreateToken(spec, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := s.CreateToken(spec, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID == b.ID || a.Principal != "ci-bot" || b.Principal != "ci-bot" {
+		t.Fatalf("tokens %s/%s, principals %q/%q", a.ID, b.ID, a.Principal, b.Principal)
+	}
+	got, err := s.AuthToken(bearerA, t0)
+	if err != nil || got.Principal != "ci-bot" {
+		t.Fatalf("AuthToken principal %q, %v", got.Principal, err)
+	}
+	list, err := s.Tokens()
+	if err != nil || len(list) != 2 || list[0].Principal != "ci-bot" || list[1].Principal != "ci-bot" {
+		t.Fatalf("Tokens = %+v, %v", list, err)
+	}
+	for _, bad := range []string{"local", "Local", "a b", "a/b", strings.Repeat("p", 65)} {
+		spec.Principal = bad
+		if _, _, err := s.CreateToken(spec, t0); errcode.From(err).Code != errcode.InvalidArgument {
+			t.Errorf("principal %q: %v", bad, err)
+		}
 	}
 }
 
@@ -75,7 +106,7 @@ func TestCreateTokenValidation(t *testing.T) {
 		{"n", make([]string, MaxScopeEntries+1), all, time.Hour},
 	}
 	for i, c := range cases {
-		_, bearer, err := s.CreateToken(c.name, c.devices, c.tools, c.ttl, t0)
+		_, bearer, err := s.CreateToken(TokenSpec{Name: c.name, Devices: c.devices, Tools: c.tools, TTL: c.ttl}, t0)
 		if !errcode.Is(err, errcode.InvalidArgument) || bearer != "" {
 			t.Fatalf("case %d: %v, want invalid_argument", i, err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/search"
@@ -72,35 +73,35 @@ func NewHost(procRoot string) (*Host, error) {
 func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 	r := registrar{srv: srv, journal: svc.Journal, gate: gate}
 	add(r, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
-		func(ctx context.Context, _ *mcp.CallToolRequest, in metrics.MetricsRequest) (any, error) {
+		func(ctx context.Context, _ Call, in metrics.MetricsRequest) (any, error) {
 			return host.Metrics.Metrics(ctx, in)
 		})
 	add(r, "process.list", "Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (CommandCore jobs only); each filter narrows.",
-		func(ctx context.Context, _ *mcp.CallToolRequest, in proclist.Request) (any, error) {
+		func(ctx context.Context, _ Call, in proclist.Request) (any, error) {
 			if err := in.Validate(); err != nil {
 				return nil, err
 			}
 			return host.Processes.List(ctx, in)
 		})
 	add(r, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
-		func(ctx context.Context, _ *mcp.CallToolRequest, in jobs.StartRequest) (any, error) {
-			return svc.Start(ctx, in)
+		func(ctx context.Context, c Call, in jobs.StartRequest) (any, error) {
+			return svc.Start(ctx, c.Who, in)
 		})
 	add(r, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
-		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
-			return svc.Status(in.ProcessID)
+		func(_ context.Context, c Call, in IDRequest) (any, error) {
+			return svc.Status(c.Who, in.ProcessID)
 		})
 	add(r, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
-		func(ctx context.Context, _ *mcp.CallToolRequest, in jobs.OutputRequest) (any, error) {
-			return svc.Output(ctx, in)
+		func(ctx context.Context, c Call, in jobs.OutputRequest) (any, error) {
+			return svc.Output(ctx, c.Who, in)
 		})
 	add(r, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
-		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
-			return svc.Stop(in.ProcessID)
+		func(_ context.Context, c Call, in IDRequest) (any, error) {
+			return svc.Stop(c.Who, in.ProcessID)
 		})
 	add(r, "process.jobs", "List managed jobs, newest first.",
-		func(_ context.Context, _ *mcp.CallToolRequest, _ NoArgs) (any, error) {
-			recs, err := svc.List()
+		func(_ context.Context, c Call, _ NoArgs) (any, error) {
+			recs, err := svc.List(c.Who)
 			if err != nil {
 				return nil, err
 			}
@@ -111,20 +112,20 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 			return out, nil
 		})
 	add(r, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
-		func(ctx context.Context, _ *mcp.CallToolRequest, in search.Request) (any, error) {
+		func(ctx context.Context, _ Call, in search.Request) (any, error) {
 			return search.Search(ctx, in)
 		})
 	add(r, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
-		func(ctx context.Context, req *mcp.CallToolRequest, in run.Request) (any, error) {
+		func(ctx context.Context, c Call, in run.Request) (any, error) {
 			opts := run.Options{Shell: svc.Shell, BaseEnv: svc.BaseEnv, Procs: svc.Procs}
-			if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-				opts.Progress = progressSender(req.Session, tok)
+			if tok := c.Req.Params.GetProgressToken(); tok != nil && c.Req.Session != nil {
+				opts.Progress = progressSender(c.Req.Session, tok)
 			}
 			return run.Run(ctx, in, opts)
 		})
 	add(r, "process.forget", "Delete a terminal job's metadata and output.",
-		func(_ context.Context, _ *mcp.CallToolRequest, in IDRequest) (any, error) {
-			if _, err := svc.Forget(in.ProcessID); err != nil {
+		func(_ context.Context, c Call, in IDRequest) (any, error) {
+			if _, err := svc.Forget(c.Who, in.ProcessID); err != nil {
 				return nil, err
 			}
 			return Forgotten{ProcessID: in.ProcessID, Forgotten: true}, nil
@@ -132,9 +133,17 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 }
 
 // Gate decides whether a call may run at all, before its arguments are
-// read: over the link it checks the server's grant, and on every server
-// the owner's permission ceiling. A nil Gate admits every call.
-type Gate func(ctx context.Context, req *mcp.CallToolRequest, tool string) error
+// read, and for whom: over the link it checks the server's grant, which
+// names the principal, and on every server the owner's permission ceiling.
+// A nil Gate admits every call as principal.Local.
+type Gate func(ctx context.Context, req *mcp.CallToolRequest, tool string) (principal.Principal, error)
+
+// Call is what a tool handler knows of its call besides the arguments.
+type Call struct {
+	Req *mcp.CallToolRequest
+	// Who is the principal the call acts for: jobs are theirs.
+	Who principal.Principal
+}
 
 // registrar carries what every registered tool shares.
 type registrar struct {
@@ -144,7 +153,7 @@ type registrar struct {
 }
 
 // add registers a tool whose input is decoded strictly into In.
-func add[In any](r registrar, name, desc string, h func(context.Context, *mcp.CallToolRequest, In) (any, error)) {
+func add[In any](r registrar, name, desc string, h func(context.Context, Call, In) (any, error)) {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
@@ -162,14 +171,15 @@ func add[In any](r registrar, name, desc string, h func(context.Context, *mcp.Ca
 			var in In
 			var out any
 			var err error
+			who := principal.Local
 			if r.gate != nil {
-				err = r.gate(ctx, req, name)
+				who, err = r.gate(ctx, req, name)
 			}
 			if err == nil {
 				err = Decode(req.Params.Arguments, &in)
 			}
 			if err == nil {
-				out, err = h(ctx, req, in)
+				out, err = h(ctx, Call{Req: req, Who: who}, in)
 			}
 			r.journal.Record(activity.ToolCallEvent(activity.Tool(name), jobIDOf(in, out), time.Since(began), err))
 			if err != nil {

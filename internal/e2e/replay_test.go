@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/identity"
+	"github.com/commandcore/commandcore/internal/link"
+)
+
+// testRelay is a relay written by the test: it accepts the real agent's
+// link and lets the test send it whatever it wants, as a relay that was
+// taken over could.
+type testRelay struct {
+	key      ed25519.PrivateKey
+	deviceID string
+	sessions chan *mcp.ClientSession
+}
+
+// startTestRelay serves /v1/agent on loopback, stores an identity for it
+// in a fresh config directory and starts the real agent on it.
+func startTestRelay(t *testing.T) *testRelay {
+	t.Helper()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	r := &testRelay{key: key, deviceID: uuid.NewString(), sessions: make(chan *mcp.ClientSession, 4)}
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		ws, err := up.Upgrade(w, req, nil)
+		if err != nil {
+			return
+		}
+		conn := link.Server(ws, secret, link.Options{})
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-relay", Version: "1"}, nil).Connect(req.Context(), conn, nil)
+		if err != nil {
+			return
+		}
+		r.sessions <- cs
+		<-conn.Done()
+	}))
+	t.Cleanup(srv.Close)
+	config := t.TempDir()
+	id := &identity.Identity{
+		Schema: identity.Schema, Server: srv.URL, DeviceID: r.deviceID, Name: "dev1",
+		Token: "ccd_test", Secret: secret, GrantKey: grant.EncodePublicKey(key.Public().(ed25519.PublicKey)),
+		EnrolledAt: time.Now().UTC(),
+	}
+	if err := identity.Save(config, id); err != nil {
+		t.Fatal(err)
+	}
+	agent := exec.Command(bin, "agent", "--state-dir", t.TempDir(), "--config-dir", config)
+	agent.Stderr = os.Stderr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	return r
+}
+
+// TestReplayedGrantIsRefused: a grant that carried a real call is refused
+// when it comes again, even well within its life, and even for a call
+// that changes nothing.
+func TestReplayedGrantIsRefused(t *testing.T) {
+	r := startTestRelay(t)
+	var cs *mcp.ClientSession
+	select {
+	case cs = <-r.sessions:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent never linked")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := grant.Mint(r.key, r.deviceID, "process.jobs", "alice", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func() (*mcp.CallToolResult, string) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Meta: mcp.Meta{grant.MetaKey: g}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(raw, &sc)
+		return res, sc.Error.Code
+	}
+	if res, code := call(); res.IsError {
+		t.Fatalf("the first use of a fresh grant: %s", code)
+	}
+	if res, code := call(); !res.IsError || code != "grant_invalid" {
+		t.Fatalf("the replayed grant: isError %v, code %q", res.IsError, code)
+	}
+	// A fresh grant still works: the refusal was about the replay.
+	g, _ = grant.Mint(r.key, r.deviceID, "process.jobs", "alice", time.Now())
+	if res, code := call(); res.IsError {
+		t.Fatalf("a fresh grant after the replay: %s", code)
+	}
+}

@@ -1,0 +1,43 @@
+package grant
+
+import (
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+)
+
+func claimsAt(id string, iat time.Time) *Claims {
+	return &Claims{Device: "d", Tool: "t", Principal: "p", IssuedAt: iat.Unix(), Expires: iat.Add(60 * time.Second).Unix(), ID: id}
+}
+
+func TestUsedRefusesAReplayUntilTheGrantIsDead(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	u := NewUsed(2)
+	a, b, c := claimsAt("a", t0), claimsAt("b", t0), claimsAt("c", t0)
+	if err := u.Use(a, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Use(a, t0.Add(89*time.Second)); errcode.From(err).Code != errcode.GrantInvalid {
+		t.Fatalf("replay within expiry plus the 30 s skew: %v", err)
+	}
+	if err := u.Use(b, t0); err != nil {
+		t.Fatal(err)
+	}
+	// Full of live grants: a new one is refused rather than an old one
+	// forgotten while it could still verify.
+	if err := u.Use(c, t0.Add(90*time.Second)); errcode.From(err).Code != errcode.GrantInvalid {
+		t.Fatalf("full memory of live grants: %v", err)
+	}
+	// 60 s life and 30 s skew later, a and b can no longer verify, so
+	// they make room.
+	if err := u.Use(c, t0.Add(91*time.Second)); err != nil {
+		t.Fatalf("after the old grants died: %v", err)
+	}
+}
+
+func TestNewUsedDefaultsToTheContractBound(t *testing.T) {
+	if u := NewUsed(0); u.max != 100_000 {
+		t.Fatalf("default bound %d", u.max)
+	}
+}

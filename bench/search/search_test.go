@@ -77,7 +77,7 @@ func commandcore(root, text string) tool {
 	return tool{name: "commandcore", run: func() (int, time.Duration, error) {
 		c0 := selfCPU()
 		res, err := search.Search(context.Background(), search.Request{
-			Root: root, Text: text, MaxResults: search.MaxMaxResults, TimeoutMS: 60000})
+			Root: root, Text: text, MaxResults: search.MaxMaxResults, TimeoutMS: 60000}, nil)
 		cpu := selfCPU() - c0
 		if err != nil {
 			return 0, cpu, err

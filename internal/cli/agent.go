@@ -224,7 +224,7 @@ func linkServer(svc *jobs.Service, id *identity.Identity, configDir string) (fun
 	if err != nil {
 		return nil, err
 	}
-	host, err := tools.NewHost("/proc")
+	host, err := tools.NewHost("/proc", svc.StateDir, configDir)
 	if err != nil {
 		return nil, err
 	}

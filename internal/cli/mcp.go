@@ -26,11 +26,11 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			}
 			defer svc.Close()
 			srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
-			host, err := tools.NewHost("/proc")
+			dirs, err := g.dirs()
 			if err != nil {
 				return err
 			}
-			dirs, err := g.dirs()
+			host, err := tools.NewHost("/proc", dirs.State, dirs.Config)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -125,4 +126,44 @@ func jobIDs(t *testing.T, c *client) []string {
 		ids = append(ids, j.ProcessID)
 	}
 	return ids
+}
+
+// TestFilesSearchCannotReachTheAgentsFiles: a token limited to files.search
+// finds nothing of the agent's identity, policy, journal or job output,
+// from a root above them or inside them.
+func TestFilesSearchCannotReachTheAgentsFiles(t *testing.T) {
+	e, owner := onlineDevice(t)
+	// Job output inside the state directory carries a marker too.
+	const marker = "own-dirs-marker-5b1f"
+	owner.start(map[string]any{"command": "echo " + marker, "wait_ms": 10000})
+	tok, _ := e.newToken("dev1", "files.search")
+	c, err := e.connect("/mcp/dev1", tok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	above := filepath.Dir(e.agentConfig)
+	if filepath.Dir(e.agentState) != above {
+		t.Fatalf("test set-up: %s and %s have different parents", e.agentConfig, e.agentState)
+	}
+	var res struct {
+		Matches []struct{ Path string } `json:"matches"`
+	}
+	for _, q := range []map[string]any{
+		{"root": above, "text": "ccd_"},
+		{"root": above, "name": "identity.json"},
+		{"root": above, "text": marker},
+		{"root": "/", "name": "identity.json", "exclude_dirs": []string{"proc", "sys"}, "timeout_ms": 3000},
+	} {
+		c.ok("files.search", q, &res)
+		for _, m := range res.Matches {
+			if strings.HasPrefix(m.Path, e.agentConfig) || strings.HasPrefix(m.Path, e.agentState) {
+				t.Errorf("files.search %v reached %s", q, m.Path)
+			}
+		}
+	}
+	for _, root := range []string{e.agentConfig, e.agentState, filepath.Join(e.agentState, "jobs")} {
+		if code, _ := c.fail("files.search", map[string]any{"root": root, "text": "a"}); code != "permission_denied" {
+			t.Errorf("root %s: %s", root, code)
+		}
+	}
 }

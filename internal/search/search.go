@@ -16,6 +16,9 @@
 //     loop cannot make the walk revisit anything, and the search never leaves
 //     the root's tree through a link. The root itself may be a symlink to a
 //     directory: it is resolved once, like a command-line argument of grep.
+//   - The agent's own directories (package owndirs) are skipped wherever
+//     they appear, recognised by device and inode; a root inside them is
+//     refused with permission_denied.
 //   - FIFOs, sockets and devices are never opened. Files are opened with
 //     O_NOFOLLOW|O_NONBLOCK and checked to be regular with fstat, so a file
 //     swapped for a FIFO or a link between listing and opening cannot hang
@@ -57,6 +60,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/owndirs"
 )
 
 // Bounds and defaults of a search request.
@@ -181,9 +185,10 @@ func (r *Request) Validate() error {
 }
 
 // Search runs a validated search. See the package documentation for the
-// semantics.
-func Search(ctx context.Context, req Request) (*Result, error) {
-	return search(ctx, req, defaultHooks(), nil)
+// semantics. The directories in own (the agent's own) are skipped, and a
+// root inside them is refused with permission_denied.
+func Search(ctx context.Context, req Request, own *owndirs.Set) (*Result, error) {
+	return search(ctx, req, defaultHooks(), func(s *searcher) { s.own = own })
 }
 
 // search is Search with replaceable hooks and an optional tuning step
@@ -244,6 +249,7 @@ type searcher struct {
 	workers      int
 	bufSize      int
 	h            hooks
+	own          *owndirs.Set
 
 	ctx     context.Context
 	col     collector
@@ -294,6 +300,9 @@ func (s *searcher) run(parent context.Context) (*Result, error) {
 		return nil, err
 	}
 	if err := checkRoot(s.root); err != nil {
+		return nil, err
+	}
+	if err := s.own.Check(s.root); err != nil {
 		return nil, err
 	}
 	// The buffer must hold a needle plus the context kept across a long line.

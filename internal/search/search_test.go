@@ -21,6 +21,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/owndirs"
 )
 
 // write creates root/rel with content, making parent directories.
@@ -38,7 +39,7 @@ func write(t testing.TB, root, rel, content string) string {
 
 func mustSearch(t testing.TB, req Request) *Result {
 	t.Helper()
-	res, err := Search(context.Background(), req)
+	res, err := Search(context.Background(), req, nil)
 	if err != nil {
 		t.Fatalf("Search: %v", err)
 	}
@@ -329,7 +330,7 @@ func TestFIFOAndSpecialFiles(t *testing.T) {
 		if err != nil || len(res.Matches) != 0 {
 			t.Errorf("fifo search: %v %+v", err, res)
 		}
-		res, err = Search(context.Background(), Request{Root: root, Name: "hit"})
+		res, err = Search(context.Background(), Request{Root: root, Name: "hit"}, nil)
 		if err != nil || len(res.Matches) != 0 {
 			t.Errorf("fifo by name: %v %+v", err, res)
 		}
@@ -387,7 +388,7 @@ func TestPermissionErrorSimulated(t *testing.T) {
 // binary as nobody (setpriv), because root would read them anyway.
 func TestPermissionErrorRealUnprivileged(t *testing.T) {
 	if os.Getenv("SEARCH_CHILD_ROOT") != "" {
-		res, err := Search(context.Background(), Request{Root: os.Getenv("SEARCH_CHILD_ROOT"), Text: "hit"})
+		res, err := Search(context.Background(), Request{Root: os.Getenv("SEARCH_CHILD_ROOT"), Text: "hit"}, nil)
 		if err != nil {
 			fmt.Printf("ERR %v\n", err)
 			os.Exit(3)
@@ -575,7 +576,7 @@ func TestDeadline(t *testing.T) {
 	// A cancelled caller gets its error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Search(ctx, Request{Root: root, Text: "hit"}); !errors.Is(err, context.Canceled) {
+	if _, err := Search(ctx, Request{Root: root, Text: "hit"}, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
@@ -719,7 +720,7 @@ func TestValidate(t *testing.T) {
 		{Request{Root: root, Text: "x", TimeoutMS: 60001}, "timeout_ms"},
 	}
 	for _, c := range cases {
-		_, err := Search(context.Background(), c.req)
+		_, err := Search(context.Background(), c.req, nil)
 		if !errcode.Is(err, errcode.InvalidArgument) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.req, err, c.want)
 		}
@@ -728,11 +729,11 @@ func TestValidate(t *testing.T) {
 		}
 	}
 	file := write(t, root, "f", "")
-	if _, err := Search(context.Background(), Request{Root: file, Text: "x"}); !errors.Is(err, ErrRootNotDirectory) || !errcode.Is(err, errcode.InvalidArgument) {
+	if _, err := Search(context.Background(), Request{Root: file, Text: "x"}, nil); !errors.Is(err, ErrRootNotDirectory) || !errcode.Is(err, errcode.InvalidArgument) {
 		t.Errorf("file root: %v", err)
 	}
 	for _, missing := range []string{root + "/missing", file + "/below-a-file"} {
-		if _, err := Search(context.Background(), Request{Root: missing, Text: "x"}); !errors.Is(err, ErrRootNotFound) || !errcode.Is(err, errcode.NotFound) {
+		if _, err := Search(context.Background(), Request{Root: missing, Text: "x"}, nil); !errors.Is(err, ErrRootNotFound) || !errcode.Is(err, errcode.NotFound) {
 			t.Errorf("missing root: %v", err)
 		}
 	}
@@ -790,4 +791,49 @@ func cmpInt(a, b int) int {
 		return 1
 	}
 	return 0
+}
+
+// The agent's own directories are skipped wherever the walk meets them,
+// also through another name, and a root inside them is refused.
+func TestSearchSkipsTheAgentsOwnDirectories(t *testing.T) {
+	root := t.TempDir()
+	state := filepath.Join(root, "home", ".local", "state", "commandcore")
+	config := filepath.Join(root, "home", ".config", "commandcore")
+	own, err := owndirs.New(state, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "ccd_secret_token_marker"
+	os.WriteFile(filepath.Join(config, "identity.json"), []byte(`{"token":"`+secret+`"}`), 0o600)
+	os.MkdirAll(filepath.Join(state, "jobs", "j"), 0o700)
+	os.WriteFile(filepath.Join(state, "jobs", "j", "stdout.cap"), []byte(secret+"\n"), 0o600)
+	os.WriteFile(filepath.Join(root, "home", "notes.txt"), []byte(secret+"\n"), 0o600)
+
+	res, err := Search(context.Background(), Request{Root: root, Text: secret}, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Matches) != 1 || res.Matches[0].Path != filepath.Join(root, "home", "notes.txt") {
+		t.Fatalf("matches %+v, want only notes.txt", res.Matches)
+	}
+	res, err = Search(context.Background(), Request{Root: root, Name: "identity"}, own)
+	if err != nil || len(res.Matches) != 0 {
+		t.Fatalf("name search found %+v, %v", res.Matches, err)
+	}
+	for _, r := range []string{config, filepath.Join(state, "jobs"), filepath.Join(root, "home", ".config", "commandcore", ".")} {
+		if _, err := Search(context.Background(), Request{Root: r, Text: secret}, own); errcode.From(err).Code != errcode.PermissionDenied {
+			t.Errorf("root %s: %v, want permission_denied", r, err)
+		}
+	}
+	// A symlinked root into the config directory is refused too.
+	link := filepath.Join(root, "cfg")
+	os.Symlink(config, link)
+	if _, err := Search(context.Background(), Request{Root: link, Text: secret}, own); errcode.From(err).Code != errcode.PermissionDenied {
+		t.Errorf("symlinked root: %v", err)
+	}
+	// Without the set, the same search finds all three: the test can fail.
+	res, _ = Search(context.Background(), Request{Root: root, Text: secret}, nil)
+	if len(res.Matches) != 3 {
+		t.Fatalf("unprotected search found %d", len(res.Matches))
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/owndirs"
 )
 
 // task is a directory to list or a regular file to examine.
@@ -158,6 +159,13 @@ func (w *worker) dir(t task) []task {
 			return nil
 		}
 		w.cnt.fail(err)
+		return nil
+	}
+	if s.own.IsOwn(fd) {
+		syscall.Close(fd)
+		if isRoot {
+			s.rootErr = owndirs.ErrInside
+		}
 		return nil
 	}
 	f := os.NewFile(uintptr(fd), t.path)

@@ -23,6 +23,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/owndirs"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
@@ -50,14 +51,17 @@ type Forgotten struct {
 	Forgotten bool   `json:"forgotten"`
 }
 
-// Host holds the host-insight engines the tools use.
+// Host holds the host-insight engines the tools use, and the agent's own
+// directories, which no tool reaches.
 type Host struct {
 	Metrics   *metrics.Source
 	Processes *proclist.Lister
+	Own       *owndirs.Set
 }
 
-// NewHost returns the engines over the proc file system at procRoot.
-func NewHost(procRoot string) (*Host, error) {
+// NewHost returns the engines over the proc file system at procRoot, kept
+// out of ownDirs (the agent's config and state directories).
+func NewHost(procRoot string, ownDirs ...string) (*Host, error) {
 	m, err := metrics.NewSource(procRoot)
 	if err != nil {
 		return nil, err
@@ -66,7 +70,11 @@ func NewHost(procRoot string) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Host{Metrics: m, Processes: p}, nil
+	own, err := owndirs.New(ownDirs...)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{Metrics: m, Processes: p, Own: own}, nil
 }
 
 // Register adds the tools of SPEC §3 that this build serves to srv.
@@ -113,7 +121,7 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 		})
 	add(r, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
 		func(ctx context.Context, _ Call, in search.Request) (any, error) {
-			return search.Search(ctx, in)
+			return search.Search(ctx, in, host.Own)
 		})
 	add(r, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
 		func(ctx context.Context, c Call, in run.Request) (any, error) {

@@ -74,11 +74,13 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			if err != nil && !errors.Is(err, identity.ErrNotEnrolled) {
 				return err
 			}
+			hidden := svc.HideOwnDirs(ctx, dirs.Config)
 			now := time.Now().UTC()
 			rt := &runtimeRecord{path: filepath.Join(svc.StateDir, status.RuntimeFile), rt: status.Runtime{
 				Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
 				Version: version.Version, StartedAt: now, Service: g.serviceName(),
-				Connection: status.Connection{State: status.ConnNotEnrolled, ObservedAt: now, Since: now},
+				Connection:      status.Connection{State: status.ConnNotEnrolled, ObservedAt: now, Since: now},
+				AgentDirsHidden: hidden,
 			}}
 			if err := rt.write(); err != nil {
 				return err

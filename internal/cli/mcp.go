@@ -34,6 +34,7 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			svc.HideOwnDirs(cmd.Context(), dirs.Config)
 			// No remote grants here, but the owner's ceiling still applies.
 			tools.Register(srv, svc, host, access.Local(dirs.Config))
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)

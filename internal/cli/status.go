@@ -92,6 +92,7 @@ func buildReport(ctx context.Context, stateDir, configDir, service string, procs
 			r.Connection = status.ConnectionView{State: c.State, Server: c.Server, ObservedAt: &c.ObservedAt, Since: &c.Since}
 			age := int64(time.Since(c.ObservedAt).Seconds())
 			r.Connection.AgeSeconds = &age
+			r.Systemd.AgentDirsHidden = rt.AgentDirsHidden
 		} else {
 			r.Agent.Stale = true
 		}

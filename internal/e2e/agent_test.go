@@ -25,8 +25,9 @@ type statusReport struct {
 	} `json:"connection"`
 	Jobs    struct{ Running, Terminal, Unread int } `json:"jobs"`
 	Systemd struct {
-		UserManager   string `json:"user_manager"`
-		FailureDomain string `json:"failure_domain"`
+		UserManager     string `json:"user_manager"`
+		FailureDomain   string `json:"failure_domain"`
+		AgentDirsHidden *bool  `json:"agent_dirs_hidden"`
 	} `json:"systemd"`
 }
 

@@ -68,3 +68,19 @@ func Open(stateDir, exe string, installed bool) (*Service, error) {
 		BaseEnv:    BaseEnvironment(os.Environ()),
 	}, nil
 }
+
+// HideOwnDirs probes whether the user manager can make the agent's state
+// directory and configDir inaccessible to job units and, where it can,
+// has every later job unit hide them. It reports which.
+func (s *Service) HideOwnDirs(ctx context.Context, configDir string) bool {
+	// A unit cannot hide a directory that does not exist; one enrollment
+	// creates later would be in sight.
+	if err := os.MkdirAll(configDir, 0o700); err != nil {
+		return false
+	}
+	if !s.Launcher.ProbeHiding(ctx, s.StateDir, configDir) {
+		return false
+	}
+	s.Launcher.Hide = []string{s.StateDir, configDir}
+	return true
+}

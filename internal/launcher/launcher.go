@@ -45,6 +45,9 @@ type Launcher struct {
 	// ConnectTimeout bounds connecting to the user bus; zero means
 	// busConnectTimeout.
 	ConnectTimeout time.Duration
+	// Hide are the agent's own directories, made inaccessible to every job
+	// unit (set only where ProbeHiding found that this works).
+	Hide []string
 
 	mu   sync.Mutex
 	conn *sdbus.Conn
@@ -194,6 +197,9 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 		{Name: "OOMScoreAdjust", Value: dbus.MakeVariant(int32(OOMScoreAdjust))},
 		{Name: "OOMPolicy", Value: dbus.MakeVariant("kill")},
 		{Name: "KillMode", Value: dbus.MakeVariant("control-group")},
+	}
+	if len(l.Hide) > 0 {
+		props = append(props, hideProperties(l.Hide, sp.JobDir)...)
 	}
 	if m := sp.Policy.MemoryMaxBytes; m > 0 {
 		props = append(props,

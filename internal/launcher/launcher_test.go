@@ -3,7 +3,9 @@ package launcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,5 +53,36 @@ func TestBusThatNeverAnswers(t *testing.T) {
 	l.Installed = true
 	if _, err := l.Domain(context.Background()); err == nil {
 		t.Fatal("an installed agent accepted a bus that never answers")
+	}
+}
+
+// A job unit hides the agent's directories only where the probe found it
+// works, and binds its own job directory back in.
+func TestUnitPropertiesHideTheAgentsDirectories(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	sp := Spec{Unit: "u.service", JobDir: "/s/jobs/j", Stdin: r}
+	find := func(l *Launcher, name string) any {
+		for _, p := range l.UnitProperties(sp) {
+			if p.Name == name {
+				return p.Value.Value()
+			}
+		}
+		return nil
+	}
+	l := &Launcher{Exe: "/bin/commandcore"}
+	if find(l, "InaccessiblePaths") != nil || find(l, "BindPaths") != nil {
+		t.Fatal("hiding properties without a successful probe: such a unit would never start here")
+	}
+	l.Hide = []string{"/s", "/c"}
+	if got := fmt.Sprint(find(l, "InaccessiblePaths")); got != "[/s /c]" {
+		t.Errorf("InaccessiblePaths = %s", got)
+	}
+	if got := fmt.Sprint(find(l, "BindPaths")); got != "[{/s/jobs/j /s/jobs/j false 0}]" {
+		t.Errorf("BindPaths = %s", got)
 	}
 }

@@ -41,6 +41,9 @@ type Runtime struct {
 	StartedAt  time.Time  `json:"started_at"`
 	Service    string     `json:"service"`
 	Connection Connection `json:"connection"`
+	// AgentDirsHidden says that this agent's job units get its config and
+	// state directories made inaccessible (its start-up probe succeeded).
+	AgentDirsHidden bool `json:"agent_dirs_hidden"`
 }
 
 // Connection is the agent's last local observation of its link.
@@ -123,6 +126,9 @@ type Jobs struct {
 type Systemd struct {
 	UserManager   string `json:"user_manager"`
 	FailureDomain string `json:"failure_domain"`
+	// AgentDirsHidden: the running agent's jobs cannot reach its config
+	// and state directories (SPEC §2); false when no agent runs.
+	AgentDirsHidden bool `json:"agent_dirs_hidden"`
 }
 
 // Policy is the owner's resource policy or why it is refused.
@@ -178,6 +184,13 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 	p("Connection:  %s\n", conn)
 	p("Jobs:        %d running, %d finished (%d unread)\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread)
 	p("systemd:     user manager %s; new jobs run as %s\n", r.Systemd.UserManager, r.Systemd.FailureDomain)
+	if r.Agent.Running {
+		if r.Systemd.AgentDirsHidden {
+			p("Isolation:   jobs cannot reach the agent's config and state directories\n")
+		} else {
+			p("Isolation:   jobs CAN read the agent's files (this user manager cannot hide directories)\n")
+		}
+	}
 	switch {
 	case r.Policy.Error != "":
 		p("Policy:      INVALID (%s): launches are refused\n", r.Policy.Error)

@@ -1,0 +1,94 @@
+package launcher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// probeTimeout bounds the throw-away unit that finds out whether the user
+// manager can hide directories from a job.
+const probeTimeout = 5 * time.Second
+
+// probeScript runs in the probe unit: the markers in the hidden
+// directories must be out of sight, and the directory bound back in (as a
+// job's own directory is) must be writable.
+const probeScript = `test ! -e "$1" && test ! -e "$2" && : > "$3/ok"`
+
+// hideProperties makes the agent's own directories inaccessible to a job
+// while binding its job directory back in, so the supervisor still reaches
+// its own files and nothing else of the agent's.
+func hideProperties(hide []string, jobDir string) []sdbus.Property {
+	type bind struct {
+		Source, Dest string
+		IgnoreENOENT bool
+		Flags        uint64
+	}
+	return []sdbus.Property{
+		{Name: "InaccessiblePaths", Value: dbus.MakeVariant(hide)},
+		{Name: "BindPaths", Value: dbus.MakeVariant([]bind{{Source: jobDir, Dest: jobDir}})},
+	}
+}
+
+// ProbeHiding reports whether the user manager can start a unit with the
+// agent's directories stateDir and configDir inaccessible and a directory
+// inside stateDir bound back in, and whether inside it they really are
+// hidden. Where it can (a manager with working mount namespaces), job
+// units from then on get the same properties (SPEC §2 "The agent's own
+// files"); where it cannot, a unit with them would never start, so jobs run
+// without. The probe leaves nothing behind.
+func (l *Launcher) ProbeHiding(ctx context.Context, stateDir, configDir string) bool {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return false
+	}
+	tag := make([]byte, 8)
+	rand.Read(tag)
+	name := ".hide-probe-" + hex.EncodeToString(tag)
+	stateMark, configMark := filepath.Join(stateDir, name), filepath.Join(configDir, name)
+	bound := filepath.Join(stateDir, name+".d")
+	defer func() {
+		os.Remove(stateMark)
+		os.Remove(configMark)
+		os.RemoveAll(bound)
+	}()
+	for _, p := range []string{stateMark, configMark} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			return false
+		}
+	}
+	if err := os.Mkdir(bound, 0o700); err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	unit := "commandcore-probe-" + hex.EncodeToString(tag) + ".service"
+	props := append([]sdbus.Property{
+		sdbus.PropDescription("CommandCore isolation probe"),
+		sdbus.PropType("oneshot"),
+		sdbus.PropExecStart([]string{"/bin/sh", "-c", probeScript, "probe", stateMark, configMark, bound}, false),
+	}, hideProperties([]string{stateDir, configDir}, bound)...)
+	done := make(chan string, 1)
+	if _, err := conn.StartTransientUnitContext(ctx, unit, "fail", props, done); err != nil {
+		return false
+	}
+	// A failed probe stays loaded until reset.
+	defer conn.ResetFailedUnitContext(context.WithoutCancel(ctx), unit)
+	select {
+	case res := <-done:
+		if res != "done" {
+			return false
+		}
+	case <-ctx.Done():
+		conn.StopUnitContext(context.WithoutCancel(ctx), unit, "replace", nil)
+		return false
+	}
+	_, err = os.Stat(filepath.Join(bound, "ok"))
+	return err == nil
+}

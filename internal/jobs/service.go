@@ -41,7 +41,7 @@ type Service struct {
 	Procs    *procid.Source
 	StateDir string
 	DeviceID string
-	// Shell runs each command as `Shell -c command`.
+	// Shell runs each command, which it reads from a pipe (cmdpipe).
 	Shell string
 	// BaseEnv is the environment a job starts from; requests add to it.
 	BaseEnv []string

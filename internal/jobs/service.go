@@ -169,6 +169,9 @@ func Prepare(command, cwd string, add map[string]string, base []string) (string,
 		if envelope.ValidEnvKey(k) != nil || strings.ContainsRune(v, 0) {
 			return "", nil, errcode.New(errcode.InvalidArgument, "env names must be non-empty without '=' or NUL, values without NUL")
 		}
+		if len(k)+1+len(v) > limits.MaxEnvEntryBytes {
+			return "", nil, errcode.New(errcode.InvalidArgument, "an env entry (NAME=value) must be at most %d bytes", limits.MaxEnvEntryBytes)
+		}
 		env = append(env, k+"="+v)
 	}
 	return cwd, env, nil

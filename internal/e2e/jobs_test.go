@@ -123,3 +123,26 @@ func TestPagesDoNotSplitCharacters(t *testing.T) {
 		t.Fatalf("reassembled %q", all.String())
 	}
 }
+
+// TestEnvStringExecCannotPass: one environment string longer than exec
+// takes (128 KiB) is refused up front by both process.start and
+// process.run; a 100 KiB one reaches the job.
+func TestEnvStringExecCannotPass(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	over := map[string]string{"BIG": strings.Repeat("x", 128<<10+1)}
+	for _, tool := range []string{"process.start", "process.run"} {
+		if code, _ := c.fail(tool, map[string]any{"command": "true", "env": over}); code != "invalid_argument" {
+			t.Errorf("%s with a 128 KiB+1 env string: %s, want invalid_argument", tool, code)
+		}
+	}
+	fits := map[string]string{"BIG": strings.Repeat("y", 100<<10)}
+	res := c.start(map[string]any{"command": `printf %s "$BIG" | wc -c`, "env": fits, "wait_ms": 10000})
+	if res.State != "exited" || res.Output == nil || strings.TrimSpace(string(decode(t, res.Output.Stdout))) != itoa(100<<10) {
+		t.Fatalf("job with a 100 KiB env string: %s %+v", res.State, res.Output)
+	}
+	var run struct{ Stdout struct{ Data string } }
+	c.ok("process.run", map[string]any{"command": `printf %s "$BIG" | wc -c`, "env": fits}, &run)
+	if strings.TrimSpace(run.Stdout.Data) != itoa(100<<10) {
+		t.Fatalf("process.run with a 100 KiB env string saw %q", run.Stdout.Data)
+	}
+}

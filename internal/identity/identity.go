@@ -14,11 +14,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/ownerfile"
 )
 
 // File is the identity's name inside the config directory.
@@ -57,29 +57,14 @@ func Path(configDir string) string { return filepath.Join(configDir, File) }
 // none; an error naming what is wrong (never the content) when the file
 // is not the owner's alone or is malformed.
 func Load(configDir string) (*Identity, error) {
-	f, err := os.OpenFile(Path(configDir), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// The token and secret are credentials: anyone who can read them can
+	// impersonate the device.
+	data, err := ownerfile.Read(Path(configDir), maxBytes, ownerfile.Private)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNotEnrolled
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open identity: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat identity: %w", err)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
-		return nil, errors.New("identity: not owned by the agent's user")
-	}
-	// The token and secret are credentials: anyone who can read them can
-	// impersonate the device.
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, errors.New("identity: readable or writable by other users")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read identity: %w", err)
+		return nil, fmt.Errorf("identity: %w", err)
 	}
 	return Decode(data)
 }

@@ -42,7 +42,7 @@ type Service struct {
 	Procs    *procid.Source
 	StateDir string
 	DeviceID string
-	// Shell runs each command as `Shell -c command`.
+	// Shell runs each command, which it reads from a pipe (cmdpipe).
 	Shell string
 	// BaseEnv is the environment a job starts from; requests add to it.
 	BaseEnv []string
@@ -169,6 +169,9 @@ func Prepare(command, cwd string, add map[string]string, base []string) (string,
 	for k, v := range add {
 		if envelope.ValidEnvKey(k) != nil || strings.ContainsRune(v, 0) {
 			return "", nil, errcode.New(errcode.InvalidArgument, "env names must be non-empty without '=' or NUL, values without NUL")
+		}
+		if len(k)+1+len(v) > limits.MaxEnvEntryBytes {
+			return "", nil, errcode.New(errcode.InvalidArgument, "an env entry (NAME=value) must be at most %d bytes", limits.MaxEnvEntryBytes)
 		}
 		env = append(env, k+"="+v)
 	}

@@ -80,6 +80,10 @@ const (
 	// GPUProbeTimeout bounds the accelerator probe of system.metrics.
 	GPUProbeTimeout = 2 * time.Second
 
+	// MaxEnvEntryBytes bounds one KEY=VALUE string a request adds to the
+	// environment: exec refuses a string past MAX_ARG_STRLEN (128 KiB,
+	// which counts the string's trailing NUL).
+	MaxEnvEntryBytes = 128<<10 - 1
 	// MaxEnvelopeBytes bounds the private envelope a supervisor reads from
 	// stdin; it leaves room for the 1 MiB environment the SPEC promises.
 	MaxEnvelopeBytes = 8 << 20

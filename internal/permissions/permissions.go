@@ -17,10 +17,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/scope"
 )
 
@@ -58,52 +58,15 @@ func Load(configDir string) (*Ceiling, error) {
 	return Decode(data)
 }
 
-// read opens path without following a symlink (the owner's ceiling must be
-// the owner's file, not something it points at) and without blocking (a FIFO
-// in its place must not hang the agent), then checks the file before reading
-// at most one byte more than the size limit.
+// read reads the owner's file. Readable by others is refused too, because
+// a ceiling other users can read tells them exactly what a stolen client
+// token could still do here.
 func read(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, err
+	data, err := ownerfile.Read(path, limits.MaxPermissionsBytes, ownerfile.Private)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, invalid(err.Error(), err)
 	}
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, invalid("it is a symbolic link", err)
-	}
-	if err != nil {
-		return nil, invalid("it cannot be opened", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, invalid("it cannot be inspected", err)
-	}
-	if err := checkFile(fi, os.Geteuid()); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limits.MaxPermissionsBytes+1))
-	if err != nil {
-		return nil, invalid("it cannot be read", err)
-	}
-	return data, nil
-}
-
-// checkFile enforces "owner-only": a regular file owned by uid that grants
-// nothing to group or others. Readable by others is refused too, because a
-// ceiling other users can read tells them exactly what a stolen client token
-// could still do here.
-func checkFile(fi os.FileInfo, uid int) error {
-	if !fi.Mode().IsRegular() {
-		return invalid("it is not a regular file", nil)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || int(st.Uid) != uid {
-		return invalid("it is not owned by the agent's user", nil)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return invalid("it is accessible by other users", nil)
-	}
-	return nil
+	return data, err
 }
 
 // Decode parses a ceiling document strictly:

@@ -11,9 +11,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/ownerfile"
 )
 
 // FileName is the policy file's name inside the state directory.
@@ -35,31 +35,12 @@ var ErrInvalid = errors.New("policy invalid")
 
 // Load reads the policy from stateDir. A missing file is the empty policy.
 func Load(stateDir string) (Policy, error) {
-	path := filepath.Join(stateDir, FileName)
-	f, err := os.Open(path)
+	data, err := ownerfile.Read(filepath.Join(stateDir, FileName), limits.MaxPolicyBytes, ownerfile.SharedWrite)
 	if errors.Is(err, os.ErrNotExist) {
 		return Policy{}, nil
 	}
 	if err != nil {
-		return Policy{}, fmt.Errorf("%w: cannot open the policy file", ErrInvalid)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Policy{}, fmt.Errorf("%w: cannot stat the policy file", ErrInvalid)
-	}
-	if !fi.Mode().IsRegular() {
-		return Policy{}, fmt.Errorf("%w: not a regular file", ErrInvalid)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
-		return Policy{}, fmt.Errorf("%w: not owned by the agent's user", ErrInvalid)
-	}
-	if fi.Mode().Perm()&0o022 != 0 {
-		return Policy{}, fmt.Errorf("%w: writable by group or others", ErrInvalid)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limits.MaxPolicyBytes+1))
-	if err != nil {
-		return Policy{}, fmt.Errorf("%w: cannot read the policy file", ErrInvalid)
+		return Policy{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return Decode(data)
 }

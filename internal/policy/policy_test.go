@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func write(t *testing.T, content string, mode os.FileMode) string {
@@ -80,6 +82,33 @@ func TestDirectoryInstead(t *testing.T) {
 	}
 	if _, err := Load(dir); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("got %v, want ErrInvalid", err)
+	}
+}
+
+// TestFIFOAndSymlinkRefused: a FIFO answers at once instead of blocking
+// each launch, and a link to a valid policy is not followed.
+func TestFIFOAndSymlinkRefused(t *testing.T) {
+	fifo := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(fifo, FileName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Load(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("FIFO: got %v, want ErrInvalid", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Load blocked on a FIFO")
+	}
+
+	link := t.TempDir()
+	if err := os.Symlink(filepath.Join(write(t, `{"memory_max_bytes": 268435456}`, 0o600), FileName), filepath.Join(link, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(link); !errors.Is(err, ErrInvalid) || err.Error() != "policy invalid: it is a symbolic link" {
+		t.Fatalf("symlink: got %v, want ErrInvalid", err)
 	}
 }
 

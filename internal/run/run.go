@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/cmdpipe"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -96,8 +97,8 @@ type Chunk struct {
 
 // Options configure Run.
 type Options struct {
-	// Shell runs the command as `Shell -c command`; empty means
-	// jobs.DefaultShell().
+	// Shell runs the command (handed over by cmdpipe, never in its
+	// argv); empty means jobs.DefaultShell().
 	Shell string
 	// BaseEnv is the environment the command starts from; Request.Env adds
 	// to it.
@@ -190,14 +191,23 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 			return nil, errcode.Wrap(errcode.Internal, err, "could not create output pipes")
 		}
 	}
-	cmd := exec.Command(shell, "-c", req.Command)
+	command, err := cmdpipe.New()
+	if err != nil {
+		closeAll(rs[:], ws[:])
+		return nil, errcode.Wrap(errcode.Internal, err, "could not create the command pipe")
+	}
+	defer command.Close()
+	cmd := exec.Command(shell)
+	cmd.Args = cmdpipe.Argv(shell)
+	cmd.ExtraFiles = []*os.File{command.Reader()}
 	cmd.Dir, cmd.Env = cwd, env
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = ws[0], ws[1]
 	// A foreground command must not outlive the server that runs it, even
-	// one killed outright: the kernel kills the child when the thread that
-	// started it ends. The thread is held until the child is reaped, so
-	// only the process's end ends it (go.dev/issue/27505).
+	// one killed outright: the kernel kills the shell when the thread that
+	// started it ends, and the lifeline kills the rest of its group. The
+	// thread is held until the child is reaped, so only the process's end
+	// ends it (go.dev/issue/27505).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	began := time.Now()
 	started, reaped := make(chan error, 1), make(chan struct{})
@@ -214,6 +224,17 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	}
 	closeAll(nil, ws[:])
 	pid := cmd.Process.Pid
+	// The shell waits for its command, so the lifeline is in place before
+	// anything of the command runs.
+	life, err := startLifeline(shell, pid)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		closeAll(rs[:], nil)
+		return nil, errcode.Wrap(errcode.Internal, err, "could not start the command")
+	}
+	defer life.release()
+	command.Send(req.Command)
 	// The child stays unreaped until the end (exits are observed with
 	// WNOWAIT), so its PID — and with it the process group ID — cannot be
 	// reused while we may still signal the group.
@@ -339,6 +360,43 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 			r.delivered.Load() == observed,
 	}
 	return res, nil
+}
+
+// lifeline is a process in the command's group that kills the group when
+// the server ends without releasing it, even killed outright: Pdeathsig
+// ends the shell, not what the shell started.
+type lifeline struct {
+	w   *os.File
+	cmd *exec.Cmd
+}
+
+// lifelineScript reads until the server releases it (a line) or is gone
+// (EOF, the pipe's only writer ended); then it kills its process group.
+const lifelineScript = "read -r line || kill -KILL 0"
+
+func startLifeline(shell string, pgid int) (*lifeline, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := exec.Command(shell, "-c", lifelineScript)
+	// An empty environment: no BASH_ENV or ENV runs anything in it.
+	cmd.Env, cmd.Dir, cmd.Stdin = []string{}, "/", r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return &lifeline{w: w, cmd: cmd}, nil
+}
+
+// release lets the lifeline exit without killing anything (unless a stop
+// ended it already) and reaps it.
+func (l *lifeline) release() {
+	l.w.Write([]byte("\n"))
+	l.w.Close()
+	l.cmd.Wait()
 }
 
 // runner carries the live-output pipeline of one Run.

@@ -399,3 +399,16 @@ func TestEscapedHolderDoesNotHang(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+// TestLongestEnvString: the longest string exec takes (131072 bytes with
+// its NUL) reaches the command; one byte more is invalid_argument.
+func TestLongestEnvString(t *testing.T) {
+	v := strings.Repeat("v", 131072-1-len("BIG="))
+	res, err := Run(context.Background(), Request{Command: `printf %s "${#BIG}"`, Env: map[string]string{"BIG": v}}, opts(nil))
+	if err != nil || res.Stdout.Data != strconv.Itoa(len(v)) {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if _, err := Run(context.Background(), Request{Command: "true", Env: map[string]string{"BIG": v + "v"}}, opts(nil)); !errcode.Is(err, errcode.InvalidArgument) {
+		t.Fatalf("one byte over: %v, want invalid_argument", err)
+	}
+}

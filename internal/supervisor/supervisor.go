@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/capture"
+	"github.com/commandcore/commandcore/internal/cmdpipe"
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -164,10 +165,15 @@ func (s *sup) supervise(env *envelope.Envelope, sigs <-chan os.Signal) error {
 	if err != nil {
 		return fmt.Errorf("open null device: %w", err)
 	}
-	proc, startErr := os.StartProcess(env.Shell, []string{env.Shell, "-c", env.Command}, &os.ProcAttr{
+	command, err := cmdpipe.New()
+	if err != nil {
+		return fmt.Errorf("command pipe: %w", err)
+	}
+	defer command.Close()
+	proc, startErr := os.StartProcess(env.Shell, cmdpipe.Argv(env.Shell), &os.ProcAttr{
 		Dir:   env.Cwd,
 		Env:   env.Env,
-		Files: []*os.File{devnull, outW, errW},
+		Files: []*os.File{devnull, outW, errW, command.Reader()},
 		Sys:   &unix.SysProcAttr{Setpgid: true},
 	})
 	devnull.Close()
@@ -178,6 +184,7 @@ func (s *sup) supervise(env *envelope.Envelope, sigs <-chan os.Signal) error {
 		errR.Close()
 		return s.finishUnstarted(StartErrShell, startErr)
 	}
+	command.Send(env.Command)
 
 	// A larger pipe lets a fast writer run ahead between our reads,
 	// halving wake-ups; failure only costs throughput.

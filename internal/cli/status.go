@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/permissions"
 	"github.com/commandcore/commandcore/internal/policy"
 	"github.com/commandcore/commandcore/internal/procid"
@@ -61,12 +61,7 @@ func newStatusCmd(g *globalFlags, streams IO) *cobra.Command {
 
 // readRuntime reads the agent's runtime record; nil when absent or unreadable.
 func readRuntime(stateDir string) *status.Runtime {
-	f, err := os.Open(filepath.Join(stateDir, status.RuntimeFile))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limits.MaxMetadataBytes))
+	data, err := ownerfile.Read(filepath.Join(stateDir, status.RuntimeFile), limits.MaxMetadataBytes, ownerfile.SharedWrite)
 	if err != nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/principal"
 )
 
@@ -140,14 +141,14 @@ func Read[T any, P interface {
 	*T
 	Versioned
 }](path string) (*T, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	// The one owner-only reader: a FIFO or a symlink planted in a job's
+	// directory must neither block a listing nor redirect it.
+	data, err := ownerfile.Read(path, limits.MaxMetadataBytes, ownerfile.SharedWrite)
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limits.MaxMetadataBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: read: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return Decode[T, P](data)
 }

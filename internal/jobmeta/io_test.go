@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -379,6 +380,22 @@ func TestReadRejectsCorrupt(t *testing.T) {
 		}
 		if v, err := ft.read(path); !errors.Is(err, jobmeta.ErrCorrupt) || v != nil {
 			t.Errorf("%s: directory in place of the file: %v, %v; want ErrCorrupt", ft.name, v, err)
+		}
+		// A FIFO is corrupt at once (a plain open would block forever), and
+		// a symlink to a valid file is not followed.
+		os.Remove(path)
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := ft.read(path); !errors.Is(err, jobmeta.ErrCorrupt) || v != nil {
+			t.Errorf("%s: FIFO in place of the file: %v, %v; want ErrCorrupt", ft.name, v, err)
+		}
+		os.Remove(path)
+		elsewhere := filepath.Join(dir, "elsewhere")
+		os.WriteFile(elsewhere, good, 0o600)
+		os.Symlink(elsewhere, path)
+		if v, err := ft.read(path); !errors.Is(err, jobmeta.ErrCorrupt) || v != nil {
+			t.Errorf("%s: symlink to a valid file: %v, %v; want ErrCorrupt", ft.name, v, err)
 		}
 	}
 }

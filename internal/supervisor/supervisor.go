@@ -38,6 +38,10 @@ const (
 // as incomplete; the unit's cleanup ends such descendants.
 const captureGrace = time.Second
 
+// managerSignalGrace is how long a child killed by SIGTERM waits for the
+// supervisor's own SIGTERM, sent by the service manager at the same time.
+const managerSignalGrace = 200 * time.Millisecond
+
 // pipeSize is the capacity asked for the job's output pipes (the default
 // maximum an unprivileged process may set).
 const pipeSize = 1 << 20
@@ -257,6 +261,17 @@ loop:
 	st, err := proc.Wait()
 	if err != nil {
 		return fmt.Errorf("reap child: %w", err)
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && !stopping && ws.Signaled() && ws.Signal() == unix.SIGTERM {
+		// The service manager signals the whole unit at once, so the
+		// child's death can be seen before our own SIGTERM is: wait for it
+		// briefly, or the manager's stop would pass for an unexplained end.
+		select {
+		case <-sigs:
+			stopRequested = s.stopRecorded()
+			byManager = !stopRequested
+		case <-time.After(managerSignalGrace):
+		}
 	}
 
 	graceEnd := time.Now().Add(captureGrace)

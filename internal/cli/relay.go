@@ -43,7 +43,8 @@ func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 		},
 	}
 	token.AddCommand(newTokenCreateCmd(g, streams), newTokenListCmd(g, streams), newTokenRevokeCmd(g, streams))
-	cmd.AddCommand(newRelayServeCmd(g, streams), newEnrollCodeCmd(g, streams), token, newRelayDevicesCmd(g, streams))
+	cmd.AddCommand(newRelayServeCmd(g, streams), newEnrollCodeCmd(g, streams), token, newRelayDevicesCmd(g, streams),
+		newRelayAuditCmd(g, streams))
 	return cmd
 }
 

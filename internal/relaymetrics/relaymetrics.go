@@ -17,6 +17,7 @@ import (
 	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/uplink"
 )
 
 // Path is where the metrics are served.
@@ -25,7 +26,8 @@ const Path = "/metrics"
 // unknown is the label value of anything outside a label's closed set.
 const unknown = "unknown"
 
-// LinkEnds are the kinds of link end the relay counts.
+// LinkEnds are the kinds of link end the relay counts. Their labels are
+// the names the agent's journal gives them (SPEC §4).
 var LinkEnds = []link.End{link.EndRemoteClose, link.EndSendTimeout, link.EndSilence,
 	link.EndProtocol, link.EndAuth, link.EndLocalShutdown}
 
@@ -87,7 +89,7 @@ func New(src Source) *Metrics {
 		reasons:  relay.EnrollRefusals,
 	}
 	for _, k := range LinkEnds {
-		m.kinds = append(m.kinds, string(k))
+		m.kinds = append(m.kinds, string(uplink.Reason(k)))
 	}
 	m.reg.MustRegister(m.calls, m.duration, m.linkEnds, m.refusals,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -130,7 +132,7 @@ func (m *Metrics) Call(tool, outcome string, d time.Duration) {
 
 // LinkEnd counts one device link's end.
 func (m *Metrics) LinkEnd(kind link.End) {
-	m.linkEnds.WithLabelValues(closed(m.kinds, string(kind))).Inc()
+	m.linkEnds.WithLabelValues(closed(m.kinds, string(uplink.Reason(kind)))).Inc()
 }
 
 // EnrollRefused counts one refused enrollment.

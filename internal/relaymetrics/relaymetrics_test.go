@@ -65,7 +65,7 @@ func TestMetrics(t *testing.T) {
 		{"commandcore_relay_call_duration_seconds", []string{"tool", "process.run"}, 3},
 		{"commandcore_relay_link_ends_total", []string{"kind", "silence_timeout"}, 1},
 		{"commandcore_relay_link_ends_total", []string{"kind", "unknown"}, 1},
-		{"commandcore_relay_link_ends_total", []string{"kind", "auth_failure"}, 0},
+		{"commandcore_relay_link_ends_total", []string{"kind", "authentication_failure"}, 0},
 		{"commandcore_relay_enroll_refusals_total", []string{"reason", "rate_limited"}, 1},
 		{"commandcore_relay_enroll_refusals_total", []string{"reason", "unknown"}, 1},
 	} {

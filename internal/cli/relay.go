@@ -18,6 +18,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
+	"github.com/commandcore/commandcore/internal/relaymetrics"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/scope"
 )
@@ -43,7 +44,8 @@ func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 		},
 	}
 	token.AddCommand(newTokenCreateCmd(g, streams), newTokenListCmd(g, streams), newTokenRevokeCmd(g, streams))
-	cmd.AddCommand(newRelayServeCmd(g, streams), newEnrollCodeCmd(g, streams), token, newRelayDevicesCmd(g, streams))
+	cmd.AddCommand(newRelayServeCmd(g, streams), newEnrollCodeCmd(g, streams), token, newRelayDevicesCmd(g, streams),
+		newRelayAuditCmd(g, streams))
 	return cmd
 }
 
@@ -83,9 +85,9 @@ func parseTTL(s string) (time.Duration, error) {
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
-	var listen, cert, key string
+	var listen, cert, key, metricsListen string
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -115,11 +117,19 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 				// Agents refuse plain ws:// off loopback; say so before they try.
 				fmt.Fprintln(streams.Err, "relay: warning: serving plain HTTP on a non-loopback address; agents and clients elsewhere need --tls-cert and --tls-key")
 			}
-			fmt.Fprintf(streams.Out, "relay: listening on %s\nrelay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base, base)
+			fmt.Fprintf(streams.Out, "relay: listening on %s\n", base)
+			errc := make(chan error, 2)
+			var ms *http.Server
+			if metricsListen != "" {
+				if ms, err = serveMetrics(metricsListen, srv, streams, errc); err != nil {
+					ln.Close()
+					return err
+				}
+			}
+			fmt.Fprintf(streams.Out, "relay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base)
 			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 			defer stop()
-			errc := make(chan error, 1)
 			go func() {
 				if cert != "" {
 					errc <- hs.ServeTLS(ln, cert, key)
@@ -135,7 +145,12 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 			srv.Close()
 			sctx, cancel := context.WithTimeout(context.Background(), relayShutdown)
 			defer cancel()
-			if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			err = hs.Shutdown(sctx)
+			if ms != nil {
+				// Scrapable until the calls have drained.
+				ms.Shutdown(sctx)
+			}
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("shut down: %w", err)
 			}
 			return nil
@@ -144,7 +159,23 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8440", "address to listen on")
 	cmd.Flags().StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM)")
 	cmd.Flags().StringVar(&key, "tls-key", "", "TLS key file (PEM)")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP)")
 	return cmd
+}
+
+// serveMetrics serves the relay's metrics on their own listener at addr
+// and announces where; the server's end is sent to errc.
+func serveMetrics(addr string, srv *relay.Server, streams IO, errc chan<- error) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
+	m := relaymetrics.New(srv)
+	srv.Observer = m
+	ms := m.Server()
+	go func() { errc <- ms.Serve(ln) }()
+	fmt.Fprintf(streams.Out, "relay: metrics on http://%s%s\n", ln.Addr(), relaymetrics.Path)
+	return ms, nil
 }
 
 func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {

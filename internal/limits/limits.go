@@ -76,6 +76,9 @@ const (
 	// JournalMaxEntries and JournalMaxAge bound the activity journal.
 	JournalMaxEntries = 10000
 	JournalMaxAge     = 30 * 24 * time.Hour
+	// AuditMaxEntries and AuditMaxAge bound the relay's audit log.
+	AuditMaxEntries = 100000
+	AuditMaxAge     = 90 * 24 * time.Hour
 
 	// GPUProbeTimeout bounds the accelerator probe of system.metrics.
 	GPUProbeTimeout = 2 * time.Second

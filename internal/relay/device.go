@@ -160,6 +160,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conn := link.Server(ws, secret, s.Link)
+	defer s.linkEnded(conn)
 	client := mcp.NewClient(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
 	ctx := r.Context()
 	session, err := client.Connect(ctx, &progressTap{Conn: conn, relay: s}, nil)

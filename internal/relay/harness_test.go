@@ -14,17 +14,19 @@ import (
 
 // harness is an in-process relay with one enrolled device, "dev".
 type harness struct {
-	st     *relaystate.Store
-	srv    *Server
-	hs     *httptest.Server
-	dev    *relaystate.Device
-	token  string
-	secret []byte
+	stateDir string
+	st       *relaystate.Store
+	srv      *Server
+	hs       *httptest.Server
+	dev      *relaystate.Device
+	token    string
+	secret   []byte
 }
 
 func newHarness(tb testing.TB, tune func(*Server)) *harness {
 	tb.Helper()
-	st, err := relaystate.Open(tb.TempDir())
+	dir := tb.TempDir()
+	st, err := relaystate.Open(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func newHarness(tb testing.TB, tune func(*Server)) *harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &harness{st: st, srv: srv, hs: hs, dev: dev, token: token, secret: secret}
+	return &harness{stateDir: dir, st: st, srv: srv, hs: hs, dev: dev, token: token, secret: secret}
 }
 
 // link connects a fake device serving device's tools, and waits until the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,8 +66,10 @@ func (s *Server) mcpHandler() http.Handler {
 		// once, and both older clients and the current protocol are served.
 	}, &mcp.StreamableHTTPOptions{Stateless: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, err := s.store.AuthToken(bearer(r.Header), s.Now())
+		at, start := s.Now(), time.Now()
+		tok, err := s.store.AuthToken(bearer(r.Header), at)
 		if err != nil {
+			s.refused(at, start, nil, nil, errToken)
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeError(w, http.StatusUnauthorized, errToken)
 			return
@@ -75,6 +78,7 @@ func (s *Server) mcpHandler() http.Handler {
 		if name := r.PathValue("device"); name != "" {
 			dev, err := s.store.FindDevice(name)
 			if err != nil || !deviceAllowed(tok, dev) {
+				s.refused(at, start, tok, dev, errNoDevice)
 				writeError(w, http.StatusNotFound, errNoDevice)
 				return
 			}
@@ -91,6 +95,7 @@ func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
 // sessionServer builds the MCP server one client session talks to.
 func (s *Server) sessionServer(c *client) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
+	srv.AddReceivingMiddleware(s.observeCalls(c))
 	known := s.anyTools()
 	if c.device != nil {
 		known = nil
@@ -202,6 +207,7 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 			if dev, err = s.store.FindDevice(name); err != nil {
 				return toolresult.Failure(errNoDevice), nil
 			}
+			noteDevice(ctx, dev.ID)
 		}
 		if !deviceAllowed(tok, dev) {
 			return toolresult.Failure(errNoDevice), nil

@@ -36,6 +36,11 @@ type Server struct {
 	// progress maps the progress token the relay gave a forwarded call to
 	// the client session and token it must reach.
 	progress sync.Map
+
+	// Observer, when set before serving, is told of calls, link ends and
+	// enrollment refusals (metrics).
+	Observer Observer
+	audit    *auditLog
 }
 
 // deviceLink is one connected device.
@@ -56,13 +61,17 @@ func New(store *relaystate.Store) (*Server, error) {
 	if err := store.DisconnectAll(); err != nil {
 		return nil, err
 	}
-	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}}, nil
+	audit, err := openAudit(store)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit}, nil
 }
 
 // Handler serves the relay's HTTP surface.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/enroll", s.enroll)
+	mux.HandleFunc("POST /v1/enroll", s.countRefusals(s.enroll))
 	mux.HandleFunc("GET /v1/agent", s.agent)
 	h := s.mcpHandler()
 	mux.Handle("/mcp", h)
@@ -70,7 +79,8 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// Close ends every device link.
+// Close ends every device link and writes the audit entries of the calls
+// that ended. Calls that end later are still recorded.
 func (s *Server) Close() {
 	s.mu.Lock()
 	links := make([]*deviceLink, 0, len(s.links))
@@ -81,6 +91,7 @@ func (s *Server) Close() {
 	for _, l := range links {
 		l.conn.Close()
 	}
+	s.audit.flush()
 }
 
 // connected returns the device's live link, or nil.

@@ -131,6 +131,8 @@ type Store struct {
 
 	keyMu sync.Mutex
 	key   ed25519.PrivateKey // cached once loaded; it never changes
+
+	audit auditBound
 }
 
 // Open opens (creating if needed) stateDir/relay.db: the directory is

@@ -29,31 +29,58 @@ func HTTPClient(token string) *http.Client {
 	return &http.Client{Transport: Bearer{token}}
 }
 
-// listening is how `relay serve` announces its address on its first line.
-const listening = "relay: listening on "
+// listening and metricsOn are how `relay serve` announces its addresses
+// on its first lines.
+const (
+	listening = "relay: listening on "
+	metricsOn = "relay: metrics on "
+)
 
 // Serve starts `bin relay serve` with args (e.g. --listen, --state-dir)
 // and returns the running process and the base URL it announced. Its
 // standard error goes to ours; the rest of its output is discarded. The
 // caller stops the process.
 func Serve(bin string, args ...string) (*exec.Cmd, string, error) {
-	cmd := exec.Command(bin, append([]string{"relay", "serve"}, args...)...)
-	out, err := cmd.StdoutPipe()
+	cmd, lines, err := serve(bin, 1, args)
 	if err != nil {
 		return nil, "", err
 	}
+	return cmd, lines[0], nil
+}
+
+// ServeMetrics is Serve with metrics on a free loopback port; it also
+// returns the metrics' URL.
+func ServeMetrics(bin string, args ...string) (cmd *exec.Cmd, url, metricsURL string, err error) {
+	cmd, lines, err := serve(bin, 2, append(args, "--metrics-listen", "127.0.0.1:0"))
+	if err != nil {
+		return nil, "", "", err
+	}
+	return cmd, lines[0], lines[1], nil
+}
+
+// serve starts the relay and reads the first n announcements.
+func serve(bin string, n int, args []string) (*exec.Cmd, []string, error) {
+	cmd := exec.Command(bin, append([]string{"relay", "serve"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	r := bufio.NewReader(out)
-	line, err := r.ReadString('\n')
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), listening)
-	if err != nil || !ok {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, "", errors.Join(fmt.Errorf("relay's first line %q", line), err)
+	var got []string
+	for _, prefix := range []string{listening, metricsOn}[:n] {
+		line, err := r.ReadString('\n')
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
+		if err != nil || !ok {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, nil, errors.Join(fmt.Errorf("relay's announcement %q", line), err)
+		}
+		got = append(got, v)
 	}
 	go io.Copy(io.Discard, r)
-	return cmd, url, nil
+	return cmd, got, nil
 }

@@ -1,0 +1,248 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/toolresult"
+)
+
+const marker = "MARKER-a7c2e9f4"
+
+// countingObserver counts what the relay reports for metrics.
+type countingObserver struct {
+	mu       sync.Mutex
+	calls    map[string]int // "tool outcome"
+	ends     map[link.End]int
+	refusals map[string]int
+}
+
+func newCountingObserver() *countingObserver {
+	return &countingObserver{calls: map[string]int{}, ends: map[link.End]int{}, refusals: map[string]int{}}
+}
+
+func (o *countingObserver) Call(tool, outcome string, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls[tool+" "+outcome]++
+}
+
+func (o *countingObserver) LinkEnd(kind link.End) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ends[kind]++
+}
+
+func (o *countingObserver) EnrollRefused(reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refusals[reason]++
+}
+
+// auditDevice serves process.jobs (ok), process.status (not_found) and
+// process.stop (a failure whose code is not a code word), echoing what it
+// is sent into its results.
+func auditDevice() *mcp.Server {
+	d := fakeDevice()
+	schema := map[string]any{"type": "object"}
+	d.AddTool(&mcp.Tool{Name: "process.jobs", InputSchema: schema}, func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return toolresult.Success(map[string]any{"echo": string(r.Params.Arguments)}), nil
+	})
+	d.AddTool(&mcp.Tool{Name: "process.status", InputSchema: schema}, func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return toolresult.Failure(errcode.New(errcode.NotFound, "no job %s", r.Params.Arguments)), nil
+	})
+	d.AddTool(&mcp.Tool{Name: "process.stop", InputSchema: schema}, func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "x"}},
+			StructuredContent: map[string]any{"error": map[string]any{"code": "Bad " + marker, "message": marker}}}, nil
+	})
+	return d
+}
+
+func (h *harness) session(tb testing.TB, path, token string) *mcp.ClientSession {
+	tb.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "audit-test", Version: "1"}, nil)
+	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.hs.URL + path, HTTPClient: relaytest.HTTPClient(token)}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+type auditRow struct{ principal, token, device, tool, outcome, code string }
+
+// TestAuditRecordsEveryCall: forwarded calls, devices.list and refused
+// requests (bad token, unknown device, tool out of scope, made-up tool,
+// offline device) each leave one content-free entry, and are counted for
+// metrics.
+func TestAuditRecordsEveryCall(t *testing.T) {
+	obs := newCountingObserver()
+	h := newHarness(t, func(s *Server) { s.Observer = obs })
+	tok, bearer, err := h.st.CreateToken("a", []string{"*"}, []string{"process.*", "devices.list"}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := h.link(t, auditDevice())
+	dev, id := h.dev.ID, tok.ID
+
+	one := h.session(t, "/mcp/dev", bearer)
+	call := func(s *mcp.ClientSession, name string, args map[string]any) {
+		t.Helper()
+		if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args}); err != nil && !strings.Contains(err.Error(), "unknown tool") {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	call(one, "process.jobs", map[string]any{"filter": marker})
+	call(one, "process.status", map[string]any{"process_id": marker})
+	call(one, "process.stop", map[string]any{"process_id": marker})
+	call(one, "system.metrics", map[string]any{"gpu": marker}) // out of the token's scope
+	call(one, "evil."+marker, map[string]any{"x": marker})     // no such tool
+
+	all := h.session(t, "/mcp", bearer)
+	call(all, "devices.list", nil)
+	call(all, "process.jobs", map[string]any{"device": "dev", "x": marker})
+	call(all, "process.jobs", map[string]any{"device": "nope-" + marker})
+
+	for _, r := range []struct{ path, token string }{
+		{"/mcp", "cct_" + marker},       // not a token
+		{"/mcp/nope-" + marker, bearer}, // no such device
+	} {
+		req, _ := http.NewRequest("POST", h.hs.URL+r.path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process.jobs","arguments":{"m":"`+marker+`"}}}`))
+		req.Header.Set("Authorization", "Bearer "+r.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+
+	conn.Close()
+	for deadline := time.Now().Add(20 * time.Second); h.srv.connected(dev) != nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the link never ended")
+		}
+	}
+	call(one, "process.jobs", nil) // offline
+
+	h.srv.audit.flush()
+	entries, err := h.st.Audit(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []auditRow{
+		{id, id, dev, "process.jobs", "ok", ""},
+		{id, id, dev, "process.status", "failed", "not_found"},
+		{id, id, dev, "process.stop", "failed", "unknown"},
+		{id, id, dev, "system.metrics", "failed", "permission_denied"},
+		{id, id, dev, "unknown", "failed", "not_found"},
+		{id, id, "", "devices.list", "ok", ""},
+		{id, id, dev, "process.jobs", "ok", ""},
+		{id, id, "", "process.jobs", "failed", "not_found"},
+		{"", "", "", "unknown", "failed", "permission_denied"},
+		{id, id, "", "unknown", "failed", "not_found"},
+		{id, id, dev, "process.jobs", "failed", "device_offline"},
+	}
+	if len(entries) != len(want) {
+		t.Fatalf("%d entries, want %d: %+v", len(entries), len(want), entries)
+	}
+	for i, e := range entries {
+		got := auditRow{e.Principal, e.TokenID, e.Device, e.Tool, e.Outcome, e.Code}
+		if got != want[i] {
+			t.Errorf("entry %d: %+v, want %+v", i, got, want[i])
+		}
+		if e.At.IsZero() || e.DurationUS < 0 {
+			t.Errorf("entry %d: time %v, duration %d", i, e.At, e.DurationUS)
+		}
+	}
+
+	// Nothing the clients or the device sent reached the database.
+	for _, name := range []string{relaystate.File, relaystate.File + "-wal"} {
+		b, err := os.ReadFile(filepath.Join(h.stateDir, name))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(marker)) {
+			t.Fatalf("the marker is in %s", name)
+		}
+	}
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.calls["process.jobs ok"] != 2 || obs.calls["unknown failed"] != 3 || obs.calls["process.jobs failed"] != 2 || obs.calls["devices.list ok"] != 1 {
+		t.Errorf("counted calls: %v", obs.calls)
+	}
+	if obs.ends[link.EndRemoteClose] != 1 {
+		t.Errorf("link ends: %v", obs.ends)
+	}
+}
+
+func TestAuditQueueIsBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.srv.audit
+	// A writer stuck in the database: nothing drains the queue.
+	a.mu.Lock()
+	a.writing, a.idle = true, make(chan struct{})
+	a.mu.Unlock()
+	e := relaystate.AuditEntry{At: time.Now(), Tool: UnknownTool, Outcome: relaystate.AuditOK}
+	for range auditQueue + 3 {
+		a.add(e)
+	}
+	if n := h.srv.AuditDropped(); n != 3 {
+		t.Fatalf("dropped %d, want 3", n)
+	}
+	a.mu.Lock()
+	a.writing = false
+	close(a.idle)
+	a.mu.Unlock()
+}
+
+func TestEnrollRefusalsAreCounted(t *testing.T) {
+	obs := newCountingObserver()
+	h := newHarness(t, func(s *Server) { s.Observer = obs })
+	post := func(body string) int {
+		resp, err := http.Post(h.hs.URL+"/v1/enroll", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	post(`{"code":"ccE-AAAAAAAAAAAAAAAAAAAA","name":"x"}`)
+	post(`not json`)
+	code, err := h.st.CreateEnrollCode("", time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := post(`{"code":"` + code + `","name":"ok-name"}`); s != http.StatusOK {
+		t.Fatalf("enrollment: %d", s)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.refusals) != 2 || obs.refusals[RefusedCode] != 1 || obs.refusals[RefusedBadRequest] != 1 {
+		t.Fatalf("refusals: %v", obs.refusals)
+	}
+}
+
+func TestRefusalReasons(t *testing.T) {
+	for status, want := range map[int]string{400: RefusedBadRequest, 401: RefusedCode, 403: RefusedCode, 413: RefusedTooLarge,
+		429: RefusedRateLimited, 500: RefusedInternal, 503: RefusedInternal, 404: RefusedOther} {
+		if got := refusalReason(status); got != want {
+			t.Errorf("%d: %s, want %s", status, got, want)
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/scope"
+	"github.com/commandcore/commandcore/internal/toolresult"
+)
+
+// Observer receives the relay's content-free events, for metrics. Every
+// string it is given comes from a closed set: AuditTools, the outcomes
+// relaystate.AuditOK and AuditFailed, link.End kinds, EnrollRefusals.
+type Observer interface {
+	Call(tool, outcome string, d time.Duration)
+	LinkEnd(kind link.End)
+	EnrollRefused(reason string)
+}
+
+// UnknownTool stands in the audit log and the metrics for a tool name
+// outside the relay's table, and for a request refused before its tool
+// was read.
+const UnknownTool = "unknown"
+
+// CodeCancelled is the audit code of a call whose client went away or
+// cancelled it before it was answered.
+const CodeCancelled = "cancelled"
+
+// AuditTools are the tool names the audit log and the metrics ever hold.
+func AuditTools() []string {
+	return append(append(slices.Clone(ToolNames), DevicesListTool), UnknownTool)
+}
+
+// auditTool reduces a client's tool name to AuditTools: a name a client
+// made up is never stored.
+func auditTool(name string) string {
+	if name == DevicesListTool || slices.Contains(ToolNames, name) {
+		return name
+	}
+	return UnknownTool
+}
+
+// principalOf names whose call a token makes. Tokens do not carry a
+// principal of their own yet; the token's ID stands for it.
+func principalOf(tok *relaystate.Token) string { return tok.ID }
+
+// callKey carries a call's *callRecord to the tool handler.
+type callKey struct{}
+
+// callRecord is what a tool handler learns about a call that the audit
+// needs: the device, once the multi-device endpoint has resolved it.
+type callRecord struct{ device string }
+
+// noteDevice records the device a call is for.
+func noteDevice(ctx context.Context, id string) {
+	if r, ok := ctx.Value(callKey{}).(*callRecord); ok {
+		r.device = id
+	}
+}
+
+// observeCalls audits every tools/call of a client session and counts it,
+// whatever answers it: a tool handler, or the SDK refusing a tool the
+// session does not serve.
+func (s *Server) observeCalls(c *client) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			call, ok := req.(*mcp.CallToolRequest)
+			if !ok {
+				return next(ctx, method, req)
+			}
+			rec := &callRecord{}
+			if c.device != nil {
+				rec.device = c.device.ID
+			}
+			at, start := s.Now(), time.Now()
+			res, err := next(context.WithValue(ctx, callKey{}, rec), method, req)
+			name := ""
+			if call.Params != nil {
+				name = call.Params.Name
+			}
+			tool := auditTool(name)
+			s.observe(at, time.Since(start), c.token, rec.device, tool, callCode(c.token, tool, res, err))
+			return res, err
+		}
+	}
+}
+
+// refused audits a request the relay turned away before MCP read it; tok
+// is nil when the client's token was not recognised.
+func (s *Server) refused(at time.Time, start time.Time, tok *relaystate.Token, dev *relaystate.Device, err error) {
+	device := ""
+	if dev != nil {
+		device = dev.ID
+	}
+	s.observe(at, time.Since(start), tok, device, UnknownTool, string(errcode.From(err).Code))
+}
+
+// observe records one call in the audit log and the metrics; code is ""
+// for a call that succeeded.
+func (s *Server) observe(at time.Time, d time.Duration, tok *relaystate.Token, device, tool, code string) {
+	e := relaystate.AuditEntry{At: at, Device: device, Tool: tool, Outcome: relaystate.AuditOK, DurationUS: d.Microseconds()}
+	if code != "" {
+		e.Outcome, e.Code = relaystate.AuditFailed, relaystate.AuditCode(code)
+	}
+	if tok != nil {
+		e.Principal, e.TokenID = principalOf(tok), tok.ID
+	}
+	s.audit.add(e)
+	if s.Observer != nil {
+		s.Observer.Call(tool, e.Outcome, d)
+	}
+}
+
+// callCode is the error code of a finished call, "" when it succeeded. A
+// result with isError carries its code in structuredContent.error.code; a
+// protocol error is mapped to the code that says why.
+func callCode(tok *relaystate.Token, tool string, res mcp.Result, err error) string {
+	if err != nil {
+		var werr *jsonrpc.Error
+		switch {
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			return CodeCancelled
+		case tool != UnknownTool && tool != DevicesListTool && !scope.Match(tok.Tools, tool):
+			// The session does not serve a tool outside the token's scope.
+			return string(errcode.PermissionDenied)
+		case errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams:
+			// The SDK's answer for a tool the session does not serve.
+			return string(errcode.NotFound)
+		}
+		return string(errcode.Internal)
+	}
+	r, ok := res.(*mcp.CallToolResult)
+	if !ok || r == nil || !r.IsError {
+		return ""
+	}
+	if e, ok := r.StructuredContent.(toolresult.ErrorResult); ok && e.Error != nil {
+		return string(e.Error.Code)
+	}
+	// A device's failure, decoded as plain JSON. Failures are small; a
+	// success is never re-encoded.
+	var body struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if raw, err := json.Marshal(r.StructuredContent); err == nil {
+		json.Unmarshal(raw, &body)
+	}
+	return relaystate.AuditCode(body.Error.Code)
+}
+
+// ConnectedDevices is the number of devices with a live link.
+func (s *Server) ConnectedDevices() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.links)
+}
+
+// AuditDropped is the number of calls the audit log could not record.
+func (s *Server) AuditDropped() uint64 { return s.audit.dropped.Load() }
+
+// linkEnded counts a device link's end by its kind.
+func (s *Server) linkEnded(conn *link.Conn) {
+	if s.Observer != nil {
+		s.Observer.LinkEnd(conn.End())
+	}
+}
+
+// The reasons an enrollment is refused, by the HTTP status it got.
+const (
+	RefusedBadRequest  = "bad_request"
+	RefusedCode        = "code_refused"
+	RefusedTooLarge    = "too_large"
+	RefusedRateLimited = "rate_limited"
+	RefusedInternal    = "internal"
+	RefusedOther       = "other"
+)
+
+// EnrollRefusals are every reason an enrollment refusal is counted under.
+var EnrollRefusals = []string{RefusedBadRequest, RefusedCode, RefusedTooLarge, RefusedRateLimited, RefusedInternal, RefusedOther}
+
+// refusalReason names a refused enrollment's reason by its HTTP status:
+// content-free, and true to whatever the handler answered.
+func refusalReason(status int) string {
+	switch {
+	case status == http.StatusBadRequest:
+		return RefusedBadRequest
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return RefusedCode
+	case status == http.StatusRequestEntityTooLarge:
+		return RefusedTooLarge
+	case status == http.StatusTooManyRequests:
+		return RefusedRateLimited
+	case status >= 500:
+		return RefusedInternal
+	}
+	return RefusedOther
+}
+
+// countRefusals counts the enrollments h refuses (any answer of 400 or
+// above).
+func (s *Server) countRefusals(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		if sw.status >= 400 && s.Observer != nil {
+			s.Observer.EnrollRefused(refusalReason(sw.status))
+		}
+	}
+}
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

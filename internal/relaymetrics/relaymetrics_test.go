@@ -1,0 +1,91 @@
+package relaymetrics
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/relaytest"
+)
+
+type source struct{}
+
+func (source) ConnectedDevices() int { return 3 }
+func (source) AuditDropped() uint64  { return 7 }
+
+func scrape(t *testing.T, h http.Handler) relaytest.Metrics {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	m, err := relaytest.Scrape(srv.URL + Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func value(t *testing.T, m relaytest.Metrics, name string, labels ...string) float64 {
+	t.Helper()
+	v, ok := m.Value(name, labels...)
+	if !ok {
+		t.Fatalf("no series %s%v", name, labels)
+	}
+	return v
+}
+
+func TestMetrics(t *testing.T) {
+	m := New(source{})
+	h := m.Server().Handler
+	fams := scrape(t, h)
+	if v := value(t, fams, "commandcore_relay_calls_total", "outcome", "ok", "tool", "files.search"); v != 0 {
+		t.Fatalf("a fresh counter is %v", v)
+	}
+	m.Call("process.run", "ok", 2*time.Second)
+	m.Call("process.run", "ok", time.Millisecond)
+	m.Call("process.run", "failed", time.Millisecond)
+	m.Call("rm -rf /", "ok", time.Millisecond)
+	m.LinkEnd(link.EndSilence)
+	m.LinkEnd("made up")
+	m.EnrollRefused("rate_limited")
+	m.EnrollRefused("no such reason")
+
+	fams = scrape(t, h)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"commandcore_relay_connected_devices", nil, 3},
+		{"commandcore_relay_audit_dropped_total", nil, 7},
+		{"commandcore_relay_calls_total", []string{"outcome", "ok", "tool", "process.run"}, 2},
+		{"commandcore_relay_calls_total", []string{"outcome", "failed", "tool", "process.run"}, 1},
+		{"commandcore_relay_calls_total", []string{"outcome", "ok", "tool", "unknown"}, 1},
+		{"commandcore_relay_call_duration_seconds", []string{"tool", "process.run"}, 3},
+		{"commandcore_relay_link_ends_total", []string{"kind", "silence_timeout"}, 1},
+		{"commandcore_relay_link_ends_total", []string{"kind", "unknown"}, 1},
+		{"commandcore_relay_link_ends_total", []string{"kind", "authentication_failure"}, 0},
+		{"commandcore_relay_enroll_refusals_total", []string{"reason", "rate_limited"}, 1},
+		{"commandcore_relay_enroll_refusals_total", []string{"reason", "unknown"}, 1},
+	} {
+		if v := value(t, fams, c.name, c.labels...); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+	if got := fams["commandcore_relay_call_duration_seconds"].Metric; len(got) != 12 {
+		t.Errorf("%d duration series, want one per tool of the table, devices.list and unknown", len(got))
+	}
+	// Nothing but the relay's own series: the client library's default
+	// collectors (Go runtime, process) are not registered.
+	for name := range fams {
+		if name[:len("commandcore_relay_")] != "commandcore_relay_" {
+			t.Errorf("foreign series %s", name)
+		}
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	if resp, err := http.Post(srv.URL+Path, "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST %s: %v %v", Path, resp.Status, err)
+	}
+}

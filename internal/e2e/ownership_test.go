@@ -84,6 +84,11 @@ func TestJobsBelongToTheirPrincipal(t *testing.T) {
 		t.Errorf("a sees ci's job: %s", code)
 	}
 
+	// The relay's audit names the principal each call acted for.
+	if audit := e.relayCmd("audit", "--last", "100", "--json"); !strings.Contains(audit, `"principal":"ci"`) {
+		t.Errorf("the audit does not name the shared principal: %s", audit)
+	}
+
 	// The machine's owner sees every job, with its principal.
 	out, errOut, rc := run(t, "jobs", "show", running, "--json", "--state-dir", e.agentState)
 	if rc != 0 {

@@ -91,7 +91,7 @@ type auditRow struct{ principal, token, device, tool, outcome, code string }
 func TestAuditRecordsEveryCall(t *testing.T) {
 	obs := newCountingObserver()
 	h := newHarness(t, func(s *Server) { s.Observer = obs })
-	tok, bearer, err := h.st.CreateToken("a", []string{"*"}, []string{"process.*", "devices.list"}, time.Hour, time.Now())
+	tok, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"process.*", "devices.list"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

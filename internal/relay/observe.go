@@ -50,9 +50,8 @@ func auditTool(name string) string {
 	return UnknownTool
 }
 
-// principalOf names whose call a token makes. Tokens do not carry a
-// principal of their own yet; the token's ID stands for it.
-func principalOf(tok *relaystate.Token) string { return tok.ID }
+// principalOf names whose call a token makes.
+func principalOf(tok *relaystate.Token) string { return tok.Principal }
 
 // callKey carries a call's *callRecord to the tool handler.
 type callKey struct{}

@@ -51,7 +51,7 @@ func FuzzAuthToken(f *testing.F) {
 			}
 		}
 		if b != devTok {
-			d, sec, err := s.AuthDevice(b)
+			d, sec, err := s.AuthDevice(b, t0)
 			if err == nil || d != nil || sec != nil {
 				t.Fatalf("AuthDevice authenticated a forged token (len %d)", len(b))
 			}

@@ -190,7 +190,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	standing := time.NewTicker(standingPoll)
+	standing := time.NewTicker(StandingPoll)
 	defer standing.Stop()
 	for alive := true; alive; {
 		select {

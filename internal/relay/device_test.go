@@ -40,7 +40,7 @@ func TestDeviceLinkIsSeenAndKept(t *testing.T) {
 	seen := waitFor("connected", func(d relaystate.Device) bool { return d.Connected && d.LastSeen != nil })
 	waitFor("seen again", func(d relaystate.Device) bool { return d.LastSeen.After(*seen.LastSeen) })
 
-	if _, err := link.Dial(context.Background(), h.hs.URL, h.token); !errors.Is(err, link.ErrBusy) {
+	if _, err := link.Dial(context.Background(), h.hs.URL, h.current()); !errors.Is(err, link.ErrBusy) {
 		t.Fatalf("a second link while the first answers: %v", err)
 	}
 	if first.End() != "" {

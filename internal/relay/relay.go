@@ -33,6 +33,9 @@ type Server struct {
 	// SeenEvery is how often a connected device's last-seen time is
 	// refreshed; zero means a minute.
 	SeenEvery time.Duration
+	// RotateWait is how long an agent has to confirm the token its link
+	// hands it before the link is closed; zero means limits.SendTimeout.
+	RotateWait time.Duration
 	// Log receives one content-free line per event about a device's
 	// credentials (a copy found, a link ended for its standing); nil
 	// discards them.

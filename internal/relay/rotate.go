@@ -44,10 +44,14 @@ import (
 //
 // So a retired token comes back only from a copy of the agent's
 // credentials (or an identity file restored from an old backup).
+//
+// A link whose agent does not confirm its next token within rotateWait is
+// closed. A holder of a copy that kept a link without ever taking a new
+// token would otherwise keep the copied token current, and so keep the
+// agent it was copied from out (device_busy) without ever being found.
 
 // rotateWait bounds how long the relay waits for the agent to confirm it
-// stored its next token; a later confirmation still commits on the next
-// link (the pending rotation stays).
+// stored its next token, unless Server.RotateWait says otherwise.
 const rotateWait = limits.SendTimeout
 
 // pendingRotation is a rotation the relay sent and has not committed.
@@ -103,12 +107,22 @@ func (r *rotations) find(token string) (pendingRotation, bool) {
 }
 
 // rotate hands the link's agent its next token and commits the rotation
-// once the agent confirmed it stored it.
+// once the agent confirmed it stored it; a link that does not confirm in
+// time is closed. An unconfirmed rotation stays pending: the agent may
+// have stored the token and lost only its confirmation.
 func (s *Server) rotate(conn *link.Conn, device, current string) {
 	next := s.rotations.begin(device, current)
-	ctx, cancel := context.WithTimeout(context.Background(), rotateWait)
+	wait := s.RotateWait
+	if wait <= 0 {
+		wait = rotateWait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if conn.Rotate(ctx, next) != nil {
+	if err := conn.Rotate(ctx, next); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			s.deviceEvent(device, "the agent did not confirm its next credential: its link is closed")
+			conn.Close()
+		}
 		return
 	}
 	if s.store.RotateDeviceToken(device, current, next, s.Now()) == nil {

@@ -20,14 +20,15 @@ import (
 // never both take a device over.
 //
 // The relay also ends a device's links when its standing changes: at once
-// when this process finds a copy (see rotate.go), and within standingPoll
+// when this process finds a copy (see rotate.go), and within StandingPoll
 // when another process (`relay devices revoke`) changed it in the shared
 // database.
 const (
 	// busyProbe is how long the old link has to answer its heartbeat.
 	busyProbe = 2 * time.Second
-	// standingPoll is how often a linked device's standing is read.
-	standingPoll = time.Second
+	// StandingPoll is how often a linked device's standing is read: a
+	// revocation by another process ends the link within it.
+	StandingPoll = time.Second
 )
 
 var errDeviceBusy = errcode.New(errcode.DeviceBusy, "the device has a live link to the relay already")

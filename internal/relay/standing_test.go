@@ -197,11 +197,30 @@ func TestLostAckStillLinks(t *testing.T) {
 func TestRevokedDeviceLinkEnds(t *testing.T) {
 	h := newHarness(t, nil)
 	agent := h.dialAgent(t, h.token, nil)
-	if _, err := h.st.RevokeDevice("dev", time.Now()); err != nil {
+	if _, _, err := h.st.RevokeDevice("dev", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, agent, "after the revocation")
 	if _, err := link.Dial(context.Background(), h.hs.URL, h.token); !errors.Is(err, link.ErrDeviceRefused) {
 		t.Fatalf("a revoked device's token: %v", err)
+	}
+}
+
+// TestUnconfirmedRotationEndsLink: a link whose agent never takes the
+// token it is handed is closed, and the token it linked with still works:
+// nothing was rotated.
+func TestUnconfirmedRotationEndsLink(t *testing.T) {
+	h := newHarness(t, func(s *Server) { s.RotateWait = 50 * time.Millisecond })
+	for range 2 {
+		ws, err := link.Dial(context.Background(), h.hs.URL, h.token)
+		if err != nil {
+			t.Fatalf("the token of an unconfirmed rotation: %v", err)
+		}
+		agent := link.Agent(ws, h.secret, link.Options{})
+		if _, err := fakeDevice().Connect(context.Background(), agent, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitDone(t, agent, "without a confirmation")
+		agent.Close()
 	}
 }

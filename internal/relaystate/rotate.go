@@ -82,19 +82,22 @@ func (s *Store) RotateDeviceToken(id, current, next string, now time.Time) error
 // retiredToken is AuthDevice's answer for a token no device has now: a
 // rotated-away token marks its device compromised (once; the first time is
 // Detected) and is refused with a DeviceRefusal; anything else is an
-// invalid token.
+// invalid token. Only a retired token takes the write lock, so guessed
+// tokens cost a read each.
 func (s *Store) retiredToken(hash []byte, now time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var id string
+	err := s.db.QueryRowContext(ctx, `SELECT device_id FROM retired_device_tokens WHERE hash = ?`, hash).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errDeviceToken()
+	}
+	if err != nil {
+		return dbErr(err)
+	}
 	var dev *Device
 	detected := false
-	err := s.inTx(func(ctx context.Context, tx *sql.Tx) error {
-		var id string
-		err := tx.QueryRowContext(ctx, `SELECT device_id FROM retired_device_tokens WHERE hash = ?`, hash).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errDeviceToken()
-		}
-		if err != nil {
-			return err
-		}
+	err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE devices SET standing = ?, standing_at = ? WHERE id = ? AND standing = ?`,
 			StandingCompromised, now.UnixNano(), id, StandingActive)
 		if err != nil {
@@ -120,23 +123,28 @@ func (s *Store) retiredToken(hash []byte, now time.Time) error {
 // RevokeDevice ends a device's credentials: an active device (by ID, or
 // else by name) becomes revoked, and AuthDevice refuses its tokens from
 // then on. A device that is already not active keeps its standing. It
-// returns the device as it now stands.
-func (s *Store) RevokeDevice(idOrName string, now time.Time) (*Device, error) {
+// returns the device as it now stands and whether this call revoked it.
+func (s *Store) RevokeDevice(idOrName string, now time.Time) (*Device, bool, error) {
 	if err := checkNow(now); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d, err := s.FindDevice(idOrName)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if d.Standing != StandingActive {
-		return d, nil
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, `UPDATE devices SET standing = ?, standing_at = ? WHERE id = ? AND standing = ?`,
+		StandingRevoked, now.UnixNano(), d.ID, StandingActive)
+	if err != nil {
+		return nil, false, dbErr(err)
 	}
-	if err := s.updateOne(errNoDevice, `UPDATE devices SET standing = ?, standing_at = ? WHERE id = ? AND standing = ?`,
-		StandingRevoked, now.UnixNano(), d.ID, StandingActive); err != nil {
-		return nil, err
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, false, dbErr(err)
 	}
-	return s.FindDevice(d.ID)
+	d, err = s.FindDevice(d.ID)
+	return d, n == 1, err
 }
 
 // releaseName frees name for a new enrollment when the device holding it

@@ -124,18 +124,18 @@ func TestRevokeDevice(t *testing.T) {
 	dev, tok := enrollT(t, s, "", "box")
 	other, otherTok := enrollT(t, s, "", "other")
 	at := t0.Add(time.Minute)
-	d, err := s.RevokeDevice("box", at)
-	if err != nil || d.ID != dev.ID || d.Standing != "revoked" || !d.StandingAt.Equal(at) {
-		t.Fatalf("RevokeDevice by name: %+v %v", d, err)
+	d, revoked, err := s.RevokeDevice("box", at)
+	if err != nil || !revoked || d.ID != dev.ID || d.Standing != "revoked" || !d.StandingAt.Equal(at) {
+		t.Fatalf("RevokeDevice by name: %+v %v %v", d, revoked, err)
 	}
 	if r := refusal(t, s, tok, at); r == nil || r.Standing != "revoked" || r.Detected {
 		t.Fatalf("a revoked device's token: %+v", r)
 	}
 	// Again, by ID: nothing changes.
-	if d, err := s.RevokeDevice(dev.ID, at.Add(time.Hour)); err != nil || d.Standing != "revoked" || !d.StandingAt.Equal(at) {
-		t.Fatalf("revoking again: %+v %v", d, err)
+	if d, revoked, err := s.RevokeDevice(dev.ID, at.Add(time.Hour)); err != nil || revoked || d.Standing != "revoked" || !d.StandingAt.Equal(at) {
+		t.Fatalf("revoking again: %+v %v %v", d, revoked, err)
 	}
-	if _, err := s.RevokeDevice("nope", at); !errcode.Is(err, errcode.NotFound) {
+	if _, _, err := s.RevokeDevice("nope", at); !errcode.Is(err, errcode.NotFound) {
 		t.Fatalf("revoking an unknown device: %v", err)
 	}
 	if got, _, err := s.AuthDevice(otherTok, at); err != nil || got.ID != other.ID {
@@ -177,7 +177,7 @@ func TestReenrollingRecovers(t *testing.T) {
 	}
 
 	// Revoked works the same; an active device keeps its name.
-	if _, err := s.RevokeDevice("box", t0); err != nil {
+	if _, _, err := s.RevokeDevice("box", t0); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := enrollT(t, s, "box", ""); d.Name != "box" {

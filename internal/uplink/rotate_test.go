@@ -111,12 +111,7 @@ func relayFor(t *testing.T) (*relaystate.Store, *identity.Identity) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, err := relay.New(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); hs.Close() })
+	url := serveRelay(t, st)
 	code, err := st.CreateEnrollCode("dev", time.Minute, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +120,19 @@ func relayFor(t *testing.T) (*relaystate.Store, *identity.Identity) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, &identity.Identity{Server: hs.URL, DeviceID: dev.ID, Token: token, Secret: secret}
+	return st, &identity.Identity{Server: url, DeviceID: dev.ID, Token: token, Secret: secret}
+}
+
+// serveRelay runs a relay process's server over st and returns its URL.
+func serveRelay(t *testing.T, st *relaystate.Store) string {
+	t.Helper()
+	srv, err := relay.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { srv.Close(); hs.Close() })
+	return hs.URL
 }
 
 // runUntil runs the uplink until stop says so (checked on each state
@@ -223,5 +230,41 @@ func TestTokenRotatesThroughARealRelay(t *testing.T) {
 	}
 	if !committed(current) {
 		t.Fatal("a rotation the agent could not store retired its token")
+	}
+}
+
+// TestRelayRestartBeforeCommitFallsBack: the agent stored its next token
+// but the relay that sent it restarted before it committed the rotation;
+// the new relay does not know that token, so the agent links with its
+// previous one, which is still current, and rotates from there.
+func TestRelayRestartBeforeCommitFallsBack(t *testing.T) {
+	st, id := relayFor(t)
+	enrolled := id.Token
+	var saved savedTokens
+	lost := func(token, previous string) error {
+		saved.save(token, previous)
+		return errors.New("the confirmation is lost")
+	}
+	runUntil(t, Config{Identity: id, SaveToken: lost}, func() bool { tok, _ := saved.get(); return tok != "" })
+	stored, prev := saved.get()
+	if prev != enrolled {
+		t.Fatal("the stored previous token is not the one the link used")
+	}
+
+	restarted := *id
+	restarted.Server = serveRelay(t, st)
+	restarted.Token, restarted.PreviousToken = stored, prev
+	var again savedTokens
+	runUntil(t, Config{Identity: &restarted, SaveToken: again.save}, func() bool {
+		tok, _ := again.get()
+		_, _, err := st.AuthDevice(tok, time.Now())
+		return tok != "" && err == nil
+	})
+	if _, p := again.get(); p != enrolled {
+		t.Fatal("the fallback link did not use the previous token")
+	}
+	d, err := st.FindDevice(id.DeviceID)
+	if err != nil || d.Standing != relaystate.StandingActive {
+		t.Fatalf("the fallback marked the device: %+v %v", d, err)
 	}
 }

@@ -203,6 +203,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		case <-standing.C:
 			if ok, st := s.mayLink(dev.ID); !ok {
 				s.endDevice(dev.ID, st)
+				standing.Stop() // once is enough; the link is ending
 			}
 		}
 	}

@@ -18,7 +18,7 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
              ./internal/identity:FuzzDecode ./internal/permissions:FuzzDecode \
              ./internal/grant:FuzzVerify ./internal/scope:FuzzParse \
              ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
-             ./internal/link:FuzzInbound \
+             ./internal/link:FuzzInbound ./internal/link:FuzzDecodeRotate \
              ./internal/relay:FuzzSplitDevice ./internal/relay:FuzzDecodeEnrollRequest \
              ./internal/relay:FuzzDecodeEnrollResponse
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose

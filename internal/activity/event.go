@@ -126,6 +126,9 @@ const (
 	// ReasonNetworkError: the connection failed underneath the WebSocket
 	// (reset, unreachable) without a close frame.
 	ReasonNetworkError Reason = "network_error"
+	// ReasonDeviceBusy: the server refused the link because another link
+	// with this device's credentials still answers (device_busy).
+	ReasonDeviceBusy Reason = "device_busy"
 )
 
 // Event is one journal entry. Its JSON form is what `commandcore activity
@@ -176,7 +179,7 @@ var (
 		string(jobmeta.LaunchFailed), string(jobmeta.Corrupt),
 	)
 	reasons = set(ReasonRemoteClose, ReasonSendTimeout, ReasonSilenceTimeout, ReasonProtocolError,
-		ReasonAuthFailure, ReasonLocalShutdown, ReasonNetworkError)
+		ReasonAuthFailure, ReasonLocalShutdown, ReasonNetworkError, ReasonDeviceBusy)
 )
 
 func set[T ~string](vs ...T) map[T]struct{} {

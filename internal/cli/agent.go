@@ -114,7 +114,10 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				rt.setServer(id.Server)
 				go func() {
 					defer close(linkDone)
-					uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: svc.Journal, OnState: rt.setConnection})
+					uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: svc.Journal, OnState: rt.setConnection,
+						SaveToken: func(token, previous string) error {
+							return identity.SaveToken(dirs.Config, id.DeviceID, token, previous)
+						}})
 				}()
 				return nil
 			}

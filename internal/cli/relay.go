@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"os/signal"
@@ -103,6 +104,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			srv.Log = log.New(streams.Err, "relay: ", 0)
 			defer srv.Close()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
@@ -319,19 +321,45 @@ func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
 				return printJSONLines(streams, devs)
 			}
 			tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tCONNECTED\tLAST SEEN")
+			fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tLAST SEEN")
 			for _, d := range devs {
 				seen := "never"
 				if d.LastSeen != nil {
 					seen = d.LastSeen.Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", d.Name, d.ID, d.Connected, seen)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", d.Name, d.ID, d.Standing, d.Connected, seen)
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	cmd.AddCommand(newDeviceRevokeCmd(g, streams))
 	return cmd
+}
+
+func newDeviceRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke a device (by name or ID): its link ends and its credentials are refused until it is enrolled again",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d *relaystate.Device
+			var revoked bool
+			err := withRelayState(g, func(st *relaystate.Store) (err error) {
+				d, revoked, err = st.RevokeDevice(args[0], time.Now())
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if !revoked {
+				fmt.Fprintf(streams.Out, "%s (%s) is %s already; its credentials stay refused\n", d.Name, d.ID, d.Standing)
+				return nil
+			}
+			fmt.Fprintf(streams.Out, "revoked %s (%s); a running relay ends its link within %s\n", d.Name, d.ID, relay.StandingPoll)
+			return nil
+		},
+	}
 }
 
 // printJSONLines prints one JSON object per line.

@@ -27,6 +27,9 @@ const (
 	DeviceOffline Code = "device_offline"
 	// ResultTooLarge: the device's result does not fit one link frame.
 	ResultTooLarge Code = "result_too_large"
+	// DeviceBusy: the relay refused a device link because the device's
+	// existing link still answers.
+	DeviceBusy Code = "device_busy"
 )
 
 // Error is an error with a code and a message that is safe to show remotely.

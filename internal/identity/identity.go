@@ -35,14 +35,17 @@ var ErrNotEnrolled = errors.New("not enrolled: run commandcore enroll --server U
 
 // Identity is what enrollment stores.
 type Identity struct {
-	Schema     int       `json:"schema_version"`
-	Server     string    `json:"server"`
-	DeviceID   string    `json:"device_id"`
-	Name       string    `json:"name"`
-	Token      string    `json:"token"`
-	Secret     []byte    `json:"secret"`
-	GrantKey   string    `json:"grant_key"`
-	EnrolledAt time.Time `json:"enrolled_at"`
+	Schema   int    `json:"schema_version"`
+	Server   string `json:"server"`
+	DeviceID string `json:"device_id"`
+	Name     string `json:"name"`
+	Token    string `json:"token"`
+	// PreviousToken is the token the last link used, kept until the server
+	// has surely retired it (see SaveToken).
+	PreviousToken string    `json:"previous_token,omitempty"`
+	Secret        []byte    `json:"secret"`
+	GrantKey      string    `json:"grant_key"`
+	EnrolledAt    time.Time `json:"enrolled_at"`
 }
 
 // PublicKey returns the key the server signs grants with.

@@ -95,6 +95,7 @@ func TestDecodeIsStrict(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"schema_version":1}`))
 	f.Add([]byte(`{"schema_version":1,"server":"s","device_id":"d","token":"t","secret":"MDEyMzQ1Njc4OWFiY2RlZg==","grant_key":"AAAA"}`))
+	f.Add([]byte(`{"schema_version":1,"server":"s","device_id":"d","token":"t","previous_token":"p","secret":"MDEyMzQ1Njc4OWFiY2RlZg==","grant_key":"AAAA"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		id, err := Decode(data)
 		if err != nil {
@@ -107,4 +108,39 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal("accepted an identity with an unusable grant key")
 		}
 	})
+}
+
+// TestSaveTokenKeepsTheRestAndRefusesAnotherDevice: a rotated token and
+// its predecessor are stored owner-only and the rest of the identity stays;
+// after a new enrollment the old device's rotation changes nothing.
+func TestSaveTokenKeepsTheRestAndRefusesAnotherDevice(t *testing.T) {
+	dir := t.TempDir()
+	want := sample(t)
+	if err := Save(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveToken(dir, want.DeviceID, "ccd_next", want.Token); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Token != "ccd_next" || got.PreviousToken != want.Token || got.Server != want.Server ||
+		got.Name != want.Name || string(got.Secret) != string(want.Secret) || got.GrantKey != want.GrantKey {
+		t.Fatalf("after SaveToken: %+v", got)
+	}
+	if fi, err := os.Stat(Path(dir)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("identity mode after SaveToken: %v %v", fi.Mode(), err)
+	}
+	before, _ := os.ReadFile(Path(dir))
+	if err := SaveToken(dir, "another-device", "ccd_other", "ccd_next"); !errors.Is(err, ErrReplaced) {
+		t.Fatalf("SaveToken for another device: %v", err)
+	}
+	if after, _ := os.ReadFile(Path(dir)); string(after) != string(before) {
+		t.Fatal("a refused SaveToken changed the identity")
+	}
+	if err := SaveToken(t.TempDir(), want.DeviceID, "ccd_x", "ccd_y"); !errors.Is(err, ErrNotEnrolled) {
+		t.Fatalf("SaveToken without an identity: %v", err)
+	}
 }

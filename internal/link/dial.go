@@ -21,8 +21,18 @@ import (
 const AgentPath = "/v1/agent"
 
 // ErrUnauthorized is returned (wrapped) by Dial when the server answers the
-// handshake with 401 or 403.
+// handshake with 401: it does not know the token.
 var ErrUnauthorized = errors.New("link: the server refused the device credentials")
+
+// ErrDeviceRefused is returned (wrapped) by Dial when the server answers
+// the handshake with 403: it knows the device and refuses it (revoked, or
+// compromised) until it is enrolled again.
+var ErrDeviceRefused = errors.New("link: the server refuses this device until it is enrolled again")
+
+// ErrBusy is returned (wrapped) by Dial when the server answers the
+// handshake with 409 (device_busy): the device's existing link still
+// answers, so another holder of these credentials is linked.
+var ErrBusy = errors.New("link: the server has a live link for this device already")
 
 // ErrInsecure is returned (wrapped) by AgentURL and Dial for a plain ws:// or
 // http:// URL whose host is not a loopback address.
@@ -76,8 +86,9 @@ func isLoopbackHost(host string) bool {
 // Dial connects to SERVER/v1/agent with "Authorization: Bearer <token>".
 // serverURL is http(s)://host[:port] or ws(s)://; http→ws, https→wss. Plain
 // ws/http is allowed only when the host is a loopback address (127.0.0.0/8,
-// ::1, "localhost"); otherwise an error wrapping ErrInsecure. A 401/403
-// handshake response returns an error wrapping ErrUnauthorized. The
+// ::1, "localhost"); otherwise an error wrapping ErrInsecure. A 401, 403 or
+// 409 handshake response returns an error wrapping ErrUnauthorized,
+// ErrDeviceRefused or ErrBusy. The
 // handshake is bounded by ctx and by limits.SendTimeout; redirects are not
 // followed. The token never appears in an error.
 func Dial(ctx context.Context, serverURL, token string) (*websocket.Conn, error) {
@@ -98,8 +109,13 @@ func Dial(ctx context.Context, serverURL, token string) (*websocket.Conn, error)
 	ws, resp, err := d.DialContext(ctx, target, h)
 	if err != nil {
 		if resp != nil {
-			if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			switch resp.StatusCode {
+			case http.StatusUnauthorized:
 				return nil, fmt.Errorf("%w (HTTP %d)", ErrUnauthorized, resp.StatusCode)
+			case http.StatusForbidden:
+				return nil, fmt.Errorf("%w (HTTP %d)", ErrDeviceRefused, resp.StatusCode)
+			case http.StatusConflict:
+				return nil, fmt.Errorf("%w (HTTP %d)", ErrBusy, resp.StatusCode)
 			}
 			return nil, fmt.Errorf("link: the server refused the link (HTTP %d)", resp.StatusCode)
 		}

@@ -64,6 +64,9 @@ func TestDial(t *testing.T) {
 		case "Bearer forbidden":
 			http.Error(w, "no", http.StatusForbidden)
 			return
+		case "Bearer busy":
+			http.Error(w, "no", http.StatusConflict)
+			return
 		default:
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
@@ -91,9 +94,12 @@ func TestDial(t *testing.T) {
 	}
 	_ = c.Close()
 
-	for bad, code := range map[string]string{"wrong": "401", "forbidden": "403"} {
+	for bad, want := range map[string]struct {
+		err  error
+		code string
+	}{"wrong": {ErrUnauthorized, "401"}, "forbidden": {ErrDeviceRefused, "403"}, "busy": {ErrBusy, "409"}} {
 		_, err = Dial(ctx, srv.URL, bad)
-		if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), code) {
+		if !errors.Is(err, want.err) || !strings.Contains(err.Error(), want.code) {
 			t.Fatalf("Dial with %s token: %v", bad, err)
 		}
 		if strings.Contains(err.Error(), bad) {

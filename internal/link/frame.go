@@ -101,6 +101,8 @@ const (
 	frameMessage      frameKind = iota + 1 // an MCP message for the session
 	frameHeartbeat                         // a server heartbeat (nonce set)
 	frameHeartbeatAck                      // an agent's ack (nonce and mac set)
+	frameRotate                            // a server's rotation (token set)
+	frameRotateAck                         // an agent's rotation ack (mac set)
 )
 
 // inbound is one classified WebSocket message.
@@ -108,7 +110,8 @@ type inbound struct {
 	kind  frameKind
 	msg   jsonrpc.Message // frameMessage only
 	nonce string          // heartbeat and ack
-	mac   string          // ack only
+	mac   string          // heartbeat ack and rotation ack
+	token string          // rotation only
 }
 
 // classify decodes one inbound WebSocket message. It is pure: no socket, no
@@ -116,9 +119,10 @@ type inbound struct {
 // never echoes the content anywhere. The frame-size bound is enforced by the
 // socket's read limit before classify runs.
 //
-// Heartbeat methods must be notifications with well-formed params (unknown
-// fields are ignored: the fields are additive). The MAC itself is checked by
-// the server end, which alone knows which nonces it sent.
+// The link's own methods (heartbeats, rotations) must be notifications with
+// well-formed params (unknown fields are ignored: the fields are additive).
+// MACs are checked by the server end, which alone knows which nonces and
+// tokens it sent.
 func classify(messageType int, data []byte) (inbound, End) {
 	if messageType != websocket.TextMessage {
 		return inbound{}, EndProtocol
@@ -128,7 +132,7 @@ func classify(messageType int, data []byte) (inbound, End) {
 		return inbound{}, EndProtocol
 	}
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || (req.Method != MethodHeartbeat && req.Method != MethodHeartbeatAck) {
+	if !ok || !linkMethod(req.Method) {
 		return inbound{kind: frameMessage, msg: msg}, ""
 	}
 	if req.ID.IsValid() {
@@ -141,6 +145,18 @@ func classify(messageType int, data []byte) (inbound, End) {
 			return inbound{}, EndProtocol
 		}
 		return inbound{kind: frameHeartbeat, nonce: p.Nonce}, ""
+	case MethodRotate:
+		token, ok := decodeRotate(req.Params)
+		if !ok {
+			return inbound{}, EndProtocol
+		}
+		return inbound{kind: frameRotate, token: token}, ""
+	case MethodRotateAck:
+		mac, ok := decodeRotateAck(req.Params)
+		if !ok {
+			return inbound{}, EndProtocol
+		}
+		return inbound{kind: frameRotateAck, mac: mac}, ""
 	default: // MethodHeartbeatAck
 		var p heartbeatAckParams
 		if json.Unmarshal(req.Params, &p) != nil || !validNonce(p.Nonce) || p.MAC == "" {
@@ -148,6 +164,15 @@ func classify(messageType int, data []byte) (inbound, End) {
 		}
 		return inbound{kind: frameHeartbeatAck, nonce: p.Nonce, mac: p.MAC}, ""
 	}
+}
+
+// linkMethod reports whether method is one the link keeps to itself.
+func linkMethod(method string) bool {
+	switch method {
+	case MethodHeartbeat, MethodHeartbeatAck, MethodRotate, MethodRotateAck:
+		return true
+	}
+	return false
 }
 
 func validNonce(n string) bool {

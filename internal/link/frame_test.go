@@ -30,6 +30,8 @@ func TestClassify(t *testing.T) {
 	ack, _ := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
 	long := make([]byte, maxNonceBytes+1)
 	tooLong := nonceEncoding.EncodeToString(long)
+	rot, _ := rotateFrame("ccd_t")
+	rotAck, _ := rotateAckFrame(secret, "ccd_t")
 	for _, tc := range []struct {
 		name string
 		typ  int
@@ -53,6 +55,13 @@ func TestClassify(t *testing.T) {
 		{"heartbeat long nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"` + tooLong + `"}}`, 0, EndProtocol},
 		{"heartbeat params array", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":[1]}`, 0, EndProtocol},
 		{"ack without mac", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"AAAA"}}`, 0, EndProtocol},
+		{"rotation", websocket.TextMessage, string(rot), frameRotate, ""},
+		{"rotation extra fields", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodRotate + `","params":{"token":"t","v":2}}`, frameRotate, ""},
+		{"rotation ack", websocket.TextMessage, string(rotAck), frameRotateAck, ""},
+		{"rotation as call", websocket.TextMessage, `{"jsonrpc":"2.0","id":1,"method":"` + MethodRotate + `","params":{"token":"t"}}`, 0, EndProtocol},
+		{"rotation without token", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodRotate + `","params":{}}`, 0, EndProtocol},
+		{"rotation header injection", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodRotate + `","params":{"token":"t\r\nX: y"}}`, 0, EndProtocol},
+		{"rotation ack bad mac", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodRotateAck + `","params":{"mac":"a+b/"}}`, 0, EndProtocol},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, end := classify(tc.typ, []byte(tc.data))
@@ -69,8 +78,10 @@ func TestClassify(t *testing.T) {
 func FuzzInbound(f *testing.F) {
 	hb, _ := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
 	ack, _ := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
+	rot, _ := rotateFrame("ccd_t")
+	rotAck, _ := rotateAckFrame(secret, "ccd_t")
 	for _, s := range []string{
-		string(hb), string(ack),
+		string(hb), string(ack), string(rot), string(rotAck),
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
 		`{"jsonrpc":"2.0","id":"a","result":{}}`,
 		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"m"}}`,
@@ -105,8 +116,8 @@ func FuzzInbound(f *testing.F) {
 			if in.msg == nil {
 				t.Fatal("message kind without message")
 			}
-			if r, ok := in.msg.(*jsonrpc.Request); ok && (r.Method == MethodHeartbeat || r.Method == MethodHeartbeatAck) {
-				t.Fatal("a heartbeat would reach the MCP session")
+			if r, ok := in.msg.(*jsonrpc.Request); ok && linkMethod(r.Method) {
+				t.Fatal("a link frame would reach the MCP session")
 			}
 			if _, err := jsonrpc.EncodeMessage(in.msg); err != nil {
 				t.Logf("re-encode: %v", err)
@@ -120,6 +131,14 @@ func FuzzInbound(f *testing.F) {
 				t.Fatal("ack fields")
 			}
 			_ = verifyMAC(secret, in.nonce, in.mac)
+		case frameRotate:
+			if !ValidToken(in.token) {
+				t.Fatal("rotation token fields")
+			}
+		case frameRotateAck:
+			if !validNonce(in.mac) {
+				t.Fatal("rotation ack fields")
+			}
 		default:
 			t.Fatalf("kind %d", in.kind)
 		}

@@ -1,8 +1,9 @@
 // Package link carries MCP JSON-RPC over one WebSocket connection (SPEC §4):
 // one JSON-RPC message per WebSocket text message, a bounded outbound queue
-// with backpressure, a send timeout, a silence timeout and authenticated
-// heartbeats. A *Conn is both an mcp.Transport and an mcp.Connection, so the
-// agent serves an mcp.Server over it and the relay runs an mcp.Client over it.
+// with backpressure, a send timeout, a silence timeout, authenticated
+// heartbeats and the hand-over of rotated device tokens. A *Conn is both an
+// mcp.Transport and an mcp.Connection, so the agent serves an mcp.Server
+// over it and the relay runs an mcp.Client over it.
 //
 // Nothing in this package logs, and no error it returns carries message
 // content: only the kind of end (End) is ever reported.
@@ -69,6 +70,11 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// MaxFrameBytes bounds one inbound (and outbound) WebSocket message.
 	MaxFrameBytes int64
+	// Rotate, on the agent end, stores the next device token the server
+	// hands over; the token is acknowledged only once Rotate returned nil.
+	// It runs on the link's reader. Nil: rotations are not acknowledged,
+	// and the server keeps the current token. The server end ignores it.
+	Rotate func(token string) error
 }
 
 func (o Options) withDefaults() Options {
@@ -124,7 +130,7 @@ const (
 // small separate channel that the writer serves first. Inbound, one reader
 // goroutine reads with a SilenceTimeout deadline that every frame (and every
 // WebSocket ping or pong) renews, and hands MCP messages to Read one at a
-// time; heartbeats never reach Read.
+// time; heartbeats and rotations never reach Read.
 type Conn struct {
 	ws     *websocket.Conn
 	opt    Options
@@ -144,7 +150,12 @@ type Conn struct {
 	connected atomic.Bool
 
 	pendMu  sync.Mutex
-	pending []string // server: unanswered nonces
+	pending []string                 // server: unanswered nonces
+	waiters map[string]chan struct{} // server: Alive calls by nonce
+
+	rotMu    sync.Mutex
+	rotToken string        // server: the token a rotation under way hands over
+	rotDone  chan struct{} // closed when the agent acknowledges it
 
 	verified atomic.Int64 // server: heartbeat acks verified (for tests)
 }
@@ -445,6 +456,19 @@ func (c *Conn) readFrames() {
 				return
 			}
 			c.verified.Add(1)
+			c.answered(f.nonce)
+		case frameRotate:
+			if c.role == roleAgent {
+				c.storeRotated(f.token)
+			}
+		case frameRotateAck:
+			if c.role != roleServer {
+				continue
+			}
+			if !c.rotationAcked(f.mac) {
+				c.finish(EndAuth)
+				return
+			}
 		}
 	}
 }

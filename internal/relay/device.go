@@ -15,7 +15,6 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/grant"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
@@ -149,18 +148,13 @@ var upgrader = websocket.Upgrader{
 
 // agent accepts a device's link and keeps it until it ends.
 func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
-	dev, secret, err := s.store.AuthDevice(bearer(r.Header))
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeError(w, http.StatusUnauthorized, err)
+	dev, conn, token := s.admitLink(w, r)
+	if conn == nil {
 		return
 	}
-	ws, err := upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return
-	}
-	conn := link.Server(ws, secret, s.Link)
 	defer s.linkEnded(conn)
+	defer s.letGo(dev.ID, conn)
+	go s.rotate(conn, dev.ID, token)
 	client := mcp.NewClient(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
 	ctx := r.Context()
 	session, err := client.Connect(ctx, &progressTap{Conn: conn, relay: s}, nil)
@@ -177,12 +171,15 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 	}
 	l := &deviceLink{conn: conn, session: session, tools: tools}
 	s.mu.Lock()
-	old := s.links[dev.ID]
-	s.links[dev.ID] = l
+	// A link closed while it started (taken over, or its device refused)
+	// never serves.
+	serving := s.held[dev.ID] == conn
+	if serving {
+		s.links[dev.ID] = l
+	}
 	s.mu.Unlock()
-	if old != nil {
-		// A device has one link: its newest.
-		old.conn.Close()
+	if !serving {
+		return
 	}
 	s.store.SetConnected(dev.ID, true, s.Now())
 	// A live link has carried a frame within the silence timeout, so its
@@ -194,6 +191,8 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	standing := time.NewTicker(StandingPoll)
+	defer standing.Stop()
 	for alive := true; alive; {
 		select {
 		case <-conn.Done():
@@ -201,6 +200,11 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			if s.connected(dev.ID) == l {
 				s.store.SetConnected(dev.ID, true, s.Now())
+			}
+		case <-standing.C:
+			if ok, st := s.mayLink(dev.ID); !ok {
+				s.endDevice(dev.ID, st)
+				standing.Stop() // once is enough; the link is ending
 			}
 		}
 	}

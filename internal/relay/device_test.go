@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +11,11 @@ import (
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
-// TestDeviceLinkIsSeenAndReplaced: a linked device is connected, its
-// last-seen time keeps moving while the link lives, a second link from
-// the same device replaces the first, and the device is disconnected when
-// its link ends.
-func TestDeviceLinkIsSeenAndReplaced(t *testing.T) {
+// TestDeviceLinkIsSeenAndKept: a linked device is connected, its last-seen
+// time keeps moving while the link lives, a second link from the same
+// device is refused with device_busy while the first answers, and the
+// device is disconnected when its link ends.
+func TestDeviceLinkIsSeenAndKept(t *testing.T) {
 	h := newHarness(t, func(s *Server) { s.SeenEvery = 10 * time.Millisecond })
 	st, dev := h.st, h.dev
 	device := func() relaystate.Device {
@@ -39,16 +40,16 @@ func TestDeviceLinkIsSeenAndReplaced(t *testing.T) {
 	seen := waitFor("connected", func(d relaystate.Device) bool { return d.Connected && d.LastSeen != nil })
 	waitFor("seen again", func(d relaystate.Device) bool { return d.LastSeen.After(*seen.LastSeen) })
 
-	second := h.link(t, fakeDevice())
-	select {
-	case <-first.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("a second link did not replace the first")
+	if _, err := link.Dial(context.Background(), h.hs.URL, h.current()); !errors.Is(err, link.ErrBusy) {
+		t.Fatalf("a second link while the first answers: %v", err)
+	}
+	if first.End() != "" {
+		t.Fatalf("the refused newcomer ended the first link: %s", first.End())
 	}
 	if d := device(); !d.Connected {
-		t.Fatalf("the replaced link disconnected the device: %+v", d)
+		t.Fatalf("the refused newcomer disconnected the device: %+v", d)
 	}
-	second.Close()
+	first.Close()
 	waitFor("disconnected", func(d relaystate.Device) bool { return !d.Connected })
 
 	// A wrong device token never gets a link.

@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,8 +21,21 @@ type harness struct {
 	srv      *Server
 	hs       *httptest.Server
 	dev      *relaystate.Device
-	token    string
+	token    string // as enrolled
 	secret   []byte
+
+	mu      sync.Mutex
+	rotated string // the token link's agent took last
+}
+
+// current is the device's current token.
+func (h *harness) current() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rotated != "" {
+		return h.rotated
+	}
+	return h.token
 }
 
 func newHarness(tb testing.TB, tune func(*Server)) *harness {
@@ -51,22 +66,30 @@ func newHarness(tb testing.TB, tune func(*Server)) *harness {
 	return &harness{stateDir: dir, st: st, srv: srv, hs: hs, dev: dev, token: token, secret: secret}
 }
 
-// link connects a fake device serving device's tools, and waits until the
-// relay has registered it.
+// link connects a fake device serving device's tools with the current
+// token, and waits until the relay has registered it and made the token it
+// handed over current.
 func (h *harness) link(tb testing.TB, device *mcp.Server) *link.Conn {
 	tb.Helper()
-	ws, err := link.Dial(context.Background(), h.hs.URL, h.token)
+	ws, err := link.Dial(context.Background(), h.hs.URL, h.current())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	conn := link.Agent(ws, h.secret, link.Options{})
+	var next atomic.Value
+	conn := link.Agent(ws, h.secret, link.Options{Rotate: func(tok string) error { next.Store(tok); return nil }})
 	tb.Cleanup(func() { conn.Close() })
 	if _, err := device.Connect(context.Background(), conn, nil); err != nil {
 		tb.Fatal(err)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-		if l := h.srv.connected(h.dev.ID); l != nil && l.conn != nil {
-			return conn
+		tok, _ := next.Load().(string)
+		if l := h.srv.connected(h.dev.ID); l != nil && l.conn != nil && tok != "" {
+			if _, _, err := h.st.AuthDevice(tok, time.Now()); err == nil {
+				h.mu.Lock()
+				h.rotated = tok
+				h.mu.Unlock()
+				return conn
+			}
 		}
 		if time.Now().After(deadline) {
 			tb.Fatal("the fake device never linked")

@@ -2,12 +2,16 @@
 // accepts their WebSocket links, and serves MCP Streamable HTTP to
 // ordinary clients, forwarding each call to the chosen device with a
 // freshly minted grant. It never touches jobs: the device does that.
+//
+// Device credentials rotate on every link and a device has one link at a
+// time; rotate.go and standing.go describe how, and their crash windows.
 package relay
 
 import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"log"
 	"net/http"
 	"sync"
 	"time"
@@ -29,9 +33,21 @@ type Server struct {
 	// SeenEvery is how often a connected device's last-seen time is
 	// refreshed; zero means a minute.
 	SeenEvery time.Duration
+	// RotateWait is how long an agent has to confirm the token its link
+	// hands it before the link is closed; zero means limits.SendTimeout.
+	RotateWait time.Duration
+	// Log receives one content-free line per event about a device's
+	// credentials (a copy found, a link ended for its standing); nil
+	// discards them.
+	Log *log.Logger
 
 	mu    sync.Mutex
-	links map[string]*deviceLink // by device ID
+	links map[string]*deviceLink // by device ID, once serving
+	// held is every device's link from its upgrade to its end, and
+	// admissions the devices being admitted (standing.go).
+	held       map[string]*link.Conn
+	admissions map[string]chan struct{}
+	rotations  rotations
 
 	// progress maps the progress token the relay gave a forwarded call to
 	// the client session and token it must reach.
@@ -65,7 +81,8 @@ func New(store *relaystate.Store) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit}, nil
+	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
+		held: map[string]*link.Conn{}, admissions: map[string]chan struct{}{}}, nil
 }
 
 // Handler serves the relay's HTTP surface.
@@ -83,13 +100,13 @@ func (s *Server) Handler() http.Handler {
 // that ended. Calls that end later are still recorded.
 func (s *Server) Close() {
 	s.mu.Lock()
-	links := make([]*deviceLink, 0, len(s.links))
-	for _, l := range s.links {
-		links = append(links, l)
+	links := make([]*link.Conn, 0, len(s.held))
+	for _, c := range s.held {
+		links = append(links, c)
 	}
 	s.mu.Unlock()
-	for _, l := range links {
-		l.conn.Close()
+	for _, c := range links {
+		c.Close()
 	}
 	s.audit.flush()
 }

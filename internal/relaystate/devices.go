@@ -22,6 +22,10 @@ type Device struct {
 	EnrolledAt time.Time  `json:"enrolled_at"`
 	LastSeen   *time.Time `json:"last_seen,omitempty"`
 	Connected  bool       `json:"connected"`
+	// Standing is StandingActive, StandingCompromised or StandingRevoked;
+	// StandingAt is when it last changed (unset while active).
+	Standing   string     `json:"standing"`
+	StandingAt *time.Time `json:"standing_at,omitempty"`
 }
 
 const (
@@ -32,8 +36,6 @@ const (
 	// base32Alphabet is RFC 4648 base32; 32 divides 256, so one random
 	// byte masked to 5 bits picks a character uniformly.
 	base32Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-	// deviceTokenPrefix starts every device bearer token.
-	deviceTokenPrefix = "ccd_"
 	// DeviceSecretBytes is the size of a device's heartbeat secret.
 	DeviceSecretBytes = 32
 	// codeGCAge is how long after expiry an enrollment code is kept.
@@ -121,12 +123,12 @@ func (s *Store) Enroll(code, proposedName string, now time.Time) (dev *Device, t
 	if err != nil {
 		return nil, "", nil, errcode.Wrap(errcode.Internal, err, "cannot create a device ID")
 	}
-	token = deviceTokenPrefix + randomB64()
+	token = NewDeviceToken()
 	// The heartbeat secret is stored as is, not hashed: the relay verifies
 	// the device's heartbeat MACs with it, so it must be able to compute
 	// them itself. It never leaves the relay except in this return value.
 	secret = randomBytes(DeviceSecretBytes)
-	d := Device{ID: id.String(), EnrolledAt: fromNanos(now.UnixNano())}
+	d := Device{ID: id.String(), EnrolledAt: fromNanos(now.UnixNano()), Standing: StandingActive}
 	hash := hashSecret(canon)
 
 	err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
@@ -152,6 +154,8 @@ func (s *Store) Enroll(code, proposedName string, now time.Time) (dev *Device, t
 				return errcode.New(errcode.InvalidArgument, "device name must be 1 to %d characters of letters, digits, '.', '_' and '-'", MaxNameBytes)
 			}
 			name = proposedName
+		} else if err := releaseName(ctx, tx, name); err != nil {
+			return err
 		}
 		// The write lock is held since BEGIN, so no one else can consume
 		// the code between the check and here; the condition makes the
@@ -221,7 +225,7 @@ func freeName(ctx context.Context, tx *sql.Tx, name string) (string, error) {
 	return "", errcode.New(errcode.Internal, "no free device name")
 }
 
-const deviceColumns = `id, name, enrolled_at, last_seen, connected`
+const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -231,8 +235,9 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		enrolled int64
 		seen     sql.NullInt64
 		conn     int64
+		standAt  sql.NullInt64
 	)
-	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt}, extra...)...); err != nil {
 		return nil, err
 	}
 	d.EnrolledAt = fromNanos(enrolled)
@@ -240,16 +245,25 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		t := fromNanos(seen.Int64)
 		d.LastSeen = &t
 	}
+	if standAt.Valid {
+		t := fromNanos(standAt.Int64)
+		d.StandingAt = &t
+	}
 	d.Connected = conn != 0
 	return &d, nil
 }
 
 // AuthDevice resolves a device bearer token to its device and heartbeat
-// secret. Anything but a current device's token is PermissionDenied.
-func (s *Store) AuthDevice(token string) (*Device, []byte, error) {
-	if len(token) != len(deviceTokenPrefix)+43 || !strings.HasPrefix(token, deviceTokenPrefix) ||
-		!validB64Secret(token[len(deviceTokenPrefix):]) {
+// secret. Anything but a current device's token is PermissionDenied. A
+// token of a device that is not active, or one rotated away (which marks
+// its device compromised, see rotate.go), is refused with a *DeviceRefusal
+// as the error's cause.
+func (s *Store) AuthDevice(token string, now time.Time) (*Device, []byte, error) {
+	if !validDeviceToken(token) {
 		return nil, nil, errDeviceToken()
+	}
+	if err := checkNow(now); err != nil {
+		return nil, nil, err
 	}
 	hash := hashSecret(token)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -258,13 +272,16 @@ func (s *Store) AuthDevice(token string) (*Device, []byte, error) {
 	d, err := scanDevice(s.db.QueryRowContext(ctx,
 		`SELECT `+deviceColumns+`, token_hash, secret FROM devices WHERE token_hash = ?`, hash), &stored, &secret)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, errDeviceToken()
+		return nil, nil, s.retiredToken(hash, now)
 	}
 	if err != nil {
 		return nil, nil, dbErr(err)
 	}
 	if !sameHash(stored, hash) {
 		return nil, nil, errDeviceToken()
+	}
+	if d.Standing != StandingActive {
+		return nil, nil, errRefused(d, false)
 	}
 	if len(secret) != DeviceSecretBytes {
 		return nil, nil, errcode.New(errcode.Internal, "device record is corrupt")

@@ -37,7 +37,7 @@ func TestEnrollAndAuthDevice(t *testing.T) {
 	if !devTokRE.MatchString(tok) || len(secret) != 32 || bytes.Equal(secret, make([]byte, 32)) {
 		t.Fatalf("token/secret malformed (token len %d, secret len %d)", len(tok), len(secret))
 	}
-	got, gotSecret, err := s.AuthDevice(tok)
+	got, gotSecret, err := s.AuthDevice(tok, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestEnrollAndAuthDevice(t *testing.T) {
 	if dev2.ID == dev.ID || tok2 == tok || bytes.Equal(secret2, secret) {
 		t.Fatal("two enrollments share credentials")
 	}
-	if got, _, err := s.AuthDevice(tok2); err != nil || got.ID != dev2.ID {
+	if got, _, err := s.AuthDevice(tok2, t0); err != nil || got.ID != dev2.ID {
 		t.Fatalf("AuthDevice(second) = %v, %v", got, err)
 	}
 	// A well-formed token that was never issued, and broken ones.
@@ -60,7 +60,7 @@ func TestEnrollAndAuthDevice(t *testing.T) {
 	for _, bad := range []string{"", tok[:len(tok)-1], tok + "A", "ccd_" + strings.Repeat("A", 43), flipped,
 		strings.Replace(tok, "ccd_", "cct_", 1), strings.ToUpper(tok), tok + "\n", "\xff" + tok[1:],
 		strings.Repeat("ccd_", 1<<18)} {
-		if _, _, err := s.AuthDevice(bad); !errcode.Is(err, errcode.PermissionDenied) {
+		if _, _, err := s.AuthDevice(bad, t0); !errcode.Is(err, errcode.PermissionDenied) {
 			t.Fatalf("AuthDevice(bad #%d) = %v, want permission_denied", len(bad), err)
 		}
 	}

@@ -9,7 +9,8 @@ import (
 
 // FuzzAuthToken feeds arbitrary bearer strings to AuthToken (and, as they
 // are bearer strings too, to AuthDevice): they must never panic and never
-// authenticate, except the real credentials themselves.
+// authenticate, except the real credentials themselves, and only the
+// rotated-away token itself could mark its device compromised.
 func FuzzAuthToken(f *testing.F) {
 	dir := f.TempDir()
 	s, err := Open(dir)
@@ -27,6 +28,17 @@ func FuzzAuthToken(f *testing.F) {
 	}
 	_, devTok, _, err := s.Enroll(code, "fuzz", t0)
 	if err != nil {
+		f.Fatal(err)
+	}
+	code, err = s.CreateEnrollCode("", time.Hour, t0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	rotated, retired, _, err := s.Enroll(code, "rotated", t0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := s.RotateDeviceToken(rotated.ID, retired, NewDeviceToken(), t0); err != nil {
 		f.Fatal(err)
 	}
 	if _, err := s.AuthToken(bearer, t0); err != nil {
@@ -51,12 +63,17 @@ func FuzzAuthToken(f *testing.F) {
 			}
 		}
 		if b != devTok {
-			d, sec, err := s.AuthDevice(b)
+			d, sec, err := s.AuthDevice(b, t0)
 			if err == nil || d != nil || sec != nil {
 				t.Fatalf("AuthDevice authenticated a forged token (len %d)", len(b))
 			}
 			if !errcode.Is(err, errcode.PermissionDenied) {
 				t.Fatalf("AuthDevice: %v, want permission_denied", err)
+			}
+		}
+		if b != retired {
+			if d, err := s.FindDevice(rotated.ID); err != nil || d.Standing != StandingActive {
+				t.Fatalf("a forged token changed a device's standing: %+v %v", d, err)
 			}
 		}
 	})

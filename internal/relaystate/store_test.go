@@ -234,7 +234,7 @@ func TestErrorsAreContentFree(t *testing.T) {
 	}
 	_, err := s.AuthToken(marker, t0)
 	add(err)
-	_, _, err = s.AuthDevice(marker)
+	_, _, err = s.AuthDevice(marker, t0)
 	add(err)
 	_, _, _, err = s.Enroll(marker, "x", t0)
 	add(err)

@@ -1,7 +1,9 @@
 // Package uplink keeps an enrolled agent's link to its server: it dials,
 // hands each live link to the MCP server, records how each link ended,
-// and reconnects with capped, jittered backoff (SPEC §4). Managed jobs do
-// not depend on it: a link's end cancels only foreground calls.
+// and reconnects with capped, jittered backoff (SPEC §4). Each link may
+// rotate the device token; the agent stores the new one before the server
+// may rely on it (rotate.go). Managed jobs do not depend on it: a link's
+// end cancels only foreground calls.
 package uplink
 
 import (
@@ -26,8 +28,13 @@ type Config struct {
 	Journal *activity.Journal
 	// OnState reports each change of the connection's state.
 	OnState func(state string, at time.Time)
-	// Link tunes each link; zero values are SPEC §8's bounds.
+	// Link tunes each link; zero values are SPEC §8's bounds. Its Rotate
+	// is set per link from SaveToken.
 	Link link.Options
+	// SaveToken stores the token a server rotated in, with previous, the
+	// token of the link that handed it over (identity.SaveToken). Nil:
+	// rotations are not acknowledged and the server keeps the token.
+	SaveToken func(token, previous string) error
 	// Dial opens the WebSocket; nil means link.Dial.
 	Dial func(ctx context.Context, server, token string) (*websocket.Conn, error)
 	// Backoff is the wait before reconnect attempt n; nil means link.Backoff.
@@ -48,6 +55,7 @@ func Run(ctx context.Context, c Config) error {
 			c.OnState(s, time.Now().UTC())
 		}
 	}
+	creds := &credentials{save: c.SaveToken, token: c.Identity.Token, previous: c.Identity.PreviousToken}
 	var lastDialFailure activity.Reason
 	for attempt := 0; ; {
 		// Retries keep reporting disconnected, so "since" says when the
@@ -55,19 +63,26 @@ func Run(ctx context.Context, c Config) error {
 		if attempt == 0 {
 			state(status.ConnConnecting)
 		}
-		ws, err := dial(ctx, c.Identity.Server, c.Identity.Token)
+		ws, used, err := creds.dial(ctx, dial, c.Identity.Server)
 		if err == nil {
 			lastDialFailure = ""
+			opt := c.Link
+			opt.Rotate = creds.storer(used)
 			// Only a link that lasted restarts the backoff: one the server
-			// ends at once (a second agent with this identity, a server in
-			// trouble) must not be redialled in a tight loop.
-			if serve(ctx, c, ws, state) >= stableLink {
+			// ends at once (a server in trouble) must not be redialled in a
+			// tight loop.
+			if serve(ctx, c, ws, opt, state) >= stableLink {
 				attempt = 0
 			}
 		} else if ctx.Err() == nil {
+			// Refusals back off like any failed dial: another agent with
+			// this identity (device_busy) is not hammered out of its link.
 			reason := activity.ReasonNetworkError
-			if errors.Is(err, link.ErrUnauthorized) {
+			switch {
+			case errors.Is(err, link.ErrUnauthorized), errors.Is(err, link.ErrDeviceRefused):
 				reason = activity.ReasonAuthFailure
+			case errors.Is(err, link.ErrBusy):
+				reason = activity.ReasonDeviceBusy
 			}
 			// A long outage is one diagnostic, not one per attempt.
 			if reason != lastDialFailure {
@@ -96,8 +111,8 @@ const stableLink = time.Minute
 
 // serve runs one link to its end, records how it ended, and returns how
 // long it was up.
-func serve(ctx context.Context, c Config, ws *websocket.Conn, state func(string)) time.Duration {
-	conn := link.Agent(ws, c.Identity.Secret, c.Link)
+func serve(ctx context.Context, c Config, ws *websocket.Conn, opt link.Options, state func(string)) time.Duration {
+	conn := link.Agent(ws, c.Identity.Secret, opt)
 	up := time.Now()
 	c.Journal.Record(activity.Event{Kind: activity.KindLinkUp, Outcome: activity.OutcomeOK})
 	state(status.ConnConnected)

@@ -19,13 +19,6 @@ import (
 	"github.com/commandcore/commandcore/internal/version"
 )
 
-// ToolNames are the device tools of SPEC §3; the names are fixed, so a
-// client sees them even while its device is offline.
-var ToolNames = []string{
-	"process.start", "process.status", "process.output", "process.stop", "process.jobs",
-	"process.forget", "process.run", "process.list", "system.metrics", "files.search",
-}
-
 // DevicesListTool is the multi-device endpoint's own tool.
 const DevicesListTool = "devices.list"
 
@@ -91,25 +84,14 @@ func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
 // sessionServer builds the MCP server one client session talks to.
 func (s *Server) sessionServer(c *client) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
-	known := s.anyTools()
-	if c.device != nil {
-		known = nil
-		if l := s.connected(c.device.ID); l != nil {
-			known = l.tools
-		}
+	tools := singleDeviceTools
+	if c.device == nil {
+		tools = multiDeviceTools
 	}
-	for _, name := range ToolNames {
-		if !scope.Match(c.token.Tools, name) {
-			continue
+	for _, t := range tools {
+		if scope.Match(c.token.Tools, t.Name) {
+			srv.AddTool(t, s.forwarder(c, t.Name))
 		}
-		t := &mcp.Tool{Name: name, Description: "Forwarded to the device.", InputSchema: map[string]any{"type": "object"}}
-		if k := known[name]; k != nil {
-			t.Description, t.InputSchema = k.Description, k.InputSchema
-		}
-		if c.device == nil {
-			t.InputSchema = withDevice(t.InputSchema)
-		}
-		srv.AddTool(t, s.forwarder(c, name))
 	}
 	if c.device == nil {
 		srv.AddTool(&mcp.Tool{

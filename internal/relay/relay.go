@@ -42,7 +42,6 @@ type Server struct {
 type deviceLink struct {
 	conn    *link.Conn
 	session *mcp.ClientSession
-	tools   map[string]*mcp.Tool
 }
 
 // New returns a relay over store.
@@ -88,17 +87,6 @@ func (s *Server) connected(id string) *deviceLink {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.links[id]
-}
-
-// anyTools returns the tools some connected device serves, so a
-// multi-device endpoint can describe their arguments.
-func (s *Server) anyTools() map[string]*mcp.Tool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range s.links {
-		return l.tools
-	}
-	return nil
 }
 
 func randomID() string {

@@ -77,8 +77,11 @@ func (s *Server) mcpHandler() http.Handler {
 	})
 }
 
+// deviceAllowed reports whether the token's device scope names the device,
+// by ID or by name. A name shaped like an ID (left from before such names
+// were refused) never matches: that entry means the device with that ID.
 func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
-	return scope.Match(tok.Devices, dev.Name) || scope.Match(tok.Devices, dev.ID)
+	return scope.Match(tok.Devices, dev.ID) || !relaystate.IsDeviceID(dev.Name) && scope.Match(tok.Devices, dev.Name)
 }
 
 // sessionServer builds the MCP server one client session talks to.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -116,7 +115,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 				fmt.Fprintln(streams.Err, "relay: warning: serving plain HTTP on a non-loopback address; agents and clients elsewhere need --tls-cert and --tls-key")
 			}
 			fmt.Fprintf(streams.Out, "relay: listening on %s\nrelay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base, base)
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			hs := srv.HTTPServer()
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 			defer stop()
 			errc := make(chan error, 1)

@@ -27,6 +27,10 @@ const (
 	DeviceOffline Code = "device_offline"
 	// ResultTooLarge: the device's result does not fit one link frame.
 	ResultTooLarge Code = "result_too_large"
+	// RateLimited: too many requests from one source; try again later.
+	RateLimited Code = "rate_limited"
+	// Unavailable: the relay is busy; try again shortly.
+	Unavailable Code = "unavailable"
 )
 
 // Error is an error with a code and a message that is safe to show remotely.

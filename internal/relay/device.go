@@ -155,6 +155,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, err)
 		return
 	}
+	authenticated(r)
 	ws, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return

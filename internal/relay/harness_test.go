@@ -37,7 +37,10 @@ func newHarness(tb testing.TB, tune func(*Server)) *harness {
 	if tune != nil {
 		tune(srv)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	// The HTTP server `relay serve` runs, on loopback.
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config = srv.HTTPServer()
+	hs.Start()
 	tb.Cleanup(func() { srv.Close(); hs.Close() })
 	code, err := st.CreateEnrollCode("dev", time.Minute, time.Now())
 	if err != nil {

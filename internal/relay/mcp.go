@@ -64,6 +64,7 @@ func (s *Server) mcpHandler() http.Handler {
 			writeError(w, http.StatusUnauthorized, errToken)
 			return
 		}
+		w = s.admitClient(w, r)
 		c := &client{token: tok, request: r.Context()}
 		if name := r.PathValue("device"); name != "" {
 			dev, err := s.store.FindDevice(name)

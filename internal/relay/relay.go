@@ -29,6 +29,10 @@ type Server struct {
 	// SeenEvery is how often a connected device's last-seen time is
 	// refreshed; zero means a minute.
 	SeenEvery time.Duration
+	// Timeouts tunes the HTTP bounds; zero fields are the defaults (http.go).
+	Timeouts Timeouts
+
+	gates gates
 
 	mu    sync.Mutex
 	links map[string]*deviceLink // by device ID
@@ -55,18 +59,18 @@ func New(store *relaystate.Store) (*Server, error) {
 	if err := store.DisconnectAll(); err != nil {
 		return nil, err
 	}
-	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}}, nil
+	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}, gates: newGates()}, nil
 }
 
-// Handler serves the relay's HTTP surface.
+// Handler serves the relay's HTTP surface, with the bounds of http.go.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/enroll", s.enroll)
+	mux.Handle("POST /v1/enroll", s.limitEnroll(http.HandlerFunc(s.enroll)))
 	mux.HandleFunc("GET /v1/agent", s.agent)
 	h := s.mcpHandler()
 	mux.Handle("/mcp", h)
 	mux.Handle("/mcp/{device}", h)
-	return mux
+	return s.bounded(mux)
 }
 
 // Close ends every device link.

@@ -27,6 +27,8 @@ const (
 	DeviceOffline Code = "device_offline"
 	// ResultTooLarge: the device's result does not fit one link frame.
 	ResultTooLarge Code = "result_too_large"
+	// DeviceTimeout: the device did not answer a forwarded call in time.
+	DeviceTimeout Code = "device_timeout"
 	// RateLimited: too many requests from one source; try again later.
 	RateLimited Code = "rate_limited"
 	// Unavailable: the relay is busy; try again shortly.

@@ -175,7 +175,7 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
-		ctx, cancel := context.WithCancel(ctx)
+		ctx, cancel := s.callContext(ctx)
 		defer cancel()
 		defer context.AfterFunc(c.request, cancel)()
 		args := req.Params.Arguments
@@ -213,6 +213,8 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		var werr *jsonrpc.Error
 		switch {
 		case err == nil:
+		case errors.Is(context.Cause(ctx), errCallTimeout):
+			return toolresult.Failure(s.errDeviceTimeout()), nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case errors.As(err, &werr) && werr.Code == link.CodeResultTooLarge:

@@ -31,6 +31,8 @@ type Server struct {
 	SeenEvery time.Duration
 	// Timeouts tunes the HTTP bounds; zero fields are the defaults (http.go).
 	Timeouts Timeouts
+	// CallTimeout bounds a forwarded call; zero means limits.ForwardTimeout.
+	CallTimeout time.Duration
 
 	gates gates
 

@@ -50,7 +50,7 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 			hint := ""
 			switch host, _ := os.Hostname(); {
 			case name != "" && !relaystate.ValidDeviceName(name):
-				return usageError("--name: %s", relaystate.DeviceNameRule)
+				return usageError("--name: a device name is %s", relaystate.DeviceNameRule)
 			case name == "" && relaystate.ValidDeviceName(host):
 				name = host
 			case name == "":

@@ -153,6 +153,9 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 		Short: "Print a one-time enrollment code",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name != "" && !relaystate.ValidDeviceName(name) {
+				return usageError("--name: a device name is %s", relaystate.DeviceNameRule)
+			}
 			d, err := parseTTL(ttl)
 			if err != nil {
 				return err

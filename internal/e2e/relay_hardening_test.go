@@ -26,7 +26,7 @@ func TestRelayEnrollmentHardening(t *testing.T) {
 
 	for _, name := range []string{"0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a", "0F8E7D6C-5B4A-4392-8170-6F5E4D3C2B1A"} {
 		_, errOut, rc := run(t, "relay", "enroll-code", "--name", name, "--state-dir", e.relayState)
-		if rc == 0 || !strings.Contains(errOut, "not shaped like a device ID") {
+		if rc != 2 || !strings.Contains(errOut, "not shaped like a device ID") {
 			t.Errorf("enroll-code --name %s: exit %d %q", name, rc, errOut)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/commandcore/commandcore/internal/identity"
 	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relay"
+	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
 // enrollTimeout bounds the enrollment request.
@@ -46,14 +47,23 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 			if old, err := identity.Load(dirs.Config); err == nil && !force {
 				return fmt.Errorf("already enrolled as %s with %s; pass --force to replace this identity", old.Name, old.Server)
 			}
-			if name == "" {
-				name, _ = os.Hostname()
+			hint := ""
+			switch host, _ := os.Hostname(); {
+			case name != "" && !relaystate.ValidDeviceName(name):
+				return usageError("--name: a device name is %s", relaystate.DeviceNameRule)
+			case name == "" && relaystate.ValidDeviceName(host):
+				name = host
+			case name == "":
+				// The relay refuses an invalid name the way it refuses a
+				// wrong code, so say here why a code without a name of its
+				// own may be refused.
+				hint = "; this host's name is not a valid device name (" + relaystate.DeviceNameRule + "), so a code without a name needs --name NAME"
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), enrollTimeout)
 			defer cancel()
 			resp, err := enroll(ctx, server, relay.EnrollRequest{Code: code, Name: name})
 			if err != nil {
-				return err
+				return fmt.Errorf("%w%s", err, hint)
 			}
 			id := &identity.Identity{
 				Schema: identity.Schema, Server: strings.TrimRight(server, "/"), DeviceID: resp.DeviceID,
@@ -74,6 +84,12 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 	return cmd
 }
 
+// enrollClient follows no redirect: the identity it obtains is bound to
+// --server, and a redirect would hand the code to another server.
+var enrollClient = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
 // enroll posts the request and decodes the identity.
 func enroll(ctx context.Context, server string, req relay.EnrollRequest) (*relay.EnrollResponse, error) {
 	body, _ := json.Marshal(req)
@@ -82,7 +98,7 @@ func enroll(ctx context.Context, server string, req relay.EnrollRequest) (*relay
 		return nil, fmt.Errorf("enroll: %w", err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(hr)
+	res, err := enrollClient.Do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("enroll: %w", err)
 	}
@@ -90,6 +106,9 @@ func enroll(ctx context.Context, server string, req relay.EnrollRequest) (*relay
 	data, err := io.ReadAll(io.LimitReader(res.Body, maxEnrollResponse))
 	if err != nil {
 		return nil, fmt.Errorf("enroll: read response: %w", err)
+	}
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		return nil, fmt.Errorf("enroll: the server answered with a redirect (%s), and enrollment follows none; give --server the relay's own URL", res.Status)
 	}
 	if res.StatusCode != http.StatusOK {
 		var e struct {

@@ -129,7 +129,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 				}
 			}
 			fmt.Fprintf(streams.Out, "relay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base)
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			hs := srv.HTTPServer()
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 			defer stop()
 			go func() {
@@ -187,6 +187,9 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 		Short: "Print a one-time enrollment code",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name != "" && !relaystate.ValidDeviceName(name) {
+				return usageError("--name: a device name is %s", relaystate.DeviceNameRule)
+			}
 			d, err := parseTTL(ttl)
 			if err != nil {
 				return err

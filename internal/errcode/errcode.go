@@ -30,6 +30,12 @@ const (
 	// DeviceBusy: the relay refused a device link because the device's
 	// existing link still answers.
 	DeviceBusy Code = "device_busy"
+	// DeviceTimeout: the device did not answer a forwarded call in time.
+	DeviceTimeout Code = "device_timeout"
+	// RateLimited: too many requests from one source; try again later.
+	RateLimited Code = "rate_limited"
+	// Unavailable: the relay is busy; try again shortly.
+	Unavailable Code = "unavailable"
 )
 
 // Error is an error with a code and a message that is safe to show remotely.

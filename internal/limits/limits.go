@@ -37,6 +37,11 @@ const (
 	// RunTimeoutDefault and RunTimeoutMax bound process.run's timeout_ms.
 	RunTimeoutDefault = 60 * time.Second
 	RunTimeoutMax     = 10 * time.Minute
+	// ForwardTimeout bounds a call the relay forwards to a device: above
+	// the longest legitimate call (process.run's RunTimeoutMax, then its
+	// stop escalation and result; process.wait's 600 s), so only a device
+	// that never answers reaches it.
+	ForwardTimeout = RunTimeoutMax + time.Minute
 	// SendTimeout and SilenceTimeout bound the WebSocket link.
 	SendTimeout    = 15 * time.Second
 	SilenceTimeout = 45 * time.Second

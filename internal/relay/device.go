@@ -163,13 +163,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer session.Close()
-	tools := map[string]*mcp.Tool{}
-	if list, err := session.ListTools(ctx, nil); err == nil {
-		for _, t := range list.Tools {
-			tools[t.Name] = t
-		}
-	}
-	l := &deviceLink{conn: conn, session: session, tools: tools}
+	l := &deviceLink{conn: conn, session: session}
 	s.mu.Lock()
 	// A link closed while it started (taken over, or its device refused)
 	// never serves.

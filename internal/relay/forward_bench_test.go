@@ -4,12 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/relaytest"
 )
 
 // BenchmarkForwardProgress measures the relay alone forwarding live output:
@@ -18,10 +14,6 @@ import (
 // this process. Profile it with -cpuprofile to see where the relay spends.
 func BenchmarkForwardProgress(b *testing.B) {
 	h := newHarness(b, nil)
-	_, clientToken, err := h.st.CreateToken(relaystate.TokenSpec{Name: "bench", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
 	const chunks, chunk = 256, 8 << 10
 	text := strings.Repeat("a", chunk)
 	device := fakeDevice()
@@ -37,16 +29,9 @@ func BenchmarkForwardProgress(b *testing.B) {
 		})
 	h.link(b, device)
 	got := make(chan int, chunks)
-	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{
+	session := h.connect(b, "/mcp/dev", &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { got <- len(r.Params.Message) },
 	})
-	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: h.hs.URL + "/mcp/dev", HTTPClient: relaytest.HTTPClient(clientToken),
-	}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer session.Close()
 	b.SetBytes(chunks * chunk)
 	b.ResetTimer()
 	for range b.N {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relaytest"
 )
 
 // harness is an in-process relay with one enrolled device, "dev".
@@ -53,7 +54,10 @@ func newHarness(tb testing.TB, tune func(*Server)) *harness {
 	if tune != nil {
 		tune(srv)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	// The HTTP server `relay serve` runs, on loopback.
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config = srv.HTTPServer()
+	hs.Start()
 	tb.Cleanup(func() { srv.Close(); hs.Close() })
 	code, err := st.CreateEnrollCode("dev", time.Minute, time.Now())
 	if err != nil {
@@ -95,6 +99,23 @@ func (h *harness) link(tb testing.TB, device *mcp.Server) *link.Conn {
 			tb.Fatal("the fake device never linked")
 		}
 	}
+}
+
+// connect opens an MCP session to the relay's endpoint path with a new
+// client token for every device and tool; opts may be nil.
+func (h *harness) connect(tb testing.TB, path string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	tb.Helper()
+	_, token, err := h.st.CreateToken(relaystate.TokenSpec{Name: "client", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "1"}, opts).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: h.hs.URL + path, HTTPClient: relaytest.HTTPClient(token)}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { session.Close() })
+	return session
 }
 
 func fakeDevice() *mcp.Server {

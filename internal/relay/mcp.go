@@ -20,13 +20,6 @@ import (
 	"github.com/commandcore/commandcore/internal/version"
 )
 
-// ToolNames are the device tools of SPEC §3; the names are fixed, so a
-// client sees them even while its device is offline.
-var ToolNames = []string{
-	"process.start", "process.status", "process.output", "process.stop", "process.jobs",
-	"process.forget", "process.run", "process.list", "system.metrics", "files.search",
-}
-
 // DevicesListTool is the multi-device endpoint's own tool.
 const DevicesListTool = "devices.list"
 
@@ -74,6 +67,7 @@ func (s *Server) mcpHandler() http.Handler {
 			writeError(w, http.StatusUnauthorized, errToken)
 			return
 		}
+		w = s.admitClient(w, r)
 		c := &client{token: tok, request: r.Context()}
 		if name := r.PathValue("device"); name != "" {
 			dev, err := s.store.FindDevice(name)
@@ -88,33 +82,25 @@ func (s *Server) mcpHandler() http.Handler {
 	})
 }
 
+// deviceAllowed reports whether the token's device scope names the device,
+// by ID or by name. A name shaped like an ID (left from before such names
+// were refused) never matches: that entry means the device with that ID.
 func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
-	return scope.Match(tok.Devices, dev.Name) || scope.Match(tok.Devices, dev.ID)
+	return scope.Match(tok.Devices, dev.ID) || !relaystate.IsDeviceID(dev.Name) && scope.Match(tok.Devices, dev.Name)
 }
 
 // sessionServer builds the MCP server one client session talks to.
 func (s *Server) sessionServer(c *client) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
 	srv.AddReceivingMiddleware(s.observeCalls(c))
-	known := s.anyTools()
-	if c.device != nil {
-		known = nil
-		if l := s.connected(c.device.ID); l != nil {
-			known = l.tools
-		}
+	tools, multi := endpointTools()
+	if c.device == nil {
+		tools = multi
 	}
-	for _, name := range ToolNames {
-		if !scope.Match(c.token.Tools, name) {
-			continue
+	for _, t := range tools {
+		if scope.Match(c.token.Tools, t.Name) {
+			srv.AddTool(t, s.forwarder(c, t.Name))
 		}
-		t := &mcp.Tool{Name: name, Description: "Forwarded to the device.", InputSchema: map[string]any{"type": "object"}}
-		if k := known[name]; k != nil {
-			t.Description, t.InputSchema = k.Description, k.InputSchema
-		}
-		if c.device == nil {
-			t.InputSchema = withDevice(t.InputSchema)
-		}
-		srv.AddTool(t, s.forwarder(c, name))
 	}
 	if c.device == nil {
 		srv.AddTool(&mcp.Tool{
@@ -194,7 +180,7 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
-		ctx, cancel := context.WithCancel(ctx)
+		ctx, cancel := s.callContext(ctx)
 		defer cancel()
 		defer context.AfterFunc(c.request, cancel)()
 		args := req.Params.Arguments
@@ -233,6 +219,8 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		var werr *jsonrpc.Error
 		switch {
 		case err == nil:
+		case errors.Is(context.Cause(ctx), errCallTimeout):
+			return toolresult.Failure(s.errDeviceTimeout()), nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case errors.As(err, &werr) && werr.Code == link.CodeResultTooLarge:

@@ -38,13 +38,13 @@ const CodeCancelled = "cancelled"
 
 // AuditTools are the tool names the audit log and the metrics ever hold.
 func AuditTools() []string {
-	return append(append(slices.Clone(ToolNames), DevicesListTool), UnknownTool)
+	return append(append(toolNames(), DevicesListTool), UnknownTool)
 }
 
 // auditTool reduces a client's tool name to AuditTools: a name a client
 // made up is never stored.
 func auditTool(name string) string {
-	if name == DevicesListTool || slices.Contains(ToolNames, name) {
+	if name == DevicesListTool || slices.Contains(toolNames(), name) {
 		return name
 	}
 	return UnknownTool

@@ -40,6 +40,12 @@ type Server struct {
 	// credentials (a copy found, a link ended for its standing); nil
 	// discards them.
 	Log *log.Logger
+	// Timeouts tunes the HTTP bounds; zero fields are the defaults (http.go).
+	Timeouts Timeouts
+	// CallTimeout bounds a forwarded call; zero means limits.ForwardTimeout.
+	CallTimeout time.Duration
+
+	gates gates
 
 	mu    sync.Mutex
 	links map[string]*deviceLink // by device ID, once serving
@@ -63,7 +69,6 @@ type Server struct {
 type deviceLink struct {
 	conn    *link.Conn
 	session *mcp.ClientSession
-	tools   map[string]*mcp.Tool
 }
 
 // New returns a relay over store.
@@ -82,18 +87,19 @@ func New(store *relaystate.Store) (*Server, error) {
 		return nil, err
 	}
 	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
-		held: map[string]*link.Conn{}, admissions: map[string]chan struct{}{}}, nil
+		held: map[string]*link.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates()}, nil
 }
 
-// Handler serves the relay's HTTP surface.
+// Handler serves the relay's HTTP surface, with the bounds of http.go.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/enroll", s.countRefusals(s.enroll))
+	// Refusals are counted whoever refuses: the rate limit or the code.
+	mux.HandleFunc("POST /v1/enroll", s.countRefusals(s.limitEnroll(http.HandlerFunc(s.enroll)).ServeHTTP))
 	mux.HandleFunc("GET /v1/agent", s.agent)
 	h := s.mcpHandler()
 	mux.Handle("/mcp", h)
 	mux.Handle("/mcp/{device}", h)
-	return mux
+	return s.bounded(mux)
 }
 
 // Close ends every device link and writes the audit entries of the calls
@@ -116,17 +122,6 @@ func (s *Server) connected(id string) *deviceLink {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.links[id]
-}
-
-// anyTools returns the tools some connected device serves, so a
-// multi-device endpoint can describe their arguments.
-func (s *Server) anyTools() map[string]*mcp.Tool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range s.links {
-		return l.tools
-	}
-	return nil
 }
 
 func randomID() string {

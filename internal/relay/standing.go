@@ -43,6 +43,7 @@ func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*relaystate.
 		refuseLink(w, err)
 		return nil, nil, ""
 	}
+	authenticated(r)
 	release, ok := s.admitting(r.Context(), dev.ID)
 	if !ok {
 		return nil, nil, ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +43,20 @@ const (
 	codeGCAge = 24 * time.Hour
 )
 
+// errEnrollCode is the one refusal of an enrollment, whatever the reason:
+// an unknown, expired or used code, or a valid code that needs a proposed
+// name and got an invalid one. It says nothing about which, so it cannot
+// tell anyone that a code they hold is valid without using it.
 func errEnrollCode() error {
-	return errcode.New(errcode.PermissionDenied, "enrollment code is invalid, expired or used")
+	return errcode.New(errcode.PermissionDenied, "enrollment code is invalid, expired or used, or the proposed device name is not valid")
+}
+
+// DeviceNameRule says what ValidDeviceName accepts.
+var DeviceNameRule = fmt.Sprintf("1 to %d characters of letters, digits, '.', '_' and '-', not shaped like a device ID", MaxNameBytes)
+
+// errDeviceName refuses a device name an administrator gives.
+func errDeviceName() error {
+	return errcode.New(errcode.InvalidArgument, "device name must be %s", DeviceNameRule)
 }
 
 func errDeviceToken() error { return errcode.New(errcode.PermissionDenied, "device token is invalid") }
@@ -56,8 +69,8 @@ func errNoDevice() error { return errcode.New(errcode.NotFound, "no such device"
 // device propose its own. Only the code's hash is stored. Codes that
 // expired more than a day ago are deleted.
 func (s *Store) CreateEnrollCode(name string, ttl time.Duration, now time.Time) (string, error) {
-	if name != "" && !ValidName(name) {
-		return "", errcode.New(errcode.InvalidArgument, "device name must be 1 to %d characters of letters, digits, '.', '_' and '-'", MaxNameBytes)
+	if name != "" && !ValidDeviceName(name) {
+		return "", errDeviceName()
 	}
 	exp, err := expiry(now, ttl)
 	if err != nil {
@@ -103,14 +116,16 @@ func canonicalCode(code string) string {
 // Enroll consumes the enrollment code and creates a device. The code is
 // consumed exactly once: of concurrent Enrolls with one code (in any
 // number of processes), exactly one succeeds. The device is named after
-// the code's name when it has one, else proposedName (which must be a
-// valid name); a name already taken gets "-2", "-3", ... appended.
+// the code's name when it has one (proposedName is then ignored), else
+// proposedName, which must be a valid device name (ValidDeviceName); a
+// name already taken gets "-2", "-3", ... appended.
 //
 // It returns the device, its bearer token ("ccd_" and 43 base64url
 // characters, stored only as a hash) and its 32-byte heartbeat secret.
-// An unknown, expired or used code is refused with one PermissionDenied
-// message; an invalid proposed name is InvalidArgument and leaves the
-// code unused.
+// Every refusal is one PermissionDenied error with one message: an
+// unknown, expired or used code, and a code without a name given an
+// invalid proposed name, which leaves the code unused. A client checks
+// its proposed name itself to tell its user why.
 func (s *Store) Enroll(code, proposedName string, now time.Time) (dev *Device, token string, secret []byte, err error) {
 	canon := canonicalCode(code)
 	if canon == "" {
@@ -150,8 +165,8 @@ func (s *Store) Enroll(code, proposedName string, now time.Time) (dev *Device, t
 			return errEnrollCode()
 		}
 		if name == "" {
-			if !ValidName(proposedName) {
-				return errcode.New(errcode.InvalidArgument, "device name must be 1 to %d characters of letters, digits, '.', '_' and '-'", MaxNameBytes)
+			if !ValidDeviceName(proposedName) {
+				return errEnrollCode()
 			}
 			name = proposedName
 		} else if err := releaseName(ctx, tx, name); err != nil {
@@ -211,7 +226,7 @@ func freeName(ctx context.Context, tx *sql.Tx, name string) (string, error) {
 			base = base[:MaxNameBytes-len(suffix)]
 		}
 		cand := base + suffix
-		if !ValidName(cand) {
+		if !ValidDeviceName(cand) {
 			continue
 		}
 		t, err := taken(cand)
@@ -289,16 +304,23 @@ func (s *Store) AuthDevice(token string, now time.Time) (*Device, []byte, error)
 	return d, secret, nil
 }
 
-// FindDevice returns the device whose ID, or else whose name, is exactly
-// idOrName. An ID match wins over a name match.
+// FindDevice returns the device idOrName means: the device with that ID
+// when idOrName is shaped like a device ID (IsDeviceID, any letter case),
+// else the device with exactly that name. The shape decides, so no name
+// can stand for another device's ID; a device enrolled before names were
+// kept from that shape is found by its ID only.
 func (s *Store) FindDevice(idOrName string) (*Device, error) {
 	if idOrName == "" || len(idOrName) > MaxNameBytes {
 		return nil, errNoDevice()
 	}
+	query := `SELECT ` + deviceColumns + ` FROM devices WHERE name = ?`
+	if IsDeviceID(idOrName) {
+		query = `SELECT ` + deviceColumns + ` FROM devices WHERE id = ?`
+		idOrName = strings.ToLower(idOrName)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	d, err := scanDevice(s.db.QueryRowContext(ctx,
-		`SELECT `+deviceColumns+` FROM devices WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1`, idOrName))
+	d, err := scanDevice(s.db.QueryRowContext(ctx, query, idOrName))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoDevice()
 	}

@@ -74,7 +74,7 @@ func TestEnrollCodeUsedOnce(t *testing.T) {
 	}
 	_, _, _, err := s.Enroll(code, "b", t0)
 	wantCode(t, err, errcode.PermissionDenied)
-	if err.(*errcode.Error).Message != "enrollment code is invalid, expired or used" {
+	if err.(*errcode.Error).Message != "enrollment code is invalid, expired or used, or the proposed device name is not valid" {
 		t.Fatalf("message %q", err.(*errcode.Error).Message)
 	}
 	devs, err := s.Devices()
@@ -212,12 +212,22 @@ func TestEnrollNames(t *testing.T) {
 	}
 }
 
+// uuidShaped is a name shaped like a device ID.
+const uuidShaped = "0F8E7D6C-5B4A-4392-8170-6F5E4D3C2B1A"
+
+// TestEnrollInvalidProposedName: a valid code without a name of its own,
+// given an invalid proposed name, is refused exactly as a wrong code is,
+// and stays usable.
 func TestEnrollInvalidProposedName(t *testing.T) {
 	s := openT(t, t.TempDir())
 	code := mustCode(t, s, "", time.Hour, t0)
-	for _, bad := range []string{"", "a b", "..", strings.Repeat("x", 65), "a/b", "\xff"} {
+	_, _, _, wrong := s.Enroll("ccE-"+strings.Repeat("A", 20), "ok", t0)
+	wantCode(t, wrong, errcode.PermissionDenied)
+	for _, bad := range []string{"", "a b", "..", strings.Repeat("x", 65), "a/b", "\xff", uuidShaped, strings.ToLower(uuidShaped)} {
 		_, _, _, err := s.Enroll(code, bad, t0)
-		wantCode(t, err, errcode.InvalidArgument)
+		if got, want := errcode.From(err), errcode.From(wrong); *got != *want {
+			t.Fatalf("proposed name %q: %v, want the wrong code's refusal %v", bad, err, wrong)
+		}
 	}
 	// The refusals left the code usable.
 	if d, _, _, err := s.Enroll(code, "ok", t0); err != nil || d.Name != "ok" {
@@ -233,8 +243,10 @@ func TestCreateEnrollCodeValidation(t *testing.T) {
 	}
 	_, err := s.CreateEnrollCode("", time.Duration(math.MaxInt64), t0)
 	wantCode(t, err, errcode.InvalidArgument)
-	_, err = s.CreateEnrollCode("bad name", time.Hour, t0)
-	wantCode(t, err, errcode.InvalidArgument)
+	for _, bad := range []string{"bad name", uuidShaped, strings.ToLower(uuidShaped)} {
+		_, err = s.CreateEnrollCode(bad, time.Hour, t0)
+		wantCode(t, err, errcode.InvalidArgument)
+	}
 	a, b := mustCode(t, s, "", time.Hour, t0), mustCode(t, s, "", time.Hour, t0)
 	if a == b {
 		t.Fatal("two codes are equal")
@@ -270,13 +282,16 @@ func TestFindDeviceAndConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A device whose name is another device's ID: the ID still finds the
-	// device it names.
-	b, _, _, err := s.Enroll(mustCode(t, s, "", time.Hour, t0), a.ID, t0)
+	b, _, _, err := s.Enroll(mustCode(t, s, "", time.Hour, t0), "beta", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{a.ID: a.ID, "alpha": a.ID, b.ID: b.ID} {
+	// A device enrolled before names were kept from the shape of an ID,
+	// named like another device's ID, is found by its own ID only.
+	if _, err := s.db.Exec(`UPDATE devices SET name = ? WHERE id = ?`, strings.ToUpper(a.ID), b.ID); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{a.ID: a.ID, strings.ToUpper(a.ID): a.ID, "alpha": a.ID, b.ID: b.ID} {
 		d, err := cli.FindDevice(key)
 		if err != nil || d.ID != want {
 			t.Fatalf("FindDevice(%q) = %v, %v; want %s", key, d, err, want)

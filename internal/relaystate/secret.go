@@ -78,6 +78,33 @@ func ValidName(s string) bool {
 	return true
 }
 
+// ValidDeviceName reports whether s may name a device: a valid name that
+// is not shaped like a device ID, so that a name or ID given to the relay
+// (/mcp/<device>, a token's device scope) means one device only.
+func ValidDeviceName(s string) bool { return ValidName(s) && !IsDeviceID(s) }
+
+// IsDeviceID reports whether s is shaped like a device ID: a UUID in its
+// canonical 8-4-4-4-12 hexadecimal form, in any letter case.
+func IsDeviceID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Times are stored as unix nanoseconds; these bound what can be stored.
 var (
 	minTime = time.Unix(0, math.MinInt64)

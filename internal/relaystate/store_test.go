@@ -222,6 +222,19 @@ func TestValidName(t *testing.T) {
 	}
 }
 
+func TestValidDeviceName(t *testing.T) {
+	for _, n := range []string{"laptop", "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1", "0f8e7d6c5b4a439281706f5e4d3c2b1a", "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1g"} {
+		if !ValidDeviceName(n) {
+			t.Errorf("ValidDeviceName(%q) = false", n)
+		}
+	}
+	for _, n := range []string{"", "a b", "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a", "0F8E7D6C-5B4A-4392-8170-6F5E4D3C2B1A", "00000000-0000-0000-0000-000000000000"} {
+		if ValidDeviceName(n) {
+			t.Errorf("ValidDeviceName(%q) = true", n)
+		}
+	}
+}
+
 func TestErrorsAreContentFree(t *testing.T) {
 	s := openT(t, t.TempDir())
 	marker := "MARKER_" + hex.EncodeToString([]byte("secret"))

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,6 +103,14 @@ func (s *Store) CreateToken(spec TokenSpec, now time.Time) (*Token, string, erro
 	}
 	if !ValidName(name) {
 		return nil, "", errcode.New(errcode.InvalidArgument, "token name must be 1 to %d characters of letters, digits, '.', '_' and '-'", MaxNameBytes)
+	}
+	// Device IDs are stored lower case: an ID in the scope matches in any
+	// case the owner typed it, as FindDevice does.
+	devices = slices.Clone(devices)
+	for i, d := range devices {
+		if IsDeviceID(d) {
+			devices[i] = strings.ToLower(d)
+		}
 	}
 	devs, err := normalizeScope("device", devices, validDeviceScope)
 	if err != nil {

@@ -257,3 +257,15 @@ func TestTokenSecretsDiffer(t *testing.T) {
 		seen[tok.ID], seen[bearer] = true, true
 	}
 }
+
+func TestTokenScopeKeepsDeviceIDsLowerCase(t *testing.T) {
+	s := openT(t, t.TempDir())
+	const id = "7C9E6679-7425-40DE-944B-E07FC1F90AE7"
+	tok, _, err := s.CreateToken(TokenSpec{Name: "a", Devices: []string{id, "laptop"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(tok.Devices, []string{strings.ToLower(id), "laptop"}) {
+		t.Fatalf("devices %v", tok.Devices)
+	}
+}

@@ -12,35 +12,40 @@ import (
 	"github.com/commandcore/commandcore/internal/launcher"
 )
 
-// TestStatusTellsWhetherJobsCanReadTheAgentsFiles: status reports what the
-// agent's start-up probe found, and it is the truth: where the user manager
-// can hide directories, a job's cat of the identity file fails while its
-// own output is captured; where it cannot (this hand-booted user manager
-// fails every unit with InaccessiblePaths with status 226/NAMESPACE), status
-// says agent_dirs_hidden false and the same cat does read the file, so the
-// test shows the honest report, not the isolation.
-func TestStatusTellsWhetherJobsCanReadTheAgentsFiles(t *testing.T) {
+// TestJobsCannotReadTheAgentsFiles: status reports what the agent's
+// start-up probe found, and it is the truth. Where the user manager can
+// hide directories (this one can mount a tmpfs in a unit's namespace), a
+// job reads neither the identity nor another job's output, while its own
+// output is captured; where it cannot, status says agent_dirs_hidden false
+// and the same job does read them, so the report is shown honest either way.
+func TestJobsCannotReadTheAgentsFiles(t *testing.T) {
 	e, c := onlineDevice(t)
 	r, _ := statusOf(t, e.agentState)
 	if !r.Agent.Running || r.Systemd.AgentDirsHidden == nil {
 		t.Fatalf("status: %+v", r)
 	}
 	hidden := *r.Systemd.AgentDirsHidden
+	first := c.start(map[string]any{"command": "echo first-job-output", "wait_ms": 10000})
+	other := filepath.Join(e.agentState, "jobs", first.ProcessID, "stdout.cap")
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("test set-up: %v", err)
+	}
 	idFile := filepath.Join(e.agentConfig, "identity.json")
-	res := c.start(map[string]any{"command": "cat " + idFile + " >/dev/null && echo readable", "wait_ms": 10000})
+	res := c.start(map[string]any{"command": "cat " + idFile + " >/dev/null 2>&1 && echo identity-readable; " +
+		"cat " + other + " >/dev/null 2>&1 && echo other-job-readable; echo own-output", "wait_ms": 10000})
 	rec := c.waitTerminal(res.ProcessID, 20*time.Second)
 	if rec.State != "exited" || res.FailureDomain != "systemd_unit" {
 		t.Fatalf("the job did not run as a unit: %+v", rec)
 	}
 	out := string(c.readAll(res.ProcessID, 0).data[0])
 	if hidden {
-		if rec.ExitCode == nil || *rec.ExitCode == 0 || strings.Contains(out, "readable") {
-			t.Fatalf("status says the agent's files are hidden, yet a job read the identity: exit %v, %q", rec.ExitCode, out)
+		if out != "own-output\n" {
+			t.Fatalf("status says the agent's files are hidden, yet the job printed %q", out)
 		}
 		return
 	}
-	if out != "readable\n" {
-		t.Fatalf("status says jobs can read the agent's files, but the job could not: %q", out)
+	if out != "identity-readable\nother-job-readable\nown-output\n" {
+		t.Fatalf("status says jobs can read the agent's files, but the job printed %q", out)
 	}
 	t.Log("this user manager cannot hide directories from units: shown that status says so, not the isolation itself")
 }

@@ -81,6 +81,6 @@ func (s *Service) HideOwnDirs(ctx context.Context, configDir string) bool {
 	if !s.Launcher.ProbeHiding(ctx, s.StateDir, configDir) {
 		return false
 	}
-	s.Launcher.Hide = []string{s.StateDir, configDir}
+	s.Launcher.Hide = &launcher.Hidden{State: s.StateDir, Config: configDir}
 	return true
 }

@@ -21,25 +21,38 @@ const probeTimeout = 5 * time.Second
 // job's own directory is) must be writable.
 const probeScript = `test ! -e "$1" && test ! -e "$2" && : > "$3/ok"`
 
-// hideProperties makes the agent's own directories inaccessible to a job
-// while binding its job directory back in, so the supervisor still reaches
-// its own files and nothing else of the agent's.
-func hideProperties(hide []string, jobDir string) []sdbus.Property {
+// Hidden are the agent's own directories that job units cannot reach.
+type Hidden struct {
+	State, Config string
+}
+
+// hideProperties hides the agent's directories from a job: each is covered
+// by an empty read-only tmpfs, and the job's own directory is bound back
+// into the state directory's, so the supervisor still reaches its own
+// files and nothing else of the agent's. TemporaryFileSystem= rather than
+// InaccessiblePaths=: a mount point for the job directory can be made in
+// the tmpfs, not in an inaccessible inode, and a user manager without
+// privileges (as on the test machines, measured) can mount a tmpfs in its
+// units' namespaces where it fails every unit with InaccessiblePaths=
+// (status 226/NAMESPACE).
+func hideProperties(h Hidden, jobDir string) []sdbus.Property {
+	type tmpfs struct{ Path, Options string }
 	type bind struct {
 		Source, Dest string
 		IgnoreENOENT bool
 		Flags        uint64
 	}
 	return []sdbus.Property{
-		{Name: "InaccessiblePaths", Value: dbus.MakeVariant(hide)},
+		{Name: "TemporaryFileSystem", Value: dbus.MakeVariant([]tmpfs{{Path: h.State, Options: "ro"}, {Path: h.Config, Options: "ro"}})},
 		{Name: "BindPaths", Value: dbus.MakeVariant([]bind{{Source: jobDir, Dest: jobDir}})},
 	}
 }
 
 // ProbeHiding reports whether the user manager can start a unit with the
-// agent's directories stateDir and configDir inaccessible and a directory
-// inside stateDir bound back in, and whether inside it they really are
-// hidden. Where it can (a manager with working mount namespaces), job
+// agent's directories stateDir and configDir hidden as a job's are (see
+// hideProperties) and a directory inside stateDir bound back in, and
+// whether inside it they really are hidden and the bound directory
+// writable. Where it can (a manager with working mount namespaces), job
 // units from then on get the same properties (SPEC §2 "The agent's own
 // files"); where it cannot, a unit with them would never start, so jobs run
 // without. The probe leaves nothing behind.
@@ -73,7 +86,7 @@ func (l *Launcher) ProbeHiding(ctx context.Context, stateDir, configDir string) 
 		sdbus.PropDescription("CommandCore isolation probe"),
 		sdbus.PropType("oneshot"),
 		sdbus.PropExecStart([]string{"/bin/sh", "-c", probeScript, "probe", stateMark, configMark, bound}, false),
-	}, hideProperties([]string{stateDir, configDir}, bound)...)
+	}, hideProperties(Hidden{State: stateDir, Config: configDir}, bound)...)
 	done := make(chan string, 1)
 	if _, err := conn.StartTransientUnitContext(ctx, unit, "fail", props, done); err != nil {
 		return false

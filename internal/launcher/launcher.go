@@ -45,9 +45,9 @@ type Launcher struct {
 	// ConnectTimeout bounds connecting to the user bus; zero means
 	// busConnectTimeout.
 	ConnectTimeout time.Duration
-	// Hide are the agent's own directories, made inaccessible to every job
-	// unit (set only where ProbeHiding found that this works).
-	Hide []string
+	// Hide, when set, are the agent's own directories, hidden from every
+	// job unit (set only where ProbeHiding found that this works).
+	Hide *Hidden
 
 	mu   sync.Mutex
 	conn *sdbus.Conn
@@ -198,8 +198,8 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 		{Name: "OOMPolicy", Value: dbus.MakeVariant("kill")},
 		{Name: "KillMode", Value: dbus.MakeVariant("control-group")},
 	}
-	if len(l.Hide) > 0 {
-		props = append(props, hideProperties(l.Hide, sp.JobDir)...)
+	if l.Hide != nil {
+		props = append(props, hideProperties(*l.Hide, sp.JobDir)...)
 	}
 	if m := sp.Policy.MemoryMaxBytes; m > 0 {
 		props = append(props,

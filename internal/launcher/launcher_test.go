@@ -75,12 +75,12 @@ func TestUnitPropertiesHideTheAgentsDirectories(t *testing.T) {
 		return nil
 	}
 	l := &Launcher{Exe: "/bin/commandcore"}
-	if find(l, "InaccessiblePaths") != nil || find(l, "BindPaths") != nil {
+	if find(l, "InaccessiblePaths") != nil || find(l, "TemporaryFileSystem") != nil || find(l, "BindPaths") != nil {
 		t.Fatal("hiding properties without a successful probe: such a unit would never start here")
 	}
-	l.Hide = []string{"/s", "/c"}
-	if got := fmt.Sprint(find(l, "InaccessiblePaths")); got != "[/s /c]" {
-		t.Errorf("InaccessiblePaths = %s", got)
+	l.Hide = &Hidden{State: "/s", Config: "/c"}
+	if got := fmt.Sprint(find(l, "TemporaryFileSystem")); got != "[{/s ro} {/c ro}]" {
+		t.Errorf("TemporaryFileSystem = %s", got)
 	}
 	if got := fmt.Sprint(find(l, "BindPaths")); got != "[{/s/jobs/j /s/jobs/j false 0}]" {
 		t.Errorf("BindPaths = %s", got)

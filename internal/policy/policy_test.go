@@ -125,7 +125,7 @@ func TestDirectoryInstead(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, FileName), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(dir); !errors.Is(err, ErrInvalid) {
+	if _, err := Load(dir); !errors.Is(err, ErrInvalid) || err.Error() != "policy invalid: it is not a regular file" {
 		t.Fatalf("got %v, want ErrInvalid", err)
 	}
 }
@@ -141,7 +141,7 @@ func TestFIFOAndSymlinkRefused(t *testing.T) {
 	go func() { _, err := Load(fifo); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrInvalid) {
+		if !errors.Is(err, ErrInvalid) || err.Error() != "policy invalid: it is not a regular file" {
 			t.Fatalf("FIFO: got %v, want ErrInvalid", err)
 		}
 	case <-time.After(5 * time.Second):

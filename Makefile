@@ -25,8 +25,15 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+# gremlins runs as a tool too, for `make mutation`.
+GREMLINS  ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
+# The core packages whose mutation score `make mutation` prints; of the
+# link, its framing (frame.go) only.
+MUTATION  := internal/capture internal/envelope internal/policy internal/permissions \
+             internal/grant internal/scope internal/reconcile internal/jobstore \
+             internal/errcode internal/limits internal/link
 
-.PHONY: build test fuzz vet run bench clean package package-test vm-test inspector-test
+.PHONY: build test fuzz vet run bench clean package package-test vm-test inspector-test mutation
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -57,6 +64,14 @@ fuzz:
 run: build
 	@$(USERMGR) up >/dev/null
 	@eval "$$($(USERMGR) env)"; exec scripts/run-local.sh $(CURDIR)/$(BIN)
+
+# Mutation testing of the core packages (scripts/mutation.sh): each
+# package's caught/total mutants. Not part of CI: it takes many minutes.
+mutation:
+	@$(USERMGR) up >/dev/null
+	GO='$(GO)' GREMLINS='$(GREMLINS)' PKGS='$(MUTATION)' \
+	CONSTS='internal/limits:limits.go internal/errcode:errcode.go' \
+	EXCLUDE='internal/link:^(alive|dial|link|rotate)\.go$$' scripts/mutation.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/capture/

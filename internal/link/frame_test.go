@@ -28,8 +28,8 @@ func TestMAC(t *testing.T) {
 func TestClassify(t *testing.T) {
 	hb, _ := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
 	ack, _ := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
-	long := make([]byte, maxNonceBytes+1)
-	tooLong := nonceEncoding.EncodeToString(long)
+	longest := nonceEncoding.EncodeToString(make([]byte, maxNonceBytes))
+	tooLong := nonceEncoding.EncodeToString(make([]byte, maxNonceBytes+1))
 	rot, _ := rotateFrame("ccd_t")
 	rotAck, _ := rotateAckFrame(secret, "ccd_t")
 	for _, tc := range []struct {
@@ -52,9 +52,13 @@ func TestClassify(t *testing.T) {
 		{"response without id", websocket.TextMessage, `{"jsonrpc":"2.0","result":{}}`, 0, EndProtocol},
 		{"heartbeat as call", websocket.TextMessage, `{"jsonrpc":"2.0","id":7,"method":"` + MethodHeartbeat + `","params":{"nonce":"AAAA"}}`, 0, EndProtocol},
 		{"heartbeat bad nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"a+b/"}}`, 0, EndProtocol},
+		{"heartbeat longest nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"` + longest + `"}}`, frameHeartbeat, ""},
 		{"heartbeat long nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"` + tooLong + `"}}`, 0, EndProtocol},
 		{"heartbeat params array", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":[1]}`, 0, EndProtocol},
 		{"ack without mac", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"AAAA"}}`, 0, EndProtocol},
+		{"ack without nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"mac":"AAAA"}}`, 0, EndProtocol},
+		{"ack bad nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"a+b/","mac":"AAAA"}}`, 0, EndProtocol},
+		{"ack long nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"` + tooLong + `","mac":"AAAA"}}`, 0, EndProtocol},
 		{"rotation", websocket.TextMessage, string(rot), frameRotate, ""},
 		{"rotation extra fields", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodRotate + `","params":{"token":"t","v":2}}`, frameRotate, ""},
 		{"rotation ack", websocket.TextMessage, string(rotAck), frameRotateAck, ""},
@@ -67,6 +71,10 @@ func TestClassify(t *testing.T) {
 			f, end := classify(tc.typ, []byte(tc.data))
 			if end != tc.end || f.kind != tc.kind {
 				t.Fatalf("classify = kind %d end %q, want kind %d end %q", f.kind, end, tc.kind, tc.end)
+			}
+			// A refused frame is the zero inbound: no accepted kind may be zero.
+			if (end == "") == (f.kind == 0) {
+				t.Fatalf("kind %d with end %q", f.kind, end)
 			}
 			if tc.kind == frameMessage && f.msg == nil {
 				t.Fatal("no message")

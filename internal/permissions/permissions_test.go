@@ -3,6 +3,7 @@ package permissions
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,8 +30,9 @@ func write(t *testing.T, content string, mode os.FileMode) string {
 }
 
 // wantDenied checks that a failed load denies every tool, even one the
-// file's content would allow, and says why without the path or content.
-func wantDenied(t *testing.T, name, dir string) {
+// file's content would allow, and says why (the reason `commandcore
+// status` shows) without the path or content.
+func wantDenied(t *testing.T, name, dir, why string) {
 	t.Helper()
 	c, err := Load(dir)
 	if err == nil {
@@ -41,8 +43,8 @@ func wantDenied(t *testing.T, name, dir string) {
 		t.Errorf("%s: %v, want code permission_denied", name, err)
 	}
 	msg := err.Error()
-	if !strings.Contains(msg, "the local permission ceiling is invalid: ") {
-		t.Errorf("%s: message %q does not say the ceiling is invalid", name, msg)
+	if want := "permission_denied: the local permission ceiling is invalid: " + why; msg != want {
+		t.Errorf("%s: message %q, want %q", name, msg, want)
 	}
 	for _, leak := range []string{dir, File, "process", "system", "secret"} {
 		if strings.Contains(msg, leak) {
@@ -151,36 +153,37 @@ func TestFailsClosed(t *testing.T) {
 	cases := []struct {
 		name, content string
 		mode          os.FileMode
+		why           string
 	}{
-		{"group readable", narrow, 0o640},
-		{"group executable", narrow, 0o610},
-		{"world readable", narrow, 0o604},
-		{"world writable", narrow, 0o602},
-		{"oversize", narrow + pad, 0o600},
-		{"empty file", ``, 0o600},
-		{"malformed", `{"schema_version": 1, "tools": [`, 0o600},
-		{"not an object", `["process.*"]`, 0o600},
-		{"null document", `null`, 0o600},
-		{"unknown field", `{"schema_version": 1, "tools": ["process.*"], "secret": true}`, 0o600},
-		{"case-folded field", `{"Schema_Version": 1, "tools": ["process.*"]}`, 0o600},
-		{"duplicate field", `{"schema_version": 1, "tools": [], "tools": ["process.*", "system.*", "files.*"]}`, 0o600},
-		{"trailing data", narrow + ` {}`, 0o600},
-		{"trailing garbage", narrow + `x`, 0o600},
-		{"schema 2", `{"schema_version": 2, "tools": ["process.*"]}`, 0o600},
-		{"schema 0", `{"schema_version": 0, "tools": ["process.*"]}`, 0o600},
-		{"schema string", `{"schema_version": "1", "tools": ["process.*"]}`, 0o600},
-		{"schema float", `{"schema_version": 1.0, "tools": ["process.*"]}`, 0o600},
-		{"schema null", `{"schema_version": null, "tools": ["process.*"]}`, 0o600},
-		{"schema missing", `{"tools": ["process.*"]}`, 0o600},
-		{"tools missing", `{"schema_version": 1}`, 0o600},
-		{"tools null", `{"schema_version": 1, "tools": null}`, 0o600},
-		{"tools a string", `{"schema_version": 1, "tools": "process.*"}`, 0o600},
-		{"tools null entry", `{"schema_version": 1, "tools": ["process.*", null]}`, 0o600},
-		{"invalid pattern", `{"schema_version": 1, "tools": ["process.*", "secret*"]}`, 0o600},
-		{"empty pattern", `{"schema_version": 1, "tools": ["process.*", ""]}`, 0o600},
+		{"group readable", narrow, 0o640, "it is accessible by other users"},
+		{"group executable", narrow, 0o610, "it is accessible by other users"},
+		{"world readable", narrow, 0o604, "it is accessible by other users"},
+		{"world writable", narrow, 0o602, "it is accessible by other users"},
+		{"oversize", narrow + pad, 0o600, "it is larger than 65536 bytes"},
+		{"empty file", ``, 0o600, "it is not a JSON object"},
+		{"malformed", `{"schema_version": 1, "tools": [`, 0o600, "it is malformed JSON"},
+		{"not an object", `["process.*"]`, 0o600, "it is not a JSON object"},
+		{"null document", `null`, 0o600, "it is not a JSON object"},
+		{"unknown field", `{"schema_version": 1, "tools": ["process.*"], "secret": true}`, 0o600, "it has an unknown field"},
+		{"case-folded field", `{"Schema_Version": 1, "tools": ["process.*"]}`, 0o600, "it has an unknown field"},
+		{"duplicate field", `{"schema_version": 1, "tools": [], "tools": ["process.*", "system.*", "files.*"]}`, 0o600, "it has a duplicate field"},
+		{"trailing data", narrow + ` {}`, 0o600, "it has trailing data"},
+		{"trailing garbage", narrow + `x`, 0o600, "it has trailing data"},
+		{"schema 2", `{"schema_version": 2, "tools": ["process.*"]}`, 0o600, "schema_version must be 1"},
+		{"schema 0", `{"schema_version": 0, "tools": ["process.*"]}`, 0o600, "schema_version must be 1"},
+		{"schema string", `{"schema_version": "1", "tools": ["process.*"]}`, 0o600, "schema_version must be 1"},
+		{"schema float", `{"schema_version": 1.0, "tools": ["process.*"]}`, 0o600, "schema_version must be 1"},
+		{"schema null", `{"schema_version": null, "tools": ["process.*"]}`, 0o600, "schema_version must be 1"},
+		{"schema missing", `{"tools": ["process.*"]}`, 0o600, "schema_version is missing"},
+		{"tools missing", `{"schema_version": 1}`, 0o600, "tools is missing"},
+		{"tools null", `{"schema_version": 1, "tools": null}`, 0o600, "tools must be a list of tool names or patterns"},
+		{"tools a string", `{"schema_version": 1, "tools": "process.*"}`, 0o600, "tools must be a list of tool names or patterns"},
+		{"tools null entry", `{"schema_version": 1, "tools": ["process.*", null]}`, 0o600, "tools entry 2 is not a valid name or pattern"},
+		{"invalid pattern", `{"schema_version": 1, "tools": ["process.*", "secret*"]}`, 0o600, "tools entry 2 is not a valid name or pattern"},
+		{"empty pattern", `{"schema_version": 1, "tools": ["process.*", ""]}`, 0o600, "tools entry 2 is not a valid name or pattern"},
 	}
 	for _, c := range cases {
-		wantDenied(t, c.name, write(t, c.content, c.mode))
+		wantDenied(t, c.name, write(t, c.content, c.mode), c.why)
 	}
 }
 
@@ -201,14 +204,14 @@ func TestSymlinkRefused(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(dir, File)); err != nil {
 		t.Fatal(err)
 	}
-	wantDenied(t, "symlink", dir)
+	wantDenied(t, "symlink", dir, "it is a symbolic link")
 
 	// A dangling link is not an absent file.
 	dangling := t.TempDir()
 	if err := os.Symlink(filepath.Join(dangling, "nowhere"), filepath.Join(dangling, File)); err != nil {
 		t.Fatal(err)
 	}
-	wantDenied(t, "dangling symlink", dangling)
+	wantDenied(t, "dangling symlink", dangling, "it is a symbolic link")
 }
 
 func TestNotARegularFile(t *testing.T) {
@@ -216,7 +219,7 @@ func TestNotARegularFile(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, File), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	wantDenied(t, "directory", dir)
+	wantDenied(t, "directory", dir, "it is not a regular file")
 
 	// Opening a FIFO for reading would block until a writer appears; the
 	// load must refuse it at once instead.
@@ -224,7 +227,7 @@ func TestNotARegularFile(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(fifo, File), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wantDenied(t, "fifo", fifo)
+	wantDenied(t, "fifo", fifo, "it is not a regular file")
 }
 
 func TestNotOwned(t *testing.T) {
@@ -232,7 +235,49 @@ func TestNotOwned(t *testing.T) {
 	if err := os.Chown(filepath.Join(dir, File), 65534, 65534); err != nil {
 		t.Skipf("cannot chown here (not root): %v", err)
 	}
-	wantDenied(t, "owned by nobody", dir)
+	wantDenied(t, "owned by nobody", dir, "it is not owned by the agent's user")
+}
+
+// TestTools: what `commandcore status` lists as the ceiling. nil means "no
+// list to show" (no ceiling, which allows every tool, or an invalid one,
+// which allows none); an empty list is a ceiling that allows nothing.
+func TestTools(t *testing.T) {
+	absent, err := Load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := absent.Tools(); got != nil {
+		t.Errorf("no ceiling: Tools() = %#v, want nil", got)
+	}
+	invalid, err := Load(write(t, narrow, 0o644))
+	if err == nil {
+		t.Fatal("a world-readable ceiling loaded")
+	}
+	if got := invalid.Tools(); got != nil {
+		t.Errorf("an invalid ceiling: Tools() = %#v, want nil", got)
+	}
+	if got := (*Ceiling)(nil).Tools(); got != nil {
+		t.Errorf("nil ceiling: Tools() = %#v", got)
+	}
+	empty, err := Load(write(t, `{"schema_version": 1, "tools": []}`, 0o600))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := empty.Tools(); got == nil || len(got) != 0 {
+		t.Errorf("an empty list: Tools() = %#v, want an empty list", got)
+	}
+	c, err := Load(write(t, narrow, 0o600))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Tools()
+	if !slices.Equal(got, []string{"process.*", "system.metrics"}) {
+		t.Fatalf("Tools() = %q", got)
+	}
+	got[0] = "*"
+	if c.Allows("files.search") {
+		t.Fatal("changing the returned list widened the ceiling")
+	}
 }
 
 func TestNilAndZeroDeny(t *testing.T) {

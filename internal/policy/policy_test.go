@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,26 +43,70 @@ func TestValid(t *testing.T) {
 	}
 }
 
+// TestFailsClosed: every broken policy refuses launches, and says why in
+// the words `commandcore status` shows the owner.
 func TestFailsClosed(t *testing.T) {
 	cases := []struct {
 		name, content string
 		mode          os.FileMode
+		why           string
 	}{
-		{"malformed", `{"memory_max_bytes": `, 0o600},
-		{"unknown field", `{"memory_max_bytes": 268435456, "cpu": 2}`, 0o600},
-		{"wrong type", `{"memory_max_bytes": "256M"}`, 0o600},
-		{"negative", `{"memory_max_bytes": -1}`, 0o600},
-		{"null", `{"memory_max_bytes": null}`, 0o600},
-		{"too small", `{"memory_max_bytes": 1}`, 0o600},
-		{"trailing", `{} {}`, 0o600},
-		{"empty file", ``, 0o600},
-		{"group writable", `{"memory_max_bytes": 268435456}`, 0o620},
-		{"world writable", `{"memory_max_bytes": 268435456}`, 0o602},
+		{"malformed", `{"memory_max_bytes": `, 0o600, "empty or truncated JSON"},
+		{"syntax error", `{"memory_max_bytes": x}`, 0o600, "malformed JSON at byte 22"},
+		{"unknown field", `{"memory_max_bytes": 268435456, "cpu": 2}`, 0o600, "unknown field (only memory_max_bytes is allowed)"},
+		// A misspelt key with a plausible cap must not become the cap.
+		{"misspelt field", `{"memory_max": 268435456}`, 0o600, "unknown field (only memory_max_bytes is allowed)"},
+		{"case-folded field", `{"Memory_Max_Bytes": 268435456}`, 0o600, "unknown field (only memory_max_bytes is allowed)"},
+		{"wrong type", `{"memory_max_bytes": "256M"}`, 0o600, "memory_max_bytes must be a non-negative integer"},
+		{"fraction", `{"memory_max_bytes": 2.5e8}`, 0o600, "memory_max_bytes must be a non-negative integer"},
+		{"negative", `{"memory_max_bytes": -1}`, 0o600, "memory_max_bytes must be a non-negative integer"},
+		{"null", `{"memory_max_bytes": null}`, 0o600, "memory_max_bytes must be a number"},
+		{"too small", `{"memory_max_bytes": 1}`, 0o600, "memory_max_bytes must be at least 16777216"},
+		{"just under 16 MiB", `{"memory_max_bytes": 16777215}`, 0o600, "memory_max_bytes must be at least 16777216"},
+		{"trailing", `{} {}`, 0o600, "trailing data after the JSON object"},
+		{"empty file", ``, 0o600, "empty or truncated JSON"},
+		// A null document is not "no policy": the file exists, so it fails closed.
+		{"null document", `null`, 0o600, "the policy must be a JSON object"},
+		{"array document", `[268435456]`, 0o600, "the policy must be a JSON object"},
+		{"string document", `"x"`, 0o600, "the policy must be a JSON object"},
+		{"one byte over 64 KiB", padded(64<<10 + 1), 0o600, "it is larger than 65536 bytes"},
+		{"group writable", `{"memory_max_bytes": 268435456}`, 0o620, "it is writable by group or others"},
+		{"world writable", `{"memory_max_bytes": 268435456}`, 0o602, "it is writable by group or others"},
 	}
 	for _, c := range cases {
-		if _, err := Load(write(t, c.content, c.mode)); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: got %v, want ErrInvalid", c.name, err)
+		p, err := Load(write(t, c.content, c.mode))
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %+v, %v, want ErrInvalid", c.name, p, err)
+			continue
 		}
+		if want := "policy invalid: " + c.why; err.Error() != want {
+			t.Errorf("%s: %q, want %q", c.name, err.Error(), want)
+		}
+	}
+}
+
+// padded is a valid policy of 256 MiB padded with spaces to n bytes.
+func padded(n int) string {
+	const doc = `{"memory_max_bytes": 268435456}`
+	return doc + strings.Repeat(" ", n-len(doc))
+}
+
+// TestBounds: the 16 MiB minimum cap and the 64 KiB file are both allowed
+// exactly.
+func TestBounds(t *testing.T) {
+	p, err := Load(write(t, `{"memory_max_bytes": 16777216}`, 0o600))
+	if err != nil || p.MemoryMaxBytes != 16<<20 {
+		t.Fatalf("a 16 MiB cap: %+v, %v", p, err)
+	}
+	p, err = Load(write(t, padded(64<<10), 0o600))
+	if err != nil || p.MemoryMaxBytes != 256<<20 {
+		t.Fatalf("a 64 KiB file: %+v, %v", p, err)
+	}
+	if _, err := Decode([]byte(padded(64<<10 + 1))); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Decode of 64 KiB + 1: %v", err)
+	}
+	if p, err := Decode([]byte(padded(64 << 10))); err != nil || p.MemoryMaxBytes != 256<<20 {
+		t.Fatalf("Decode of 64 KiB: %+v, %v", p, err)
 	}
 }
 
@@ -80,7 +125,7 @@ func TestDirectoryInstead(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, FileName), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(dir); !errors.Is(err, ErrInvalid) {
+	if _, err := Load(dir); !errors.Is(err, ErrInvalid) || err.Error() != "policy invalid: it is not a regular file" {
 		t.Fatalf("got %v, want ErrInvalid", err)
 	}
 }
@@ -96,7 +141,7 @@ func TestFIFOAndSymlinkRefused(t *testing.T) {
 	go func() { _, err := Load(fifo); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrInvalid) {
+		if !errors.Is(err, ErrInvalid) || err.Error() != "policy invalid: it is not a regular file" {
 			t.Fatalf("FIFO: got %v, want ErrInvalid", err)
 		}
 	case <-time.After(5 * time.Second):

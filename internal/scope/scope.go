@@ -63,15 +63,16 @@ func validName(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '.', c == '_', c == '-':
-		default:
+		if !nameByte(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// nameByte reports whether c may appear in a name: [A-Za-z0-9._-].
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // Match reports whether any pattern covers name: "*" covers everything,

@@ -17,6 +17,9 @@ func TestParseValid(t *testing.T) {
 		{"process.*", []string{"process.*"}},
 		{" process.* , system.metrics ,files.search", []string{"process.*", "system.metrics", "files.search"}},
 		{"my-laptop,build_box.2", []string{"my-laptop", "build_box.2"}},
+		// Every end of every range of [A-Za-z0-9._-].
+		{"a,z,A,Z,0,9,.,_,-", []string{"a", "z", "A", "Z", "0", "9", ".", "_", "-"}},
+		{"zone0.*,Zulu9,az-AZ_09", []string{"zone0.*", "Zulu9", "az-AZ_09"}},
 		{strings.Repeat("a", 128), []string{strings.Repeat("a", 128)}},
 		{strings.Repeat("a", 126) + ".*", []string{strings.Repeat("a", 126) + ".*"}},
 	}
@@ -37,6 +40,8 @@ func TestParseRejects(t *testing.T) {
 		"", "   ", ",", "a,", ",a", "a,,b", "a, ,b",
 		"proc*", "*.metrics", ".*", "*.*", "**", "a.*.*", "a.**", "a b", "a/b", "a\x00",
 		"ä", "a:b", "a,*x",
+		// The bytes just outside each range.
+		"a`", "a{", "A@", "A[", "0/", "9:", "a+b", "a,b\x7f", "\xff",
 		strings.Repeat("a", 129),
 		strings.Repeat("a", 127) + ".*",
 	}
@@ -64,6 +69,10 @@ func TestParseMessageIsContentFree(t *testing.T) {
 	if !strings.Contains(err.Error(), "entry 2") {
 		t.Fatalf("message should name the position: %v", err)
 	}
+	_, err = Parse("process.*,,system.metrics")
+	if err == nil || err.Error() != "invalid_argument: scope entry 2 is empty" {
+		t.Fatalf("an empty second entry: %v", err)
+	}
 }
 
 func TestMatch(t *testing.T) {
@@ -90,6 +99,9 @@ func TestMatch(t *testing.T) {
 		{[]string{"proc*"}, "process.start", false},
 		{[]string{""}, "", false},
 		{[]string{"*.*"}, "a.b", false},
+		// An invalid entry is skipped, not the end of the list.
+		{[]string{"proc*", "process.*"}, "process.start", true},
+		{[]string{"", "system.metrics"}, "system.metrics", true},
 	}
 	for _, c := range cases {
 		if got := Match(c.patterns, c.name); got != c.want {

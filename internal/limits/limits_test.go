@@ -1,0 +1,142 @@
+package limits
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"testing"
+	"time"
+)
+
+const (
+	kib = 1024
+	mib = 1024 * kib
+	day = 24 * time.Hour
+)
+
+// counts pins every size and count bound by the number the contract gives
+// (SPEC section, README, or a tool's input schema); where none states it,
+// the comment says where today's number comes from. A new bound gets a row
+// here or in durations.
+var counts = map[string]struct{ got, want int64 }{
+	"MaxLiveJobs":             {MaxLiveJobs, 32},              // SPEC §2.3, §8
+	"MaxRetainedTerminalJobs": {MaxRetainedTerminalJobs, 100}, // SPEC §2.3, §8
+	"CaptureHeadBytes":        {CaptureHeadBytes, 512 * kib},  // SPEC §2.2, §8: first 512 KiB
+	"CaptureTailBytes":        {CaptureTailBytes, 512 * kib},  // SPEC §2.2, §8: last 512 KiB
+	// Internal: the supervisor's pipe read and the tail ring's slack.
+	"CaptureReadChunk":  {CaptureReadChunk, 64 * kib},
+	"OutputPageDefault": {OutputPageDefault, 64 * kib}, // SPEC §3 process.output: default 64 KiB
+	"OutputPageMax":     {OutputPageMax, 1 * mib},      // SPEC §3 process.output: at most 1 MiB
+	"LiveChunkBytes":    {LiveChunkBytes, 8 * kib},     // SPEC §3 process.run, §4, §8
+	"LiveQueueFrames":   {LiveQueueFrames, 64},         // SPEC §4, §8
+	// Internal: process.run's combined retained output (output_capture.limit_bytes).
+	"RunOutputCapBytes": {RunOutputCapBytes, 1 * mib},
+	"MaxFrameBytes":     {MaxFrameBytes, 16 * mib}, // README, Tools: one 16 MiB link frame
+	// Internal: the relay's grants are about 400 bytes.
+	"MaxGrantBytes": {MaxGrantBytes, 2048},
+	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
+	"MaxGrantsRemembered": {MaxGrantsRemembered, 100_000},
+	// Internal: the owner's permissions.json, bounded like the policy.
+	"MaxPermissionsBytes": {MaxPermissionsBytes, 64 * kib},
+	"JournalMaxEntries":   {JournalMaxEntries, 10_000},     // SPEC §5, §8
+	"AuditMaxEntries":     {AuditMaxEntries, 100_000},      // SPEC §7, §8
+	"MaxEnvEntryBytes":    {MaxEnvEntryBytes, 128*kib - 1}, // SPEC §2: exec's 128 KiB, which counts the NUL
+	// Internal: room for the 1 MiB environment SPEC §2 promises.
+	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
+	// Internal: the owner's job-resources.json is a few bytes.
+	"MaxPolicyBytes": {MaxPolicyBytes, 64 * kib},
+	// Internal: any job metadata file read from disk.
+	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
+}
+
+// durations pins every time bound the same way.
+var durations = map[string]struct{ got, want time.Duration }{
+	"TerminalJobRetention": {TerminalJobRetention, 7 * day},       // SPEC §2.3, §8
+	"MaxWait":              {MaxWait, 30 * time.Second},           // SPEC §3: wait_ms 0–30000
+	"RunTimeoutDefault":    {RunTimeoutDefault, 60 * time.Second}, // process.run's schema: default 60000
+	"RunTimeoutMax":        {RunTimeoutMax, 600 * time.Second},    // process.run's schema: 1-600000
+	"SendTimeout":          {SendTimeout, 15 * time.Second},       // SPEC §4, §8
+	"SilenceTimeout":       {SilenceTimeout, 45 * time.Second},    // SPEC §4, §8
+	// Internal: three heartbeats fit in one 45 s silence timeout.
+	"HeartbeatInterval": {HeartbeatInterval, 15 * time.Second},
+	// Internal: the agent's reconnect backoff.
+	"ReconnectMin":    {ReconnectMin, 1 * time.Second},
+	"ReconnectMax":    {ReconnectMax, 60 * time.Second},
+	"GrantTTL":        {GrantTTL, 60 * time.Second},       // README, The relay and the link: 60 s
+	"GrantClockSkew":  {GrantClockSkew, 30 * time.Second}, // Internal: relay and device clocks may differ this much
+	"EnrollCodeTTL":   {EnrollCodeTTL, 15 * time.Minute},  // SPEC §7: --ttl 15m
+	"ClientTokenTTL":  {ClientTokenTTL, 30 * day},         // SPEC §7: --ttl 30d
+	"StopEscalation":  {StopEscalation, 3 * time.Second},  // SPEC §2.1, §8: SIGKILL after 3 s
+	"JournalMaxAge":   {JournalMaxAge, 30 * day},          // SPEC §5, §8
+	"AuditMaxAge":     {AuditMaxAge, 90 * day},            // SPEC §7, §8
+	"GPUProbeTimeout": {GPUProbeTimeout, 2 * time.Second}, // SPEC §3, §8: ≤ 2 s
+	// Internal: how long process.start waits for the supervisor's identity claim.
+	"IdentityClaimTimeout": {IdentityClaimTimeout, 10 * time.Second},
+}
+
+// declared returns the name of every constant limits.go declares.
+func declared(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "limits.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, decl := range f.Decls {
+		if gen, ok := decl.(*ast.GenDecl); ok && gen.Tok == token.CONST {
+			for _, spec := range gen.Specs {
+				for _, name := range spec.(*ast.ValueSpec).Names {
+					names = append(names, name.Name)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// TestBoundsPinned checks every bound against its contract value, and
+// fails when limits.go declares a bound without a row in counts or
+// durations.
+func TestBoundsPinned(t *testing.T) {
+	names := declared(t)
+	if len(names) == 0 {
+		t.Fatal("no constants found in limits.go")
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		seen[name] = true
+		c, isCount := counts[name]
+		d, isDuration := durations[name]
+		switch {
+		case isCount && c.got != c.want:
+			t.Errorf("limits.%s = %d, the contract says %d", name, c.got, c.want)
+		case isDuration && d.got != d.want:
+			t.Errorf("limits.%s = %v, the contract says %v", name, d.got, d.want)
+		case !isCount && !isDuration:
+			t.Errorf("limits.%s has no row in TestBoundsPinned's tables: add it with the value SPEC or the README gives it", name)
+		}
+	}
+	for name := range counts {
+		if !seen[name] {
+			t.Errorf("counts names limits.%s, which limits.go does not declare", name)
+		}
+	}
+	for name := range durations {
+		if !seen[name] {
+			t.Errorf("durations names limits.%s, which limits.go does not declare", name)
+		}
+	}
+}
+
+// TestDerivedBoundsHold: the relations the comments in limits.go rely on.
+func TestDerivedBoundsHold(t *testing.T) {
+	if CaptureHeadBytes+CaptureTailBytes != 1*mib {
+		t.Error("retained output per stream is not 1 MiB (SPEC §8)")
+	}
+	if 3*HeartbeatInterval > SilenceTimeout {
+		t.Error("three heartbeats do not fit in one silence timeout")
+	}
+	if life := GrantTTL + 2*GrantClockSkew; MaxGrantsRemembered/int(life/time.Second) < 800 {
+		t.Error("the replay memory admits fewer than 800 calls a second")
+	}
+}

@@ -37,6 +37,11 @@ var wire = map[string]struct {
 	"ResultTooLarge": {ResultTooLarge, "result_too_large"},
 	// SPEC §4: a second link for a device whose link still answers.
 	"DeviceBusy": {DeviceBusy, "device_busy"},
+	// README: the relay's refusals of a silent device, a flood and a
+	// busy relay.
+	"DeviceTimeout": {DeviceTimeout, "device_timeout"},
+	"RateLimited":   {RateLimited, "rate_limited"},
+	"Unavailable":   {Unavailable, "unavailable"},
 }
 
 // declaredCodes returns every constant of type Code declared in errcode.go,

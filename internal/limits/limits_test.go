@@ -55,6 +55,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"MaxWait":              {MaxWait, 30 * time.Second},           // SPEC §3: wait_ms 0–30000
 	"RunTimeoutDefault":    {RunTimeoutDefault, 60 * time.Second}, // process.run's schema: default 60000
 	"RunTimeoutMax":        {RunTimeoutMax, 600 * time.Second},    // process.run's schema: 1-600000
+	"ForwardTimeout":       {ForwardTimeout, 11 * time.Minute},    // README: a silent device's call ends after 11 min
 	"SendTimeout":          {SendTimeout, 15 * time.Second},       // SPEC §4, §8
 	"SilenceTimeout":       {SilenceTimeout, 45 * time.Second},    // SPEC §4, §8
 	// Internal: three heartbeats fit in one 45 s silence timeout.

@@ -13,6 +13,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The log exists before the relay writes it, so the wait below reads it.
+: >"$dir/relay.log"
 "$bin" relay serve --listen "${LISTEN:-127.0.0.1:0}" --state-dir "$dir/relay" --config-dir "$dir/relay-config" >"$dir/relay.log" 2>&1 &
 relay=$!
 url=

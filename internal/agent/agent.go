@@ -52,11 +52,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer svc.Close()
-	self, err := svc.Procs.Self()
+	self, err := svc.Procs().Self()
 	if err != nil {
 		return fmt.Errorf("own identity: %w", err)
 	}
-	boot, err := svc.Procs.BootID()
+	boot, err := svc.Procs().BootID()
 	if err != nil {
 		return fmt.Errorf("boot id: %w", err)
 	}
@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := rt.write(); err != nil {
 		return err
 	}
-	svc.Journal.Record(activity.Event{Kind: activity.KindAgentStart, Outcome: activity.OutcomeOK})
+	svc.Journal().Record(activity.Event{Kind: activity.KindAgentStart, Outcome: activity.OutcomeOK})
 	// READY only now: state and journal are open, jobs reconciled.
 	ends := &endWatch{live: map[string]bool{}}
 	ends.observe(svc)
@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	up.wait()
-	svc.Journal.Record(activity.Event{Kind: activity.KindAgentStop, Outcome: activity.OutcomeOK})
+	svc.Journal().Record(activity.Event{Kind: activity.KindAgentStop, Outcome: activity.OutcomeOK})
 	return nil
 }
 

@@ -23,7 +23,7 @@ func (w *endWatch) observe(svc *jobs.Service) {
 		case r.State.Live():
 			now[r.ProcessID] = true
 		case r.Terminal && w.live[r.ProcessID]:
-			svc.Journal.Record(activity.JobEndEvent(r.ProcessID, r.State))
+			svc.Journal().Record(activity.JobEndEvent(r.ProcessID, r.State))
 		}
 	}
 	w.live = now

@@ -54,7 +54,7 @@ func (l *serverLink) start(ctx context.Context, id *identity.Identity) error {
 	l.rt.setServer(id.Server)
 	go func() {
 		defer close(l.done)
-		uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: l.svc.Journal, OnState: l.rt.setConnection,
+		uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection,
 			SaveToken: func(token, previous string) error {
 				return identity.SaveToken(l.configDir, id.DeviceID, token, previous)
 			}})

@@ -2,12 +2,12 @@ package statusreport
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/status"
 )
@@ -37,12 +37,9 @@ func TestNoAgentNoJobs(t *testing.T) {
 func TestRuntimeRecordIsVerified(t *testing.T) {
 	procs := procid.Default()
 	self, err := procs.Self()
-	if err != nil {
-		t.Fatal(err)
-	}
-	boot, err := procs.BootID()
-	if err != nil {
-		t.Fatal(err)
+	boot, berr := procs.BootID()
+	if err != nil || berr != nil {
+		t.Fatal(err, berr)
 	}
 	observed := time.Now().UTC().Add(-time.Minute)
 	live := status.Runtime{
@@ -63,7 +60,11 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 			state := t.TempDir()
 			rt := live
 			tc.change(&rt)
-			if err := jobmeta.WriteAtomic(filepath.Join(state, status.RuntimeFile), &rt); err != nil {
+			data, err := json.Marshal(&rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(state, status.RuntimeFile), data, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			r := Build(context.Background(), state, t.TempDir(), "commandcore.service", procs)

@@ -16,9 +16,13 @@ import (
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/metrics"
 	"github.com/commandcore/commandcore/internal/policy"
 	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/statedir"
 )
 
 // The launch benchmarks time b.N launches of a short job (`true`) and report
@@ -260,7 +264,8 @@ func BenchmarkStartCompare(b *testing.B) {
 }
 
 // BenchmarkStartPhases replays jobs.Service's launch sequence step by step
-// with the packages' exported parts and times each phase:
+// with the packages' exported parts, wired as jobs.Open wires them, and
+// times each phase:
 //
 //	policy: policy.Load of the state directory
 //	admit:  jobstore.Store.Admit (lock, list, prune, mkdir, job.json)
@@ -281,25 +286,39 @@ func BenchmarkStartPhases(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer svc.Close()
+	store, err := jobstore.Open(state, procid.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	device, err := statedir.DeviceID(state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	host, err := metrics.NewSource("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := launcher.New(ccBin, false)
+	defer l.Close()
 	ctx := context.Background()
 	home, _ := os.UserHomeDir()
-	env := &envelope.Envelope{Version: envelope.Version, Command: "true", Env: svc.BaseEnv, Cwd: home, Shell: svc.Shell}
+	env := &envelope.Envelope{Version: envelope.Version, Command: "true", Env: jobs.BaseEnvironment(os.Environ()), Cwd: home, Shell: jobs.DefaultShell()}
 
 	names := []string{"policy", "admit", "unit", "claim", "get", "health", "total"}
 	launch := func() ([]time.Duration, string, error) {
 		var ts [7]time.Time
 		ts[0] = time.Now()
-		pol, err := policy.Load(svc.StateDir)
+		pol, err := policy.Load(state)
 		if err != nil {
 			return nil, "", err
 		}
 		ts[1] = time.Now()
 		id := uuid.NewString()
 		job := &jobmeta.Job{
-			Schema: jobmeta.SchemaVersion, ID: id, DeviceID: svc.DeviceID, FailureDomain: jobmeta.DomainSystemdUnit,
-			Unit: launcher.UnitName(svc.DeviceID, id), CreatedAt: svc.Store.Now(),
+			Schema: jobmeta.SchemaVersion, ID: id, DeviceID: device, FailureDomain: jobmeta.DomainSystemdUnit,
+			Unit: launcher.UnitName(device, id), CreatedAt: store.Now(),
 		}
-		if err := svc.Store.Admit(job); err != nil {
+		if err := store.Admit(job); err != nil {
 			return nil, "", err
 		}
 		ts[2] = time.Now()
@@ -314,19 +333,19 @@ func BenchmarkStartPhases(b *testing.B) {
 			w.Close()
 			wrote <- err
 		}()
-		if _, err := svc.Launcher.Start(ctx, jobmeta.DomainSystemdUnit, launcher.Spec{Unit: job.Unit, JobDir: svc.Store.Dir(id), Stdin: r, Policy: pol}); err != nil {
+		if _, err := l.Start(ctx, jobmeta.DomainSystemdUnit, launcher.Spec{Unit: job.Unit, JobDir: store.Dir(id), Stdin: r, Policy: pol}); err != nil {
 			return nil, id, err
 		}
 		ts[3] = time.Now()
-		if err := waitFile(filepath.Join(svc.Store.Dir(id), jobmeta.IdentityFile), 50*time.Microsecond, 10*time.Second); err != nil {
+		if err := waitFile(filepath.Join(store.Dir(id), jobmeta.IdentityFile), 50*time.Microsecond, 10*time.Second); err != nil {
 			return nil, id, err
 		}
 		ts[4] = time.Now()
-		if _, err := svc.Store.Get(id); err != nil {
+		if _, err := store.Get(id); err != nil {
 			return nil, id, err
 		}
 		ts[5] = time.Now()
-		svc.HostHealth()
+		host.Health(state)
 		ts[6] = time.Now()
 		if err := <-wrote; err != nil {
 			return nil, id, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandcore/commandcore/internal/agent"
 	"github.com/commandcore/commandcore/internal/identity"
 	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relay"
@@ -73,7 +74,7 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err := identity.Save(dirs.Config, id); err != nil {
 				return err
 			}
-			fmt.Fprintf(streams.Out, "Enrolled as %s (device %s) with %s.\nA running agent links within %s; otherwise start it: commandcore install (or commandcore agent).\n", id.Name, id.DeviceID, id.Server, reconcileEvery)
+			fmt.Fprintf(streams.Out, "Enrolled as %s (device %s) with %s.\nA running agent links within %s; otherwise start it: commandcore install (or commandcore agent).\n", id.Name, id.DeviceID, id.Server, agent.ReconcileEvery)
 			return nil
 		},
 	}

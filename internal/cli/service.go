@@ -14,11 +14,20 @@ func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	exe, err := os.Executable()
+	exe, err := ownExecutable()
 	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
+		return nil, err
 	}
 	return jobs.Open(dirs.State, exe, installed)
+}
+
+// ownExecutable is this binary, which each job's supervisor re-executes.
+func ownExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find own executable: %w", err)
+	}
+	return exe, nil
 }
 
 // runningAsService reports whether this process is a systemd service

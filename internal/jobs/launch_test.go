@@ -32,9 +32,9 @@ func service(t *testing.T, exe string) *Service {
 	l := launcher.New(exe, false)
 	t.Cleanup(l.Close)
 	return &Service{
-		Store: store, Launcher: l, Procs: procs, StateDir: state,
-		DeviceID: "00000000-0000-4000-8000-000000000001", Shell: "/bin/sh",
-		BaseEnv: []string{"PATH=/usr/bin:/bin"}, ClaimTimeout: time.Second,
+		store: store, launcher: l, procs: procs, stateDir: state,
+		deviceID: "00000000-0000-4000-8000-000000000001", shell: "/bin/sh",
+		baseEnv: []string{"PATH=/usr/bin:/bin"}, claimTimeout: time.Second,
 	}
 }
 
@@ -67,7 +67,7 @@ func TestClaimTimeoutStopsTheUnit(t *testing.T) {
 	if res.State != jobmeta.LaunchFailed || !res.Terminal || res.FailureDomain != jobmeta.DomainSystemdUnit {
 		t.Fatalf("got state %s domain %s, want launch_failed in a systemd unit", res.State, res.FailureDomain)
 	}
-	if took := time.Since(begin); took < svc.ClaimTimeout {
+	if took := time.Since(begin); took < svc.claimTimeout {
 		t.Fatalf("gave up after %v, before the claim timeout", took)
 	}
 	rec, err := svc.Status(principal.Local, res.ProcessID)
@@ -84,7 +84,7 @@ func TestClaimTimeoutStopsTheUnit(t *testing.T) {
 
 func TestSupervisorDyingBeforeClaimFailsFast(t *testing.T) {
 	svc := service(t, script(t, "exit 3"))
-	svc.ClaimTimeout = 20 * time.Second
+	svc.claimTimeout = 20 * time.Second
 	begin := time.Now()
 	res, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "true"})
 	if err != nil {

@@ -57,15 +57,15 @@ func Open(stateDir, exe string, installed bool) (*Service, error) {
 		journal.Record(activity.ReconcileEvent(id, state))
 	}
 	return &Service{
-		HostHealth: func() any { return host.Health(stateDir) },
-		Store:      store,
-		Launcher:   l,
-		Journal:    journal,
-		Procs:      procs,
-		StateDir:   stateDir,
-		DeviceID:   device,
-		Shell:      DefaultShell(),
-		BaseEnv:    BaseEnvironment(os.Environ()),
+		hostHealth: func() any { return host.Health(stateDir) },
+		store:      store,
+		launcher:   l,
+		journal:    journal,
+		procs:      procs,
+		stateDir:   stateDir,
+		deviceID:   device,
+		shell:      DefaultShell(),
+		baseEnv:    BaseEnvironment(os.Environ()),
 	}, nil
 }
 
@@ -78,9 +78,9 @@ func (s *Service) HideOwnDirs(ctx context.Context, configDir string) bool {
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
 		return false
 	}
-	if !s.Launcher.ProbeHiding(ctx, s.StateDir, configDir) {
+	if !s.launcher.ProbeHiding(ctx, s.stateDir, configDir) {
 		return false
 	}
-	s.Launcher.Hide = &launcher.Hidden{State: s.StateDir, Config: configDir}
+	s.launcher.Hide = &launcher.Hidden{State: s.stateDir, Config: configDir}
 	return true
 }

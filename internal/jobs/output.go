@@ -95,7 +95,7 @@ func (s *Service) page(who principal.Principal, req OutputRequest, max int) (*Ou
 	if rec.State == jobmeta.Corrupt {
 		return nil, errcode.New(errcode.Internal, "the job's metadata is corrupt; the machine's owner can inspect it with `commandcore jobs`")
 	}
-	dir := s.Store.Dir(req.ProcessID)
+	dir := s.store.Dir(req.ProcessID)
 	out := &Output{ProcessID: req.ProcessID, State: rec.State, Terminal: rec.Terminal}
 	if rec.Capture != nil {
 		out.Capture = *rec.Capture
@@ -109,7 +109,7 @@ func (s *Service) page(who principal.Principal, req OutputRequest, max int) (*Ou
 		return nil, err
 	}
 	if rec.Terminal && out.Stdout.EOF && out.Stderr.EOF && !rec.Read {
-		if err := s.Store.MarkRead(req.ProcessID); err != nil {
+		if err := s.store.MarkRead(req.ProcessID); err != nil {
 			return nil, errcode.Wrap(errcode.Internal, err, "could not record that the final page was read")
 		}
 	}

@@ -23,30 +23,30 @@ func TestReusedPIDIsNeverSignalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
-	cur, _, err := svc.Procs.Lookup(other.Process.Pid)
+	cur, _, err := svc.procs.Lookup(other.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	boot, _ := svc.Procs.BootID()
+	boot, _ := svc.procs.BootID()
 	id := uuid.NewString()
-	job := &jobmeta.Job{Schema: 1, ID: id, DeviceID: svc.DeviceID, FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: time.Now().UTC()}
-	if err := svc.Store.Admit(job); err != nil {
+	job := &jobmeta.Job{Schema: 1, ID: id, DeviceID: svc.deviceID, FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: time.Now().UTC()}
+	if err := svc.store.Admit(job); err != nil {
 		t.Fatal(err)
 	}
 	stale := cur
 	stale.StartTicks--
 	ident := &jobmeta.Identity{Schema: 1, Supervisor: stale, BootID: boot, ClaimedAt: time.Now().UTC(), Child: &stale}
-	if err := jobmeta.WriteAtomic(filepath.Join(svc.Store.Dir(id), jobmeta.IdentityFile), ident); err != nil {
+	if err := jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(id), jobmeta.IdentityFile), ident); err != nil {
 		t.Fatal(err)
 	}
 	_, err = svc.Stop(principal.Local, id)
 	if !errcode.Is(err, errcode.IdentityMismatch) {
 		t.Fatalf("stop of a job whose PID was reused: %v, want identity_mismatch", err)
 	}
-	if _, err := os.Stat(filepath.Join(svc.Store.Dir(id), jobmeta.StopFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(svc.store.Dir(id), jobmeta.StopFile)); err == nil {
 		t.Fatal("a refused stop still recorded a stop request")
 	}
-	if alive, _ := svc.Procs.Alive(cur); !alive {
+	if alive, _ := svc.procs.Alive(cur); !alive {
 		t.Fatal("the unrelated process was signalled")
 	}
 	rec, err := svc.Status(principal.Local, id)

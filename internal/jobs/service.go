@@ -37,22 +37,22 @@ const pollInterval = 20 * time.Millisecond
 
 // Service is the job core of one agent (or `commandcore mcp`) process.
 type Service struct {
-	Store    *jobstore.Store
-	Launcher *launcher.Launcher
-	Procs    *procid.Source
-	StateDir string
-	DeviceID string
-	// Shell runs each command, which it reads from a pipe (cmdpipe).
-	Shell string
-	// BaseEnv is the environment a job starts from; requests add to it.
-	BaseEnv []string
-	// HostHealth, when set, returns the snapshot process.start reports.
-	HostHealth func() any
-	// Journal records content-free launch phases; nil records nothing.
-	Journal *activity.Journal
-	// ClaimTimeout bounds the wait for the supervisor's identity claim;
+	store    *jobstore.Store
+	launcher *launcher.Launcher
+	procs    *procid.Source
+	stateDir string
+	deviceID string
+	// shell runs each command, which it reads from a pipe (cmdpipe).
+	shell string
+	// baseEnv is the environment a job starts from; requests add to it.
+	baseEnv []string
+	// hostHealth, when set, returns the snapshot process.start reports.
+	hostHealth func() any
+	// journal records content-free launch phases; nil records nothing.
+	journal *activity.Journal
+	// claimTimeout bounds the wait for the supervisor's identity claim;
 	// zero means limits.IdentityClaimTimeout.
-	ClaimTimeout time.Duration
+	claimTimeout time.Duration
 }
 
 // serviceVars are variables of the launching process's own service that
@@ -85,9 +85,21 @@ func DefaultShell() string {
 
 // Close releases the bus connection and flushes the journal.
 func (s *Service) Close() {
-	s.Launcher.Close()
-	s.Journal.Close()
+	s.launcher.Close()
+	s.journal.Close()
 }
+
+// Journal is the activity journal this service records into, for the
+// agent's and the tools' own events; nil records nothing.
+func (s *Service) Journal() *activity.Journal { return s.journal }
+
+// Procs is how this service identifies processes.
+func (s *Service) Procs() *procid.Source { return s.procs }
+
+// CommandBase is the shell and base environment every job starts from;
+// process.run starts its commands from them too, so both run a command
+// alike.
+func (s *Service) CommandBase() (shell string, baseEnv []string) { return s.shell, s.baseEnv }
 
 // StartRequest is process.start's input.
 type StartRequest struct {
@@ -126,11 +138,11 @@ func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
 		}
 		return nil, errcode.New(errcode.InvalidArgument, "name must be printable UTF-8 of at most %d bytes", maxNameBytes)
 	}
-	cwd, env, err := Prepare(req.Command, req.Cwd, req.Env, s.BaseEnv)
+	cwd, env, err := Prepare(req.Command, req.Cwd, req.Env, s.baseEnv)
 	if err != nil {
 		return nil, err
 	}
-	return &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.Shell}, nil
+	return &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.shell}, nil
 }
 
 func checkCommand(command string) error {
@@ -189,12 +201,12 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.Load(s.StateDir)
+	pol, err := policy.Load(s.stateDir)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.PolicyInvalid, err, "the owner's job-resources.json is invalid (%v); launches are refused until it is fixed",
 			strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
 	}
-	domain, err := s.Launcher.Domain(ctx)
+	domain, err := s.launcher.Domain(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +214,7 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 	if err != nil {
 		return nil, err
 	}
-	rec, err := s.Store.Get(id)
+	rec, err := s.store.Get(id)
 	if err != nil {
 		return nil, err
 	}
@@ -216,8 +228,8 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 		ProcessID: id, State: rec.State, Terminal: rec.Terminal, Unit: rec.Unit,
 		FailureDomain: rec.FailureDomain, StartedAt: rec.StartedAt,
 	}
-	if s.HostHealth != nil {
-		res.HostHealth = s.HostHealth()
+	if s.hostHealth != nil {
+		res.HostHealth = s.hostHealth()
 	}
 	if wait > 0 && rec.Terminal {
 		res.Record = rec
@@ -235,7 +247,7 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 // returns its ID with no error, so the client can see what happened.
 func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy.Policy, domain string, who principal.Principal, name string) (string, error) {
 	// The launch finishes or fails cleanly even if the request is cancelled.
-	timeout := s.ClaimTimeout
+	timeout := s.claimTimeout
 	if timeout == 0 {
 		timeout = limits.IdentityClaimTimeout
 	}
@@ -244,21 +256,21 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 
 	id := uuid.NewString()
 	job := &jobmeta.Job{
-		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.DeviceID, Name: name, Owner: string(who),
-		FailureDomain: domain, CreatedAt: s.Store.Now(),
+		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.deviceID, Name: name, Owner: string(who),
+		FailureDomain: domain, CreatedAt: s.store.Now(),
 	}
 	if domain == jobmeta.DomainSystemdUnit {
-		job.Unit = launcher.UnitName(s.DeviceID, id)
+		job.Unit = launcher.UnitName(s.deviceID, id)
 	}
 	var led ledger
 	phase := s.phaseClock(id)
-	if err := s.Store.Admit(job); err != nil {
+	if err := s.store.Admit(job); err != nil {
 		phase(activity.PhaseAdmission, string(errcode.From(err).Code))
 		return "", err
 	}
 	phase(activity.PhaseAdmission, "")
 	failCode := jobmeta.LaunchErrInternal
-	led.add("admission slot", func() { s.Store.MarkLaunchFailed(id, failCode) })
+	led.add("admission slot", func() { s.store.MarkLaunchFailed(id, failCode) })
 	fail := func() {
 		phase = s.phaseClock(id)
 		led.releaseAll()
@@ -287,7 +299,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 		wrote <- err
 	}()
 
-	started, err := s.Launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.Store.Dir(id), Stdin: r, Policy: pol})
+	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Policy: pol})
 	if err != nil {
 		// A systemd unit's start job ends with the claim (Type=notify), so
 		// its failures are the supervisor's as often as the unit's.
@@ -327,14 +339,14 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 func (s *Service) phaseClock(id string) func(activity.Phase, string) {
 	began := time.Now()
 	return func(p activity.Phase, code string) {
-		s.Journal.Record(activity.LaunchPhaseEvent(p, id, time.Since(began), code))
+		s.journal.Record(activity.LaunchPhaseEvent(p, id, time.Since(began), code))
 		began = time.Now()
 	}
 }
 
 // awaitClaim waits until the supervisor's identity claim is on disk.
 func (s *Service) awaitClaim(ctx context.Context, id string, failed <-chan struct{}) error {
-	path := filepath.Join(s.Store.Dir(id), jobmeta.IdentityFile)
+	path := filepath.Join(s.store.Dir(id), jobmeta.IdentityFile)
 	claimed := func() bool { _, err := os.Stat(path); return err == nil }
 	// Claims normally land within a few milliseconds: poll finely first.
 	interval := 500 * time.Microsecond
@@ -368,7 +380,7 @@ func (s *Service) awaitClaim(ctx context.Context, id string, failed <-chan struc
 func (s *Service) awaitTerminal(ctx context.Context, id string, d time.Duration) (*jobmeta.Record, error) {
 	deadline := time.Now().Add(d)
 	for {
-		rec, err := s.Store.Get(id)
+		rec, err := s.store.Get(id)
 		if err != nil || rec.Terminal || time.Now().After(deadline) {
 			return rec, err
 		}
@@ -383,7 +395,7 @@ func (s *Service) awaitTerminal(ctx context.Context, id string, d time.Duration)
 // get returns one job's record if who may see it. Another principal's job
 // answers exactly as a job that does not exist.
 func (s *Service) get(who principal.Principal, id string) (*jobmeta.Record, error) {
-	rec, err := s.Store.Get(id)
+	rec, err := s.store.Get(id)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +412,7 @@ func (s *Service) Status(who principal.Principal, id string) (*jobmeta.Record, e
 
 // List returns the jobs who may see, newest first.
 func (s *Service) List(who principal.Principal) ([]*jobmeta.Record, error) {
-	recs, err := s.Store.List()
+	recs, err := s.store.List()
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +430,7 @@ func (s *Service) Forget(who principal.Principal, id string) (*jobmeta.Record, e
 	if _, err := s.get(who, id); err != nil {
 		return nil, err
 	}
-	return s.Store.Forget(id)
+	return s.store.Forget(id)
 }
 
 // Stop asks a live job's supervisor to stop the job. It verifies the
@@ -434,9 +446,9 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 		}
 		return rec, nil
 	}
-	dir := s.Store.Dir(id)
+	dir := s.store.Dir(id)
 	if rec.StopRequestAt == nil {
-		req := &jobmeta.StopRequest{Schema: jobmeta.SchemaVersion, RequestedAt: s.Store.Now()}
+		req := &jobmeta.StopRequest{Schema: jobmeta.SchemaVersion, RequestedAt: s.store.Now()}
 		if err := jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.StopFile), req); err != nil {
 			return nil, fmt.Errorf("record stop request: %w", err)
 		}
@@ -445,9 +457,9 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 	// its claim; one that has gets a signal, checked against its identity.
 	ident, err := jobmeta.Read[jobmeta.Identity](filepath.Join(dir, jobmeta.IdentityFile))
 	if err == nil {
-		boot, _ := s.Procs.BootID()
+		boot, _ := s.procs.BootID()
 		if ident.BootID == boot {
-			switch err := s.Procs.Signal(ident.Supervisor, unix.SIGTERM); {
+			switch err := s.procs.Signal(ident.Supervisor, unix.SIGTERM); {
 			case errors.Is(err, procid.ErrMismatch):
 				return nil, errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
 			case err != nil && !errors.Is(err, procid.ErrGone):
@@ -455,7 +467,7 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 			}
 		}
 	}
-	return s.Store.Get(id)
+	return s.store.Get(id)
 }
 
 // checkReused reports identity_mismatch for a job whose supervisor is gone
@@ -465,7 +477,7 @@ func (s *Service) checkReused(rec *jobmeta.Record) error {
 	if rec.Identity == nil || rec.CompletedAt != nil {
 		return nil
 	}
-	cur, _, err := s.Procs.Lookup(rec.Identity.Supervisor.PID)
+	cur, _, err := s.procs.Lookup(rec.Identity.Supervisor.PID)
 	if err == nil && cur.StartTicks != rec.Identity.Supervisor.StartTicks {
 		return errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
 	}
@@ -476,7 +488,7 @@ func (s *Service) checkReused(rec *jobmeta.Record) error {
 // each signalled only after its identity is verified. It is for the
 // machine's owner (`commandcore jobs reconcile --kill`), not remote clients.
 func (s *Service) KillSurvivors(id string) ([]procid.Identity, error) {
-	rec, err := s.Store.Get(id)
+	rec, err := s.store.Get(id)
 	if err != nil {
 		return nil, err
 	}
@@ -485,7 +497,7 @@ func (s *Service) KillSurvivors(id string) ([]procid.Identity, error) {
 	}
 	var killed []procid.Identity
 	for _, p := range rec.Survivors {
-		if err := s.Procs.Signal(p, unix.SIGKILL); err == nil {
+		if err := s.procs.Signal(p, unix.SIGKILL); err == nil {
 			killed = append(killed, p)
 		}
 	}

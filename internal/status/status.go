@@ -1,6 +1,7 @@
 // Package status is the leaf package of the agent's runtime record and of
-// the `commandcore status` report: the agent writes the record, the CLI
-// verifies it and builds the report, and both share these types.
+// the `commandcore status` report: the agent writes the record,
+// statusreport verifies it and builds the report, and they share these
+// types.
 package status
 
 import (

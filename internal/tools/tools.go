@@ -79,7 +79,7 @@ func NewHost(procRoot string, ownDirs ...string) (*Host, error) {
 
 // Register adds the tools of SPEC §3 that this build serves to srv.
 func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
-	r := registrar{srv: srv, journal: svc.Journal, gate: gate}
+	r := registrar{srv: srv, journal: svc.Journal(), gate: gate}
 	add(r, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
 		func(ctx context.Context, _ Call, in metrics.MetricsRequest) (any, error) {
 			return host.Metrics.Metrics(ctx, in)
@@ -125,7 +125,8 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 		})
 	add(r, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
 		func(ctx context.Context, c Call, in run.Request) (any, error) {
-			opts := run.Options{Shell: svc.Shell, BaseEnv: svc.BaseEnv, Procs: svc.Procs}
+			shell, env := svc.CommandBase()
+			opts := run.Options{Shell: shell, BaseEnv: env, Procs: svc.Procs()}
 			if tok := c.Req.Params.GetProgressToken(); tok != nil && c.Req.Session != nil {
 				opts.Progress = progressSender(c.Req.Session, tok)
 			}

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/statedir"
+	"github.com/commandcore/commandcore/internal/status"
+	"github.com/commandcore/commandcore/internal/systemdtest"
+)
+
+func TestMain(m *testing.M) { systemdtest.Main(m) }
+
+// TestRunRecordsItselfUntilStopped: an agent that is not enrolled records
+// itself for status, refreshes the record on every tick, and on stop
+// returns cleanly with its start and stop journalled.
+func TestRunRecordsItselfUntilStopped(t *testing.T) {
+	state, config := t.TempDir(), t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{StateDir: state, ConfigDir: config, Exe: exe, Service: "cc-test.service", ReconcileEvery: 20 * time.Millisecond})
+	}()
+
+	var rt *status.Runtime
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		data, err := os.ReadFile(filepath.Join(state, status.RuntimeFile))
+		if err == nil {
+			rt, err = status.DecodeRuntime(data)
+		}
+		if err == nil && rt.Connection.ObservedAt.After(rt.StartedAt) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no runtime record refreshed by a tick within 10 s (last: %v)", err)
+		}
+	}
+	if rt.PID != os.Getpid() || rt.Service != "cc-test.service" {
+		t.Fatalf("record names pid %d, service %q; want this process (%d) and cc-test.service", rt.PID, rt.Service, os.Getpid())
+	}
+	if rt.Connection.State != status.ConnNotEnrolled || rt.Connection.Server != "" {
+		t.Fatalf("connection = %+v, want not_enrolled with no server", rt.Connection)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v after stop, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10 s of stop")
+	}
+	r, err := activity.OpenReader(statedir.JournalPath(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	evs, err := r.Last(10, false)
+	var kinds []activity.Kind
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	if err != nil || len(kinds) != 2 || kinds[0] != activity.KindAgentStart || kinds[1] != activity.KindAgentStop {
+		t.Fatalf("journal = %v (%v), want [agent_start agent_stop]", kinds, err)
+	}
+}

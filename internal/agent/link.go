@@ -1,0 +1,103 @@
+package agent
+
+// The link packages are used in this file only.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/access"
+	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/identity"
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/tools"
+	"github.com/commandcore/commandcore/internal/uplink"
+	"github.com/commandcore/commandcore/internal/version"
+)
+
+// CheckServer says whether server is a URL the agent can link to.
+func CheckServer(server string) error {
+	_, err := link.AgentURL(server)
+	return err
+}
+
+// serverLink is the device's link to its server: none until the device is
+// enrolled, then one, kept up until the agent stops. Only Run's goroutine
+// uses it.
+type serverLink struct {
+	svc       *jobs.Service
+	rt        *runtimeRecord
+	stateDir  string
+	configDir string
+	// server, when set, replaces the enrolled server.
+	server  string
+	started bool
+	// done is closed once the started link has ended.
+	done chan struct{}
+}
+
+// start keeps a link up for id until ctx ends.
+func (l *serverLink) start(ctx context.Context, id *identity.Identity) error {
+	if l.server != "" {
+		id.Server = l.server
+	}
+	serve, err := linkServer(l.svc, id, l.stateDir, l.configDir)
+	if err != nil {
+		return err
+	}
+	l.started = true
+	l.done = make(chan struct{})
+	l.rt.setServer(id.Server)
+	go func() {
+		defer close(l.done)
+		uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection,
+			SaveToken: func(token, previous string) error {
+				return identity.SaveToken(l.configDir, id.DeviceID, token, previous)
+			}})
+	}()
+	return nil
+}
+
+// pickUp starts the link for an enrollment made while the agent runs,
+// without a restart.
+func (l *serverLink) pickUp(ctx context.Context) {
+	if l.started {
+		return
+	}
+	if id, err := identity.Load(l.configDir); err == nil {
+		l.start(ctx, id)
+	}
+}
+
+// wait returns once the link, if one was started, has ended.
+func (l *serverLink) wait() {
+	if l.started {
+		<-l.done
+	}
+}
+
+// linkServer returns what serves MCP over each live link: the tools, each
+// call checked against the server's grant and the owner's ceiling.
+func linkServer(svc *jobs.Service, id *identity.Identity, stateDir, configDir string) (func(context.Context, *link.Conn) error, error) {
+	key, err := id.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	host, err := tools.NewHost("/proc", stateDir, configDir)
+	if err != nil {
+		return nil, err
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
+	tools.Register(srv, svc, host, access.Remote(configDir, id.DeviceID, key, grant.NewUsed(0), time.Now))
+	return func(ctx context.Context, conn *link.Conn) error {
+		ss, err := srv.Connect(ctx, conn, nil)
+		if err != nil {
+			return fmt.Errorf("serve link: %w", err)
+		}
+		return ss.Wait()
+	}, nil
+}

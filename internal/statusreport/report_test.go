@@ -1,0 +1,89 @@
+package statusreport
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/status"
+)
+
+// TestNoAgentNoJobs: status over a fresh state directory says no agent
+// runs, counts no jobs and leaves the directory as it found it.
+func TestNoAgentNoJobs(t *testing.T) {
+	state := t.TempDir()
+	r := Build(context.Background(), state, t.TempDir(), "commandcore.service", procid.Default())
+	if r.Agent.Running || r.Agent.Stale || r.Agent.Service != "commandcore.service" {
+		t.Fatalf("agent = %+v, want not running, not stale, the service named", r.Agent)
+	}
+	if r.Connection.State != status.ConnUnknown || r.Jobs != (status.Jobs{}) {
+		t.Fatalf("connection %q, jobs %+v; want unknown and none", r.Connection.State, r.Jobs)
+	}
+	if r.Permissions.Present || r.Policy.Error != "" {
+		t.Fatalf("permissions %+v, policy %+v; want absent and valid", r.Permissions, r.Policy)
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 0 {
+		t.Fatalf("status created %v in the state directory", ents)
+	}
+}
+
+// TestRuntimeRecordIsVerified: a record is believed only when its PID is
+// alive with the recorded start ticks on the recorded boot; otherwise it
+// is stale and its connection is not reported.
+func TestRuntimeRecordIsVerified(t *testing.T) {
+	procs := procid.Default()
+	self, err := procs.Self()
+	boot, berr := procs.BootID()
+	if err != nil || berr != nil {
+		t.Fatal(err, berr)
+	}
+	observed := time.Now().UTC().Add(-time.Minute)
+	live := status.Runtime{
+		Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
+		Version: "1.2.3", StartedAt: observed, Service: "cc.service", AgentDirsHidden: true,
+		Connection: status.Connection{State: status.ConnConnected, Server: "https://relay.example", ObservedAt: observed, Since: observed},
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func(*status.Runtime)
+		running bool
+	}{
+		{"this process", func(*status.Runtime) {}, true},
+		{"reused PID", func(rt *status.Runtime) { rt.StartTicks++ }, false},
+		{"earlier boot", func(rt *status.Runtime) { rt.BootID += "-before" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			rt := live
+			tc.change(&rt)
+			data, err := json.Marshal(&rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(state, status.RuntimeFile), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := Build(context.Background(), state, t.TempDir(), "commandcore.service", procs)
+			if r.Agent.Running != tc.running || r.Agent.Stale == tc.running {
+				t.Fatalf("agent = %+v, want running %v and stale %v", r.Agent, tc.running, !tc.running)
+			}
+			if !tc.running {
+				if r.Connection.State != status.ConnUnknown || r.Systemd.AgentDirsHidden {
+					t.Fatalf("a stale record's connection %+v (dirs hidden %v) was believed", r.Connection, r.Systemd.AgentDirsHidden)
+				}
+				return
+			}
+			if r.Agent.PID != self.PID || r.Agent.Version != "1.2.3" || r.Agent.Service != "cc.service" || !r.Systemd.AgentDirsHidden {
+				t.Fatalf("agent %+v, dirs hidden %v: not the record's", r.Agent, r.Systemd.AgentDirsHidden)
+			}
+			if r.Connection.State != status.ConnConnected || r.Connection.Server != "https://relay.example" ||
+				r.Connection.AgeSeconds == nil || *r.Connection.AgeSeconds < 60 {
+				t.Fatalf("connection = %+v, want connected to the record's server, observed at least 60 s ago", r.Connection)
+			}
+		})
+	}
+}

@@ -16,8 +16,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/grant"
-	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/ownerfile"
 )
 
@@ -99,14 +99,17 @@ func Decode(data []byte) (*Identity, error) {
 	return &id, nil
 }
 
-// Save writes id to configDir atomically and owner-only (the job store's
-// writer: temporary file, fsync, rename), creating the directory when
-// needed.
+// Save writes id to configDir atomically and owner-only, creating the
+// directory when needed.
 func Save(configDir string, id *Identity) error {
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
 		return fmt.Errorf("create config dir: %w", err)
 	}
-	if err := jobmeta.WriteAtomic(Path(configDir), id); err != nil {
+	data, err := json.Marshal(id)
+	if err != nil {
+		return fmt.Errorf("encode identity: %w", err)
+	}
+	if err := atomicfile.Write(Path(configDir), data, 0o600); err != nil {
 		return fmt.Errorf("save identity: %w", err)
 	}
 	return nil

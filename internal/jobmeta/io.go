@@ -1,11 +1,9 @@
 package jobmeta
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
 // ErrCorrupt reports metadata that exists but cannot be trusted.
@@ -117,17 +116,9 @@ func Decode[T any, P interface {
 	*T
 	Versioned
 }](data []byte) (*T, error) {
-	if len(data) > limits.MaxMetadataBytes {
-		return nil, fmt.Errorf("%w: too large", ErrCorrupt)
-	}
 	v := new(T)
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.Decode(data, v, limits.MaxMetadataBytes, strictjson.AllowUnknownFields); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	// More() misses a trailing ']' or '}'; only end of input is acceptable.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: trailing data", ErrCorrupt)
 	}
 	if s := P(v).schema(); s < 1 || s > SchemaVersion {
 		return nil, fmt.Errorf("%w: unknown schema %d", ErrCorrupt, s)

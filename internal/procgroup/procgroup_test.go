@@ -1,7 +1,6 @@
 package procgroup
 
 import (
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -42,15 +41,22 @@ func startGroup(t *testing.T, script string) (*exec.Cmd, []int) {
 	return cmd, pids
 }
 
+// alive reports whether pid runs (exists and is not a zombie).
 func alive(pid int) bool {
-	// A zombie still answers signal 0; its state in /proc says it is gone.
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+	_, zombie, err := procid.Default().Lookup(pid)
+	return err == nil && !zombie
+}
+
+// awaitGone fails the test unless pid is gone within 5 s.
+func awaitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
 	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
+	if alive(pid) {
+		t.Errorf("member %d %s", pid, what)
+	}
 }
 
 func group(t *testing.T, cmd *exec.Cmd) *Group {
@@ -113,13 +119,7 @@ func TestStopKillsMembersIgnoringSIGTERM(t *testing.T) {
 	default:
 		t.Error("Killed is not closed after the deadline")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pids[0]) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(pids[0]) {
-		t.Errorf("member %d ignoring SIGTERM survived the SIGKILL deadline", pids[0])
-	}
+	awaitGone(t, pids[0], "ignoring SIGTERM survived the SIGKILL deadline")
 }
 
 // TestKillBeforeTheDeadline: Kill sends SIGKILL at once, and no SIGKILL
@@ -177,13 +177,7 @@ func TestLifelineKillsTheGroupWhenItsStarterIsGone(t *testing.T) {
 	if st := cmd.ProcessState.Sys().(syscall.WaitStatus); !st.Signaled() || st.Signal() != syscall.SIGKILL {
 		t.Errorf("leader ended %v, want by SIGKILL", cmd.ProcessState)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pids[0]) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(pids[0]) {
-		t.Errorf("member %d outlived the lifeline", pids[0])
-	}
+	awaitGone(t, pids[0], "outlived the lifeline")
 }
 
 // TestLifelineReleased: a released lifeline exits and kills nothing.

@@ -102,7 +102,4 @@ const (
 	MaxPolicyBytes = 64 << 10
 	// MaxMetadataBytes bounds any job metadata file read from disk.
 	MaxMetadataBytes = 1 << 20
-	// MaxJSONDepth bounds the nesting of any JSON document decoded
-	// strictly; the deepest legitimate one (the tool table) nests 6 levels.
-	MaxJSONDepth = 64
 )

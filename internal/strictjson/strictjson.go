@@ -12,9 +12,11 @@ import (
 	"io"
 	"reflect"
 	"strings"
-
-	"github.com/commandcore/commandcore/internal/limits"
 )
+
+// MaxDepth bounds the nesting of objects and arrays in a document; the
+// deepest legitimate one (the tool table) nests 6 levels.
+const MaxDepth = 64
 
 // Option relaxes or tightens Decode.
 type Option int
@@ -34,7 +36,7 @@ const (
 var (
 	// ErrTooLarge reports a document over the caller's size bound.
 	ErrTooLarge = errors.New("document too large")
-	// ErrTooDeep reports nesting beyond limits.MaxJSONDepth.
+	// ErrTooDeep reports nesting beyond MaxDepth.
 	ErrTooDeep = errors.New("document nested too deeply")
 	// ErrNotObject reports a document whose value is not an object.
 	ErrNotObject = errors.New("not a JSON object")
@@ -69,7 +71,7 @@ func Decode(data []byte, v any, maxBytes int, opts ...Option) error {
 	if len(data) > maxBytes {
 		return ErrTooLarge
 	}
-	if tooDeep(data, limits.MaxJSONDepth) {
+	if tooDeep(data, MaxDepth) {
 		return ErrTooDeep
 	}
 	if o&AnyValue == 0 {

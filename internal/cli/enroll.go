@@ -23,10 +23,6 @@ import (
 // enrollTimeout bounds the enrollment request.
 const enrollTimeout = 30 * time.Second
 
-// maxEnrollResponse bounds the server's answer; an identity is a few
-// hundred bytes.
-const maxEnrollResponse = 64 << 10
-
 func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 	var server, code, name string
 	var force bool
@@ -104,7 +100,7 @@ func enroll(ctx context.Context, server string, req relay.EnrollRequest) (*relay
 		return nil, fmt.Errorf("enroll: %w", err)
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxEnrollResponse))
+	data, err := io.ReadAll(io.LimitReader(res.Body, relay.MaxEnrollResponseBytes))
 	if err != nil {
 		return nil, fmt.Errorf("enroll: read response: %w", err)
 	}

@@ -5,7 +5,6 @@
 package envelope
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
 // Version is the envelope format this build writes and reads.
@@ -53,14 +53,9 @@ func Decode(r io.Reader) (*Envelope, error) {
 	if len(data) > limits.MaxEnvelopeBytes {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalid, limits.MaxEnvelopeBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var e Envelope
-	if err := dec.Decode(&e); err != nil {
+	if err := strictjson.Decode(data, &e, limits.MaxEnvelopeBytes); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data", ErrInvalid)
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
 // MetaKey is the key under which a grant travels in a tools/call request's
@@ -160,13 +161,13 @@ func Verify(pub ed25519.PublicKey, token, device, tool string, now time.Time) (*
 }
 
 // decodeClaims parses the signed payload strictly: every field present, and
-// the bytes exactly the canonical encoding Mint produces. The canonical
-// comparison is what rejects unknown fields, trailing data, whitespace, null
-// values, duplicate keys and case-folded field names, all of which
-// encoding/json would otherwise accept.
+// the bytes exactly the canonical encoding Mint produces. The decoder
+// refuses unknown fields and trailing data; the canonical comparison also
+// rejects whitespace, null values, duplicate keys and case-folded field
+// names, which encoding/json would otherwise accept.
 func decodeClaims(payload []byte) (*Claims, error) {
 	var c Claims
-	if err := json.Unmarshal(payload, &c); err != nil {
+	if err := strictjson.Decode(payload, &c, limits.MaxGrantBytes); err != nil {
 		return nil, fmt.Errorf("decode claims: %w", err)
 	}
 	canonical, err := json.Marshal(c)

@@ -6,19 +6,18 @@
 package identity
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/grant"
-	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/ownerfile"
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
 // File is the identity's name inside the config directory.
@@ -75,17 +74,14 @@ func Load(configDir string) (*Identity, error) {
 // Decode parses an identity strictly: unknown fields, trailing data, a
 // wrong schema version or a missing field are errors.
 func Decode(data []byte) (*Identity, error) {
-	if len(data) > maxBytes {
-		return nil, errors.New("identity: file too large")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var id Identity
-	if err := dec.Decode(&id); err != nil {
-		return nil, errors.New("identity: malformed JSON")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	switch err := strictjson.Decode(data, &id, maxBytes); {
+	case errors.Is(err, strictjson.ErrTooLarge):
+		return nil, errors.New("identity: file too large")
+	case errors.Is(err, strictjson.ErrTrailing):
 		return nil, errors.New("identity: trailing data")
+	case err != nil:
+		return nil, errors.New("identity: malformed JSON")
 	}
 	if id.Schema != Schema {
 		return nil, fmt.Errorf("identity: unsupported schema_version %d", id.Schema)
@@ -99,14 +95,17 @@ func Decode(data []byte) (*Identity, error) {
 	return &id, nil
 }
 
-// Save writes id to configDir atomically and owner-only (the job store's
-// writer: temporary file, fsync, rename), creating the directory when
-// needed.
+// Save writes id to configDir atomically and owner-only, creating the
+// directory when needed.
 func Save(configDir string, id *Identity) error {
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
 		return fmt.Errorf("create config dir: %w", err)
 	}
-	if err := jobmeta.WriteAtomic(Path(configDir), id); err != nil {
+	data, err := json.Marshal(id)
+	if err != nil {
+		return fmt.Errorf("encode identity: %w", err)
+	}
+	if err := atomicfile.Write(Path(configDir), data, 0o600); err != nil {
 		return fmt.Errorf("save identity: %w", err)
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+
+	"github.com/commandcore/commandcore/internal/atomicfile"
 )
 
 // Install writes the unit file for o (atomically, 0644), reloads the user
@@ -255,43 +257,13 @@ func isDBusError(err error, name string) bool {
 	return errors.As(err, &pe) && pe.Name == name
 }
 
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory (created 0755 if missing), synced and renamed into place.
+// writeFileAtomic writes data to path atomically, creating its directory
+// (0755) if missing.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // fails harmlessly after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, data, perm)
 }
 
 // lingerDir is where systemd-logind records `loginctl enable-linger`.

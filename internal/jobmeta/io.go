@@ -1,18 +1,17 @@
 package jobmeta
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
 // ErrCorrupt reports metadata that exists but cannot be trusted.
@@ -25,56 +24,14 @@ var idPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 // strings are ever joined into a path.
 func ValidID(s string) bool { return idPattern.MatchString(s) }
 
-// WriteAtomic writes v as JSON to path with mode 0600: a temporary file in
-// the same directory, fsync, rename, fsync of the directory. A reader sees
-// the old file or the new one, never a torn one.
+// WriteAtomic writes v as JSON to path with mode 0600, atomically (see
+// atomicfile.Write).
 func WriteAtomic(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode metadata: %w", err)
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("create temp: %w", err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return fmt.Errorf("chmod temp: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write temp: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync temp: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close temp: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename metadata: %w", err)
-	}
-	ok = true
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o600)
 }
 
 // Versioned is satisfied by every metadata file type: it names its schema
@@ -159,17 +116,9 @@ func Decode[T any, P interface {
 	*T
 	Versioned
 }](data []byte) (*T, error) {
-	if len(data) > limits.MaxMetadataBytes {
-		return nil, fmt.Errorf("%w: too large", ErrCorrupt)
-	}
 	v := new(T)
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.Decode(data, v, limits.MaxMetadataBytes, strictjson.AllowUnknownFields); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	// More() misses a trailing ']' or '}'; only end of input is acceptable.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: trailing data", ErrCorrupt)
 	}
 	if s := P(v).schema(); s < 1 || s > SchemaVersion {
 		return nil, fmt.Errorf("%w: unknown schema %d", ErrCorrupt, s)

@@ -10,7 +10,6 @@
 package permissions
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/scope"
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
 // File is the ceiling's name inside the config directory.
@@ -78,27 +78,27 @@ func read(path string) ([]byte, error) {
 // scope entries, and an empty list allows nothing. On failure it returns a
 // ceiling that denies everything together with the error.
 func Decode(data []byte) (*Ceiling, error) {
-	if len(data) > limits.MaxPermissionsBytes {
-		return refuse(invalid(fmt.Sprintf("it is larger than %d bytes", limits.MaxPermissionsBytes), nil))
+	// The raw fields: absent stays nil, so a missing key is told apart
+	// from a null one.
+	var fields struct {
+		SchemaVersion json.RawMessage `json:"schema_version"`
+		Tools         json.RawMessage `json:"tools"`
 	}
-	fields, err := object(data)
-	if err != nil {
-		return refuse(err)
+	if err := strictjson.Decode(data, &fields, limits.MaxPermissionsBytes, strictjson.ExactKeys); err != nil {
+		return refuse(decodeError(err))
 	}
-	rawVersion, ok := fields["schema_version"]
-	if !ok {
+	if fields.SchemaVersion == nil {
 		return refuse(invalid("schema_version is missing", nil))
 	}
 	var version *int
-	if err := json.Unmarshal(rawVersion, &version); err != nil || version == nil || *version != schemaVersion {
+	if err := json.Unmarshal(fields.SchemaVersion, &version); err != nil || version == nil || *version != schemaVersion {
 		return refuse(invalid(fmt.Sprintf("schema_version must be %d", schemaVersion), err))
 	}
-	rawTools, ok := fields["tools"]
-	if !ok {
+	if fields.Tools == nil {
 		return refuse(invalid("tools is missing", nil))
 	}
 	var tools *[]string
-	if err := json.Unmarshal(rawTools, &tools); err != nil || tools == nil {
+	if err := json.Unmarshal(fields.Tools, &tools); err != nil || tools == nil {
 		return refuse(invalid("tools must be a list of tool names or patterns", err))
 	}
 	for i, t := range *tools {
@@ -110,41 +110,23 @@ func Decode(data []byte) (*Ceiling, error) {
 	return &Ceiling{present: true, tools: *tools}, nil
 }
 
-// object splits a JSON object into its known fields, refusing unknown,
-// duplicate or case-folded keys (encoding/json would accept the last two), a
-// non-object, and trailing data.
-func object(data []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, invalid("it is not a JSON object", err)
+// decodeError names what is wrong with the document; a field's name stays
+// local, since the message reaches remote clients.
+func decodeError(err error) error {
+	var field *strictjson.FieldError
+	switch {
+	case errors.Is(err, strictjson.ErrTooLarge):
+		return invalid(fmt.Sprintf("it is larger than %d bytes", limits.MaxPermissionsBytes), nil)
+	case errors.Is(err, strictjson.ErrNotObject), errors.Is(err, io.EOF):
+		return invalid("it is not a JSON object", err)
+	case errors.As(err, &field) && field.Repeated:
+		return invalid("it has a duplicate field", nil)
+	case errors.As(err, &field):
+		return invalid("it has an unknown field", nil)
+	case errors.Is(err, strictjson.ErrTrailing):
+		return invalid("it has trailing data", err)
 	}
-	fields := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, invalid("it is malformed JSON", err)
-		}
-		key, _ := tok.(string)
-		if key != "schema_version" && key != "tools" {
-			// The key stays local: the message reaches remote clients.
-			return nil, invalid("it has an unknown field", nil)
-		}
-		if _, dup := fields[key]; dup {
-			return nil, invalid("it has a duplicate field", nil)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, invalid("it is malformed JSON", err)
-		}
-		fields[key] = raw
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, invalid("it is malformed JSON", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, invalid("it has trailing data", err)
-	}
-	return fields, nil
+	return invalid("it is malformed JSON", err)
 }
 
 // invalid builds the content-free error of a present but unusable ceiling,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/ownerfile"
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
 // FileName is the policy file's name inside the state directory.
@@ -47,20 +48,9 @@ func Load(stateDir string) (Policy, error) {
 
 // Decode parses a policy document strictly.
 func Decode(data []byte) (Policy, error) {
-	if len(data) > limits.MaxPolicyBytes {
-		return Policy{}, fmt.Errorf("%w: larger than %d bytes", ErrInvalid, limits.MaxPolicyBytes)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
 	var raw map[string]json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
+	if err := strictjson.Decode(data, &raw, limits.MaxPolicyBytes); err != nil {
 		return Policy{}, fmt.Errorf("%w: %s", ErrInvalid, describe(err))
-	}
-	if raw == nil {
-		return Policy{}, fmt.Errorf("%w: the policy must be a JSON object", ErrInvalid)
-	}
-	if dec.More() {
-		return Policy{}, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalid)
 	}
 	var p Policy
 	for key, val := range raw {
@@ -86,12 +76,15 @@ func Decode(data []byte) (Policy, error) {
 // without echoing file content.
 func describe(err error) string {
 	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
 	switch {
+	case errors.Is(err, strictjson.ErrTooLarge):
+		return fmt.Sprintf("larger than %d bytes", limits.MaxPolicyBytes)
+	case errors.Is(err, strictjson.ErrNotObject):
+		return "the policy must be a JSON object"
+	case errors.Is(err, strictjson.ErrTrailing):
+		return "trailing data after the JSON object"
 	case errors.As(err, &syn):
 		return fmt.Sprintf("malformed JSON at byte %d", syn.Offset)
-	case errors.As(err, &typ):
-		return "the policy must be a JSON object"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "empty or truncated JSON"
 	default:

@@ -37,11 +37,7 @@
 package proclist
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -65,8 +61,6 @@ const (
 	maxFilterBytes = 256
 	// maxCgroupFilterBytes bounds the cgroup filter (a path).
 	maxCgroupFilterBytes = 4096
-	// maxFieldEcho bounds how much of an unknown filter's name is echoed.
-	maxFieldEcho = 64
 	// maxArgv0Bytes bounds the reported argv[0] base name.
 	maxArgv0Bytes = 256
 	// maxAncestry bounds the parent-chain walk of the managed test.
@@ -183,33 +177,6 @@ func (r *Request) Validate() error {
 		}
 	}
 	return nil
-}
-
-// ParseRequest decodes a request strictly (an unknown filter, a wrong type
-// or trailing data is rejected) and validates it. It mirrors the tool
-// layer's strict decoder for callers outside it.
-func ParseRequest(raw []byte) (Request, error) {
-	var r Request
-	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		const prefix = "json: unknown field "
-		if msg := err.Error(); strings.HasPrefix(msg, prefix) {
-			field := strings.TrimPrefix(msg, prefix)
-			if len(field) > maxFieldEcho {
-				field = strings.ToValidUTF8(field[:maxFieldEcho], "") + "…"
-			}
-			return Request{}, invalid("unknown filter %s; the filters are name, user, pid, ppid, state, cgroup, managed and limit", field)
-		}
-		return Request{}, invalid("arguments are not a valid process.list request")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Request{}, invalid("arguments must be one JSON object")
-	}
-	return r, r.Validate()
 }
 
 // Lister lists the processes of one proc file system.

@@ -245,30 +245,6 @@ func TestInvalidRequests(t *testing.T) {
 	}
 }
 
-func TestParseRequest(t *testing.T) {
-	for _, bad := range []string{
-		`{"command":"sleep"}`, `{"regex":"cc.*"}`, `{"name":"x","Name":"y","cmdline":"z"}`,
-		`{"pid":"12"}`, `{"managed":"yes"}`, `[1]`, `{"name":"x"} {"name":"y"}`, `{"state":"Q"}`,
-	} {
-		_, err := ParseRequest([]byte(bad))
-		var e *errcode.Error
-		if !errors.As(err, &e) || e.Code != errcode.InvalidArgument {
-			t.Errorf("%s: %v", bad, err)
-		}
-	}
-	_, err := ParseRequest([]byte(`{"command":"sleep"}`))
-	if err == nil || !strings.Contains(err.Error(), `unknown filter "command"`) {
-		t.Errorf("unknown filter message: %v", err)
-	}
-	r, err := ParseRequest([]byte(`{"name":"cc.test","user":"0","pid":1,"ppid":0,"state":"S","cgroup":"/","managed":false,"limit":5}`))
-	if err != nil || r.Name != "cc.test" || *r.PPID != 0 || *r.Managed || r.Limit != 5 {
-		t.Fatalf("%+v %v", r, err)
-	}
-	if _, err := ParseRequest(nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // startSleeper runs a copy of the test binary named sleeperName.
 func startSleeper(t *testing.T) *exec.Cmd {
 	t.Helper()

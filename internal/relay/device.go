@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -15,11 +14,16 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/strictjson"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
 // maxEnrollBytes bounds an enrollment request body.
 const maxEnrollBytes = 4 << 10
+
+// MaxEnrollResponseBytes bounds the server's answer to an enrollment; an
+// identity is a few hundred bytes.
+const MaxEnrollResponseBytes = 64 << 10
 
 // lastSeenEvery is how often a connected device's last-seen time is
 // brought up to date, unless Server.SeenEvery says otherwise.
@@ -46,7 +50,7 @@ type EnrollResponse struct {
 // object with only code and name.
 func DecodeEnrollRequest(body []byte) (*EnrollRequest, error) {
 	var req EnrollRequest
-	if err := decodeStrict(body, &req); err != nil {
+	if err := strictjson.Decode(body, &req, maxEnrollBytes); err != nil {
 		return nil, errcode.New(errcode.InvalidArgument, "enrollment request must be one JSON object with code and name")
 	}
 	return &req, nil
@@ -56,7 +60,7 @@ func DecodeEnrollRequest(body []byte) (*EnrollRequest, error) {
 // and checks that it is a usable identity.
 func DecodeEnrollResponse(body []byte) (*EnrollResponse, error) {
 	var resp EnrollResponse
-	if err := decodeStrict(body, &resp); err != nil {
+	if err := strictjson.Decode(body, &resp, MaxEnrollResponseBytes); err != nil {
 		return nil, errors.New("the server's answer is not an enrollment response")
 	}
 	if resp.DeviceID == "" || resp.Name == "" || resp.Token == "" || len(resp.Secret) < 16 {
@@ -66,20 +70,6 @@ func DecodeEnrollResponse(body []byte) (*EnrollResponse, error) {
 		return nil, errors.New("the server sent an invalid grant key")
 	}
 	return &resp, nil
-}
-
-// decodeStrict decodes exactly one JSON value into v, refusing unknown
-// fields and trailing data.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data")
-	}
-	return nil
 }
 
 // errorBody is the shape of every non-MCP error response.

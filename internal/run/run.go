@@ -26,6 +26,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/procgroup"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
@@ -226,19 +227,20 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	pid := cmd.Process.Pid
 	// The shell waits for its command, so the lifeline is in place before
 	// anything of the command runs.
-	life, err := startLifeline(shell, pid)
+	life, err := procgroup.StartLifeline(shell, pid)
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
 		closeAll(rs[:], nil)
 		return nil, errcode.Wrap(errcode.Internal, err, "could not start the command")
 	}
-	defer life.release()
+	defer life.Release()
 	command.Send(req.Command)
 	// The child stays unreaped until the end (exits are observed with
 	// WNOWAIT), so its PID — and with it the process group ID — cannot be
-	// reused while we may still signal the group.
-	ident, _, identErr := procs.Lookup(pid)
+	// reused while we may still signal the group. Without an identity the
+	// group is nil and is signalled nothing.
+	group, _ := procgroup.Of(procs, pid)
 
 	r := &runner{
 		ctx: ctx, progress: opts.Progress, capt: &capture{cap: capBytes},
@@ -259,32 +261,19 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	senderDone := make(chan struct{})
 	go func() { defer close(senderDone); r.send() }()
 	exited := make(chan struct{})
-	go func() { defer close(exited); waitNoReap(pid) }()
+	go func() { defer close(exited); procgroup.AwaitExit(pid) }()
 
 	res := &Result{}
-	signal := func(sig unix.Signal) {
-		// Verify that pid is still our unreaped child before signalling its
-		// group; without an identity, signal nothing rather than guess.
-		if identErr != nil {
-			return
-		}
-		cur, _, err := procs.Lookup(pid)
-		if err != nil || cur.StartTicks != ident.StartTicks {
-			return
-		}
-		_ = unix.Kill(-pid, sig)
-	}
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
-	var escalate, abandon <-chan time.Time
-	stopping := false
+	var stopper *procgroup.Stopper
+	var killed <-chan struct{}
+	var abandon <-chan time.Time
 	stop := func() {
-		if stopping {
-			return
+		if stopper == nil {
+			stopper = group.Stop(limits.StopEscalation)
+			killed = stopper.Killed()
 		}
-		stopping = true
-		signal(unix.SIGTERM)
-		escalate = time.After(limits.StopEscalation)
 	}
 	ctxDone, transportKO := ctx.Done(), (<-chan struct{})(r.transportKO)
 	exitedC, readersC := (<-chan struct{})(exited), (<-chan struct{})(readersDone)
@@ -303,11 +292,10 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 		case <-deadline.C:
 			// A run already being stopped for a cancellation is not
 			// reported as timed out.
-			res.TimedOut = !stopping
+			res.TimedOut = stopper == nil
 			stop()
-		case <-escalate:
-			escalate = nil
-			signal(unix.SIGKILL)
+		case <-killed:
+			killed = nil
 			// Pipes held open by a process that left the group must not
 			// hold the request forever.
 			abandon = time.After(limits.StopEscalation)
@@ -321,11 +309,11 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 			readersC, pipesDone = nil, true
 		}
 	}
-	if stopping {
+	if stopper != nil {
 		// The leader and the pipes are done but other group members may
 		// ignore SIGTERM: finish what was started while the group ID is
 		// still pinned by the unreaped leader.
-		signal(unix.SIGKILL)
+		stopper.Kill()
 	}
 	<-senderDone
 	werr := cmd.Wait()
@@ -360,43 +348,6 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 			r.delivered.Load() == observed,
 	}
 	return res, nil
-}
-
-// lifeline is a process in the command's group that kills the group when
-// the server ends without releasing it, even killed outright: Pdeathsig
-// ends the shell, not what the shell started.
-type lifeline struct {
-	w   *os.File
-	cmd *exec.Cmd
-}
-
-// lifelineScript reads until the server releases it (a line) or is gone
-// (EOF, the pipe's only writer ended); then it kills its process group.
-const lifelineScript = "read -r line || kill -KILL 0"
-
-func startLifeline(shell string, pgid int) (*lifeline, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	cmd := exec.Command(shell, "-c", lifelineScript)
-	// An empty environment: no BASH_ENV or ENV runs anything in it.
-	cmd.Env, cmd.Dir, cmd.Stdin = []string{}, "/", r
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		return nil, err
-	}
-	return &lifeline{w: w, cmd: cmd}, nil
-}
-
-// release lets the lifeline exit without killing anything (unless a stop
-// ended it already) and reaps it.
-func (l *lifeline) release() {
-	l.w.Write([]byte("\n"))
-	l.w.Close()
-	l.cmd.Wait()
 }
 
 // runner carries the live-output pipeline of one Run.
@@ -484,17 +435,6 @@ func (r *runner) send() {
 			continue
 		}
 		r.delivered.Add(int64(len(c.Data)))
-	}
-}
-
-// waitNoReap blocks until the child pid has exited, leaving it unreaped.
-func waitNoReap(pid int) {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			return
-		}
 	}
 }
 

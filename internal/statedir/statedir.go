@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 )
 
@@ -110,7 +111,11 @@ func readDevice(path string) (string, error) {
 // written aside and hard-linked into place, which fails if it exists.
 func createDevice(stateDir, path string) error {
 	tmp := filepath.Join(stateDir, "."+deviceFile+"."+uuid.NewString())
-	if err := jobmeta.WriteAtomic(tmp, &device{Schema: 1, DeviceID: uuid.NewString()}); err != nil {
+	data, err := json.Marshal(&device{Schema: 1, DeviceID: uuid.NewString()})
+	if err != nil {
+		return fmt.Errorf("encode device identity: %w", err)
+	}
+	if err := atomicfile.Write(tmp, data, 0o600); err != nil {
 		return fmt.Errorf("write device identity: %w", err)
 	}
 	defer os.Remove(tmp)

@@ -5,13 +5,13 @@
 package status
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
 // SchemaVersion is the version of the --json report. Its fields only grow.
@@ -66,16 +66,10 @@ const maxRuntimeBytes = 64 << 10
 // DecodeRuntime parses a runtime record strictly enough that status never
 // trusts a torn, foreign or nonsensical file.
 func DecodeRuntime(data []byte) (*Runtime, error) {
-	if len(data) > maxRuntimeBytes {
-		return nil, fmt.Errorf("%w: too large", ErrBadRuntime)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
 	var rt Runtime
-	if err := dec.Decode(&rt); err != nil {
+	// Unknown fields are tolerated: a newer agent may add some.
+	if err := strictjson.Decode(data, &rt, maxRuntimeBytes, strictjson.AllowUnknownFields); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRuntime, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: trailing data", ErrBadRuntime)
 	}
 	if rt.Schema != RuntimeSchema || rt.PID <= 0 || rt.StartTicks == 0 || rt.BootID == "" {
 		return nil, fmt.Errorf("%w: incomplete", ErrBadRuntime)

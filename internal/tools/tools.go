@@ -9,9 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"reflect"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -22,12 +19,14 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/metrics"
 	"github.com/commandcore/commandcore/internal/owndirs"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/search"
+	"github.com/commandcore/commandcore/internal/strictjson"
 	"github.com/commandcore/commandcore/internal/textenc"
 	"github.com/commandcore/commandcore/internal/toolresult"
 )
@@ -233,74 +232,20 @@ func jobIDOf(in, out any) string {
 	return ""
 }
 
-// Decode decodes tool arguments strictly: unknown fields, wrong types and
+// Decode decodes tool arguments strictly: unknown fields (also those that
+// differ from the schema's only in case), repeated fields, wrong types and
 // trailing data are invalid_argument errors that name the field at most.
+// Only the top-level keys are matched exactly; nested maps (env) keep their
+// own keys.
 func Decode(raw json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage("{}")
 	}
-	if err := checkKeys(raw, v); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	// A frame bounds what reaches here; the bound is the frame's.
+	if err := strictjson.Decode(raw, v, limits.MaxFrameBytes, strictjson.ExactKeys); err != nil {
 		return errcode.New(errcode.InvalidArgument, "%s", describe(err))
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errcode.New(errcode.InvalidArgument, "arguments must be one JSON object")
-	}
 	return nil
-}
-
-// checkKeys rejects what encoding/json would let through: argument names
-// that differ from the schema's only in case, and repeated names. Only the
-// top-level object is checked; nested maps (env) keep their own keys.
-func checkKeys(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		// Not an object: the decoder proper reports it.
-		return nil
-	}
-	allowed := fieldNames(reflect.TypeOf(v).Elem())
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		key, _ := tok.(string)
-		if !allowed[key] {
-			return errcode.New(errcode.InvalidArgument, "unknown argument %q", clip(key))
-		}
-		if seen[key] {
-			return errcode.New(errcode.InvalidArgument, "argument %q is given twice", clip(key))
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil
-		}
-	}
-	return nil
-}
-
-// fieldNames returns the JSON names of a struct type's fields.
-func fieldNames(t reflect.Type) map[string]bool {
-	names := map[string]bool{}
-	if t.Kind() != reflect.Struct {
-		return names
-	}
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name == "" {
-			name = t.Field(i).Name
-		}
-		if name != "-" {
-			names[name] = true
-		}
-	}
-	return names
 }
 
 // maxFieldEcho bounds how much of a client-supplied field name is echoed.
@@ -309,7 +254,16 @@ const maxFieldEcho = 64
 func describe(err error) string {
 	var typ *json.UnmarshalTypeError
 	var syn *json.SyntaxError
+	var field *strictjson.FieldError
 	switch {
+	case errors.As(err, &field) && field.Repeated:
+		return fmt.Sprintf("argument %q is given twice", clip(field.Field))
+	case errors.As(err, &field):
+		return fmt.Sprintf("unknown argument %q", clip(field.Field))
+	case errors.Is(err, strictjson.ErrNotObject):
+		return "arguments must be a JSON object"
+	case errors.Is(err, strictjson.ErrTrailing):
+		return "arguments must be one JSON object"
 	case errors.As(err, &typ):
 		if typ.Field == "" {
 			return "arguments must be a JSON object"
@@ -317,10 +271,6 @@ func describe(err error) string {
 		return fmt.Sprintf("argument %q has the wrong type (want %s)", clip(typ.Field), typ.Type)
 	case errors.As(err, &syn):
 		return "arguments are not valid JSON"
-	}
-	const prefix = "json: unknown field "
-	if msg := err.Error(); len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
-		return "unknown argument " + clip(msg[len(prefix):])
 	}
 	return "arguments could not be decoded"
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/proclist"
 )
 
 // maxMessage bounds any Decode error message: a fixed text plus at most
@@ -174,6 +175,34 @@ func TestDecodeClipsHugeFieldName(t *testing.T) {
 	msg = invalid(t, Decode(json.RawMessage(`{"abc":1}`), &jobs.StartRequest{}))
 	if msg != `unknown argument "abc"` {
 		t.Errorf("short unknown name: %q", msg)
+	}
+}
+
+// TestDecodeProcessListRequest: process.list's filters are decoded as
+// strictly as every tool's arguments (an unknown or case-folded filter, a
+// wrong type, trailing data), then validated.
+func TestDecodeProcessListRequest(t *testing.T) {
+	for _, bad := range []string{
+		`{"command":"sleep"}`, `{"regex":"cc.*"}`, `{"name":"x","Name":"y","cmdline":"z"}`,
+		`{"pid":"12"}`, `{"managed":"yes"}`, `[1]`, `{"name":"x"} {"name":"y"}`, `{"state":"Q"}`,
+	} {
+		var r proclist.Request
+		err := Decode(json.RawMessage(bad), &r)
+		if err == nil {
+			err = r.Validate()
+		}
+		var e *errcode.Error
+		if !errors.As(err, &e) || e.Code != errcode.InvalidArgument {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	var r proclist.Request
+	if msg := invalid(t, Decode(json.RawMessage(`{"command":"sleep"}`), &r)); msg != `unknown argument "command"` {
+		t.Errorf("unknown filter message: %q", msg)
+	}
+	raw := `{"name":"cc.test","user":"0","pid":1,"ppid":0,"state":"S","cgroup":"/","managed":false,"limit":5}`
+	if err := Decode(json.RawMessage(raw), &r); err != nil || r.Validate() != nil || r.Name != "cc.test" || *r.PPID != 0 || *r.Managed || r.Limit != 5 {
+		t.Fatalf("%+v %v", r, err)
 	}
 }
 

@@ -10,15 +10,17 @@ package toolspec
 //go:generate go run ./gen
 
 import (
-	"bytes"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/strictjson"
 )
+
+// maxTableBytes bounds a tool table; the embedded one is a few KiB.
+const maxTableBytes = 1 << 20
 
 //go:embed tools.json
 var table []byte
@@ -39,13 +41,11 @@ func Tools() []*mcp.Tool {
 // that is a JSON object of type "object".
 func Parse(data []byte) ([]*mcp.Tool, error) {
 	var ts []*mcp.Tool
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ts); err != nil {
-		return nil, fmt.Errorf("not a JSON array of tool definitions: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	switch err := strictjson.Decode(data, &ts, maxTableBytes, strictjson.AnyValue); {
+	case errors.Is(err, strictjson.ErrTrailing):
 		return nil, errors.New("trailing data after the table")
+	case err != nil:
+		return nil, fmt.Errorf("not a JSON array of tool definitions: %w", err)
 	}
 	seen := map[string]bool{}
 	for i, t := range ts {

@@ -1,0 +1,103 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/capture"
+)
+
+// captureGrace is how long capture keeps draining after the shell exits, for
+// descendants that still hold its pipes. After it the capture is finalised
+// as incomplete; the unit's cleanup ends such descendants.
+const captureGrace = time.Second
+
+// pipeSize is the capacity asked for the job's output pipes (the default
+// maximum an unprivileged process may set).
+const pipeSize = 1 << 20
+
+// outputs are the shell's stdout and stderr pipes, captured into the
+// job's capture files.
+type outputs struct {
+	r, w [2]*os.File
+	done [2]<-chan error
+}
+
+func openOutputs() (*outputs, error) {
+	o := &outputs{}
+	var err error
+	if o.r[0], o.w[0], err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	if o.r[1], o.w[1], err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	return o, nil
+}
+
+// closeWriters closes our copies of the write ends once the shell has its
+// own (or never will).
+func (o *outputs) closeWriters() {
+	o.w[0].Close()
+	o.w[1].Close()
+}
+
+// closeReaders gives up the pipes of a shell that never started.
+func (o *outputs) closeReaders() {
+	o.r[0].Close()
+	o.r[1].Close()
+}
+
+// drain captures both streams into ws until their EOF.
+func (o *outputs) drain(ws [2]*capture.Writer) {
+	for i := range o.r {
+		// A larger pipe lets a fast writer run ahead between our reads,
+		// halving wake-ups; failure only costs throughput.
+		growPipe(o.r[i])
+		o.done[i] = drain(ws[i], o.r[i])
+	}
+}
+
+// finish waits for both streams' EOF, together for at most captureGrace.
+func (o *outputs) finish(ws [2]*capture.Writer) {
+	graceEnd := time.Now().Add(captureGrace)
+	for i := range o.r {
+		finishCapture(o.r[i], o.done[i], ws[i], graceEnd)
+	}
+}
+
+// growPipe asks for a larger pipe buffer. It goes through SyscallConn:
+// File.Fd would switch the descriptor to blocking mode, and a blocking
+// read could then not be interrupted when capture has to give up on EOF.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
+	}
+}
+
+func drain(w *capture.Writer, r *os.File) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- capture.Drain(w, r) }()
+	return done
+}
+
+// finishCapture waits for the stream's EOF until grace ends, then seals it
+// (EOF reached) or leaves it finalised as incomplete.
+func finishCapture(r *os.File, done <-chan error, w *capture.Writer, graceEnd time.Time) {
+	t := time.NewTimer(time.Until(graceEnd))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		r.Close()
+		if err == nil {
+			w.Seal()
+		}
+		return
+	case <-t.C:
+	}
+	r.Close()
+	<-done
+}

@@ -20,11 +20,10 @@ import (
 	"github.com/commandcore/commandcore/internal/identity"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/tools"
-	"github.com/commandcore/commandcore/internal/uplink"
+	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
@@ -42,7 +41,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if server != "" {
-				if _, err := link.AgentURL(server); err != nil {
+				if _, err := transport.AgentURL(server); err != nil {
 					return usageError("--server: %v", err)
 				}
 			}
@@ -114,7 +113,8 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				rt.setServer(id.Server)
 				go func() {
 					defer close(linkDone)
-					uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: svc.Journal, OnState: rt.setConnection,
+					transport.Run(ctx, transport.Config{Server: id.Server, Token: id.Token, PreviousToken: id.PreviousToken,
+						Secret: id.Secret, Serve: serve, Journal: svc.Journal, OnState: rt.setConnection,
 						SaveToken: func(token, previous string) error {
 							return identity.SaveToken(dirs.Config, id.DeviceID, token, previous)
 						}})
@@ -224,7 +224,7 @@ func (r *runtimeRecord) setConnection(state string, at time.Time) {
 
 // linkServer returns what serves MCP over each live link: the tools, each
 // call checked against the server's grant and the owner's ceiling.
-func linkServer(svc *jobs.Service, id *identity.Identity, configDir string) (func(context.Context, *link.Conn) error, error) {
+func linkServer(svc *jobs.Service, id *identity.Identity, configDir string) (func(context.Context, *transport.Conn) error, error) {
 	key, err := id.PublicKey()
 	if err != nil {
 		return nil, err
@@ -235,7 +235,7 @@ func linkServer(svc *jobs.Service, id *identity.Identity, configDir string) (fun
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
 	tools.Register(srv, svc, host, access.Remote(configDir, id.DeviceID, key, grant.NewUsed(0), time.Now))
-	return func(ctx context.Context, conn *link.Conn) error {
+	return func(ctx context.Context, conn *transport.Conn) error {
 		ss, err := srv.Connect(ctx, conn, nil)
 		if err != nil {
 			return fmt.Errorf("serve link: %w", err)

@@ -1,4 +1,4 @@
-package uplink
+package transport
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/commandcore/commandcore/internal/activity"
-	"github.com/commandcore/commandcore/internal/identity"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
@@ -37,8 +35,8 @@ func TestRunReportsAndJournalsEachEnd(t *testing.T) {
 	dials := 0
 	served := make(chan struct{})
 	cfg := Config{
-		Identity: &identity.Identity{Server: srv.URL, Token: "t", Secret: make([]byte, 32)},
-		Journal:  j,
+		Server: srv.URL, Token: "t", Secret: make([]byte, 32),
+		Journal: j,
 		OnState: func(s string, _ time.Time) {
 			mu.Lock()
 			states = append(states, s)
@@ -47,12 +45,12 @@ func TestRunReportsAndJournalsEachEnd(t *testing.T) {
 		Dial: func(ctx context.Context, server, token string) (*websocket.Conn, error) {
 			dials++
 			if dials <= 2 {
-				return nil, fmt.Errorf("dial: %w", link.ErrUnauthorized)
+				return nil, fmt.Errorf("dial: %w", ErrUnauthorized)
 			}
 			ws, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(server, "http"), nil)
 			return ws, err
 		},
-		Serve: func(ctx context.Context, conn *link.Conn) error {
+		Serve: func(ctx context.Context, conn *Conn) error {
 			<-conn.Done()
 			close(served)
 			return nil
@@ -104,12 +102,12 @@ func TestShortLinksBackOff(t *testing.T) {
 	defer cancel()
 	var attempts []int
 	err := Run(ctx, Config{
-		Identity: &identity.Identity{Server: srv.URL, Token: "t", Secret: make([]byte, 32)},
+		Server: srv.URL, Token: "t", Secret: make([]byte, 32),
 		Dial: func(ctx context.Context, server, token string) (*websocket.Conn, error) {
 			ws, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(server, "http"), nil)
 			return ws, err
 		},
-		Serve: func(ctx context.Context, conn *link.Conn) error { <-conn.Done(); return nil },
+		Serve: func(ctx context.Context, conn *Conn) error { <-conn.Done(); return nil },
 		Backoff: func(n int) time.Duration {
 			attempts = append(attempts, n)
 			if len(attempts) == 4 {
@@ -139,4 +137,57 @@ func closingServer(t *testing.T) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// TestEndsAreTheJournalsWords: every kind of end reaches the agent's
+// journal as the word SPEC §4 and the README give it, with no translation
+// on the way, and a local shutdown is the one end that is not a failure.
+func TestEndsAreTheJournalsWords(t *testing.T) {
+	words := map[End]string{
+		EndRemoteClose:   "remote_close",
+		EndSendTimeout:   "send_timeout",
+		EndSilence:       "silence_timeout",
+		EndProtocol:      "protocol_error",
+		EndAuth:          "authentication_failure",
+		EndLocalShutdown: "local_shutdown",
+		EndNetworkError:  "network_error",
+		EndDeviceBusy:    "device_busy",
+	}
+	journalPath := filepath.Join(t.TempDir(), "activity.db")
+	j, err := activity.Open(journalPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var journal Journal = j
+	for e := range words {
+		journal.LinkEnd(string(e), time.Second)
+	}
+	j.Close()
+	r, err := activity.OpenReader(journalPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	events, err := r.Last(100, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]activity.Outcome{}
+	for _, ev := range events {
+		got[string(ev.Reason)] = ev.Outcome
+	}
+	for e, word := range words {
+		outcome, ok := got[word]
+		if !ok {
+			t.Errorf("End %q is not journalled as %q (journal: %v)", e, word, got)
+			continue
+		}
+		want := activity.OutcomeFailed
+		if e == EndLocalShutdown {
+			want = activity.OutcomeOK
+		}
+		if outcome != want {
+			t.Errorf("%s journalled %s, want %s", word, outcome, want)
+		}
+	}
 }

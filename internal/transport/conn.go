@@ -1,13 +1,16 @@
-// Package link carries MCP JSON-RPC over one WebSocket connection (SPEC §4):
-// one JSON-RPC message per WebSocket text message, a bounded outbound queue
-// with backpressure, a send timeout, a silence timeout, authenticated
-// heartbeats and the hand-over of rotated device tokens. A *Conn is both an
-// mcp.Transport and an mcp.Connection, so the agent serves an mcp.Server
-// over it and the relay runs an mcp.Client over it.
+// Package transport is the WebSocket link between an agent and its server
+// (SPEC §4). It carries MCP JSON-RPC, one JSON-RPC message per WebSocket
+// text message, with a bounded outbound queue with backpressure, a send
+// timeout, a silence timeout, authenticated heartbeats and the hand-over of
+// rotated device tokens. A *Conn is both an mcp.Transport and an
+// mcp.Connection, so the agent serves an mcp.Server over it and the relay
+// runs an mcp.Client over it. On the agent's side, Run keeps the link up:
+// it dials, reconnects with capped, jittered backoff and journals how each
+// link ended.
 //
 // Nothing in this package logs, and no error it returns carries message
 // content: only the kind of end (End) is ever reported.
-package link
+package transport
 
 import (
 	"context"
@@ -26,17 +29,26 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 )
 
-// End names why a link ended (SPEC §4 diagnostics). Content-free.
+// End names why a link ended (SPEC §4 diagnostics), in the words the
+// agent's journal records (activity.Reason) and the relay's metrics label
+// its link ends with. Content-free.
 type End string
 
-// The kinds of end, as recorded in the diagnostic.
+// The kinds of end. A Conn ends with one of the first six; the last two
+// only ever end one of Run's dials.
 const (
 	EndRemoteClose   End = "remote_close"
 	EndSendTimeout   End = "send_timeout"
 	EndSilence       End = "silence_timeout"
 	EndProtocol      End = "protocol_error"
-	EndAuth          End = "auth_failure"
+	EndAuth          End = "authentication_failure"
 	EndLocalShutdown End = "local_shutdown"
+	// EndNetworkError: a dial failed underneath the WebSocket (reset,
+	// unreachable, a server in trouble).
+	EndNetworkError End = "network_error"
+	// EndDeviceBusy: the server refused the dial because another link
+	// with this device's credentials still answers (device_busy).
+	EndDeviceBusy End = "device_busy"
 )
 
 // ErrEnded is wrapped by the error Write returns once the link has ended. Read instead returns an error wrapping io.EOF so

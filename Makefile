@@ -71,7 +71,7 @@ mutation:
 	@$(USERMGR) up >/dev/null
 	GO='$(GO)' GREMLINS='$(GREMLINS)' PKGS='$(MUTATION)' \
 	CONSTS='internal/limits:limits.go internal/errcode:errcode.go' \
-	EXCLUDE='internal/transport:^(backoff|conn|credentials|dial|heartbeat|rotate)\.go$$' scripts/mutation.sh
+	EXCLUDE='internal/transport:^(backoff|close|conn|credentials|dial|heartbeat|queue|rotate)\.go$$' scripts/mutation.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/capture/

@@ -3,10 +3,12 @@ package transport
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
@@ -126,6 +128,19 @@ func Run(ctx context.Context, c Config) error {
 		case <-t.C:
 		}
 	}
+}
+
+// Backoff returns the wait before reconnect attempt n (n>=1; smaller n is
+// treated as 1): exponential from limits.ReconnectMin, capped at
+// limits.ReconnectMax, with full jitter in [d/2, d].
+func Backoff(n int) time.Duration {
+	d := limits.ReconnectMin
+	for i := 1; i < n && d < limits.ReconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, limits.ReconnectMax)
+	half := d / 2
+	return half + rand.N(d-half+1)
 }
 
 // stableLink is how long a link must last for the backoff to start over.

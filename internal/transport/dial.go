@@ -5,12 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -122,21 +120,4 @@ func Dial(ctx context.Context, serverURL, token string) (*websocket.Conn, error)
 		return nil, fmt.Errorf("link: dial: %w", err)
 	}
 	return ws, nil
-}
-
-// Backoff returns the wait before reconnect attempt n (n>=1; smaller n is
-// treated as 1): exponential from limits.ReconnectMin, capped at
-// limits.ReconnectMax, with full jitter in [d/2, d].
-func Backoff(n int) time.Duration {
-	return backoff(n, limits.ReconnectMin, limits.ReconnectMax)
-}
-
-func backoff(n int, lo, hi time.Duration) time.Duration {
-	d := lo
-	for i := 1; i < n && d < hi; i++ {
-		d *= 2
-	}
-	d = min(d, hi)
-	half := d / 2
-	return half + rand.N(d-half+1)
 }

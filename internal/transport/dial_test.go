@@ -7,11 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/commandcore/commandcore/internal/limits"
 )
 
 func TestAgentURL(t *testing.T) {
@@ -118,44 +115,5 @@ func TestDial(t *testing.T) {
 	}
 	if _, err := Dial(ctx, "http://192.0.2.1:1", token); !errors.Is(err, ErrInsecure) {
 		t.Fatalf("Dial to a non-loopback http URL: %v", err)
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	for n := -2; n <= 80; n++ {
-		d := limits.ReconnectMin
-		for i := 1; i < n && d < limits.ReconnectMax; i++ {
-			d *= 2
-		}
-		d = min(d, limits.ReconnectMax)
-		for range 200 {
-			got := Backoff(n)
-			if got < d/2 || got > d {
-				t.Fatalf("Backoff(%d) = %v, want in [%v, %v]", n, got, d/2, d)
-			}
-		}
-	}
-	if got := Backoff(1 << 40); got < limits.ReconnectMax/2 || got > limits.ReconnectMax {
-		t.Fatalf("Backoff(huge) = %v", got)
-	}
-	// Spot values, independent of the loop above.
-	if got := Backoff(1); got < 500*time.Millisecond || got > time.Second {
-		t.Fatalf("Backoff(1) = %v", got)
-	}
-	if got := Backoff(4); got < 4*time.Second || got > 8*time.Second {
-		t.Fatalf("Backoff(4) = %v", got)
-	}
-	if got := Backoff(7); got < 30*time.Second || got > time.Minute {
-		t.Fatalf("Backoff(7) = %v", got)
-	}
-	// Jitter: 200 draws over a one-second range are not all equal.
-	first, same := Backoff(2), true
-	for range 200 {
-		if Backoff(2) != first {
-			same = false
-		}
-	}
-	if same {
-		t.Fatal("Backoff(2) has no jitter")
 	}
 }

@@ -1,6 +1,114 @@
 package transport
 
-import "context"
+import (
+	"context"
+	"time"
+)
+
+// maxPending bounds the server's unanswered heartbeat nonces; while
+// that many are pending the server skips heartbeats.
+const maxPending = 8
+
+// answerHeartbeat is the agent end's answer to a server heartbeat: an
+// ack with HMAC-SHA256(secret, nonce), which never reaches the MCP
+// session. On the server end a heartbeat is not ours to answer; it still
+// counts as life. It reports whether the link is still up.
+func (c *Conn) answerHeartbeat(nonce string) bool {
+	if c.role != roleAgent {
+		return true
+	}
+	ack, err := heartbeatAckFrame(c.secret, nonce)
+	if err != nil {
+		c.finish(EndProtocol)
+		return false
+	}
+	// Never block the reader on the writer: if the heartbeat channel
+	// is full the writer is stuck and the send timeout will end the
+	// link; this ack is dropped.
+	select {
+	case c.ctrl <- ack:
+	default:
+	}
+	return true
+}
+
+// checkHeartbeatAck is the server end's check of an agent's ack: an ack
+// for a nonce it did not send, or with a wrong MAC, ends the link with
+// EndAuth. It reports whether the link is still up.
+func (c *Conn) checkHeartbeatAck(nonce, mac string) bool {
+	if c.role != roleServer {
+		return true
+	}
+	if !c.takePending(nonce) || !verifyMAC(c.secret, nonce, mac) {
+		c.finish(EndAuth)
+		return false
+	}
+	c.verified.Add(1)
+	c.answered(nonce)
+	return true
+}
+
+func (c *Conn) heartbeatLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opt.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		c.beat()
+	}
+}
+
+// beat sends one heartbeat with a fresh nonce. It skips the beat when
+// maxPending heartbeats are still unanswered (a slow agent is never punished
+// for it: silence decides whether the link is dead) or when the heartbeat
+// channel is full (the writer is stuck and the send timeout decides).
+func (c *Conn) beat() {
+	nonce, err := newNonce()
+	if err != nil {
+		return // no randomness this tick; silence will decide
+	}
+	frame, err := heartbeatFrame(nonce)
+	if err != nil {
+		return
+	}
+	if !c.addPending(nonce) {
+		return
+	}
+	select {
+	case c.ctrl <- frame:
+	default:
+		c.takePending(nonce)
+	}
+}
+
+// addPending records nonce as sent and unanswered; it refuses when
+// maxPending nonces are already pending.
+func (c *Conn) addPending(nonce string) bool {
+	c.pendMu.Lock()
+	defer c.pendMu.Unlock()
+	if len(c.pending) >= maxPending {
+		return false
+	}
+	c.pending = append(c.pending, nonce)
+	return true
+}
+
+// takePending removes nonce from the pending set and reports whether it was there.
+func (c *Conn) takePending(nonce string) bool {
+	c.pendMu.Lock()
+	defer c.pendMu.Unlock()
+	for i, n := range c.pending {
+		if n == nonce {
+			c.pending = append(c.pending[:i], c.pending[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
 
 // Alive sends a heartbeat at once and reports whether the agent answers it
 // with a valid MAC before ctx ends. Server end only. A link with maxPending

@@ -160,39 +160,6 @@ func TestServerRejectsBadRotationAcks(t *testing.T) {
 	}
 }
 
-// TestAlive: a live agent answers at once; a peer that never answers is
-// not alive once the deadline passes, and neither is an ended link.
-func TestAlive(t *testing.T) {
-	cws, sws := tcpWS(t, nil)
-	agent := Agent(cws, secret, Options{})
-	defer agent.Close()
-	server := Server(sws, secret, noBeat)
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	if !server.Alive(ctx) {
-		t.Fatal("a live agent is not alive")
-	}
-	if agent.Alive(ctx) {
-		t.Fatal("the agent end probed its server")
-	}
-	server.Close()
-	if server.Alive(ctx) {
-		t.Fatal("an ended link is alive")
-	}
-
-	sws, _ = pipeWS(t) // the peer never reads nor answers
-	silent := Server(sws, secret, noBeat)
-	defer silent.Close()
-	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if silent.Alive(short) {
-		t.Fatal("a peer that never answers is alive")
-	}
-	if silent.End() != "" {
-		t.Fatalf("a failed probe ended the link: %s", silent.End())
-	}
-}
-
 func TestValidToken(t *testing.T) {
 	for tok, ok := range map[string]bool{
 		"ccd_" + strings.Repeat("A", 43): true, "x": true, strings.Repeat("a", maxTokenBytes): true,

@@ -95,7 +95,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// Refusals are counted whoever refuses: the rate limit or the code.
 	mux.HandleFunc("POST /v1/enroll", s.countRefusals(s.limitEnroll(http.HandlerFunc(s.enroll)).ServeHTTP))
-	mux.HandleFunc("GET /v1/agent", s.agent)
+	mux.HandleFunc("GET "+transport.AgentPath, s.agent)
 	h := s.mcpHandler()
 	mux.Handle("/mcp", h)
 	mux.Handle("/mcp/{device}", h)

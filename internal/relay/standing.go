@@ -64,11 +64,10 @@ func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*relaystate.
 		// never answer; the newcomer need not.
 		go old.Close()
 	}
-	ws, err := upgrader.Upgrade(w, r, nil)
+	conn, err := transport.Accept(w, r, secret, s.Link)
 	if err != nil {
 		return nil, nil, ""
 	}
-	conn := transport.Server(ws, secret, s.Link)
 	s.mu.Lock()
 	s.held[dev.ID] = conn
 	s.mu.Unlock()

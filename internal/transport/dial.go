@@ -121,3 +121,17 @@ func Dial(ctx context.Context, serverURL, token string) (*websocket.Conn, error)
 	}
 	return ws, nil
 }
+
+// upgrader accepts agents' links. Agents are not browsers; there is no
+// origin to check.
+var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+
+// Accept upgrades an agent's request for AgentPath to the server's end of a
+// link (Server). On failure the request has been answered.
+func Accept(w http.ResponseWriter, r *http.Request, secret []byte, opt Options) (*Conn, error) {
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return nil, err
+	}
+	return Server(ws, secret, opt), nil
+}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -115,5 +116,49 @@ func TestDial(t *testing.T) {
 	}
 	if _, err := Dial(ctx, "http://192.0.2.1:1", token); !errors.Is(err, ErrInsecure) {
 		t.Fatalf("Dial to a non-loopback http URL: %v", err)
+	}
+}
+
+// TestAccept: Accept gives the server's end of a link, which heartbeats
+// the agent under the device secret, whatever Origin the agent's dialer
+// sends (agents are not browsers); a request that is not a WebSocket
+// handshake gets no link.
+func TestAccept(t *testing.T) {
+	ends := make(chan *Conn, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, secret, Options{HeartbeatInterval: time.Millisecond})
+		if err != nil {
+			return
+		}
+		ends <- c
+		<-c.Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+
+	resp, err := http.Get(srv.URL + AgentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a plain GET got HTTP %d, want 400", resp.StatusCode)
+	}
+
+	h := http.Header{"Origin": {"https://elsewhere.example"}}
+	ws, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+AgentPath, h)
+	if err != nil {
+		t.Fatalf("dial with a foreign Origin: %v", err)
+	}
+	agent := Agent(ws, secret, Options{})
+	defer agent.Close()
+	server := <-ends
+	deadline := time.Now().Add(patience)
+	for server.verified.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the accepted end verified no heartbeat")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -23,12 +23,7 @@ import (
 // and the journal holds one diagnostic per kind of end, not one per try.
 func TestRunReportsAndJournalsEachEnd(t *testing.T) {
 	srv := closingServer(t)
-
-	journalPath := filepath.Join(t.TempDir(), "activity.db")
-	j, err := activity.Open(journalPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, journalled := journalFor(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -68,7 +63,7 @@ func TestRunReportsAndJournalsEachEnd(t *testing.T) {
 	if err := Run(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	j.Close()
+	events := journalled()
 	mu.Lock()
 	got := strings.Join(states, ",")
 	mu.Unlock()
@@ -77,21 +72,42 @@ func TestRunReportsAndJournalsEachEnd(t *testing.T) {
 	if got != want {
 		t.Fatalf("states %s, want %s", got, want)
 	}
-	r, err := activity.OpenReader(journalPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	events, err := r.Last(100, false)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var kinds []string
 	for _, e := range events {
 		kinds = append(kinds, string(e.Kind)+":"+string(e.Reason))
 	}
 	if strings.Join(kinds, ",") != "link_end:authentication_failure,link_up:,link_end:remote_close" {
 		t.Fatalf("journal: %v", kinds)
+	}
+}
+
+// TestBusyBacksOff: a device_busy refusal is journalled once as such and
+// each retry waits longer.
+func TestBusyBacksOff(t *testing.T) {
+	j, journalled := journalFor(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var attempts []int
+	Run(ctx, Config{
+		Server: "http://127.0.0.1:1", Token: "t", Secret: make([]byte, 32),
+		Journal: j,
+		Dial: func(context.Context, string, string) (*websocket.Conn, error) {
+			return nil, fmt.Errorf("dial: %w", ErrBusy)
+		},
+		Serve: func(context.Context, *Conn) error { return nil },
+		Backoff: func(n int) time.Duration {
+			if attempts = append(attempts, n); len(attempts) == 3 {
+				cancel()
+			}
+			return time.Millisecond
+		},
+	})
+	events := journalled()
+	if fmt.Sprint(attempts) != "[1 2 3]" {
+		t.Fatalf("backoff attempts while busy: %v", attempts)
+	}
+	if len(events) != 1 || events[0].Reason != activity.ReasonDeviceBusy {
+		t.Fatalf("journal: %+v", events)
 	}
 }
 
@@ -193,27 +209,13 @@ func TestEndsAreTheJournalsWords(t *testing.T) {
 		EndNetworkError:  "network_error",
 		EndDeviceBusy:    "device_busy",
 	}
-	journalPath := filepath.Join(t.TempDir(), "activity.db")
-	j, err := activity.Open(journalPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, journalled := journalFor(t)
 	var journal Journal = j
 	for e := range words {
 		journal.LinkEnd(string(e), time.Second)
 	}
-	j.Close()
-	r, err := activity.OpenReader(journalPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	events, err := r.Last(100, false)
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]activity.Outcome{}
-	for _, ev := range events {
+	for _, ev := range journalled() {
 		got[string(ev.Reason)] = ev.Outcome
 	}
 	for e, word := range words {
@@ -229,5 +231,30 @@ func TestEndsAreTheJournalsWords(t *testing.T) {
 		if outcome != want {
 			t.Errorf("%s journalled %s, want %s", word, outcome, want)
 		}
+	}
+}
+
+// journalFor opens a fresh activity journal; journalled closes it and
+// reads back what it recorded.
+func journalFor(t *testing.T) (j *activity.Journal, journalled func() []activity.Event) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "activity.db")
+	j, err := activity.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, func() []activity.Event {
+		t.Helper()
+		j.Close()
+		r, err := activity.OpenReader(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		events, err := r.Last(100, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events
 	}
 }

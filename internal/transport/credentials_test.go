@@ -3,64 +3,17 @@ package transport_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/transport"
 )
-
-// TestBusyBacksOff: a device_busy refusal is journalled once as such and
-// each retry waits longer.
-func TestBusyBacksOff(t *testing.T) {
-	journalPath := filepath.Join(t.TempDir(), "activity.db")
-	j, err := activity.Open(journalPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var attempts []int
-	transport.Run(ctx, transport.Config{
-		Server: "http://127.0.0.1:1", Token: "t", Secret: make([]byte, 32),
-		Journal: j,
-		Dial: func(context.Context, string, string) (*websocket.Conn, error) {
-			return nil, fmt.Errorf("dial: %w", transport.ErrBusy)
-		},
-		Serve: func(context.Context, *transport.Conn) error { return nil },
-		Backoff: func(n int) time.Duration {
-			if attempts = append(attempts, n); len(attempts) == 3 {
-				cancel()
-			}
-			return time.Millisecond
-		},
-	})
-	j.Close()
-	if fmt.Sprint(attempts) != "[1 2 3]" {
-		t.Fatalf("backoff attempts while busy: %v", attempts)
-	}
-	r, err := activity.OpenReader(journalPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	events, err := r.Last(100, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(events) != 1 || events[0].Reason != activity.ReasonDeviceBusy {
-		t.Fatalf("journal: %+v", events)
-	}
-}
 
 // relayFor runs a real relay in-process with one enrolled device and
 // returns its store, the device's ID and the link's configuration with

@@ -67,15 +67,8 @@ func (c *Conn) heartbeatLoop() {
 // for it: silence decides whether the link is dead) or when the heartbeat
 // channel is full (the writer is stuck and the send timeout decides).
 func (c *Conn) beat() {
-	nonce, err := newNonce()
-	if err != nil {
-		return // no randomness this tick; silence will decide
-	}
-	frame, err := heartbeatFrame(nonce)
-	if err != nil {
-		return
-	}
-	if !c.addPending(nonce) {
+	nonce, frame, ok := newHeartbeat()
+	if !ok || !c.addPending(nonce, nil) {
 		return
 	}
 	select {
@@ -85,15 +78,33 @@ func (c *Conn) beat() {
 	}
 }
 
-// addPending records nonce as sent and unanswered; it refuses when
-// maxPending nonces are already pending.
-func (c *Conn) addPending(nonce string) bool {
+// newHeartbeat draws a fresh nonce and encodes its heartbeat; false when
+// there is no randomness (silence will decide).
+func newHeartbeat() (nonce string, frame []byte, ok bool) {
+	nonce, err := newNonce()
+	if err != nil {
+		return "", nil, false
+	}
+	frame, err = heartbeatFrame(nonce)
+	return nonce, frame, err == nil
+}
+
+// addPending records nonce as sent and unanswered, with answered (if not
+// nil) to close once its ack verified; it refuses when maxPending nonces
+// are already pending.
+func (c *Conn) addPending(nonce string, answered chan struct{}) bool {
 	c.pendMu.Lock()
 	defer c.pendMu.Unlock()
 	if len(c.pending) >= maxPending {
 		return false
 	}
 	c.pending = append(c.pending, nonce)
+	if answered != nil {
+		if c.waiters == nil {
+			c.waiters = map[string]chan struct{}{}
+		}
+		c.waiters[nonce] = answered
+	}
 	return true
 }
 
@@ -117,26 +128,14 @@ func (c *Conn) Alive(ctx context.Context) bool {
 	if c.role != roleServer {
 		return false
 	}
-	nonce, err := newNonce()
-	if err != nil {
-		return false
-	}
-	frame, err := heartbeatFrame(nonce)
-	if err != nil {
+	nonce, frame, ok := newHeartbeat()
+	if !ok {
 		return false
 	}
 	answered := make(chan struct{})
-	c.pendMu.Lock()
-	if len(c.pending) >= maxPending {
-		c.pendMu.Unlock()
+	if !c.addPending(nonce, answered) {
 		return false
 	}
-	c.pending = append(c.pending, nonce)
-	if c.waiters == nil {
-		c.waiters = map[string]chan struct{}{}
-	}
-	c.waiters[nonce] = answered
-	c.pendMu.Unlock()
 	defer func() {
 		c.pendMu.Lock()
 		delete(c.waiters, nonce)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 func TestHeartbeatsAnsweredAndVerified(t *testing.T) {
@@ -58,17 +57,7 @@ func TestAgentAnswersHeartbeat(t *testing.T) {
 	hb, _ := heartbeatFrame(nonce)
 	writeText(t, peer, string(hb))
 	writeText(t, peer, `{"jsonrpc":"2.0","method":"notifications/commandcore/heartbeat_ack","params":{"nonce":"AAAA","mac":"x"}}`)
-	writeText(t, peer, `{"jsonrpc":"2.0","method":"x/after"}`)
-
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	msg, err := agent.Read(ctx)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	if r, ok := msg.(*jsonrpc.Request); !ok || r.Method != "x/after" {
-		t.Fatalf("read %T %+v, want x/after", msg, msg)
-	}
+	nextIsAfter(t, peer, agent)
 
 	var ack struct {
 		JSONRPC string             `json:"jsonrpc"`
@@ -111,16 +100,7 @@ func TestServerVerifiesAck(t *testing.T) {
 	}
 	ack, _ := heartbeatAckFrame(secret, hb.Params.Nonce)
 	writeText(t, peer, string(ack))
-	writeText(t, peer, `{"jsonrpc":"2.0","method":"x/after"}`)
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	msg, err := server.Read(ctx)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	if r, ok := msg.(*jsonrpc.Request); !ok || r.Method != "x/after" {
-		t.Fatalf("read %+v, want x/after", msg)
-	}
+	nextIsAfter(t, peer, server)
 	if server.verified.Load() != 1 {
 		t.Fatalf("verified %d, want 1", server.verified.Load())
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 const nextToken = "ccd_next-token-for-tests"
@@ -92,16 +91,7 @@ func TestRotationFramesStayOnTheLink(t *testing.T) {
 	got := drain(peer)
 	rot, _ := rotateFrame(nextToken)
 	writeText(t, peer, string(rot))
-	writeText(t, peer, `{"jsonrpc":"2.0","method":"x/after"}`)
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	msg, err := agent.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, ok := msg.(*jsonrpc.Request); !ok || r.Method != "x/after" {
-		t.Fatalf("read %+v, want x/after", msg)
-	}
+	nextIsAfter(t, peer, agent)
 	var ack struct {
 		Method string          `json:"method"`
 		ID     any             `json:"id"`

@@ -18,7 +18,7 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
              ./internal/identity:FuzzDecode ./internal/permissions:FuzzDecode \
              ./internal/grant:FuzzVerify ./internal/scope:FuzzParse \
              ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
-             ./internal/link:FuzzInbound ./internal/link:FuzzDecodeRotate \
+             ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \
              ./internal/relay:FuzzSplitDevice ./internal/relay:FuzzDecodeEnrollRequest \
              ./internal/relay:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode
@@ -28,10 +28,10 @@ NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 # gremlins runs as a tool too, for `make mutation`.
 GREMLINS  ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # The core packages whose mutation score `make mutation` prints; of the
-# link, its framing (frame.go) only.
+# transport, its framing (frame.go) only.
 MUTATION  := internal/capture internal/envelope internal/policy internal/permissions \
              internal/grant internal/scope internal/reconcile internal/jobstore \
-             internal/errcode internal/limits internal/link
+             internal/errcode internal/limits internal/transport
 
 .PHONY: build test fuzz vet run bench clean package package-test vm-test inspector-test mutation
 
@@ -71,7 +71,7 @@ mutation:
 	@$(USERMGR) up >/dev/null
 	GO='$(GO)' GREMLINS='$(GREMLINS)' PKGS='$(MUTATION)' \
 	CONSTS='internal/limits:limits.go internal/errcode:errcode.go' \
-	EXCLUDE='internal/link:^(alive|dial|link|rotate)\.go$$' scripts/mutation.sh
+	EXCLUDE='internal/transport:^(backoff|close|conn|credentials|dial|heartbeat|queue|rotate)\.go$$' scripts/mutation.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/capture/

@@ -1,6 +1,6 @@
 package agent
 
-// The link packages are used in this file only.
+// The transport is used in this file only.
 
 import (
 	"context"
@@ -13,15 +13,14 @@ import (
 	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/identity"
 	"github.com/commandcore/commandcore/internal/jobs"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/tools"
-	"github.com/commandcore/commandcore/internal/uplink"
+	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
 // CheckServer says whether server is a URL the agent can link to.
 func CheckServer(server string) error {
-	_, err := link.AgentURL(server)
+	_, err := transport.AgentURL(server)
 	return err
 }
 
@@ -54,7 +53,8 @@ func (l *serverLink) start(ctx context.Context, id *identity.Identity) error {
 	l.rt.setServer(id.Server)
 	go func() {
 		defer close(l.done)
-		uplink.Run(ctx, uplink.Config{Identity: id, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection,
+		transport.Run(ctx, transport.Config{Server: id.Server, Token: id.Token, PreviousToken: id.PreviousToken,
+			Secret: id.Secret, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection,
 			SaveToken: func(token, previous string) error {
 				return identity.SaveToken(l.configDir, id.DeviceID, token, previous)
 			}})
@@ -82,7 +82,7 @@ func (l *serverLink) wait() {
 
 // linkServer returns what serves MCP over each live link: the tools, each
 // call checked against the server's grant and the owner's ceiling.
-func linkServer(svc *jobs.Service, id *identity.Identity, stateDir, configDir string) (func(context.Context, *link.Conn) error, error) {
+func linkServer(svc *jobs.Service, id *identity.Identity, stateDir, configDir string) (func(context.Context, *transport.Conn) error, error) {
 	key, err := id.PublicKey()
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func linkServer(svc *jobs.Service, id *identity.Identity, stateDir, configDir st
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
 	tools.Register(srv, svc, host, access.Remote(configDir, id.DeviceID, key, grant.NewUsed(0), time.Now))
-	return func(ctx context.Context, conn *link.Conn) error {
+	return func(ctx context.Context, conn *transport.Conn) error {
 		ss, err := srv.Connect(ctx, conn, nil)
 		if err != nil {
 			return fmt.Errorf("serve link: %w", err)

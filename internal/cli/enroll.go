@@ -15,9 +15,9 @@ import (
 
 	"github.com/commandcore/commandcore/internal/agent"
 	"github.com/commandcore/commandcore/internal/identity"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // enrollTimeout bounds the enrollment request.
@@ -34,7 +34,7 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 			if server == "" || code == "" {
 				return usageError("enroll needs --server URL and --code CODE")
 			}
-			if _, err := link.AgentURL(server); err != nil {
+			if _, err := transport.AgentURL(server); err != nil {
 				return usageError("--server: %v", err)
 			}
 			dirs, err := g.dirs()

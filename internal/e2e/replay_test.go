@@ -18,7 +18,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/identity"
-	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // testRelay is a relay written by the test: it accepts the real agent's
@@ -44,7 +44,7 @@ func startTestRelay(t *testing.T) *testRelay {
 		if err != nil {
 			return
 		}
-		conn := link.Server(ws, secret, link.Options{})
+		conn := transport.Server(ws, secret, transport.Options{})
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-relay", Version: "1"}, nil).Connect(req.Context(), conn, nil)
 		if err != nil {
 			return

@@ -14,10 +14,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
 	"github.com/commandcore/commandcore/internal/toolresult"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 const marker = "MARKER-a7c2e9f4"
@@ -26,12 +26,12 @@ const marker = "MARKER-a7c2e9f4"
 type countingObserver struct {
 	mu       sync.Mutex
 	calls    map[string]int // "tool outcome"
-	ends     map[link.End]int
+	ends     map[transport.End]int
 	refusals map[string]int
 }
 
 func newCountingObserver() *countingObserver {
-	return &countingObserver{calls: map[string]int{}, ends: map[link.End]int{}, refusals: map[string]int{}}
+	return &countingObserver{calls: map[string]int{}, ends: map[transport.End]int{}, refusals: map[string]int{}}
 }
 
 func (o *countingObserver) Call(tool, outcome string, _ time.Duration) {
@@ -40,7 +40,7 @@ func (o *countingObserver) Call(tool, outcome string, _ time.Duration) {
 	o.calls[tool+" "+outcome]++
 }
 
-func (o *countingObserver) LinkEnd(kind link.End) {
+func (o *countingObserver) LinkEnd(kind transport.End) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ends[kind]++
@@ -186,7 +186,7 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 	if obs.calls["process.jobs ok"] != 2 || obs.calls["unknown failed"] != 3 || obs.calls["process.jobs failed"] != 2 || obs.calls["devices.list ok"] != 1 {
 		t.Errorf("counted calls: %v", obs.calls)
 	}
-	if obs.ends[link.EndRemoteClose] != 1 {
+	if obs.ends[transport.EndRemoteClose] != 1 {
 		t.Errorf("link ends: %v", obs.ends)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
@@ -129,11 +128,6 @@ func bearer(h http.Header) string {
 		return strings.TrimSpace(v[7:])
 	}
 	return ""
-}
-
-var upgrader = websocket.Upgrader{
-	// Agents are not browsers; there is no origin to check.
-	CheckOrigin: func(*http.Request) bool { return true },
 }
 
 // agent accepts a device's link and keeps it until it ends.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // TestDeviceLinkIsSeenAndKept: a linked device is connected, its last-seen
@@ -40,7 +40,7 @@ func TestDeviceLinkIsSeenAndKept(t *testing.T) {
 	seen := waitFor("connected", func(d relaystate.Device) bool { return d.Connected && d.LastSeen != nil })
 	waitFor("seen again", func(d relaystate.Device) bool { return d.LastSeen.After(*seen.LastSeen) })
 
-	if _, err := link.Dial(context.Background(), h.hs.URL, h.current()); !errors.Is(err, link.ErrBusy) {
+	if _, err := transport.Dial(context.Background(), h.hs.URL, h.current()); !errors.Is(err, transport.ErrBusy) {
 		t.Fatalf("a second link while the first answers: %v", err)
 	}
 	if first.End() != "" {
@@ -53,7 +53,7 @@ func TestDeviceLinkIsSeenAndKept(t *testing.T) {
 	waitFor("disconnected", func(d relaystate.Device) bool { return !d.Connected })
 
 	// A wrong device token never gets a link.
-	if _, err := link.Dial(context.Background(), h.hs.URL, "ccd_"+strings.Repeat("x", 43)); err == nil {
+	if _, err := transport.Dial(context.Background(), h.hs.URL, "ccd_"+strings.Repeat("x", 43)); err == nil {
 		t.Fatal("an unknown device token was accepted")
 	}
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // harness is an in-process relay with one enrolled device, "dev".
@@ -73,14 +73,14 @@ func newHarness(tb testing.TB, tune func(*Server)) *harness {
 // link connects a fake device serving device's tools with the current
 // token, and waits until the relay has registered it and made the token it
 // handed over current.
-func (h *harness) link(tb testing.TB, device *mcp.Server) *link.Conn {
+func (h *harness) link(tb testing.TB, device *mcp.Server) *transport.Conn {
 	tb.Helper()
-	ws, err := link.Dial(context.Background(), h.hs.URL, h.current())
+	ws, err := transport.Dial(context.Background(), h.hs.URL, h.current())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var next atomic.Value
-	conn := link.Agent(ws, h.secret, link.Options{Rotate: func(tok string) error { next.Store(tok); return nil }})
+	conn := transport.Agent(ws, h.secret, transport.Options{Rotate: func(tok string) error { next.Store(tok); return nil }})
 	tb.Cleanup(func() { conn.Close() })
 	if _, err := device.Connect(context.Background(), conn, nil); err != nil {
 		tb.Fatal(err)

@@ -13,10 +13,10 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/scope"
 	"github.com/commandcore/commandcore/internal/toolresult"
+	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
@@ -223,7 +223,7 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 			return toolresult.Failure(s.errDeviceTimeout()), nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case errors.As(err, &werr) && werr.Code == link.CodeResultTooLarge:
+		case errors.As(err, &werr) && werr.Code == transport.CodeResultTooLarge:
 			return toolresult.Failure(errcode.New(errcode.ResultTooLarge,
 				"the device's result is larger than the link carries (%d MiB); ask for less, e.g. a smaller max_bytes or max_results", limits.MaxFrameBytes>>20)), nil
 		default:

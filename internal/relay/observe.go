@@ -12,18 +12,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/scope"
 	"github.com/commandcore/commandcore/internal/toolresult"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // Observer receives the relay's content-free events, for metrics. Every
 // string it is given comes from a closed set: AuditTools, the outcomes
-// relaystate.AuditOK and AuditFailed, link.End kinds, EnrollRefusals.
+// relaystate.AuditOK and AuditFailed, transport.End kinds, EnrollRefusals.
 type Observer interface {
 	Call(tool, outcome string, d time.Duration)
-	LinkEnd(kind link.End)
+	LinkEnd(kind transport.End)
 	EnrollRefused(reason string)
 }
 
@@ -169,7 +169,7 @@ func (s *Server) ConnectedDevices() int {
 func (s *Server) AuditDropped() uint64 { return s.audit.dropped.Load() }
 
 // linkEnded counts a device link's end by its kind.
-func (s *Server) linkEnded(conn *link.Conn) {
+func (s *Server) linkEnded(conn *transport.Conn) {
 	if s.Observer != nil {
 		s.Observer.LinkEnd(conn.End())
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 const methodProgress = "notifications/progress"
@@ -32,7 +32,7 @@ type progressTarget struct {
 // overtake them, and a slow client slows the link (backpressure) instead
 // of growing a queue.
 type progressTap struct {
-	*link.Conn
+	*transport.Conn
 	relay *Server
 }
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // Server is a running relay.
@@ -29,7 +29,7 @@ type Server struct {
 	// Now is the clock; tests move it.
 	Now func() time.Time
 	// Link tunes device links; zero values are SPEC §8's bounds.
-	Link link.Options
+	Link transport.Options
 	// SeenEvery is how often a connected device's last-seen time is
 	// refreshed; zero means a minute.
 	SeenEvery time.Duration
@@ -51,7 +51,7 @@ type Server struct {
 	links map[string]*deviceLink // by device ID, once serving
 	// held is every device's link from its upgrade to its end, and
 	// admissions the devices being admitted (standing.go).
-	held       map[string]*link.Conn
+	held       map[string]*transport.Conn
 	admissions map[string]chan struct{}
 	rotations  rotations
 
@@ -67,7 +67,7 @@ type Server struct {
 
 // deviceLink is one connected device.
 type deviceLink struct {
-	conn    *link.Conn
+	conn    *transport.Conn
 	session *mcp.ClientSession
 }
 
@@ -87,7 +87,7 @@ func New(store *relaystate.Store) (*Server, error) {
 		return nil, err
 	}
 	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
-		held: map[string]*link.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates()}, nil
+		held: map[string]*transport.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates()}, nil
 }
 
 // Handler serves the relay's HTTP surface, with the bounds of http.go.
@@ -95,7 +95,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// Refusals are counted whoever refuses: the rate limit or the code.
 	mux.HandleFunc("POST /v1/enroll", s.countRefusals(s.limitEnroll(http.HandlerFunc(s.enroll)).ServeHTTP))
-	mux.HandleFunc("GET /v1/agent", s.agent)
+	mux.HandleFunc("GET "+transport.AgentPath, s.agent)
 	h := s.mcpHandler()
 	mux.Handle("/mcp", h)
 	mux.Handle("/mcp/{device}", h)
@@ -106,7 +106,7 @@ func (s *Server) Handler() http.Handler {
 // that ended. Calls that end later are still recorded.
 func (s *Server) Close() {
 	s.mu.Lock()
-	links := make([]*link.Conn, 0, len(s.held))
+	links := make([]*transport.Conn, 0, len(s.held))
 	for _, c := range s.held {
 		links = append(links, c)
 	}

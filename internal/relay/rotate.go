@@ -8,8 +8,8 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // Credential rotation (SPEC §4): every accepted link hands the agent a
@@ -17,7 +17,7 @@ import (
 //
 //  1. The relay accepts a link opened with T, the device's current token,
 //     draws T' and remembers, in memory, that the device's T is becoming T'.
-//  2. It sends T' over the link (link.MethodRotate); only the holder of T
+//  2. It sends T' over the link (transport.MethodRotate); only the holder of T
 //     could have opened the link.
 //  3. The agent stores T' as its token, keeping T as its previous one,
 //     atomically (identity.SaveToken: temporary file, fsync, rename, fsync
@@ -110,7 +110,7 @@ func (r *rotations) find(token string) (pendingRotation, bool) {
 // once the agent confirmed it stored it; a link that does not confirm in
 // time is closed. An unconfirmed rotation stays pending: the agent may
 // have stored the token and lost only its confirmation.
-func (s *Server) rotate(conn *link.Conn, device, current string) {
+func (s *Server) rotate(conn *transport.Conn, device, current string) {
 	next := s.rotations.begin(device, current)
 	wait := s.RotateWait
 	if wait <= 0 {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // A device has at most one link (SPEC §4). When another arrives while it
@@ -36,7 +36,7 @@ var errDeviceBusy = errcode.New(errcode.DeviceBusy, "the device has a live link 
 // admitLink authenticates a device's link and upgrades it once the device
 // has no other live link; on refusal it answers the request and returns a
 // nil conn. The returned conn holds the device until letGo.
-func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*relaystate.Device, *link.Conn, string) {
+func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*relaystate.Device, *transport.Conn, string) {
 	token := bearer(r.Header)
 	dev, secret, err := s.authLink(token)
 	if err != nil {
@@ -64,11 +64,10 @@ func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*relaystate.
 		// never answer; the newcomer need not.
 		go old.Close()
 	}
-	ws, err := upgrader.Upgrade(w, r, nil)
+	conn, err := transport.Accept(w, r, secret, s.Link)
 	if err != nil {
 		return nil, nil, ""
 	}
-	conn := link.Server(ws, secret, s.Link)
 	s.mu.Lock()
 	s.held[dev.ID] = conn
 	s.mu.Unlock()
@@ -121,7 +120,7 @@ func (s *Server) admitting(ctx context.Context, device string) (func(), bool) {
 }
 
 // letGo releases the device conn held, unless another link took it over.
-func (s *Server) letGo(device string, conn *link.Conn) {
+func (s *Server) letGo(device string, conn *transport.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held[device] == conn {

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // serving returns the relay's end of the device's serving link, or nil.
-func (h *harness) serving() *link.Conn {
+func (h *harness) serving() *transport.Conn {
 	if l := h.srv.connected(h.dev.ID); l != nil {
 		return l.conn
 	}
@@ -24,14 +24,14 @@ func (h *harness) serving() *link.Conn {
 
 // dialAgent links a fake device with token, storing rotated tokens with
 // rotate, and waits until the relay serves a link other than before.
-func (h *harness) dialAgent(tb testing.TB, token string, rotate func(string) error) *link.Conn {
+func (h *harness) dialAgent(tb testing.TB, token string, rotate func(string) error) *transport.Conn {
 	tb.Helper()
 	before := h.serving()
-	ws, err := link.Dial(context.Background(), h.hs.URL, token)
+	ws, err := transport.Dial(context.Background(), h.hs.URL, token)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	conn := link.Agent(ws, h.secret, link.Options{Rotate: rotate})
+	conn := transport.Agent(ws, h.secret, transport.Options{Rotate: rotate})
 	tb.Cleanup(func() { conn.Close() })
 	if _, err := fakeDevice().Connect(context.Background(), conn, nil); err != nil {
 		tb.Fatal(err)
@@ -65,7 +65,7 @@ func (s *tokenStore) get() string {
 	return s.tok
 }
 
-func waitDone(t *testing.T, c *link.Conn, what string) {
+func waitDone(t *testing.T, c *transport.Conn, what string) {
 	t.Helper()
 	select {
 	case <-c.Done():
@@ -79,7 +79,7 @@ func waitDone(t *testing.T, c *link.Conn, what string) {
 // one and is accepted.
 func TestSilentLinkIsReplaced(t *testing.T) {
 	h := newHarness(t, nil)
-	frozen, err := link.Dial(context.Background(), h.hs.URL, h.token)
+	frozen, err := transport.Dial(context.Background(), h.hs.URL, h.token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +120,11 @@ func TestEveryLinkRotates(t *testing.T) {
 	next := waitToken(t, h, &ts, h.token)
 
 	// The agent's old token is now a copy's.
-	if _, err := link.Dial(context.Background(), h.hs.URL, h.token); !errors.Is(err, link.ErrDeviceRefused) {
+	if _, err := transport.Dial(context.Background(), h.hs.URL, h.token); !errors.Is(err, transport.ErrDeviceRefused) {
 		t.Fatalf("the rotated-away token: %v", err)
 	}
 	waitDone(t, agent, "after a copy showed")
-	if _, err := link.Dial(context.Background(), h.hs.URL, next); !errors.Is(err, link.ErrDeviceRefused) {
+	if _, err := transport.Dial(context.Background(), h.hs.URL, next); !errors.Is(err, transport.ErrDeviceRefused) {
 		t.Fatalf("the current token of a compromised device: %v", err)
 	}
 	d, err := h.st.FindDevice(h.dev.ID)
@@ -186,7 +186,7 @@ func TestLostAckStillLinks(t *testing.T) {
 	}
 	agent.Close()
 	h.dialAgent(t, ts.get(), nil)
-	if _, err := link.Dial(context.Background(), h.hs.URL, h.token); !errors.Is(err, link.ErrDeviceRefused) {
+	if _, err := transport.Dial(context.Background(), h.hs.URL, h.token); !errors.Is(err, transport.ErrDeviceRefused) {
 		t.Fatalf("the token before the promoted one: %v", err)
 	}
 }
@@ -201,7 +201,7 @@ func TestRevokedDeviceLinkEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, agent, "after the revocation")
-	if _, err := link.Dial(context.Background(), h.hs.URL, h.token); !errors.Is(err, link.ErrDeviceRefused) {
+	if _, err := transport.Dial(context.Background(), h.hs.URL, h.token); !errors.Is(err, transport.ErrDeviceRefused) {
 		t.Fatalf("a revoked device's token: %v", err)
 	}
 }
@@ -212,11 +212,11 @@ func TestRevokedDeviceLinkEnds(t *testing.T) {
 func TestUnconfirmedRotationEndsLink(t *testing.T) {
 	h := newHarness(t, func(s *Server) { s.RotateWait = 50 * time.Millisecond })
 	for range 2 {
-		ws, err := link.Dial(context.Background(), h.hs.URL, h.token)
+		ws, err := transport.Dial(context.Background(), h.hs.URL, h.token)
 		if err != nil {
 			t.Fatalf("the token of an unconfirmed rotation: %v", err)
 		}
-		agent := link.Agent(ws, h.secret, link.Options{})
+		agent := transport.Agent(ws, h.secret, transport.Options{})
 		if _, err := fakeDevice().Connect(context.Background(), agent, nil); err != nil {
 			t.Fatal(err)
 		}

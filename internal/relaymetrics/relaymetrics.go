@@ -14,10 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/uplink"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // Path is where the metrics are served.
@@ -28,8 +27,8 @@ const unknown = "unknown"
 
 // LinkEnds are the kinds of link end the relay counts. Their labels are
 // the names the agent's journal gives them (SPEC §4).
-var LinkEnds = []link.End{link.EndRemoteClose, link.EndSendTimeout, link.EndSilence,
-	link.EndProtocol, link.EndAuth, link.EndLocalShutdown}
+var LinkEnds = []transport.End{transport.EndRemoteClose, transport.EndSendTimeout, transport.EndSilence,
+	transport.EndProtocol, transport.EndAuth, transport.EndLocalShutdown}
 
 // durationBuckets span a refused call (well under a millisecond) to the
 // longest a call may run (process.run's and process.wait's ten minutes).
@@ -89,7 +88,7 @@ func New(src Source) *Metrics {
 		reasons:  relay.EnrollRefusals,
 	}
 	for _, k := range LinkEnds {
-		m.kinds = append(m.kinds, string(uplink.Reason(k)))
+		m.kinds = append(m.kinds, string(k))
 	}
 	m.reg.MustRegister(m.calls, m.duration, m.linkEnds, m.refusals,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -131,8 +130,8 @@ func (m *Metrics) Call(tool, outcome string, d time.Duration) {
 }
 
 // LinkEnd counts one device link's end.
-func (m *Metrics) LinkEnd(kind link.End) {
-	m.linkEnds.WithLabelValues(closed(m.kinds, string(uplink.Reason(kind)))).Inc()
+func (m *Metrics) LinkEnd(kind transport.End) {
+	m.linkEnds.WithLabelValues(closed(m.kinds, string(kind))).Inc()
 }
 
 // EnrollRefused counts one refused enrollment.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/link"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/transport"
 )
 
 type source struct{}
@@ -46,7 +46,7 @@ func TestMetrics(t *testing.T) {
 	m.Call("process.run", "ok", time.Millisecond)
 	m.Call("process.run", "failed", time.Millisecond)
 	m.Call("rm -rf /", "ok", time.Millisecond)
-	m.LinkEnd(link.EndSilence)
+	m.LinkEnd(transport.EndSilence)
 	m.LinkEnd("made up")
 	m.EnrollRefused("rate_limited")
 	m.EnrollRefused("no such reason")

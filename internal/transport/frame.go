@@ -1,4 +1,4 @@
-package link
+package transport
 
 import (
 	"crypto/hmac"

@@ -1,4 +1,4 @@
-package link
+package transport
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // patience bounds every wait for something that must happen eventually. It
@@ -198,5 +199,22 @@ func writeText(t *testing.T, ws *websocket.Conn, s string) {
 	t.Helper()
 	if err := ws.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
 		t.Fatalf("peer write: %v", err)
+	}
+}
+
+// nextIsAfter writes the notification x/after on peer and fails unless it
+// is the next message c's Read returns: whatever peer wrote before it
+// stayed on the link.
+func nextIsAfter(t *testing.T, peer *websocket.Conn, c *Conn) {
+	t.Helper()
+	writeText(t, peer, `{"jsonrpc":"2.0","method":"x/after"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	msg, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if r, ok := msg.(*jsonrpc.Request); !ok || r.Method != "x/after" {
+		t.Fatalf("read %T %+v, want x/after", msg, msg)
 	}
 }

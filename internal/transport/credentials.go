@@ -1,4 +1,4 @@
-package uplink
+package transport
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"sync"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/commandcore/commandcore/internal/link"
 )
 
 // credentials are the device tokens the agent may present, newest first,
@@ -29,7 +27,7 @@ func (cr *credentials) dial(ctx context.Context, dial func(context.Context, stri
 	token, previous := cr.token, cr.previous
 	cr.mu.Unlock()
 	ws, err := dial(ctx, server, token)
-	if errors.Is(err, link.ErrUnauthorized) && previous != "" && previous != token {
+	if errors.Is(err, ErrUnauthorized) && previous != "" && previous != token {
 		if ws, err = dial(ctx, server, previous); err == nil {
 			return ws, previous, nil
 		}

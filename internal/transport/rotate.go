@@ -1,4 +1,4 @@
-package link
+package transport
 
 import (
 	"context"
@@ -139,6 +139,20 @@ func (c *Conn) Rotate(ctx context.Context, token string) error {
 	}
 }
 
+// checkRotateAck is the server end's check of an agent's rotation ack:
+// one that settles no rotation under way ends the link with EndAuth. It
+// reports whether the link is still up.
+func (c *Conn) checkRotateAck(mac string) bool {
+	if c.role != roleServer {
+		return true
+	}
+	if !c.rotationAcked(mac) {
+		c.finish(EndAuth)
+		return false
+	}
+	return true
+}
+
 // rotationAcked settles the rotation under way if mac acknowledges its
 // token; false when there is none or mac does not match.
 func (c *Conn) rotationAcked(mac string) bool {
@@ -155,9 +169,9 @@ func (c *Conn) rotationAcked(mac string) bool {
 // storeRotated is the agent end's handling of a rotation: it acknowledges
 // the token once Options.Rotate stored it. Without Options.Rotate, or when
 // storing fails, the token is not acknowledged and the server keeps the
-// current one.
+// current one. The server end ignores rotations.
 func (c *Conn) storeRotated(token string) {
-	if c.opt.Rotate == nil || c.opt.Rotate(token) != nil {
+	if c.role != roleAgent || c.opt.Rotate == nil || c.opt.Rotate(token) != nil {
 		return
 	}
 	ack, err := rotateAckFrame(c.secret, token)

@@ -1,16 +1,14 @@
-package link
+package transport
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -124,19 +122,16 @@ func Dial(ctx context.Context, serverURL, token string) (*websocket.Conn, error)
 	return ws, nil
 }
 
-// Backoff returns the wait before reconnect attempt n (n>=1; smaller n is
-// treated as 1): exponential from limits.ReconnectMin, capped at
-// limits.ReconnectMax, with full jitter in [d/2, d].
-func Backoff(n int) time.Duration {
-	return backoff(n, limits.ReconnectMin, limits.ReconnectMax)
-}
+// upgrader accepts agents' links. Agents are not browsers; there is no
+// origin to check.
+var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
-func backoff(n int, lo, hi time.Duration) time.Duration {
-	d := lo
-	for i := 1; i < n && d < hi; i++ {
-		d *= 2
+// Accept upgrades an agent's request for AgentPath to the server's end of a
+// link (Server). On failure the request has been answered.
+func Accept(w http.ResponseWriter, r *http.Request, secret []byte, opt Options) (*Conn, error) {
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return nil, err
 	}
-	d = min(d, hi)
-	half := d / 2
-	return half + rand.N(d-half+1)
+	return Server(ws, secret, opt), nil
 }

@@ -1,69 +1,93 @@
-// Package uplink keeps an enrolled agent's link to its server: it dials,
-// hands each live link to the MCP server, records how each link ended,
-// and reconnects with capped, jittered backoff (SPEC §4). Each link may
-// rotate the device token; the agent stores the new one before the server
-// may rely on it (rotate.go). Managed jobs do not depend on it: a link's
-// end cancels only foreground calls.
-package uplink
+package transport
 
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/gorilla/websocket"
 
-	"github.com/commandcore/commandcore/internal/activity"
-	"github.com/commandcore/commandcore/internal/identity"
-	"github.com/commandcore/commandcore/internal/link"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
+// The agent's end: Run keeps an enrolled agent's link to its server. It
+// dials, hands each live link to the MCP server, records how each link
+// ended, and reconnects with capped, jittered backoff (SPEC §4). Each link
+// may rotate the device token; the agent stores the new one before the
+// server may rely on it (credentials.go). Managed jobs do not depend on
+// it: a link's end cancels only foreground calls.
+
 // Config is what Run needs.
 type Config struct {
-	Identity *identity.Identity
+	// Server is the server's URL; Token, PreviousToken and Secret are the
+	// device's credentials (internal/identity keeps them).
+	Server               string
+	Token, PreviousToken string
+	Secret               []byte
 	// Serve serves MCP over one live link; it returns when the link ends.
-	Serve func(ctx context.Context, conn *link.Conn) error
+	Serve func(ctx context.Context, conn *Conn) error
 	// Journal receives link_up and link_end events; nil records nothing.
-	Journal *activity.Journal
+	Journal Journal
 	// OnState reports each change of the connection's state.
 	OnState func(state string, at time.Time)
 	// Link tunes each link; zero values are SPEC §8's bounds. Its Rotate
 	// is set per link from SaveToken.
-	Link link.Options
+	Link Options
 	// SaveToken stores the token a server rotated in, with previous, the
 	// token of the link that handed it over (identity.SaveToken). Nil:
 	// rotations are not acknowledged and the server keeps the token.
 	SaveToken func(token, previous string) error
-	// Dial opens the WebSocket; nil means link.Dial.
+	// Dial opens the WebSocket; nil means Dial.
 	Dial func(ctx context.Context, server, token string) (*websocket.Conn, error)
-	// Backoff is the wait before reconnect attempt n; nil means link.Backoff.
+	// Backoff is the wait before reconnect attempt n; nil means Backoff.
 	Backoff func(n int) time.Duration
 }
+
+// Journal records the link's diagnostics (SPEC §4); *activity.Journal is
+// one. The transport does not import the journal: the relay links this
+// package and must not link the job core the journal knows.
+type Journal interface {
+	// LinkUp records that a link was established.
+	LinkUp()
+	// LinkEnd records how a link ended (reason is an End) and how long it
+	// was up; a failed dial was up for 0.
+	LinkEnd(reason string, up time.Duration)
+}
+
+// noJournal records nothing.
+type noJournal struct{}
+
+func (noJournal) LinkUp()                       {}
+func (noJournal) LinkEnd(string, time.Duration) {}
 
 // Run keeps the link up until ctx ends.
 func Run(ctx context.Context, c Config) error {
 	dial, backoff := c.Dial, c.Backoff
 	if dial == nil {
-		dial = link.Dial
+		dial = Dial
 	}
 	if backoff == nil {
-		backoff = link.Backoff
+		backoff = Backoff
+	}
+	if c.Journal == nil {
+		c.Journal = noJournal{}
 	}
 	state := func(s string) {
 		if c.OnState != nil {
 			c.OnState(s, time.Now().UTC())
 		}
 	}
-	creds := &credentials{save: c.SaveToken, token: c.Identity.Token, previous: c.Identity.PreviousToken}
-	var lastDialFailure activity.Reason
+	creds := &credentials{save: c.SaveToken, token: c.Token, previous: c.PreviousToken}
+	var lastDialFailure End
 	for attempt := 0; ; {
 		// Retries keep reporting disconnected, so "since" says when the
 		// link was lost, not when the last attempt began.
 		if attempt == 0 {
 			state(status.ConnConnecting)
 		}
-		ws, used, err := creds.dial(ctx, dial, c.Identity.Server)
+		ws, used, err := creds.dial(ctx, dial, c.Server)
 		if err == nil {
 			lastDialFailure = ""
 			opt := c.Link
@@ -77,16 +101,16 @@ func Run(ctx context.Context, c Config) error {
 		} else if ctx.Err() == nil {
 			// Refusals back off like any failed dial: another agent with
 			// this identity (device_busy) is not hammered out of its link.
-			reason := activity.ReasonNetworkError
+			reason := EndNetworkError
 			switch {
-			case errors.Is(err, link.ErrUnauthorized), errors.Is(err, link.ErrDeviceRefused):
-				reason = activity.ReasonAuthFailure
-			case errors.Is(err, link.ErrBusy):
-				reason = activity.ReasonDeviceBusy
+			case errors.Is(err, ErrUnauthorized), errors.Is(err, ErrDeviceRefused):
+				reason = EndAuth
+			case errors.Is(err, ErrBusy):
+				reason = EndDeviceBusy
 			}
 			// A long outage is one diagnostic, not one per attempt.
 			if reason != lastDialFailure {
-				c.Journal.Record(activity.LinkEndEvent(reason, 0))
+				c.Journal.LinkEnd(string(reason), 0)
 				lastDialFailure = reason
 			}
 		}
@@ -106,15 +130,28 @@ func Run(ctx context.Context, c Config) error {
 	}
 }
 
+// Backoff returns the wait before reconnect attempt n (n>=1; smaller n is
+// treated as 1): exponential from limits.ReconnectMin, capped at
+// limits.ReconnectMax, with full jitter in [d/2, d].
+func Backoff(n int) time.Duration {
+	d := limits.ReconnectMin
+	for i := 1; i < n && d < limits.ReconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, limits.ReconnectMax)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
 // stableLink is how long a link must last for the backoff to start over.
 const stableLink = time.Minute
 
 // serve runs one link to its end, records how it ended, and returns how
 // long it was up.
-func serve(ctx context.Context, c Config, ws *websocket.Conn, opt link.Options, state func(string)) time.Duration {
-	conn := link.Agent(ws, c.Identity.Secret, opt)
+func serve(ctx context.Context, c Config, ws *websocket.Conn, opt Options, state func(string)) time.Duration {
+	conn := Agent(ws, c.Secret, opt)
 	up := time.Now()
-	c.Journal.Record(activity.Event{Kind: activity.KindLinkUp, Outcome: activity.OutcomeOK})
+	c.Journal.LinkUp()
 	state(status.ConnConnected)
 	served := make(chan struct{})
 	go func() {
@@ -129,25 +166,6 @@ func serve(ctx context.Context, c Config, ws *websocket.Conn, opt link.Options, 
 	<-conn.Done()
 	<-served
 	lasted := time.Since(up)
-	c.Journal.Record(activity.LinkEndEvent(Reason(conn.End()), lasted))
+	c.Journal.LinkEnd(string(conn.End()), lasted)
 	return lasted
-}
-
-// Reason maps a link's end to the journal's closed set of reasons.
-func Reason(e link.End) activity.Reason {
-	switch e {
-	case link.EndRemoteClose:
-		return activity.ReasonRemoteClose
-	case link.EndSendTimeout:
-		return activity.ReasonSendTimeout
-	case link.EndSilence:
-		return activity.ReasonSilenceTimeout
-	case link.EndProtocol:
-		return activity.ReasonProtocolError
-	case link.EndAuth:
-		return activity.ReasonAuthFailure
-	case link.EndLocalShutdown:
-		return activity.ReasonLocalShutdown
-	}
-	return activity.ReasonNetworkError
 }

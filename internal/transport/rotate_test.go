@@ -1,4 +1,4 @@
-package link
+package transport
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 const nextToken = "ccd_next-token-for-tests"
@@ -92,16 +91,7 @@ func TestRotationFramesStayOnTheLink(t *testing.T) {
 	got := drain(peer)
 	rot, _ := rotateFrame(nextToken)
 	writeText(t, peer, string(rot))
-	writeText(t, peer, `{"jsonrpc":"2.0","method":"x/after"}`)
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	msg, err := agent.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, ok := msg.(*jsonrpc.Request); !ok || r.Method != "x/after" {
-		t.Fatalf("read %+v, want x/after", msg)
-	}
+	nextIsAfter(t, peer, agent)
 	var ack struct {
 		Method string          `json:"method"`
 		ID     any             `json:"id"`
@@ -157,39 +147,6 @@ func TestServerRejectsBadRotationAcks(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestAlive: a live agent answers at once; a peer that never answers is
-// not alive once the deadline passes, and neither is an ended link.
-func TestAlive(t *testing.T) {
-	cws, sws := tcpWS(t, nil)
-	agent := Agent(cws, secret, Options{})
-	defer agent.Close()
-	server := Server(sws, secret, noBeat)
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	if !server.Alive(ctx) {
-		t.Fatal("a live agent is not alive")
-	}
-	if agent.Alive(ctx) {
-		t.Fatal("the agent end probed its server")
-	}
-	server.Close()
-	if server.Alive(ctx) {
-		t.Fatal("an ended link is alive")
-	}
-
-	sws, _ = pipeWS(t) // the peer never reads nor answers
-	silent := Server(sws, secret, noBeat)
-	defer silent.Close()
-	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if silent.Alive(short) {
-		t.Fatal("a peer that never answers is alive")
-	}
-	if silent.End() != "" {
-		t.Fatalf("a failed probe ended the link: %s", silent.End())
 	}
 }
 

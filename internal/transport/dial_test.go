@@ -1,4 +1,4 @@
-package link
+package transport
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/commandcore/commandcore/internal/limits"
 )
 
 func TestAgentURL(t *testing.T) {
@@ -121,41 +119,46 @@ func TestDial(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	for n := -2; n <= 80; n++ {
-		d := limits.ReconnectMin
-		for i := 1; i < n && d < limits.ReconnectMax; i++ {
-			d *= 2
+// TestAccept: Accept gives the server's end of a link, which heartbeats
+// the agent under the device secret, whatever Origin the agent's dialer
+// sends (agents are not browsers); a request that is not a WebSocket
+// handshake gets no link.
+func TestAccept(t *testing.T) {
+	ends := make(chan *Conn, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, secret, Options{HeartbeatInterval: time.Millisecond})
+		if err != nil {
+			return
 		}
-		d = min(d, limits.ReconnectMax)
-		for range 200 {
-			got := Backoff(n)
-			if got < d/2 || got > d {
-				t.Fatalf("Backoff(%d) = %v, want in [%v, %v]", n, got, d/2, d)
-			}
+		ends <- c
+		<-c.Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+
+	resp, err := http.Get(srv.URL + AgentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a plain GET got HTTP %d, want 400", resp.StatusCode)
+	}
+
+	h := http.Header{"Origin": {"https://elsewhere.example"}}
+	ws, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+AgentPath, h)
+	if err != nil {
+		t.Fatalf("dial with a foreign Origin: %v", err)
+	}
+	agent := Agent(ws, secret, Options{})
+	defer agent.Close()
+	server := <-ends
+	deadline := time.Now().Add(patience)
+	for server.verified.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the accepted end verified no heartbeat")
 		}
-	}
-	if got := Backoff(1 << 40); got < limits.ReconnectMax/2 || got > limits.ReconnectMax {
-		t.Fatalf("Backoff(huge) = %v", got)
-	}
-	// Spot values, independent of the loop above.
-	if got := Backoff(1); got < 500*time.Millisecond || got > time.Second {
-		t.Fatalf("Backoff(1) = %v", got)
-	}
-	if got := Backoff(4); got < 4*time.Second || got > 8*time.Second {
-		t.Fatalf("Backoff(4) = %v", got)
-	}
-	if got := Backoff(7); got < 30*time.Second || got > time.Minute {
-		t.Fatalf("Backoff(7) = %v", got)
-	}
-	// Jitter: 200 draws over a one-second range are not all equal.
-	first, same := Backoff(2), true
-	for range 200 {
-		if Backoff(2) != first {
-			same = false
-		}
-	}
-	if same {
-		t.Fatal("Backoff(2) has no jitter")
+		time.Sleep(time.Millisecond)
 	}
 }

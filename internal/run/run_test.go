@@ -111,7 +111,11 @@ func TestChunksReassemble(t *testing.T) {
 func TestCombinedCapTruncates(t *testing.T) {
 	o := opts(nil)
 	o.CapBytes = 100_000
-	// stderr first, then stdout: the cap is shared in arrival order.
+	// The cap is shared by both streams in arrival order. Which stream's
+	// bytes arrive first is up to the scheduler (both fit a pipe buffer),
+	// so the test checks what holds either way: 100,000 bytes kept of
+	// 130,000, each stream's kept bytes a prefix of it, and every stream
+	// that lost bytes marked truncated.
 	res, err := Run(context.Background(), Request{Command: "head -c 60000 /dev/zero >&2; head -c 70000 /dev/zero; exit 3"}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -123,11 +127,15 @@ func TestCombinedCapTruncates(t *testing.T) {
 	if oc.TransportComplete {
 		t.Error("transport_complete without live output")
 	}
-	if len(decode(t, res.Stderr)) != 60_000 || res.Stderr.Truncated || res.Stderr.ObservedBytes != 60_000 {
-		t.Errorf("stderr %d bytes, %+v", len(decode(t, res.Stderr)), res.Stderr.ObservedBytes)
+	errKept, outKept := len(decode(t, res.Stderr)), len(decode(t, res.Stdout))
+	if res.Stderr.ObservedBytes != 60_000 || res.Stdout.ObservedBytes != 70_000 {
+		t.Errorf("observed stderr %d, stdout %d", res.Stderr.ObservedBytes, res.Stdout.ObservedBytes)
 	}
-	if len(decode(t, res.Stdout)) != 40_000 || !res.Stdout.Truncated || res.Stdout.ObservedBytes != 70_000 {
-		t.Errorf("stdout %d bytes", len(decode(t, res.Stdout)))
+	if errKept+outKept != 100_000 || errKept > 60_000 || outKept > 70_000 {
+		t.Errorf("kept stderr %d + stdout %d bytes", errKept, outKept)
+	}
+	if res.Stderr.Truncated != (errKept < 60_000) || res.Stdout.Truncated != (outKept < 70_000) {
+		t.Errorf("truncated stderr %v (%d kept), stdout %v (%d kept)", res.Stderr.Truncated, errKept, res.Stdout.Truncated, outKept)
 	}
 	if res.ExitCode == nil || *res.ExitCode != 3 {
 		t.Errorf("exit code %v", res.ExitCode)

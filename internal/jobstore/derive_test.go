@@ -332,3 +332,29 @@ func TestLiveCaptureCounters(t *testing.T) {
 		t.Errorf("stderr capture %+v, want unknown", errs)
 	}
 }
+
+// TestUnreadableBootIDConcludesNoReboot: when the current boot ID cannot be
+// read (say, the agent is out of file descriptors), a transient error must
+// not become a permanent host_rebooted for every job: a live job stays
+// running, and a lost one is worker_lost.
+func TestUnreadableBootIDConcludesNoReboot(t *testing.T) {
+	src, err := procid.NewSource("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.BootIDFunc = func() (string, error) { return "", syscall.EMFILE }
+	f := newFixtureWith(t, src)
+	dead := procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1}
+	f.running(id(1), f.base)
+	f.job(id(2), f.base)
+	f.identity(id(2), dead, f.bootID)
+
+	if r := f.get(id(1)); r.State != jobmeta.Running || r.ReconciledAt != nil {
+		t.Errorf("live job: %s reconciled %v, want running, not reconciled", r.State, r.ReconciledAt)
+	}
+	r := f.get(id(2))
+	rc, err := jobmeta.Read[jobmeta.Reconciled](filepath.Join(f.st.Dir(id(2)), jobmeta.ReconciledFile))
+	if r.State != jobmeta.WorkerLost || err != nil || rc.Evidence != "supervisor_gone" {
+		t.Errorf("lost job: %s, reconciled %+v, %v; want worker_lost by supervisor_gone", r.State, rc, err)
+	}
+}

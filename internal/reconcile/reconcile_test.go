@@ -46,6 +46,9 @@ func TestPriority(t *testing.T) {
 		{"a unit without a result is no failure", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i"}}, jobmeta.WorkerLost, ByNoSupervisor},
 		{"empty invocation IDs never match", Evidence{Identity: ident(""), BootID: "boot-a", Unit: &UnitEvidence{Result: "oom-kill"}}, jobmeta.WorkerLost, ByNoSupervisor},
 		{"manager's stop, current boot unknown", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), ManagerAlive: &yes}, jobmeta.Exited, ByResult},
+		{"live supervisor, current boot unknown", Evidence{Identity: ident("i"), SupervisorAlive: true}, jobmeta.Running, BySupervisor},
+		{"supervisor gone, current boot unknown", Evidence{Identity: ident("i")}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"oom, current boot unknown", Evidence{Identity: ident("i"), Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}}, jobmeta.WorkloadOOM, ByUnitOOM},
 		{"manager's stop, no identity", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, BootID: "boot-b", ManagerAlive: &yes}, jobmeta.Exited, ByResult},
 		{"manager's stop, no manager recorded", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a"}, jobmeta.Exited, ByResult},
 	}

@@ -3,7 +3,9 @@ package capture
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -474,15 +476,29 @@ func TestCorruptFiles(t *testing.T) {
 		"dropped without write error": func(b []byte) []byte {
 			return reencode(b, func(h *header) { h.stored-- })
 		},
-		"other ring size": func(b []byte) []byte {
-			b[offSlackBytes]++
+		"stored beyond observed after a write error": func(b []byte) []byte {
+			return reencode(b, func(h *header) { h.stored, h.flags = h.observed+1, h.flags|flagWriteError })
+		},
+		"observed beyond int64": func(b []byte) []byte {
+			return reencode(b, func(h *header) { h.observed, h.stored, h.flags = math.MinInt64, 0, flagWriteError })
+		},
+		"output time before 1970": func(b []byte) []byte {
+			return reencode(b, func(h *header) { h.lastNano = -1 })
+		},
+		"bad magic, valid checksum": func(b []byte) []byte {
+			b[0] = 'X'
 			fixCRC(b)
 			return b
 		},
+		"other ring size":   func(b []byte) []byte { return withField(b, offSlackBytes) },
+		"other head size":   func(b []byte) []byte { return withField(b, offHeadBytes) },
+		"other tail size":   func(b []byte) []byte { return withField(b, offTailBytes) },
+		"other header size": func(b []byte) []byte { return withField(b, offHeaderSize) },
 	}
-	for name, corrupt := range cases {
+	checkCorrupt := func(name string, content []byte) {
+		t.Helper()
 		bad := filepath.Join(t.TempDir(), "bad.cap")
-		if err := os.WriteFile(bad, corrupt(bytes.Clone(good)), 0o600); err != nil {
+		if err := os.WriteFile(bad, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := ReadMeta(bad); !errors.Is(err, ErrCorrupt) {
@@ -492,12 +508,36 @@ func TestCorruptFiles(t *testing.T) {
 			t.Errorf("%s: ReadPage error %v, want ErrCorrupt", name, err)
 		}
 	}
+	for name, corrupt := range cases {
+		checkCorrupt(name, corrupt(bytes.Clone(good)))
+	}
+	// Files cut inside the ring: every byte the header claims must be there.
+	for _, n := range []int{headBytes + 5000, headBytes + ringBytes + 5000} {
+		w, path := newWriter(t)
+		writeRandomChunks(t, w, randomStream(5, n), rand.New(rand.NewPCG(5, 6)), chunkBytes)
+		if err := w.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCorrupt(fmt.Sprintf("%d-byte stream, last byte cut", n), b[:len(b)-1])
+		checkCorrupt(fmt.Sprintf("%d-byte stream, ring cut", n), b[:ringOffset+1])
+	}
 	if _, err := ReadMeta(filepath.Join(t.TempDir(), "missing.cap")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
 	}
 	if _, err := Create(path); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("Create over an existing capture: %v, want ErrExist", err)
 	}
+}
+
+// withField changes one layout field of a header and fixes its checksum.
+func withField(b []byte, off int) []byte {
+	b[off]++
+	fixCRC(b)
+	return b
 }
 
 // faultyDisk wraps a writer's pwrite: data writes fail with ENOSPC once

@@ -24,6 +24,15 @@ type Page struct {
 	EOF        bool
 }
 
+// Fault seams, nil outside tests. tornHeader runs before each header read
+// (attempt counts from 1) to simulate a writer whose header pwrite is under
+// way; lapDuringRead runs between a page's header read and its data read, to
+// simulate a writer that laps the ring while a reader pages.
+var (
+	tornHeader    func(attempt int)
+	lapDuringRead func()
+)
+
 // ReadMeta reads the capture metadata of the file at path.
 func ReadMeta(path string) (Meta, error) {
 	f, err := os.Open(path)
@@ -44,6 +53,9 @@ func ReadMeta(path string) (Meta, error) {
 func readHeader(f *os.File) (header, error) {
 	var b [fieldsLen]byte
 	for attempt := 1; ; attempt++ {
+		if tornHeader != nil {
+			tornHeader(attempt)
+		}
 		if _, err := f.ReadAt(b[:], 0); err != nil {
 			if errors.Is(err, io.EOF) {
 				return header{}, fmt.Errorf("%w: short header", ErrCorrupt)
@@ -112,6 +124,9 @@ func ReadPage(path string, offset int64, maxBytes int) (Page, Meta, error) {
 	}
 	end := start + min(limit-start, int64(maxBytes))
 	data := make([]byte, end-start)
+	if lapDuringRead != nil {
+		lapDuringRead()
+	}
 	if err := readStream(f, data, start); err != nil {
 		return Page{}, Meta{}, err
 	}

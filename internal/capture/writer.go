@@ -21,6 +21,9 @@ type Writer struct {
 	buf    [fieldsLen]byte // header encoding, reused so Write does not allocate
 	sealed bool
 	closed bool
+
+	// fsyncFault, set by fault tests, simulates an fsync that fails.
+	fsyncFault error
 }
 
 // Create creates a new capture file at path (mode 0600; it must not exist)
@@ -118,10 +121,17 @@ func (w *Writer) Seal() error {
 	if err := w.publish(); err != nil {
 		return fmt.Errorf("capture: seal: %w", err)
 	}
-	if err := w.f.Sync(); err != nil {
+	if err := w.fsync(); err != nil {
 		return fmt.Errorf("capture: seal: %w", err)
 	}
 	return nil
+}
+
+func (w *Writer) fsync() error {
+	if w.fsyncFault != nil {
+		return w.fsyncFault
+	}
+	return w.f.Sync()
 }
 
 // Close closes the file. Closing without Seal leaves an incomplete capture,

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/commandcore/commandcore/internal/limits"
 )
 
 func valid() *Envelope {
@@ -53,16 +51,24 @@ func TestLargeEnvironment(t *testing.T) {
 
 func TestRejects(t *testing.T) {
 	cases := map[string]string{
-		"unknown field": `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh","extra":1}`,
-		"trailing":      `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh"} {}`,
-		"bad version":   `{"version":2,"command":"x","env":[],"cwd":"/","shell":"/bin/sh"}`,
-		"empty command": `{"version":1,"command":"","env":[],"cwd":"/","shell":"/bin/sh"}`,
-		"relative cwd":  `{"version":1,"command":"x","env":[],"cwd":"tmp","shell":"/bin/sh"}`,
-		"env no equals": `{"version":1,"command":"x","env":["A"],"cwd":"/","shell":"/bin/sh"}`,
-		"env empty key": `{"version":1,"command":"x","env":["=1"],"cwd":"/","shell":"/bin/sh"}`,
-		"nul command":   `{"version":1,"command":"a\u0000b","env":[],"cwd":"/","shell":"/bin/sh"}`,
-		"not json":      `hello`,
-		"empty":         ``,
+		"unknown field":  `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh","extra":1}`,
+		"trailing":       `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh"} {}`,
+		"bad version":    `{"version":2,"command":"x","env":[],"cwd":"/","shell":"/bin/sh"}`,
+		"empty command":  `{"version":1,"command":"","env":[],"cwd":"/","shell":"/bin/sh"}`,
+		"relative cwd":   `{"version":1,"command":"x","env":[],"cwd":"tmp","shell":"/bin/sh"}`,
+		"env no equals":  `{"version":1,"command":"x","env":["A"],"cwd":"/","shell":"/bin/sh"}`,
+		"env empty key":  `{"version":1,"command":"x","env":["=1"],"cwd":"/","shell":"/bin/sh"}`,
+		"nul command":    `{"version":1,"command":"a\u0000b","env":[],"cwd":"/","shell":"/bin/sh"}`,
+		"version 0":      `{"version":0,"command":"x","env":[],"cwd":"/","shell":"/bin/sh"}`,
+		"no version":     `{"command":"x","env":[],"cwd":"/","shell":"/bin/sh"}`,
+		"relative shell": `{"version":1,"command":"x","env":[],"cwd":"/","shell":"bin/sh"}`,
+		"bare shell":     `{"version":1,"command":"x","env":[],"cwd":"/","shell":"sh"}`,
+		"nul shell":      `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh\u0000x"}`,
+		"nul cwd":        `{"version":1,"command":"x","env":[],"cwd":"/tmp\u0000/x","shell":"/bin/sh"}`,
+		"nul env value":  `{"version":1,"command":"x","env":["A=1\u00002"],"cwd":"/","shell":"/bin/sh"}`,
+		"nul env key":    `{"version":1,"command":"x","env":["A\u0000B=1"],"cwd":"/","shell":"/bin/sh"}`,
+		"not json":       `hello`,
+		"empty":          ``,
 	}
 	for name, in := range cases {
 		if _, err := Decode(strings.NewReader(in)); !errors.Is(err, ErrInvalid) {
@@ -71,10 +77,61 @@ func TestRejects(t *testing.T) {
 	}
 }
 
-func TestOversized(t *testing.T) {
-	big := `{"version":1,"command":"` + strings.Repeat("a", limits.MaxEnvelopeBytes) + `","env":[],"cwd":"/","shell":"/bin/sh"}`
-	if _, err := Decode(strings.NewReader(big)); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("got %v, want ErrInvalid", err)
+// sized returns a valid envelope document of exactly n bytes.
+func sized(n int) string {
+	head, tail := `{"version":1,"command":"`, `","env":[],"cwd":"/","shell":"/bin/sh"}`
+	return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+}
+
+// TestEightMiBBound pins the envelope bound: a document of exactly 8 MiB is
+// read whole, one byte more is refused.
+func TestEightMiBBound(t *testing.T) {
+	e, err := Decode(strings.NewReader(sized(8 << 20)))
+	if err != nil {
+		t.Fatalf("8 MiB envelope: %v", err)
+	}
+	if !strings.HasPrefix(e.Command, "aaa") || len(e.Command) < 8<<20-100 {
+		t.Fatalf("8 MiB envelope decoded a %d-byte command", len(e.Command))
+	}
+	_, err = Decode(strings.NewReader(sized(8<<20 + 1)))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "larger than 8388608 bytes") {
+		t.Fatalf("8 MiB + 1 envelope: %v, want ErrInvalid for its size", err)
+	}
+	if _, err := Decode(strings.NewReader(sized(16 << 20))); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("16 MiB envelope: %v, want ErrInvalid", err)
+	}
+}
+
+func TestEncodeRefusesWhatDecodeRefuses(t *testing.T) {
+	for name, edit := range map[string]func(*Envelope){
+		"version 0":      func(e *Envelope) { e.Version = 0 },
+		"relative shell": func(e *Envelope) { e.Shell = "sh" },
+		"relative cwd":   func(e *Envelope) { e.Cwd = "." },
+		"nul in env":     func(e *Envelope) { e.Env = append(e.Env, "X=a\x00b") },
+		"empty command":  func(e *Envelope) { e.Command = "" },
+	} {
+		e := valid()
+		edit(e)
+		var buf bytes.Buffer
+		if err := Encode(&buf, e); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Encode = %v, want ErrInvalid", name, err)
+		}
+		if buf.Len() != 0 {
+			t.Errorf("%s: Encode wrote %d bytes of an invalid envelope", name, buf.Len())
+		}
+	}
+}
+
+func TestValidEnvKey(t *testing.T) {
+	for _, k := range []string{"PATH", "a", "_X1", "weird-name.ok"} {
+		if err := ValidEnvKey(k); err != nil {
+			t.Errorf("ValidEnvKey(%q) = %v", k, err)
+		}
+	}
+	for _, k := range []string{"", "A=B", "=", "A\x00B", "\x00"} {
+		if err := ValidEnvKey(k); err == nil {
+			t.Errorf("ValidEnvKey(%q) accepted", k)
+		}
 	}
 }
 

@@ -367,6 +367,7 @@ func TestRetentionPrunesOldestRead(t *testing.T) {
 		{"100 with scattered reads", 100, []int{3, 50, 97}, []int{97}, false},
 		{"103 with scattered reads", 103, []int{5, 40, 60, 98, 101}, []int{101, 98, 60, 40}, false},
 		{"104 needs the newest read one too", 104, []int{2, 50, 80, 90, 103}, []int{103, 90, 80, 50, 2}, false},
+		{"100 with only the newest read", 100, []int{0}, []int{0}, false},
 		{"99 with reads: nothing to prune", 99, []int{10, 98}, nil, false},
 		{"100 unread", 100, nil, nil, true},
 	}

@@ -9,7 +9,8 @@
 //     or stopping once a stop was requested);
 //  3. the unit's retained Result for the recorded InvocationID
 //     (oom-kill → workload_oom; any other failure → worker_lost);
-//  4. a changed boot ID (host_rebooted);
+//  4. a changed boot ID (host_rebooted); a current boot ID that could not
+//     be read never counts as changed;
 //  5. the recorded user manager gone (user_manager_lost);
 //  6. otherwise worker_lost.
 //
@@ -39,7 +40,8 @@ type Evidence struct {
 	// SupervisorAlive reports that the recorded supervisor PID is alive
 	// with the recorded start ticks.
 	SupervisorAlive bool
-	// BootID is the current boot ID.
+	// BootID is the current boot ID, empty when it could not be read: an
+	// unknown boot is no evidence of a reboot.
 	BootID string
 	// ManagerAlive reports whether the recorded user manager is alive with
 	// its recorded start ticks; nil when no manager was recorded.
@@ -88,7 +90,7 @@ func Classify(e Evidence) Verdict {
 			return Verdict{jobmeta.Exited, ByResult}
 		}
 	}
-	sameBoot := id != nil && id.BootID == e.BootID
+	sameBoot := id != nil && (e.BootID == "" || id.BootID == e.BootID)
 	if e.SupervisorAlive && sameBoot {
 		if e.StopRequested {
 			return Verdict{jobmeta.Stopping, BySupervisor}

@@ -15,34 +15,60 @@ func TestPriority(t *testing.T) {
 	yes, no := true, false
 	code := 0
 	cases := []struct {
-		name string
-		e    Evidence
-		want jobmeta.State
+		name     string
+		e        Evidence
+		want     jobmeta.State
+		evidence string
 	}{
-		{"result wins over everything", Evidence{Result: &jobmeta.Result{ExitCode: &code, CompletedAt: time.Now()}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.Exited},
-		{"stopped result", Evidence{Result: &jobmeta.Result{StopRequested: true}}, jobmeta.StoppedByRequest},
-		{"start error", Evidence{Result: &jobmeta.Result{StartError: "shell_start_failed"}}, jobmeta.LaunchFailed},
-		{"manager's stop, then a reboot", Evidence{Result: &jobmeta.Result{StoppedByManager: true, Signal: "SIGTERM"}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.HostRebooted},
-		{"manager's stop, manager gone", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost},
-		{"manager's stop, manager alive", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.Exited},
-		{"a requested stop is never a reboot", Evidence{Result: &jobmeta.Result{StopRequested: true}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.StoppedByRequest},
-		{"a normal exit is never a reboot", Evidence{Result: &jobmeta.Result{ExitCode: &code}, Identity: ident("i"), BootID: "boot-b", ManagerAlive: &no}, jobmeta.Exited},
-		{"live supervisor", Evidence{Identity: ident("i"), SupervisorAlive: true, BootID: "boot-a", ManagerAlive: &no}, jobmeta.Running},
-		{"live supervisor stopping", Evidence{Identity: ident("i"), SupervisorAlive: true, StopRequested: true, BootID: "boot-a"}, jobmeta.Stopping},
-		{"reboot", Evidence{Identity: ident("i"), SupervisorAlive: true, BootID: "boot-b"}, jobmeta.HostRebooted},
-		{"oom for the same invocation", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}, ManagerAlive: &no}, jobmeta.WorkloadOOM},
-		{"oom of another invocation is not trusted", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "j", Result: "oom-kill"}}, jobmeta.WorkerLost},
-		{"signal is not oom", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "signal"}}, jobmeta.WorkerLost},
-		{"unit still settling", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Settling: true}, ManagerAlive: &no}, jobmeta.Running},
-		{"unit settling after a stop", Evidence{Identity: ident("i"), BootID: "boot-a", StopRequested: true, Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.Stopping},
-		{"settling unit from before a reboot", Evidence{Identity: ident("i"), BootID: "boot-b", Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.HostRebooted},
-		{"manager gone", Evidence{Identity: ident("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost},
-		{"manager alive, supervisor gone", Evidence{Identity: ident("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.WorkerLost},
-		{"no manager recorded", Evidence{Identity: ident(""), BootID: "boot-a"}, jobmeta.WorkerLost},
+		{"result wins over everything", Evidence{Result: &jobmeta.Result{ExitCode: &code, CompletedAt: time.Now()}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.Exited, ByResult},
+		{"stopped result", Evidence{Result: &jobmeta.Result{StopRequested: true}}, jobmeta.StoppedByRequest, ByResult},
+		{"start error", Evidence{Result: &jobmeta.Result{StartError: "shell_start_failed"}}, jobmeta.LaunchFailed, ByStartError},
+		{"manager's stop, then a reboot", Evidence{Result: &jobmeta.Result{StoppedByManager: true, Signal: "SIGTERM"}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.HostRebooted, ByBootID},
+		{"manager's stop, manager gone", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
+		{"manager's stop, manager alive", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.Exited, ByResult},
+		{"a requested stop is never a reboot", Evidence{Result: &jobmeta.Result{StopRequested: true}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.StoppedByRequest, ByResult},
+		{"a normal exit is never a reboot", Evidence{Result: &jobmeta.Result{ExitCode: &code}, Identity: ident("i"), BootID: "boot-b", ManagerAlive: &no}, jobmeta.Exited, ByResult},
+		{"live supervisor", Evidence{Identity: ident("i"), SupervisorAlive: true, BootID: "boot-a", ManagerAlive: &no}, jobmeta.Running, BySupervisor},
+		{"live supervisor stopping", Evidence{Identity: ident("i"), SupervisorAlive: true, StopRequested: true, BootID: "boot-a"}, jobmeta.Stopping, BySupervisor},
+		{"reboot", Evidence{Identity: ident("i"), SupervisorAlive: true, BootID: "boot-b"}, jobmeta.HostRebooted, ByBootID},
+		{"oom for the same invocation", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}, ManagerAlive: &no}, jobmeta.WorkloadOOM, ByUnitOOM},
+		{"oom of another invocation is not trusted", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "j", Result: "oom-kill"}}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"signal is not oom", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "signal"}}, jobmeta.WorkerLost, ByUnitFailure},
+		{"unit still settling", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Settling: true}, ManagerAlive: &no}, jobmeta.Running, ByUnitSettling},
+		{"unit settling after a stop", Evidence{Identity: ident("i"), BootID: "boot-a", StopRequested: true, Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.Stopping, ByUnitSettling},
+		{"settling unit from before a reboot", Evidence{Identity: ident("i"), BootID: "boot-b", Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.HostRebooted, ByBootID},
+		{"manager gone", Evidence{Identity: ident("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
+		{"manager alive, supervisor gone", Evidence{Identity: ident("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"no manager recorded", Evidence{Identity: ident(""), BootID: "boot-a"}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"unit failure while the manager is gone", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "exit-code"}, ManagerAlive: &no}, jobmeta.WorkerLost, ByUnitFailure},
+		{"a unit that succeeded is no failure", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "success"}, ManagerAlive: &yes}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"a unit that succeeded, manager gone", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "success"}, ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
+		{"a unit without a result is no failure", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i"}}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"empty invocation IDs never match", Evidence{Identity: ident(""), BootID: "boot-a", Unit: &UnitEvidence{Result: "oom-kill"}}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"manager's stop, current boot unknown", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), ManagerAlive: &yes}, jobmeta.Exited, ByResult},
+		{"live supervisor, current boot unknown", Evidence{Identity: ident("i"), SupervisorAlive: true}, jobmeta.Running, BySupervisor},
+		{"supervisor gone, current boot unknown", Evidence{Identity: ident("i")}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"oom, current boot unknown", Evidence{Identity: ident("i"), Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}}, jobmeta.WorkloadOOM, ByUnitOOM},
+		{"manager's stop, no identity", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, BootID: "boot-b", ManagerAlive: &yes}, jobmeta.Exited, ByResult},
+		{"manager's stop, no manager recorded", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a"}, jobmeta.Exited, ByResult},
 	}
 	for _, c := range cases {
-		if got := Classify(c.e).State; got != c.want {
-			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
+		if got := Classify(c.e); got != (Verdict{c.want, c.evidence}) {
+			t.Errorf("%s: got %s by %s, want %s by %s", c.name, got.State, got.Evidence, c.want, c.evidence)
+		}
+	}
+}
+
+// TestEvidenceWords pins the evidence names persisted in reconciled.json:
+// records written by one version are read by the next.
+func TestEvidenceWords(t *testing.T) {
+	for got, want := range map[string]string{
+		ByResult: "terminal_record", ByStartError: "start_error", BySupervisor: "live_supervisor",
+		ByBootID: "boot_id_changed", ByUnitSettling: "unit_settling", ByUnitOOM: "unit_result_oom_kill",
+		ByUnitFailure: "unit_result_failure", ByManagerGone: "user_manager_gone", ByNoSupervisor: "supervisor_gone",
+	} {
+		if got != want {
+			t.Errorf("evidence %q, want %q", got, want)
 		}
 	}
 }

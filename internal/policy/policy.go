@@ -46,28 +46,28 @@ func Load(stateDir string) (Policy, error) {
 	return Decode(data)
 }
 
-// Decode parses a policy document strictly.
+// Decode parses a policy document strictly: only memory_max_bytes, given
+// at most once and in exactly that spelling.
 func Decode(data []byte) (Policy, error) {
-	var raw map[string]json.RawMessage
-	if err := strictjson.Decode(data, &raw, limits.MaxPolicyBytes); err != nil {
+	var doc struct {
+		MemoryMaxBytes json.RawMessage `json:"memory_max_bytes"`
+	}
+	if err := strictjson.Decode(data, &doc, limits.MaxPolicyBytes, strictjson.ExactKeys); err != nil {
 		return Policy{}, fmt.Errorf("%w: %s", ErrInvalid, describe(err))
 	}
 	var p Policy
-	for key, val := range raw {
-		if key != "memory_max_bytes" {
-			// The name stays local: the message reaches remote clients.
-			return Policy{}, fmt.Errorf("%w: unknown field (only memory_max_bytes is allowed)", ErrInvalid)
-		}
-		// Unmarshalling null into a number is silently a no-op; refuse it.
-		if string(bytes.TrimSpace(val)) == "null" {
-			return Policy{}, fmt.Errorf("%w: memory_max_bytes must be a number", ErrInvalid)
-		}
-		if err := json.Unmarshal(val, &p.MemoryMaxBytes); err != nil {
-			return Policy{}, fmt.Errorf("%w: memory_max_bytes must be a non-negative integer", ErrInvalid)
-		}
-		if p.MemoryMaxBytes < minMemoryMax {
-			return Policy{}, fmt.Errorf("%w: memory_max_bytes must be at least %d", ErrInvalid, minMemoryMax)
-		}
+	if doc.MemoryMaxBytes == nil {
+		return p, nil
+	}
+	// Unmarshalling null into a number is silently a no-op; refuse it.
+	if string(bytes.TrimSpace(doc.MemoryMaxBytes)) == "null" {
+		return Policy{}, fmt.Errorf("%w: memory_max_bytes must be a number", ErrInvalid)
+	}
+	if err := json.Unmarshal(doc.MemoryMaxBytes, &p.MemoryMaxBytes); err != nil {
+		return Policy{}, fmt.Errorf("%w: memory_max_bytes must be a non-negative integer", ErrInvalid)
+	}
+	if p.MemoryMaxBytes < minMemoryMax {
+		return Policy{}, fmt.Errorf("%w: memory_max_bytes must be at least %d", ErrInvalid, minMemoryMax)
 	}
 	return p, nil
 }
@@ -76,7 +76,13 @@ func Decode(data []byte) (Policy, error) {
 // without echoing file content.
 func describe(err error) string {
 	var syn *json.SyntaxError
+	var field *strictjson.FieldError
 	switch {
+	case errors.As(err, &field) && field.Repeated:
+		// The name stays local: the message reaches remote clients.
+		return "a field is given twice"
+	case errors.As(err, &field):
+		return "unknown field (only memory_max_bytes is allowed)"
 	case errors.Is(err, strictjson.ErrTooLarge):
 		return fmt.Sprintf("larger than %d bytes", limits.MaxPolicyBytes)
 	case errors.Is(err, strictjson.ErrNotObject):

@@ -57,6 +57,7 @@ func TestFailsClosed(t *testing.T) {
 		// A misspelt key with a plausible cap must not become the cap.
 		{"misspelt field", `{"memory_max": 268435456}`, 0o600, "unknown field (only memory_max_bytes is allowed)"},
 		{"case-folded field", `{"Memory_Max_Bytes": 268435456}`, 0o600, "unknown field (only memory_max_bytes is allowed)"},
+		{"field given twice", `{"memory_max_bytes": 1, "memory_max_bytes": 268435456}`, 0o600, "a field is given twice"},
 		{"wrong type", `{"memory_max_bytes": "256M"}`, 0o600, "memory_max_bytes must be a non-negative integer"},
 		{"fraction", `{"memory_max_bytes": 2.5e8}`, 0o600, "memory_max_bytes must be a non-negative integer"},
 		{"negative", `{"memory_max_bytes": -1}`, 0o600, "memory_max_bytes must be a non-negative integer"},

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -118,12 +117,7 @@ func runActivity(cmd *cobra.Command, g *globalFlags, o *activityOptions, streams
 
 func printEvent(streams IO, o *activityOptions, e activity.Event) error {
 	if o.asJSON {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(streams.Out, "%s\n", b)
-		return err
+		return writeJSONLines(streams.Out, e)
 	}
 	_, err := fmt.Fprintln(streams.Out, activity.Format(e))
 	return err

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -89,15 +88,9 @@ func jobsList(g *globalFlags, streams IO, asJSON bool) error {
 		for _, r := range recs {
 			sums = append(sums, r.Summary())
 		}
-		return writeJSON(streams.Out, sums)
+		return writeJSONLines(streams.Out, sums...)
 	}
 	return printList(streams.Out, recs)
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func printList(w io.Writer, recs []*jobmeta.Record) error {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -266,7 +265,7 @@ func newTokenListCmd(g *globalFlags, streams IO) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSONLines(streams, toks)
+				return writeJSONLines(streams.Out, toks...)
 			}
 			tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tPRINCIPAL\tDEVICES\tTOOLS\tEXPIRES\tSTATE")
@@ -321,7 +320,7 @@ func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSONLines(streams, devs)
+				return writeJSONLines(streams.Out, devs...)
 			}
 			tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tLAST SEEN")
@@ -363,15 +362,4 @@ func newDeviceRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// printJSONLines prints one JSON object per line.
-func printJSONLines[T any](streams IO, vs []T) error {
-	enc := json.NewEncoder(streams.Out)
-	for _, v := range vs {
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-	}
-	return nil
 }

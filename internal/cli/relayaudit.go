@@ -37,7 +37,7 @@ func newRelayAuditCmd(g *globalFlags, streams IO) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSONLines(streams, entries)
+				return writeJSONLines(streams.Out, entries...)
 			}
 			return printAuditTable(streams.Out, entries)
 		},

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -28,9 +27,7 @@ func newStatusCmd(g *globalFlags, streams IO) *cobra.Command {
 			}
 			r := statusreport.Build(cmd.Context(), dirs.State, dirs.Config, g.serviceName(), procid.Default())
 			if asJSON {
-				enc := json.NewEncoder(streams.Out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(r)
+				err = writeJSON(streams.Out, r)
 			} else {
 				err = status.WriteHuman(streams.Out, r, time.Now())
 			}

@@ -34,6 +34,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // ccBin is the commandcore binary under measurement; miniSup is the
@@ -122,10 +123,9 @@ func newMCP(b *testing.B, state string) *mcpClient {
 	b.Helper()
 	cmd := exec.Command(ccBin, "mcp", "--state-dir", state)
 	cmd.Stderr = os.Stderr
-	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	s, err := testkit.Connect(ctx, "bench", testkit.Stdio(cmd), nil)
 	if err != nil {
 		b.Fatalf("connect to commandcore mcp: %v", err)
 	}
@@ -143,7 +143,7 @@ func (c *mcpClient) callRaw(tool string, args any) (*mcp.CallToolResult, error) 
 
 func (c *mcpClient) call(tool string, args any, out any) error {
 	res, err := c.callRaw(tool, args)
-	return benchkit.DecodeResult(tool, res, err, out)
+	return testkit.DecodeResult(tool, res, err, out)
 }
 
 // record is the part of process.status the benchmarks read.

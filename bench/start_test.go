@@ -12,7 +12,6 @@ import (
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/google/uuid"
 
-	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
@@ -23,6 +22,7 @@ import (
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/statedir"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // The launch benchmarks time b.N launches of a short job (`true`) and report
@@ -67,7 +67,7 @@ func mcpStart(b *testing.B) sampler {
 		res, err := c.callRaw("process.start", args)
 		d := time.Since(t0)
 		var out jobs.StartResult
-		if err := benchkit.DecodeResult("process.start", res, err, &out); err != nil {
+		if err := testkit.DecodeResult("process.start", res, err, &out); err != nil {
 			return d, err
 		}
 		if out.FailureDomain != jobmeta.DomainSystemdUnit {

@@ -1,19 +1,17 @@
 // Package benchkit is what the benchmark packages share: latency samples
-// summarised the same way (so their tables compare), the binaries under
-// measurement built the same way, and tool results decoded the same way.
+// summarised the same way (so their tables compare) and the binaries under
+// measurement built the same way (prebuilt, or with package testkit, which
+// also decodes their tool results).
 package benchkit
 
 import (
-	"encoding/json"
-	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // Stats summarises samples: median (mean of the two middle samples for an
@@ -52,30 +50,8 @@ func Build(env, name, pkg, ldflags string, extraEnv ...string) (string, error) {
 		return filepath.Abs(bin)
 	}
 	out := filepath.Join(os.TempDir(), "commandcore-bench", name)
-	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", out, pkg)
-	cmd.Env = append(os.Environ(), extraEnv...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build %s: %w", pkg, err)
+	if err := testkit.Build(out, pkg, []string{"-ldflags", ldflags}, extraEnv...); err != nil {
+		return "", err
 	}
 	return out, nil
-}
-
-// DecodeResult turns a successful tool call's result into out (when not
-// nil); a protocol error or an isError result is an error.
-func DecodeResult(tool string, res *mcp.CallToolResult, err error, out any) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", tool, err)
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return err
-	}
-	if res.IsError {
-		return fmt.Errorf("%s failed: %s", tool, raw)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(raw, out)
 }

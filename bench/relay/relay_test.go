@@ -20,9 +20,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // device is the name the benchmarks enroll their agent under.
@@ -65,17 +65,14 @@ func setup(b *testing.B) *env {
 	token := e.relayCmd("token", "create", "--name", "bench", "--devices", device, "--tools", "*")
 
 	e.remote = &side{name: "relay", state: e.agentState, live: &liveOutput{}}
-	e.remote.session = connect(b, e.remote.live, &mcp.StreamableClientTransport{
-		Endpoint:   e.url + "/mcp/" + device,
-		HTTPClient: relaytest.HTTPClient(token),
-	})
+	e.remote.session = connect(b, e.remote.live, testkit.Relayed(e.url+"/mcp/"+device, token))
 	state := b.TempDir()
 	// Its own config directory: the benchmark must not meet the machine
 	// owner's permission ceiling or identity.
 	cmd := exec.Command(ccBin, "mcp", "--state-dir", state, "--config-dir", b.TempDir())
 	cmd.Stderr = os.Stderr
 	e.stdio = &side{name: "stdio", state: state, live: &liveOutput{}}
-	e.stdio.session = connect(b, e.stdio.live, &mcp.CommandTransport{Command: cmd})
+	e.stdio.session = connect(b, e.stdio.live, testkit.Stdio(cmd))
 	e.mcpPID = cmd.Process.Pid
 
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -150,12 +147,11 @@ func command(args ...string) (string, error) {
 // connect opens a session over t whose progress notifications go to live.
 func connect(b *testing.B, live *liveOutput, t mcp.Transport) *mcp.ClientSession {
 	b.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "bench-relay", Version: "1"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { live.add(r.Params) },
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := c.Connect(ctx, t, nil)
+	s, err := testkit.Connect(ctx, "bench-relay", t, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { live.add(r.Params) },
+	})
 	if err != nil {
 		b.Fatalf("connect: %v", err)
 	}
@@ -176,7 +172,7 @@ func (s *side) call(tool string, args any, out any) (time.Duration, error) {
 	t0 := time.Now()
 	res, err := s.callRaw(&mcp.CallToolParams{Name: tool, Arguments: args})
 	d := time.Since(t0)
-	return d, benchkit.DecodeResult(tool, res, err, out)
+	return d, testkit.DecodeResult(tool, res, err, out)
 }
 
 // interleave runs b.N rounds of every variant, rotating the order per
@@ -406,7 +402,7 @@ func (s *side) runLive(token string) (time.Duration, int, error) {
 	res, err := s.callRaw(params)
 	end := time.Now()
 	var out runResult
-	if err := benchkit.DecodeResult("process.run", res, err, &out); err != nil {
+	if err := testkit.DecodeResult("process.run", res, err, &out); err != nil {
 		return 0, 0, err
 	}
 	// The SDK may hand over the result before it has run every

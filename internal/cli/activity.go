@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,43 +25,52 @@ const activityPoll = 250 * time.Millisecond
 const activityBatch = 500
 
 type activityOptions struct {
-	last       int
-	errorsOnly bool
-	asJSON     bool
+	IO IO
+	// Ctx ends a follow.
+	Ctx      context.Context
+	StateDir string
+	// Once prints the Last entries and returns; otherwise the command
+	// prints the last few and follows.
+	Once       bool
+	Last       int
+	ErrorsOnly bool
+	JSON       bool
 }
 
 func newActivityCmd(g *globalFlags, streams IO) *cobra.Command {
-	o := &activityOptions{}
+	o := &activityOptions{IO: streams}
 	cmd := &cobra.Command{
 		Use:   "activity",
 		Short: "Show the content-free activity journal (follows unless --last is given)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("last") && o.last < 0 {
+			o.Once = cmd.Flags().Changed("last")
+			if o.Once && o.Last < 0 {
 				return usageError("--last must not be negative")
 			}
-			return runActivity(cmd, g, o, streams, cmd.Flags().Changed("last"))
+			dirs, err := g.dirs()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
+			defer stop()
+			o.Ctx, o.StateDir = ctx, dirs.State
+			return runActivity(o)
 		},
 	}
-	cmd.Flags().IntVar(&o.last, "last", 0, "print the last N entries and exit")
-	cmd.Flags().BoolVar(&o.errorsOnly, "errors", false, "only failure and recovery entries")
-	cmd.Flags().BoolVar(&o.asJSON, "json", false, "one JSON object per line")
+	cmd.Flags().IntVar(&o.Last, "last", 0, "print the last N entries and exit")
+	cmd.Flags().BoolVar(&o.ErrorsOnly, "errors", false, "only failure and recovery entries")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "one JSON object per line")
 	return cmd
 }
 
-func runActivity(cmd *cobra.Command, g *globalFlags, o *activityOptions, streams IO, once bool) error {
-	dirs, err := g.dirs()
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
-	defer stop()
-	path := statedir.JournalPath(dirs.State)
+func runActivity(o *activityOptions) error {
+	path := statedir.JournalPath(o.StateDir)
 	r, err := activity.OpenReader(path)
-	for errors.Is(err, fs.ErrNotExist) && !once {
+	for errors.Is(err, fs.ErrNotExist) && !o.Once {
 		// Following a journal that does not exist yet waits for it.
 		select {
-		case <-ctx.Done():
+		case <-o.Ctx.Done():
 			return nil
 		case <-time.After(activityPoll):
 		}
@@ -74,22 +83,22 @@ func runActivity(cmd *cobra.Command, g *globalFlags, o *activityOptions, streams
 		return fmt.Errorf("open activity journal: %w", err)
 	}
 	defer r.Close()
-	n := o.last
-	if !once {
+	n := o.Last
+	if !o.Once {
 		n = activityTail
 	}
-	events, err := r.Last(n, o.errorsOnly)
+	events, err := r.Last(n, o.ErrorsOnly)
 	if err != nil {
 		return fmt.Errorf("read activity journal: %w", err)
 	}
 	var after int64
 	for _, e := range events {
-		if err := printEvent(streams, o, e); err != nil {
+		if err := printEvent(o, e); err != nil {
 			return err
 		}
 		after = e.ID
 	}
-	if once {
+	if o.Once {
 		return nil
 	}
 	if len(events) == 0 {
@@ -97,18 +106,24 @@ func runActivity(cmd *cobra.Command, g *globalFlags, o *activityOptions, streams
 			return fmt.Errorf("read activity journal: %w", err)
 		}
 	}
+	return followActivity(o, r, after)
+}
+
+// followActivity prints entries after the one with ID after as they
+// arrive, until o.Ctx ends.
+func followActivity(o *activityOptions, r *activity.Reader, after int64) error {
 	for {
 		select {
-		case <-ctx.Done():
+		case <-o.Ctx.Done():
 			return nil
 		case <-time.After(activityPoll):
 		}
-		events, err := r.Since(after, o.errorsOnly, activityBatch)
+		events, err := r.Since(after, o.ErrorsOnly, activityBatch)
 		if err != nil {
 			return fmt.Errorf("follow activity journal: %w", err)
 		}
 		for _, e := range events {
-			if err := printEvent(streams, o, e); err != nil {
+			if err := printEvent(o, e); err != nil {
 				return err
 			}
 			after = e.ID
@@ -116,15 +131,10 @@ func runActivity(cmd *cobra.Command, g *globalFlags, o *activityOptions, streams
 	}
 }
 
-func printEvent(streams IO, o *activityOptions, e activity.Event) error {
-	if o.asJSON {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(streams.Out, "%s\n", b)
-		return err
+func printEvent(o *activityOptions, e activity.Event) error {
+	if o.JSON {
+		return writeJSONLines(o.IO.Out, e)
 	}
-	_, err := fmt.Fprintln(streams.Out, activity.Format(e))
+	_, err := fmt.Fprintln(o.IO.Out, activity.Format(e))
 	return err
 }

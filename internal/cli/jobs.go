@@ -1,8 +1,8 @@
 package cli
 
 import (
+	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -15,89 +15,112 @@ import (
 	"github.com/commandcore/commandcore/internal/principal"
 )
 
+// jobsOptions is what every jobs subcommand shares: where it writes, how
+// it opens the job core, and --json.
+type jobsOptions struct {
+	IO   IO
+	Jobs func() (*jobs.Service, error)
+	JSON bool
+}
+
+// withJobs runs fn on a freshly opened job core and closes it after.
+func (o *jobsOptions) withJobs(fn func(*jobs.Service) error) error {
+	svc, err := o.Jobs()
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	return fn(svc)
+}
+
+type jobsListOptions struct{ jobsOptions }
+
+type jobsShowOptions struct {
+	jobsOptions
+	ID string
+}
+
+type jobsStopOptions struct {
+	jobsOptions
+	ID string
+}
+
 func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
-	var asJSON bool
+	o := &jobsOptions{IO: streams, Jobs: func() (*jobs.Service, error) { return openService(g, false) }}
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "The local job ledger: list, show, output, stop",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			return jobsList(g, streams, asJSON)
+			return runJobsList(&jobsListOptions{*o})
 		},
 	}
-	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.PersistentFlags().BoolVar(&o.JSON, "json", false, "print JSON")
 	cmd.AddCommand(
 		&cobra.Command{
 			Use: "list", Short: "List jobs, newest first", Args: exactArgs(0),
-			RunE: func(*cobra.Command, []string) error { return jobsList(g, streams, asJSON) },
+			RunE: func(*cobra.Command, []string) error { return runJobsList(&jobsListOptions{*o}) },
 		},
 		&cobra.Command{
 			Use: "show ID", Short: "Show one job's record", Args: exactArgs(1),
 			RunE: func(_ *cobra.Command, args []string) error {
-				svc, err := openService(g, false)
-				if err != nil {
-					return err
-				}
-				defer svc.Close()
-				rec, err := svc.Status(principal.Local, args[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(streams.Out, rec)
-				}
-				return printRecord(streams.Out, rec)
+				return runJobsShow(&jobsShowOptions{jobsOptions: *o, ID: args[0]})
 			},
 		},
-		newJobsOutputCmd(g, streams, &asJSON),
-		newJobsReconcileCmd(g, streams, &asJSON),
+		newJobsOutputCmd(o),
+		newJobsReconcileCmd(g, streams, &o.JSON),
 		&cobra.Command{
 			Use: "stop ID", Short: "Stop a live job", Args: exactArgs(1),
 			RunE: func(_ *cobra.Command, args []string) error {
-				svc, err := openService(g, false)
-				if err != nil {
-					return err
-				}
-				defer svc.Close()
-				rec, err := svc.Stop(principal.Local, args[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(streams.Out, rec)
-				}
-				_, err = fmt.Fprintf(streams.Out, "%s %s\n", rec.ProcessID, rec.State)
-				return err
+				return runJobsStop(&jobsStopOptions{jobsOptions: *o, ID: args[0]})
 			},
 		},
 	)
 	return cmd
 }
 
-func jobsList(g *globalFlags, streams IO, asJSON bool) error {
-	svc, err := openService(g, false)
-	if err != nil {
-		return err
-	}
-	defer svc.Close()
-	recs, err := svc.List(principal.Local)
-	if err != nil {
-		return err
-	}
-	if asJSON {
+func runJobsList(o *jobsListOptions) error {
+	return o.withJobs(func(svc *jobs.Service) error {
+		recs, err := svc.List(principal.Local)
+		if err != nil {
+			return err
+		}
+		if !o.JSON {
+			return printList(o.IO.Out, recs)
+		}
 		sums := make([]jobmeta.Summary, 0, len(recs))
 		for _, r := range recs {
 			sums = append(sums, r.Summary())
 		}
-		return writeJSON(streams.Out, sums)
-	}
-	return printList(streams.Out, recs)
+		return writeJSONLines(o.IO.Out, sums...)
+	})
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+func runJobsShow(o *jobsShowOptions) error {
+	return o.withJobs(func(svc *jobs.Service) error {
+		rec, err := svc.Status(principal.Local, o.ID)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return writeJSON(o.IO.Out, rec)
+		}
+		return printRecord(o.IO.Out, rec)
+	})
+}
+
+func runJobsStop(o *jobsStopOptions) error {
+	return o.withJobs(func(svc *jobs.Service) error {
+		rec, err := svc.Stop(principal.Local, o.ID)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return writeJSON(o.IO.Out, rec)
+		}
+		_, err = fmt.Fprintf(o.IO.Out, "%s %s\n", rec.ProcessID, rec.State)
+		return err
+	})
 }
 
 func printList(w io.Writer, recs []*jobmeta.Record) error {
@@ -186,27 +209,22 @@ func describeStream(s jobmeta.StreamCapture) string {
 	return d
 }
 
-func newJobsOutputCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Command {
+type jobsOutputOptions struct {
+	jobsOptions
+	Ctx context.Context
+	// Request names the job, the offsets and the page size.
+	Request jobs.OutputRequest
+}
+
+func newJobsOutputCmd(o *jobsOptions) *cobra.Command {
 	var req jobs.OutputRequest
 	cmd := &cobra.Command{
 		Use:   "output ID",
 		Short: "Print a job's retained output (stdout to stdout, stderr to stderr)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, err := openService(g, false)
-			if err != nil {
-				return err
-			}
-			defer svc.Close()
 			req.ProcessID = args[0]
-			if *asJSON {
-				out, err := svc.Output(cmd.Context(), principal.Local, req)
-				if err != nil {
-					return err
-				}
-				return writeJSON(streams.Out, out)
-			}
-			return dumpOutput(cmd, svc, req, streams)
+			return runJobsOutput(&jobsOutputOptions{jobsOptions: *o, Ctx: cmd.Context(), Request: req})
 		},
 	}
 	cmd.Flags().Int64Var(&req.StdoutOffset, "stdout-offset", 0, "stdout offset to start at")
@@ -215,19 +233,33 @@ func newJobsOutputCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Command {
 	return cmd
 }
 
+func runJobsOutput(o *jobsOutputOptions) error {
+	return o.withJobs(func(svc *jobs.Service) error {
+		if !o.JSON {
+			return dumpOutput(o, svc)
+		}
+		out, err := svc.Output(o.Ctx, principal.Local, o.Request)
+		if err != nil {
+			return err
+		}
+		return writeJSON(o.IO.Out, out)
+	})
+}
+
 // dumpOutput pages through everything retained, writing raw bytes.
-func dumpOutput(cmd *cobra.Command, svc *jobs.Service, req jobs.OutputRequest, streams IO) error {
+func dumpOutput(o *jobsOutputOptions, svc *jobs.Service) error {
+	req := o.Request
 	for {
-		out, err := svc.Output(cmd.Context(), principal.Local, req)
+		out, err := svc.Output(o.Ctx, principal.Local, req)
 		if err != nil {
 			return err
 		}
 		for _, s := range []struct {
 			page jobs.StreamPage
 			w    io.Writer
-		}{{out.Stdout, streams.Out}, {out.Stderr, streams.Err}} {
+		}{{out.Stdout, o.IO.Out}, {out.Stderr, o.IO.Err}} {
 			if s.page.Gap != nil {
-				fmt.Fprintf(streams.Err, "\n[commandcore: %d bytes discarded]\n", s.page.Gap.To-s.page.Gap.From)
+				fmt.Fprintf(o.IO.Err, "\n[commandcore: %d bytes discarded]\n", s.page.Gap.To-s.page.Gap.From)
 			}
 			data := []byte(s.page.Data)
 			if s.page.Encoding == "base64" {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -59,9 +58,21 @@ func openRelayState(g *globalFlags) (*relaystate.Store, error) {
 	return relaystate.Open(dirs.State)
 }
 
-// withRelayState runs fn on the relay's database and closes it after.
-func withRelayState(g *globalFlags, fn func(*relaystate.Store) error) error {
-	st, err := openRelayState(g)
+// relayOptions is what the relay's administration commands share: where
+// they write, how they open the relay's database, and their clock.
+type relayOptions struct {
+	IO    IO
+	State func() (*relaystate.Store, error)
+	Now   func() time.Time
+}
+
+func newRelayOptions(g *globalFlags, streams IO) relayOptions {
+	return relayOptions{IO: streams, State: func() (*relaystate.Store, error) { return openRelayState(g) }, Now: time.Now}
+}
+
+// withState runs fn on the relay's database and closes it after.
+func (o *relayOptions) withState(fn func(*relaystate.Store) error) error {
+	st, err := o.State()
 	if err != nil {
 		return err
 	}
@@ -194,8 +205,9 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withRelayState(g, func(st *relaystate.Store) error {
-				code, err := st.CreateEnrollCode(name, d, time.Now())
+			o := newRelayOptions(g, streams)
+			return o.withState(func(st *relaystate.Store) error {
+				code, err := st.CreateEnrollCode(name, d, o.Now())
 				if err == nil {
 					fmt.Fprintln(streams.Out, code)
 				}
@@ -208,85 +220,107 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 	return cmd
 }
 
+type tokenCreateOptions struct {
+	relayOptions
+	// Name, Devices, Tools, TTL and Principal are the flags as given.
+	Name, Devices, Tools, TTL, Principal string
+}
+
 func newTokenCreateCmd(g *globalFlags, streams IO) *cobra.Command {
-	var name, devices, tools, ttl, prin string
+	o := &tokenCreateOptions{relayOptions: newRelayOptions(g, streams)}
 	cmd := &cobra.Command{
 		Use:   "create --name NAME [--devices LIST] [--tools LIST] [--principal NAME] [--ttl 30d]",
 		Short: "Create a client token and print it once",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if name == "" {
-				return usageError("token create needs --name")
-			}
-			d, err := parseTTL(ttl)
-			if err != nil {
-				return err
-			}
-			devs, err := scope.Parse(devices)
-			if err != nil {
-				return usageError("--devices: %v", err)
-			}
-			tls, err := scope.Parse(tools)
-			if err != nil {
-				return usageError("--tools: %v", err)
-			}
-			return withRelayState(g, func(st *relaystate.Store) error {
-				tok, secret, err := st.CreateToken(relaystate.TokenSpec{Name: name, Devices: devs, Tools: tls, Principal: prin, TTL: d}, time.Now())
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(streams.Out, secret)
-				fmt.Fprintf(streams.Err, "token %s (%s): principal %s, devices %s, tools %s, expires %s. It is shown only now.\n",
-					tok.ID, tok.Name, tok.Principal, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), tok.ExpiresAt.Format(time.RFC3339))
-				return nil
-			})
-		},
+		RunE:  func(*cobra.Command, []string) error { return runTokenCreate(o) },
 	}
-	cmd.Flags().StringVar(&name, "name", "", "a name for the token")
-	cmd.Flags().StringVar(&devices, "devices", "*", "devices the token reaches: names or IDs, comma-separated, * for all")
-	cmd.Flags().StringVar(&tools, "tools", "*", "tools the token may call: names or prefix.*, comma-separated, * for all")
-	cmd.Flags().StringVar(&ttl, "ttl", "30d", "how long the token is valid")
-	cmd.Flags().StringVar(&prin, "principal", "", "whose jobs the token acts on; tokens that share one see the same jobs (default: the token's own ID)")
+	cmd.Flags().StringVar(&o.Name, "name", "", "a name for the token")
+	cmd.Flags().StringVar(&o.Devices, "devices", "*", "devices the token reaches: names or IDs, comma-separated, * for all")
+	cmd.Flags().StringVar(&o.Tools, "tools", "*", "tools the token may call: names or prefix.*, comma-separated, * for all")
+	cmd.Flags().StringVar(&o.TTL, "ttl", "30d", "how long the token is valid")
+	cmd.Flags().StringVar(&o.Principal, "principal", "", "whose jobs the token acts on; tokens that share one see the same jobs (default: the token's own ID)")
 	return cmd
 }
 
+// runTokenCreate prints the new token's secret alone on stdout (for
+// scripts) and what it grants on stderr.
+func runTokenCreate(o *tokenCreateOptions) error {
+	if o.Name == "" {
+		return usageError("token create needs --name")
+	}
+	d, err := parseTTL(o.TTL)
+	if err != nil {
+		return err
+	}
+	devs, err := scope.Parse(o.Devices)
+	if err != nil {
+		return usageError("--devices: %v", err)
+	}
+	tls, err := scope.Parse(o.Tools)
+	if err != nil {
+		return usageError("--tools: %v", err)
+	}
+	return o.withState(func(st *relaystate.Store) error {
+		tok, secret, err := st.CreateToken(relaystate.TokenSpec{Name: o.Name, Devices: devs, Tools: tls, Principal: o.Principal, TTL: d}, o.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(o.IO.Out, secret)
+		fmt.Fprintf(o.IO.Err, "token %s (%s): principal %s, devices %s, tools %s, expires %s. It is shown only now.\n",
+			tok.ID, tok.Name, tok.Principal, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), tok.ExpiresAt.Format(time.RFC3339))
+		return nil
+	})
+}
+
+type tokenListOptions struct {
+	relayOptions
+	JSON bool
+}
+
 func newTokenListCmd(g *globalFlags, streams IO) *cobra.Command {
-	var asJSON bool
+	o := &tokenListOptions{relayOptions: newRelayOptions(g, streams)}
 	cmd := &cobra.Command{
 		Use:   "list [--json]",
 		Short: "List client tokens (never their secrets)",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var toks []relaystate.Token
-			err := withRelayState(g, func(st *relaystate.Store) (err error) {
-				toks, err = st.Tokens()
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSONLines(streams, toks)
-			}
-			tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tPRINCIPAL\tDEVICES\tTOOLS\tEXPIRES\tSTATE")
-			now := time.Now()
-			for _, t := range toks {
-				state := "active"
-				switch {
-				case t.RevokedAt != nil:
-					state = "revoked"
-				case now.After(t.ExpiresAt):
-					state = "expired"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Principal, strings.Join(t.Devices, ","),
-					strings.Join(t.Tools, ","), t.ExpiresAt.Format(time.RFC3339), state)
-			}
-			return tw.Flush()
-		},
+		RunE:  func(*cobra.Command, []string) error { return runTokenList(o) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "one JSON object per line")
 	return cmd
+}
+
+func runTokenList(o *tokenListOptions) error {
+	var toks []relaystate.Token
+	err := o.withState(func(st *relaystate.Store) (err error) {
+		toks, err = st.Tokens()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return writeJSONLines(o.IO.Out, toks...)
+	}
+	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tPRINCIPAL\tDEVICES\tTOOLS\tEXPIRES\tSTATE")
+	now := o.Now()
+	for _, t := range toks {
+		state := "active"
+		switch {
+		case t.RevokedAt != nil:
+			state = "revoked"
+		case now.After(t.ExpiresAt):
+			state = "expired"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Principal, strings.Join(t.Devices, ","),
+			strings.Join(t.Tools, ","), t.ExpiresAt.Format(time.RFC3339), state)
+	}
+	return tw.Flush()
+}
+
+type tokenRevokeOptions struct {
+	relayOptions
+	ID string
 }
 
 func newTokenRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -294,50 +328,60 @@ func newTokenRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 		Use:   "revoke ID",
 		Short: "Revoke a client token; it is refused from the next operation on",
 		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			err := withRelayState(g, func(st *relaystate.Store) error { return st.RevokeToken(args[0], time.Now()) })
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(streams.Out, "revoked %s\n", args[0])
-			return nil
+		RunE: func(_ *cobra.Command, args []string) error {
+			return runTokenRevoke(&tokenRevokeOptions{relayOptions: newRelayOptions(g, streams), ID: args[0]})
 		},
 	}
 }
 
+func runTokenRevoke(o *tokenRevokeOptions) error {
+	if err := o.withState(func(st *relaystate.Store) error { return st.RevokeToken(o.ID, o.Now()) }); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(o.IO.Out, "revoked %s\n", o.ID)
+	return err
+}
+
+type devicesOptions struct {
+	relayOptions
+	JSON bool
+}
+
 func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
-	var asJSON bool
+	o := &devicesOptions{relayOptions: newRelayOptions(g, streams)}
 	cmd := &cobra.Command{
 		Use:   "devices [--json]",
 		Short: "Enrolled devices with connection state and last-seen time",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var devs []relaystate.Device
-			err := withRelayState(g, func(st *relaystate.Store) (err error) {
-				devs, err = st.Devices()
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSONLines(streams, devs)
-			}
-			tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tLAST SEEN")
-			for _, d := range devs {
-				seen := "never"
-				if d.LastSeen != nil {
-					seen = d.LastSeen.Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", d.Name, d.ID, d.Standing, d.Connected, seen)
-			}
-			return tw.Flush()
-		},
+		RunE:  func(*cobra.Command, []string) error { return runDevices(o) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "one JSON object per line")
 	cmd.AddCommand(newDeviceRevokeCmd(g, streams))
 	return cmd
+}
+
+func runDevices(o *devicesOptions) error {
+	var devs []relaystate.Device
+	err := o.withState(func(st *relaystate.Store) (err error) {
+		devs, err = st.Devices()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return writeJSONLines(o.IO.Out, devs...)
+	}
+	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tLAST SEEN")
+	for _, d := range devs {
+		seen := "never"
+		if d.LastSeen != nil {
+			seen = d.LastSeen.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", d.Name, d.ID, d.Standing, d.Connected, seen)
+	}
+	return tw.Flush()
 }
 
 func newDeviceRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -348,8 +392,9 @@ func newDeviceRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var d *relaystate.Device
 			var revoked bool
-			err := withRelayState(g, func(st *relaystate.Store) (err error) {
-				d, revoked, err = st.RevokeDevice(args[0], time.Now())
+			o := newRelayOptions(g, streams)
+			err := o.withState(func(st *relaystate.Store) (err error) {
+				d, revoked, err = st.RevokeDevice(args[0], o.Now())
 				return err
 			})
 			if err != nil {
@@ -363,15 +408,4 @@ func newDeviceRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// printJSONLines prints one JSON object per line.
-func printJSONLines[T any](streams IO, vs []T) error {
-	enc := json.NewEncoder(streams.Out)
-	for _, v := range vs {
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -15,36 +15,41 @@ import (
 // auditDefaultLast is how many entries `relay audit` shows by default.
 const auditDefaultLast = 20
 
+type auditOptions struct {
+	relayOptions
+	Last int
+	JSON bool
+}
+
 func newRelayAuditCmd(g *globalFlags, streams IO) *cobra.Command {
-	var (
-		last   int
-		asJSON bool
-	)
+	o := &auditOptions{relayOptions: newRelayOptions(g, streams)}
 	cmd := &cobra.Command{
 		Use:   "audit [--last N] [--json]",
 		Short: "The newest client calls through the relay (content-free: never arguments or output)",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if last < 1 || last > limits.AuditMaxEntries {
-				return usageError("--last must be between 1 and %d", limits.AuditMaxEntries)
-			}
-			var entries []relaystate.AuditEntry
-			err := withRelayState(g, func(st *relaystate.Store) (err error) {
-				entries, err = st.Audit(last)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSONLines(streams, entries)
-			}
-			return printAuditTable(streams.Out, entries)
-		},
+		RunE:  func(*cobra.Command, []string) error { return runAudit(o) },
 	}
-	cmd.Flags().IntVar(&last, "last", auditDefaultLast, "show the newest N entries, oldest first")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	cmd.Flags().IntVar(&o.Last, "last", auditDefaultLast, "show the newest N entries, oldest first")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "one JSON object per line")
 	return cmd
+}
+
+func runAudit(o *auditOptions) error {
+	if o.Last < 1 || o.Last > limits.AuditMaxEntries {
+		return usageError("--last must be between 1 and %d", limits.AuditMaxEntries)
+	}
+	var entries []relaystate.AuditEntry
+	err := o.withState(func(st *relaystate.Store) (err error) {
+		entries, err = st.Audit(o.Last)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return writeJSONLines(o.IO.Out, entries...)
+	}
+	return printAuditTable(o.IO.Out, entries)
 }
 
 // printAuditTable prints entries for people: one row each, "-" for what

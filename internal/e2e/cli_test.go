@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // run runs the commandcore binary and returns stdout, stderr and exit code.
@@ -37,8 +38,8 @@ func TestJobsCLI(t *testing.T) {
 	waitOutput(t, c, live.ProcessID, "ready")
 
 	out, _, code := run(t, "jobs", "list", "--json", "--state-dir", state)
-	var list []record
-	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 2 {
+	list, err := testkit.DecodeLines[record]([]byte(out))
+	if code != 0 || err != nil || len(list) != 2 {
 		t.Fatalf("jobs list --json: exit %d, %q", code, out)
 	}
 	if list[0].ProcessID != live.ProcessID || list[0].State != "running" || list[1].State != "exited" || *list[1].ExitCode != 4 {

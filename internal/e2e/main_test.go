@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // bin is the commandcore binary under test.
@@ -37,11 +37,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "commandcore")
-	build := exec.Command("go", "build", "-o", bin, "github.com/commandcore/commandcore/cmd/commandcore")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build commandcore:", err)
+	if err := testkit.Build(bin, testkit.Main, nil, "CGO_ENABLED=0"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	systemdtest.Main(m)
@@ -79,11 +76,13 @@ func emit(spec string) {
 	}
 }
 
-// client is one `commandcore mcp` process with an MCP session to it.
+// client is an MCP session to commandcore: a `commandcore mcp` process
+// (cmd), or a relay's endpoint (cmd is nil).
 type client struct {
 	t       *testing.T
 	cmd     *exec.Cmd
 	session *mcp.ClientSession
+	kit     *testkit.Client
 }
 
 // newClient starts `commandcore mcp` on stateDir with extra arguments and
@@ -95,63 +94,30 @@ func newClient(t *testing.T, stateDir string, env []string, args ...string) *cli
 	cmd := exec.Command(bin, append([]string{"mcp", "--state-dir", stateDir, "--config-dir", t.TempDir()}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	k, err := testkit.Dial(t, "e2e", testkit.Stdio(cmd), nil)
 	if err != nil {
 		t.Fatalf("connect to commandcore mcp: %v", err)
 	}
-	cl := &client{t: t, cmd: cmd, session: s}
-	t.Cleanup(func() { s.Close() })
-	return cl
+	return &client{t: t, cmd: cmd, session: k.Session, kit: k}
 }
 
 // call invokes a tool and returns its structured content as JSON and
 // whether it was an error result.
 func (c *client) call(tool string, args any) (json.RawMessage, bool) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		c.t.Fatalf("%s: protocol error: %v", tool, err)
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return raw, res.IsError
+	return c.kit.Call(tool, args)
 }
 
 // ok calls a tool that must succeed and decodes its result into out.
 func (c *client) ok(tool string, args any, out any) {
 	c.t.Helper()
-	raw, isErr := c.call(tool, args)
-	if isErr {
-		c.t.Fatalf("%s failed: %s", tool, raw)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			c.t.Fatalf("%s: decode %s: %v", tool, raw, err)
-		}
-	}
+	c.kit.OK(tool, args, out)
 }
 
 // fail calls a tool that must fail and returns its error code and message.
 func (c *client) fail(tool string, args any) (string, string) {
 	c.t.Helper()
-	raw, isErr := c.call(tool, args)
-	if !isErr {
-		c.t.Fatalf("%s succeeded, want an error: %s", tool, raw)
-	}
-	var e struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &e); err != nil || e.Error.Code == "" {
-		c.t.Fatalf("%s: error result without code: %s", tool, raw)
-	}
-	return e.Error.Code, e.Error.Message
+	return c.kit.Fail(tool, args)
 }
 
 // record is the part of a job record the tests inspect.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // TestJobsBelongToTheirPrincipal: a job started through one client token is
@@ -101,11 +103,11 @@ func TestJobsBelongToTheirPrincipal(t *testing.T) {
 		t.Fatalf("jobs show owner %q (%v): %s", rec.Owner, err, out)
 	}
 	out, _, _ = run(t, "jobs", "list", "--json", "--state-dir", e.agentState)
-	var list []struct {
+	list, err := testkit.DecodeLines[struct {
 		ProcessID string `json:"process_id"`
 		Owner     string `json:"owner"`
-	}
-	if err := json.Unmarshal([]byte(out), &list); err != nil {
+	}]([]byte(out))
+	if err != nil {
 		t.Fatalf("jobs list --json: %v: %s", err, out)
 	}
 	owners := map[string]string{}

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // relayEnv is a relay and an enrolled agent on loopback, each with its own
@@ -117,18 +118,11 @@ func (e *relayEnv) connect(path, token string, onProgress func(*mcp.ProgressNoti
 	if onProgress != nil {
 		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { onProgress(r.Params) }
 	}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e-remote", Version: "1"}, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := cl.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   e.url + path,
-		HTTPClient: relaytest.HTTPClient(token),
-	}, nil)
+	k, err := testkit.Dial(e.t, "e2e-remote", testkit.Relayed(e.url+path, token), opts)
 	if err != nil {
 		return nil, err
 	}
-	e.t.Cleanup(func() { s.Close() })
-	return &client{t: e.t, session: s}, nil
+	return &client{t: e.t, session: k.Session, kit: k}, nil
 }
 
 // onlineDevice starts a relay and an agent enrolled as dev1, and returns

@@ -3,11 +3,11 @@ package install_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // bin is the real commandcore binary the installed units run.
@@ -21,10 +21,8 @@ func TestMain(m *testing.M) {
 	}
 	// A directory name with a space and a "%" proves ExecStart quoting.
 	bin = filepath.Join(dir, "bin dir 100%", "commandcore")
-	build := exec.Command("go", "build", "-o", bin, "github.com/commandcore/commandcore/cmd/commandcore")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build commandcore:", err)
+	if err := testkit.Build(bin, testkit.Main, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

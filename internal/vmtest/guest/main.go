@@ -28,6 +28,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/policy"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 const (
@@ -107,10 +108,9 @@ func connect() (*client, error) {
 		}
 	}
 	cmd.Stderr = os.Stderr
-	c := mcp.NewClient(&mcp.Implementation{Name: "vmtest", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	s, err := testkit.Connect(ctx, "vmtest", testkit.Stdio(cmd), nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to commandcore mcp: %w", err)
 	}
@@ -124,20 +124,7 @@ func (c *client) call(tool string, args, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		return fmt.Errorf("%s: %w", tool, err)
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return err
-	}
-	if res.IsError {
-		return fmt.Errorf("%s failed: %s", tool, raw)
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("%s: decode %s: %w", tool, raw, err)
-	}
-	return nil
+	return testkit.DecodeResult(tool, res, err, out)
 }
 
 func (c *client) start(name, command string) (*jobs.StartResult, error) {

@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/testkit"
+)
+
+// relayAt returns relay options over a fresh relay database whose clock
+// reads now, writing to out and errOut.
+func relayAt(t *testing.T, now time.Time, out, errOut *bytes.Buffer) relayOptions {
+	t.Helper()
+	state := t.TempDir()
+	return relayOptions{IO: IO{Out: out, Err: errOut}, Now: func() time.Time { return now },
+		State: func() (*relaystate.Store, error) { return relaystate.Open(state) }}
+}
+
+var bearerRE = regexp.MustCompile(`^cct_tok_[0-9a-f]{12}_[A-Za-z0-9_-]{43}\n$`)
+
+// TestRelayTokens: create prints the secret alone on stdout and the grant
+// on stderr; list shows it active, then revoked after revoke, and
+// expired once its time has passed.
+func TestRelayTokens(t *testing.T) {
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	var out, errOut bytes.Buffer
+	ro := relayAt(t, now, &out, &errOut)
+	create := &tokenCreateOptions{relayOptions: ro, Name: "ci", Devices: "build-box", Tools: "process.*,system.metrics", TTL: "12h"}
+	if err := runTokenCreate(create); err != nil {
+		t.Fatal(err)
+	}
+	if !bearerRE.MatchString(out.String()) {
+		t.Fatalf("token create stdout %q is not the bearer alone", out.String())
+	}
+	id := strings.Join(strings.Split(out.String(), "_")[1:3], "_")
+	if want := "token " + id + " (ci): principal " + id + ", devices build-box, tools process.*,system.metrics, expires 2031-01-02T15:04:05Z. It is shown only now.\n"; errOut.String() != want {
+		t.Fatalf("token create stderr %q, want %q", errOut.String(), want)
+	}
+
+	out.Reset()
+	list := &tokenListOptions{relayOptions: ro, JSON: true}
+	if err := runTokenList(list); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := testkit.DecodeLines[relaystate.Token](out.Bytes())
+	if err != nil || len(toks) != 1 || toks[0].ID != id || toks[0].Name != "ci" || toks[0].RevokedAt != nil {
+		t.Fatalf("token list --json (%v):\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "cct_") {
+		t.Fatalf("token list shows a secret:\n%s", out.String())
+	}
+
+	wantRow := func(state string) {
+		t.Helper()
+		out.Reset()
+		list.JSON = false
+		if err := runTokenList(list); err != nil {
+			t.Fatal(err)
+		}
+		want := "ID                NAME  PRINCIPAL         DEVICES    TOOLS                     EXPIRES               STATE\n" +
+			id + "  ci    " + id + "  build-box  process.*,system.metrics  2031-01-02T15:04:05Z  " + state + "\n"
+		if out.String() != want {
+			t.Fatalf("token list:\n%s\nwant:\n%s", out.String(), want)
+		}
+	}
+	wantRow("active")
+	later := now.Add(13 * time.Hour)
+	list.Now = func() time.Time { return later }
+	wantRow("expired")
+
+	out.Reset()
+	if err := runTokenRevoke(&tokenRevokeOptions{relayOptions: ro, ID: id}); err != nil || out.String() != "revoked "+id+"\n" {
+		t.Fatalf("token revoke: %v, %q", err, out.String())
+	}
+	wantRow("revoked")
+	err = runTokenRevoke(&tokenRevokeOptions{relayOptions: ro, ID: "tok_000000000000"})
+	if errcode.From(err).Code != errcode.NotFound {
+		t.Fatalf("revoking an unknown token: %v", err)
+	}
+}
+
+func TestRelayTokenCreateRefusesBadFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	ro := relayAt(t, time.Now(), &out, &errOut)
+	for _, o := range []tokenCreateOptions{
+		{Devices: "*", Tools: "*", TTL: "30d"},
+		{Name: "ci", Devices: "*", Tools: "*", TTL: "0d"},
+		{Name: "ci", Devices: "*", Tools: "*", TTL: "-5m"},
+		{Name: "ci", Devices: "", Tools: "*", TTL: "30d"},
+		{Name: "ci", Devices: "*", Tools: "process.start,,process.stop", TTL: "30d"},
+		{Name: "ci", Devices: "*", Tools: "process start", TTL: "30d"},
+	} {
+		o.relayOptions = ro
+		var ee *exitError
+		if err := runTokenCreate(&o); !errors.As(err, &ee) || ee.code != ExitUsage {
+			t.Errorf("%+v: %v, want a usage error", o, err)
+		}
+	}
+	if out.Len() != 0 {
+		t.Errorf("a refused token printed %q", out.String())
+	}
+}
+
+func TestRelayDevices(t *testing.T) {
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	var out, errOut bytes.Buffer
+	ro := relayAt(t, now, &out, &errOut)
+	st, err := ro.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := st.CreateEnrollCode("build-box", time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, _, _, err := st.Enroll(code, "", now)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	o := &devicesOptions{relayOptions: ro}
+	if err := runDevices(o); err != nil {
+		t.Fatal(err)
+	}
+	want := "NAME       ID                                    STANDING  CONNECTED  LAST SEEN\n" +
+		"build-box  " + dev.ID + "  active    false      never\n"
+	if out.String() != want {
+		t.Fatalf("devices:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	o.JSON = true
+	if err := runDevices(o); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := testkit.DecodeLines[relaystate.Device](out.Bytes())
+	if err != nil || len(devs) != 1 || devs[0].ID != dev.ID || devs[0].Name != "build-box" || devs[0].Connected {
+		t.Fatalf("devices --json (%v):\n%s", err, out.String())
+	}
+}

@@ -1,0 +1,79 @@
+package testkit
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Timeouts of the test wrappers: opening a session, one tool call.
+const (
+	ConnectTimeout = 20 * time.Second
+	CallTimeout    = 60 * time.Second
+)
+
+// Client is an MCP session bound to a test: a protocol error, or a result
+// other than the one asked for, fails the test.
+type Client struct {
+	TB      testing.TB
+	Session *mcp.ClientSession
+}
+
+// Dial opens a session over t within ConnectTimeout and closes it when the
+// test ends. A connection failure is returned, for tests that expect one.
+func Dial(tb testing.TB, name string, t mcp.Transport, opts *mcp.ClientOptions) (*Client, error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ConnectTimeout)
+	defer cancel()
+	s, err := Connect(ctx, name, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { s.Close() })
+	return &Client{TB: tb, Session: s}, nil
+}
+
+// Call invokes a tool and returns its structured content as JSON and
+// whether it was an error result.
+func (c *Client) Call(tool string, args any) (json.RawMessage, bool) {
+	c.TB.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	raw, isErr, err := Call(ctx, c.Session, tool, args)
+	if err != nil {
+		c.TB.Fatal(err)
+	}
+	return raw, isErr
+}
+
+// OK calls a tool that must succeed and decodes its result into out (when
+// not nil).
+func (c *Client) OK(tool string, args any, out any) {
+	c.TB.Helper()
+	raw, isErr := c.Call(tool, args)
+	if isErr {
+		c.TB.Fatalf("%s failed: %s", tool, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			c.TB.Fatalf("%s: decode %s: %v", tool, raw, err)
+		}
+	}
+}
+
+// Fail calls a tool that must fail and returns its error code and message.
+func (c *Client) Fail(tool string, args any) (string, string) {
+	c.TB.Helper()
+	raw, isErr := c.Call(tool, args)
+	if !isErr {
+		c.TB.Fatalf("%s succeeded, want an error: %s", tool, raw)
+	}
+	code, msg, err := ErrorCode(raw)
+	if err != nil {
+		c.TB.Fatalf("%s: %v", tool, err)
+	}
+	return code, msg
+}

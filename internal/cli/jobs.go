@@ -19,7 +19,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "The local job ledger: list, show, output, stop",
+		Short: "The local job ledger: list, show, output, wait, stop",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			return jobsList(g, streams, asJSON)
@@ -51,6 +51,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 		},
 		newJobsOutputCmd(g, streams, &asJSON),
 		newJobsReconcileCmd(g, streams, &asJSON),
+		newJobsWaitCmd(g, streams, &asJSON),
 		&cobra.Command{
 			Use: "stop ID", Short: "Stop a live job", Args: exactArgs(1),
 			RunE: func(_ *cobra.Command, args []string) error {

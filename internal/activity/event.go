@@ -69,6 +69,7 @@ const (
 	ToolProcessStatus Tool = "process.status"
 	ToolProcessOutput Tool = "process.output"
 	ToolProcessStop   Tool = "process.stop"
+	ToolProcessWait   Tool = "process.wait"
 	ToolProcessJobs   Tool = "process.jobs"
 	ToolProcessForget Tool = "process.forget"
 	ToolProcessRun    Tool = "process.run"
@@ -159,7 +160,7 @@ var (
 	kinds = set(KindAgentStart, KindAgentStop, KindToolCall, KindLaunchPhase,
 		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd)
 	tools = set(ToolProcessStart, ToolProcessStatus, ToolProcessOutput, ToolProcessStop,
-		ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
+		ToolProcessWait, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
 		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList)
 	phases = set(PhaseValidate, PhasePolicy, PhaseDomain, PhaseAdmission, PhasePipe,
 		PhaseUnitStart, PhaseIdentityClaim, PhaseEnvelopeWrite, PhaseRollback)

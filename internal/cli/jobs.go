@@ -49,7 +49,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &jobsOptions{IO: streams, Jobs: func() (*jobs.Service, error) { return openService(g, false) }}
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "The local job ledger: list, show, output, stop",
+		Short: "The local job ledger: list, show, output, wait, stop",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			return runJobsList(&jobsListOptions{*o})
@@ -69,6 +69,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 		},
 		newJobsOutputCmd(o),
 		newJobsReconcileCmd(g, streams, &o.JSON),
+		newJobsWaitCmd(g, streams, &o.JSON),
 		&cobra.Command{
 			Use: "stop ID", Short: "Stop a live job", Args: exactArgs(1),
 			RunE: func(_ *cobra.Command, args []string) error {

@@ -26,6 +26,17 @@ const (
 	OutputPageMax     = 1 << 20
 	// MaxWait bounds the wait_ms long poll of process.start and process.output.
 	MaxWait = 30 * time.Second
+	// WaitMaxJobs bounds process.wait's process_ids; WaitTimeoutDefault
+	// and WaitTimeoutMax its timeout_ms.
+	WaitMaxJobs        = 32
+	WaitTimeoutDefault = 60 * time.Second
+	WaitTimeoutMax     = 600 * time.Second
+	// WaitProgressMaxGap is the longest process.wait goes without a
+	// progress notification when the client gave a token; it sends one
+	// every WaitProgressPeriod, early enough that a late scheduler or a
+	// busy link does not stretch a gap past the bound.
+	WaitProgressMaxGap = 10 * time.Second
+	WaitProgressPeriod = 8 * time.Second
 
 	// LiveChunkBytes and LiveQueueFrames bound live output on the link.
 	LiveChunkBytes  = 8 << 10

@@ -47,6 +47,8 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxPolicyBytes": {MaxPolicyBytes, 64 * kib},
 	// Internal: any job metadata file read from disk.
 	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
+	// SPEC §3 process.wait: process_ids 1–32; §8.
+	"WaitMaxJobs": {WaitMaxJobs, 32},
 }
 
 // durations pins every time bound the same way.
@@ -73,6 +75,13 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"GPUProbeTimeout": {GPUProbeTimeout, 2 * time.Second}, // SPEC §3, §8: ≤ 2 s
 	// Internal: how long process.start waits for the supervisor's identity claim.
 	"IdentityClaimTimeout": {IdentityClaimTimeout, 10 * time.Second},
+	// SPEC §3 process.wait: timeout_ms 0–600000, default 60000, progress
+	// at least every 10 s; §8: 600 s, 10 s.
+	"WaitTimeoutDefault": {WaitTimeoutDefault, 60 * time.Second},
+	"WaitTimeoutMax":     {WaitTimeoutMax, 600 * time.Second},
+	"WaitProgressMaxGap": {WaitProgressMaxGap, 10 * time.Second},
+	// Internal: 2 s below the bound, for a late timer or a busy link.
+	"WaitProgressPeriod": {WaitProgressPeriod, 8 * time.Second},
 }
 
 // declared returns the name of every constant limits.go declares.
@@ -136,6 +145,12 @@ func TestDerivedBoundsHold(t *testing.T) {
 	}
 	if 3*HeartbeatInterval > SilenceTimeout {
 		t.Error("three heartbeats do not fit in one silence timeout")
+	}
+	if WaitProgressPeriod >= WaitProgressMaxGap {
+		t.Error("process.wait's progress period does not keep gaps below the bound")
+	}
+	if WaitTimeoutMax >= ForwardTimeout {
+		t.Error("the relay would cut off a process.wait of the longest timeout")
 	}
 	if life := GrantTTL + 2*GrantClockSkew; MaxGrantsRemembered/int(life/time.Second) < 800 {
 		t.Error("the replay memory admits fewer than 800 calls a second")

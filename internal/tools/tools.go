@@ -106,6 +106,10 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 		func(_ context.Context, c Call, in IDRequest) (any, error) {
 			return svc.Stop(c.Who, in.ProcessID)
 		})
+	add(r, "process.wait", waitDescription,
+		func(ctx context.Context, c Call, in jobs.WaitRequest) (any, error) {
+			return wait(ctx, svc, c, in)
+		})
 	add(r, "process.jobs", "List managed jobs, newest first.",
 		func(_ context.Context, c Call, _ NoArgs) (any, error) {
 			recs, err := svc.List(c.Who)

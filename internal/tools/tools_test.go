@@ -211,13 +211,15 @@ func FuzzDecodeArguments(f *testing.F) {
 		``, `null`, `{}`, `{"command":"ls"}`, `{"command":"ls","env":{"A":"b"},"wait_ms":5}`,
 		`{"process_id":"p","stdout_offset":1,"stderr_offset":2,"max_bytes":3,"wait_ms":4}`,
 		`{"env":{}}`, `{"bogus":1}`, `{"wait_ms":"x"}`, `{} {}`, `{}]`, `[]`, `{"env":{"ééééé":1}}`, `{"COMMAND":"x"}`,
+		`{"process_ids":["a","b"],"mode":"all","timeout_ms":0}`, `{"process_ids":null,"timeout_ms":null}`, `{"process_ids":[1]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var start jobs.StartRequest
 		var out jobs.OutputRequest
-		for _, v := range []any{&start, &out} {
+		var wait jobs.WaitRequest
+		for _, v := range []any{&start, &out, &wait} {
 			err := Decode(raw, v)
 			if err != nil {
 				invalid(t, err)

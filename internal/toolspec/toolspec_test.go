@@ -12,7 +12,7 @@ func TestTableHasTheDeviceTools(t *testing.T) {
 	}
 	// The tools of SPEC §3 this build serves.
 	for _, name := range []string{"process.start", "process.status", "process.output", "process.stop", "process.jobs",
-		"process.forget", "process.run", "process.list", "system.metrics", "files.search"} {
+		"process.forget", "process.run", "process.list", "system.metrics", "files.search", "process.wait"} {
 		if !got[name] {
 			t.Errorf("the table lacks %s", name)
 		}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/principal"
+)
+
+func newJobsWaitCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Command {
+	var waitAny, waitAll bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait ID...",
+		Short: "Wait for any (--all: every) of the jobs to end",
+		Long: fmt.Sprintf(`Wait until one of the jobs is terminal (--any, the default) or every one is
+(--all), or until --timeout passes (at most %s). Prints each ended job's
+state and exit code, and the jobs still live as pending; --json prints the
+process.wait result (ended records, pending IDs).
+
+Exits 0 when the condition was met, 1 when the timeout came first (or a job
+does not exist).`, limits.WaitTimeoutMax),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError("%s takes at least one job ID", cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if waitAny && waitAll {
+				return usageError("--any and --all exclude each other")
+			}
+			if timeout < 0 || timeout > limits.WaitTimeoutMax {
+				return usageError("--timeout must be between 0 and %s", limits.WaitTimeoutMax)
+			}
+			req := jobs.WaitRequest{ProcessIDs: args, Mode: jobs.WaitAny}
+			if waitAll {
+				req.Mode = jobs.WaitAll
+			}
+			ms := int(timeout.Milliseconds())
+			req.TimeoutMS = &ms
+			svc, err := openService(g, false)
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
+			res, err := svc.Wait(cmd.Context(), principal.Local, req)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				err = writeJSON(streams.Out, res)
+			} else {
+				err = printWait(streams.Out, res)
+			}
+			if err != nil {
+				return err
+			}
+			if !res.Met(req.Mode) {
+				return &exitError{code: ExitFailure, err: fmt.Errorf("the wait timed out with %d of %d jobs still live", len(res.Pending), len(args))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&waitAny, "any", false, "return when one of the jobs has ended (the default)")
+	cmd.Flags().BoolVar(&waitAll, "all", false, "return when every one of the jobs has ended")
+	cmd.Flags().DurationVar(&timeout, "timeout", limits.WaitTimeoutDefault, "how long to wait at most")
+	return cmd
+}
+
+func printWait(w io.Writer, res *jobs.WaitResult) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROCESS ID\tSTATE\tEXIT")
+	for _, r := range res.Ended {
+		exit := "-"
+		switch {
+		case r.ExitCode != nil:
+			exit = fmt.Sprint(*r.ExitCode)
+		case r.Signal != "":
+			exit = r.Signal
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ProcessID, r.State, exit)
+	}
+	for _, id := range res.Pending {
+		fmt.Fprintf(tw, "%s\tpending\t-\n", id)
+	}
+	return tw.Flush()
+}

@@ -5,14 +5,10 @@
 package docs
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -45,32 +41,15 @@ func section(t *testing.T, doc, heading string) string {
 	return rest
 }
 
-// constants returns the string values of the constants of type typ that
-// path (a Go file in the repository) declares.
+// constants returns the words of the constants of type typ that path (a
+// Go file in the repository) declares as string literals, one a line
+// (`Name Type = "word"`), the way jobmeta and errcode declare theirs.
 func constants(t *testing.T, path, typ string) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, path), nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	decl := regexp.MustCompile(`(?m)^\s*\w+\s+` + regexp.QuoteMeta(typ) + `\s*=\s*"(\w+)"`)
 	var out []string
-	for _, decl := range f.Decls {
-		gen, ok := decl.(*ast.GenDecl)
-		if !ok || gen.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range gen.Specs {
-			vs := spec.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typ {
-				continue
-			}
-			for _, v := range vs.Values {
-				if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					s, _ := strconv.Unquote(lit.Value)
-					out = append(out, s)
-				}
-			}
-		}
+	for _, m := range decl.FindAllStringSubmatch(read(t, path), -1) {
+		out = append(out, m[1])
 	}
 	if len(out) == 0 {
 		t.Fatalf("no %s constants in %s", typ, path)

@@ -58,7 +58,7 @@ func constants(t *testing.T, path, typ string) []string {
 }
 
 // TestLayoutListsEveryPackage: the README's layout table names every
-// directory under internal/ that holds Go code, and cmd/ and bench/.
+// directory under internal/, and cmd/ and bench/, and nothing that is gone.
 func TestLayoutListsEveryPackage(t *testing.T) {
 	table := section(t, read(t, "README.md"), "### Layout")
 	entries, err := os.ReadDir(filepath.Join(root, "internal"))
@@ -80,7 +80,15 @@ func TestLayoutListsEveryPackage(t *testing.T) {
 			t.Errorf("the README's layout table does not list %s", dir)
 		}
 	}
+	for _, m := range tablePackage.FindAllStringSubmatch(table, -1) {
+		if _, err := os.Stat(filepath.Join(root, m[1])); err != nil {
+			t.Errorf("the README's layout table lists %s, which does not exist", m[1])
+		}
+	}
 }
+
+// tablePackage is a package the layout table names, such as `internal/cli`.
+var tablePackage = regexp.MustCompile("`((?:internal|cmd|bench)/[\\w/]+)")
 
 // TestStatesAreDocumented: docs/states.md has a row for every job state
 // and failure domain of internal/jobmeta.

@@ -33,7 +33,7 @@ MUTATION  := internal/capture internal/envelope internal/policy internal/permiss
              internal/grant internal/scope internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport
 
-.PHONY: build test fuzz vet run bench clean package package-test vm-test inspector-test mutation
+.PHONY: build test fuzz vet docs run bench clean package package-test vm-test inspector-test mutation
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -43,6 +43,11 @@ build:
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+# The relay's tool table and docs/tools.md, from the live tool
+# registrations; a test fails when either is stale.
+docs:
+	$(GO) generate ./internal/toolspec
 
 # The tests run against a real systemd user manager, booted here for the
 # current user and shut down afterwards (see internal/systemdtest).

@@ -1,4 +1,4 @@
-// Package activity is the agent's activity journal (SPEC §5): a local SQLite
+// Package activity is the agent's activity journal (README): a local SQLite
 // database (modernc.org/sqlite, WAL) of what the agent did — time, kind, tool,
 // job ID, outcome, duration, error code, and for a few kinds a phase, a job
 // state or a link-end reason.
@@ -55,12 +55,12 @@ const (
 	// KindLinkUp: the link to the server was established.
 	KindLinkUp Kind = "link_up"
 	// KindLinkEnd: the link to the server ended; the one bounded diagnostic of
-	// SPEC §4. Reason names the kind of end, duration is how long the link
+	// the README. Reason names the kind of end, duration is how long the link
 	// was up, outcome is ok only for a local shutdown (see [LinkEndEvent]).
 	KindLinkEnd Kind = "link_end"
 )
 
-// Tool is an MCP tool name (SPEC §3).
+// Tool is an MCP tool name (docs/tools.md).
 type Tool string
 
 // The closed set of tools.
@@ -107,13 +107,13 @@ const (
 // Outcome is the result of what an event records.
 type Outcome string
 
-// The closed set of outcomes (SPEC §5).
+// The closed set of outcomes.
 const (
 	OutcomeOK     Outcome = "ok"
 	OutcomeFailed Outcome = "failed"
 )
 
-// Reason names the kind of a link end (SPEC §4).
+// Reason names the kind of a link end (README).
 type Reason string
 
 // The closed set of link-end reasons.

@@ -1,5 +1,5 @@
 // Package capture keeps the on-disk output capture of one stream (stdout or
-// stderr) of a managed job (SPEC §2.2).
+// stderr) of a managed job (README; docs/limits.md).
 //
 // A capture retains the first limits.CaptureHeadBytes and the last
 // limits.CaptureTailBytes of the stream; the middle is discarded without ever

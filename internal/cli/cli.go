@@ -13,7 +13,7 @@ import (
 	"github.com/commandcore/commandcore/internal/statedir"
 )
 
-// Exit codes (SPEC §1).
+// Exit codes (docs/architecture.md, Roles).
 const (
 	ExitOK       = 0
 	ExitFailure  = 1

@@ -1,6 +1,6 @@
 // Package cmdpipe hands a shell its command through a pipe instead of its
 // arguments: /proc/<pid>/cmdline is readable by every local user, a pipe is
-// not (SPEC §2, the private envelope). Managed jobs and process.run start
+// not (README). Managed jobs and process.run start
 // their shells this way.
 //
 // The shell runs a fixed script that sources the pipe, which holds one

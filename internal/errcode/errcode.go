@@ -1,4 +1,4 @@
-// Package errcode defines the stable error codes of SPEC §3 and an error type
+// Package errcode defines the stable error codes (README) and an error type
 // that carries one. Messages are content-free: they never quote a command,
 // path, environment value or output byte, because they leave the machine.
 package errcode
@@ -11,7 +11,7 @@ import (
 // Code is a stable snake_case error word.
 type Code string
 
-// The codes of SPEC §3.
+// The codes a device answers with.
 const (
 	NotFound           Code = "not_found"
 	InvalidArgument    Code = "invalid_argument"

@@ -13,8 +13,8 @@ import (
 	"testing"
 )
 
-// wire is every code as clients see it: the words of SPEC §3 and §4 and
-// the README's Tools section, spelled out here rather than taken from the
+// wire is every code as clients see it: the words of the README's Tools
+// section, spelled out here rather than taken from the
 // constants, so that renaming a code fails this table. A new code gets a
 // row here with the word the contract gives it.
 var wire = map[string]struct {
@@ -35,7 +35,7 @@ var wire = map[string]struct {
 	// or its result does not fit one frame.
 	"DeviceOffline":  {DeviceOffline, "device_offline"},
 	"ResultTooLarge": {ResultTooLarge, "result_too_large"},
-	// SPEC §4: a second link for a device whose link still answers.
+	// README: a second link for a device whose link still answers.
 	"DeviceBusy": {DeviceBusy, "device_busy"},
 	// README: the relay's refusals of a silent device, a flood and a
 	// busy relay.
@@ -90,7 +90,7 @@ func TestWireCodes(t *testing.T) {
 	for name, value := range declared {
 		w, ok := wire[name]
 		if !ok {
-			t.Errorf("errcode.%s (%q) has no row in the wire table of TestWireCodes: add it with the word the SPEC or README gives it", name, value)
+			t.Errorf("errcode.%s (%q) has no row in the wire table of TestWireCodes: add it with the word the README gives it", name, value)
 			continue
 		}
 		if value != w.word {
@@ -114,7 +114,7 @@ func TestWireCodes(t *testing.T) {
 	}
 }
 
-// TestWordsAreSnakeCase: every code is a stable snake_case word (SPEC §3).
+// TestWordsAreSnakeCase: every code is a stable snake_case word (README).
 func TestWordsAreSnakeCase(t *testing.T) {
 	for name, w := range wire {
 		ok := w.word != "" && !strings.HasPrefix(w.word, "_") && !strings.HasSuffix(w.word, "_")

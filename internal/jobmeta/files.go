@@ -69,7 +69,7 @@ type Identity struct {
 	StartedAt    *time.Time       `json:"started_at,omitempty"`
 }
 
-// StreamCapture is the capture metadata of one stream (SPEC §2.2). Pointers
+// StreamCapture is the capture metadata of one stream. Pointers
 // are null when the writer of the metadata did not know the value.
 type StreamCapture struct {
 	ObservedBytes *int64     `json:"observed_bytes"`

@@ -4,7 +4,7 @@
 // project's but limits and procid, so every role can use it.
 package jobmeta
 
-// State is a job's state (SPEC §2.1).
+// State is a job's state (docs/states.md).
 type State string
 
 // Live states.
@@ -44,10 +44,10 @@ func (s State) Live() bool {
 }
 
 // UnitPrefix starts every job's transient unit name:
-// commandcore-job-<device-uuid>-<job-uuid>.service (SPEC §2).
+// commandcore-job-<device-uuid>-<job-uuid>.service.
 const UnitPrefix = "commandcore-job-"
 
-// Failure domains (SPEC §2).
+// Failure domains (docs/states.md).
 const (
 	DomainSystemdUnit        = "systemd_unit"
 	DomainSharedParentCgroup = "shared_parent_cgroup"

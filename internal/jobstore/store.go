@@ -182,7 +182,7 @@ func (s *Store) Admit(j *jobmeta.Job) error {
 	})
 }
 
-// prune applies retention (SPEC §2.3) to recs, newest first: expired
+// prune applies retention (docs/limits.md) to recs, newest first: expired
 // terminal jobs go first, then the oldest read ones until there is room
 // for one more. Unread terminal jobs are never discarded to make room.
 func (s *Store) prune(recs []*jobmeta.Record) error {

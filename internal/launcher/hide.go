@@ -53,8 +53,8 @@ func hideProperties(h Hidden, jobDir string) []sdbus.Property {
 // hideProperties) and a directory inside stateDir bound back in, and
 // whether inside it they really are hidden and the bound directory
 // writable. Where it can (a manager with working mount namespaces), job
-// units from then on get the same properties (SPEC §2 "The agent's own
-// files"); where it cannot, a unit with them would never start, so jobs run
+// units from then on get the same properties (README); where it cannot,
+// a unit with them would never start, so jobs run
 // without. The probe leaves nothing behind.
 func (l *Launcher) ProbeHiding(ctx context.Context, stateDir, configDir string) bool {
 	conn, err := l.Bus(ctx)

@@ -39,7 +39,7 @@ func UnitName(deviceID, jobID string) string {
 type Launcher struct {
 	// Exe is the commandcore binary re-executed as `supervise`.
 	Exe string
-	// Installed refuses the shared-cgroup fallback (SPEC §2): an installed
+	// Installed refuses the shared-cgroup fallback (README): an installed
 	// service without its user bus must not run jobs in its own cgroup.
 	Installed bool
 	// ConnectTimeout bounds connecting to the user bus; zero means

@@ -1,5 +1,6 @@
-// Package limits holds every bound of SPEC §8 (and the few internal bounds
-// derived from them) as named constants, so each lives in exactly one place.
+// Package limits holds every bound of the contract (and the few internal
+// bounds derived from them) as named constants, so each lives in exactly one
+// place; docs/limits.md lists them, and a test keeps it true.
 package limits
 
 import "time"
@@ -104,7 +105,7 @@ const (
 	// which counts the string's trailing NUL).
 	MaxEnvEntryBytes = 128<<10 - 1
 	// MaxEnvelopeBytes bounds the private envelope a supervisor reads from
-	// stdin; it leaves room for the 1 MiB environment the SPEC promises.
+	// stdin; it leaves room for the 1 MiB environment the README promises.
 	MaxEnvelopeBytes = 8 << 20
 	// IdentityClaimTimeout bounds how long process.start waits for the
 	// supervisor's identity claim before the launch fails.

@@ -15,20 +15,20 @@ const (
 )
 
 // counts pins every size and count bound by the number the contract gives
-// (SPEC section, README, or a tool's input schema); where none states it,
+// (the README, or a tool's schema in docs/tools.md); where none states it,
 // the comment says where today's number comes from. A new bound gets a row
 // here or in durations.
 var counts = map[string]struct{ got, want int64 }{
-	"MaxLiveJobs":             {MaxLiveJobs, 32},              // SPEC §2.3, §8
-	"MaxRetainedTerminalJobs": {MaxRetainedTerminalJobs, 100}, // SPEC §2.3, §8
-	"CaptureHeadBytes":        {CaptureHeadBytes, 512 * kib},  // SPEC §2.2, §8: first 512 KiB
-	"CaptureTailBytes":        {CaptureTailBytes, 512 * kib},  // SPEC §2.2, §8: last 512 KiB
+	"MaxLiveJobs":             {MaxLiveJobs, 32},              // README, Managed jobs: at most 32 live jobs
+	"MaxRetainedTerminalJobs": {MaxRetainedTerminalJobs, 100}, // README, Managed jobs: up to 100
+	"CaptureHeadBytes":        {CaptureHeadBytes, 512 * kib},  // README, Managed jobs: first 512 KiB
+	"CaptureTailBytes":        {CaptureTailBytes, 512 * kib},  // README, Managed jobs: last 512 KiB
 	// Internal: the supervisor's pipe read and the tail ring's slack.
 	"CaptureReadChunk":  {CaptureReadChunk, 64 * kib},
-	"OutputPageDefault": {OutputPageDefault, 64 * kib}, // SPEC §3 process.output: default 64 KiB
-	"OutputPageMax":     {OutputPageMax, 1 * mib},      // SPEC §3 process.output: at most 1 MiB
-	"LiveChunkBytes":    {LiveChunkBytes, 8 * kib},     // SPEC §3 process.run, §4, §8
-	"LiveQueueFrames":   {LiveQueueFrames, 64},         // SPEC §4, §8
+	"OutputPageDefault": {OutputPageDefault, 64 * kib}, // process.output's schema: default 65536
+	"OutputPageMax":     {OutputPageMax, 1 * mib},      // process.output's schema: at most 1048576
+	"LiveChunkBytes":    {LiveChunkBytes, 8 * kib},     // README, Tools and The relay and the link: 8 KiB
+	"LiveQueueFrames":   {LiveQueueFrames, 64},         // README, The relay and the link: 64 frames
 	// Internal: process.run's combined retained output (output_capture.limit_bytes).
 	"RunOutputCapBytes": {RunOutputCapBytes, 1 * mib},
 	"MaxFrameBytes":     {MaxFrameBytes, 16 * mib}, // README, Tools: one 16 MiB link frame
@@ -38,10 +38,10 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxGrantsRemembered": {MaxGrantsRemembered, 100_000},
 	// Internal: the owner's permissions.json, bounded like the policy.
 	"MaxPermissionsBytes": {MaxPermissionsBytes, 64 * kib},
-	"JournalMaxEntries":   {JournalMaxEntries, 10_000},     // SPEC §5, §8
-	"AuditMaxEntries":     {AuditMaxEntries, 100_000},      // SPEC §7, §8
-	"MaxEnvEntryBytes":    {MaxEnvEntryBytes, 128*kib - 1}, // SPEC §2: exec's 128 KiB, which counts the NUL
-	// Internal: room for the 1 MiB environment SPEC §2 promises.
+	"JournalMaxEntries":   {JournalMaxEntries, 10_000},     // README, What is here: the newest 10,000 entries
+	"AuditMaxEntries":     {AuditMaxEntries, 100_000},      // README, The relay and the link: 100,000
+	"MaxEnvEntryBytes":    {MaxEnvEntryBytes, 128*kib - 1}, // exec's 128 KiB, which counts the NUL
+	// Internal: room for a 1 MiB environment.
 	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
 	// Internal: the owner's job-resources.json is a few bytes.
 	"MaxPolicyBytes": {MaxPolicyBytes, 64 * kib},
@@ -53,13 +53,13 @@ var counts = map[string]struct{ got, want int64 }{
 
 // durations pins every time bound the same way.
 var durations = map[string]struct{ got, want time.Duration }{
-	"TerminalJobRetention": {TerminalJobRetention, 7 * day},       // SPEC §2.3, §8
-	"MaxWait":              {MaxWait, 30 * time.Second},           // SPEC §3: wait_ms 0–30000
+	"TerminalJobRetention": {TerminalJobRetention, 7 * day},       // README, Managed jobs: 7 days
+	"MaxWait":              {MaxWait, 30 * time.Second},           // process.output's schema: wait_ms 0-30000
 	"RunTimeoutDefault":    {RunTimeoutDefault, 60 * time.Second}, // process.run's schema: default 60000
 	"RunTimeoutMax":        {RunTimeoutMax, 600 * time.Second},    // process.run's schema: 1-600000
 	"ForwardTimeout":       {ForwardTimeout, 11 * time.Minute},    // README: a silent device's call ends after 11 min
-	"SendTimeout":          {SendTimeout, 15 * time.Second},       // SPEC §4, §8
-	"SilenceTimeout":       {SilenceTimeout, 45 * time.Second},    // SPEC §4, §8
+	"SendTimeout":          {SendTimeout, 15 * time.Second},       // README, The relay and the link: 15 s
+	"SilenceTimeout":       {SilenceTimeout, 45 * time.Second},    // README, The relay and the link: 45 s
 	// Internal: three heartbeats fit in one 45 s silence timeout.
 	"HeartbeatInterval": {HeartbeatInterval, 15 * time.Second},
 	// Internal: the agent's reconnect backoff.
@@ -67,12 +67,12 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"ReconnectMax":    {ReconnectMax, 60 * time.Second},
 	"GrantTTL":        {GrantTTL, 60 * time.Second},       // README, The relay and the link: 60 s
 	"GrantClockSkew":  {GrantClockSkew, 30 * time.Second}, // Internal: relay and device clocks may differ this much
-	"EnrollCodeTTL":   {EnrollCodeTTL, 15 * time.Minute},  // SPEC §7: --ttl 15m
-	"ClientTokenTTL":  {ClientTokenTTL, 30 * day},         // SPEC §7: --ttl 30d
-	"StopEscalation":  {StopEscalation, 3 * time.Second},  // SPEC §2.1, §8: SIGKILL after 3 s
-	"JournalMaxAge":   {JournalMaxAge, 30 * day},          // SPEC §5, §8
-	"AuditMaxAge":     {AuditMaxAge, 90 * day},            // SPEC §7, §8
-	"GPUProbeTimeout": {GPUProbeTimeout, 2 * time.Second}, // SPEC §3, §8: ≤ 2 s
+	"EnrollCodeTTL":   {EnrollCodeTTL, 15 * time.Minute},  // README, The relay and the link: valid 15 minutes
+	"ClientTokenTTL":  {ClientTokenTTL, 30 * day},         // README, The relay and the link: valid 30 days
+	"StopEscalation":  {StopEscalation, 3 * time.Second},  // README, Managed jobs: SIGKILL after 3 s
+	"JournalMaxAge":   {JournalMaxAge, 30 * day},          // README, What is here: of the last 30 days
+	"AuditMaxAge":     {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
+	"GPUProbeTimeout": {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
 	// Internal: how long process.start waits for the supervisor's identity claim.
 	"IdentityClaimTimeout": {IdentityClaimTimeout, 10 * time.Second},
 	// SPEC §3 process.wait: timeout_ms 0–600000, default 60000, progress
@@ -123,7 +123,7 @@ func TestBoundsPinned(t *testing.T) {
 		case isDuration && d.got != d.want:
 			t.Errorf("limits.%s = %v, the contract says %v", name, d.got, d.want)
 		case !isCount && !isDuration:
-			t.Errorf("limits.%s has no row in TestBoundsPinned's tables: add it with the value SPEC or the README gives it", name)
+			t.Errorf("limits.%s has no row in TestBoundsPinned's tables: add it with the value the README or a schema gives it", name)
 		}
 	}
 	for name := range counts {
@@ -141,7 +141,7 @@ func TestBoundsPinned(t *testing.T) {
 // TestDerivedBoundsHold: the relations the comments in limits.go rely on.
 func TestDerivedBoundsHold(t *testing.T) {
 	if CaptureHeadBytes+CaptureTailBytes != 1*mib {
-		t.Error("retained output per stream is not 1 MiB (SPEC §8)")
+		t.Error("retained output per stream is not 1 MiB (README, Managed jobs)")
 	}
 	if 3*HeartbeatInterval > SilenceTimeout {
 		t.Error("three heartbeats do not fit in one silence timeout")

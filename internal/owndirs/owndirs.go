@@ -1,5 +1,5 @@
-// Package owndirs keeps the tools out of the agent's own directories (SPEC
-// §2 "The agent's own files"): its config directory (identity, permissions)
+// Package owndirs keeps the tools out of the agent's own directories
+// (README): its config directory (identity, permissions)
 // and its state directory (policy, journal, job metadata and output). No
 // tool reads, lists or writes inside them; files.search skips them.
 //

@@ -1,4 +1,4 @@
-// Package principal names who acts on managed jobs (SPEC §2 "Ownership"):
+// Package principal names who acts on managed jobs (README):
 // through the relay, the client token's principal, carried in each call's
 // grant; on this machine (`commandcore mcp`, the CLI), Local. A job records
 // the principal that started it, and a remote principal sees and acts on

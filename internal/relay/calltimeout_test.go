@@ -50,7 +50,7 @@ func TestSilentDeviceCallEndsAtTheBound(t *testing.T) {
 }
 
 // TestForwardTimeoutOutlastsTheLongestCall pins the bound against the
-// contract: process.run may run 10 min (SPEC §3), process.wait 600 s (§8).
+// contract: process.run may run 10 min (its schema: timeout_ms 1-600000).
 func TestForwardTimeoutOutlastsTheLongestCall(t *testing.T) {
 	if d := (&Server{}).callTimeout(); d <= 10*time.Minute+3*time.Second {
 		t.Fatalf("forwarded calls end after %s, before a 10 min process.run and its stop escalation", d)

@@ -10,7 +10,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 )
 
-// The HTTP server's bounds (SPEC §7 "Hardening"). Long requests are the
+// The HTTP server's bounds (README). Long requests are the
 // relay's point (long polls of 30 s, process.run and process.wait for
 // minutes with progress, SSE responses, the device WebSocket), so there is
 // no blanket read or write timeout: the server bounds header and idle

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Enrollment is rate-limited per source address (SPEC §7): a burst of
+// Enrollment is rate-limited per source address (README): a burst of
 // enrollBurst requests, then one per enrollEvery. The relay trusts no
 // forwarding header, so behind a proxy every request shares one address.
 const (

@@ -1,4 +1,4 @@
-// Package relay is the reference server of SPEC §7: it enrolls devices,
+// Package relay is the reference server (README): it enrolls devices,
 // accepts their WebSocket links, and serves MCP Streamable HTTP to
 // ordinary clients, forwarding each call to the chosen device with a
 // freshly minted grant. It never touches jobs: the device does that.
@@ -28,7 +28,7 @@ type Server struct {
 	key   ed25519.PrivateKey
 	// Now is the clock; tests move it.
 	Now func() time.Time
-	// Link tunes device links; zero values are SPEC §8's bounds.
+	// Link tunes device links; zero values are docs/limits.md's bounds.
 	Link transport.Options
 	// SeenEvery is how often a connected device's last-seen time is
 	// refreshed; zero means a minute.

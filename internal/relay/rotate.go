@@ -12,7 +12,7 @@ import (
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
-// Credential rotation (SPEC §4): every accepted link hands the agent a
+// Credential rotation (README): every accepted link hands the agent a
 // fresh device token, and the one it linked with stops working.
 //
 //  1. The relay accepts a link opened with T, the device's current token,

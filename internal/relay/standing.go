@@ -11,7 +11,7 @@ import (
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
-// A device has at most one link (SPEC §4). When another arrives while it
+// A device has at most one link (README). When another arrives while it
 // has one, the relay heartbeats the old link with a short deadline: if the
 // old link answers, the newcomer is refused with device_busy; if not, the
 // old link is closed and the newcomer accepted, so an agent restarted

@@ -13,8 +13,8 @@ import (
 const deviceArgNote = " On this endpoint, the device argument names the device that runs it (see devices.list)."
 
 // endpointTools are the device tools as each endpoint shows them, built
-// once, on first use, from the relay's own table (SPEC §7: tool definitions
-// a client sees come from the relay itself, never from a device). Sessions
+// once, on first use, from the relay's own table (tool definitions a client
+// sees come from the relay itself, never from a device). Sessions
 // share them read-only. Lazily: every role of the binary loads this
 // package, and the per-job supervisor must not pay for the table.
 var endpointTools = sync.OnceValues(func() (single, multi []*mcp.Tool) {

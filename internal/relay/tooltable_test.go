@@ -80,7 +80,8 @@ func TestDeviceCannotChangeToolDefinitions(t *testing.T) {
 	}
 }
 
-// TestRelayDoesNotLinkTheJobCore: SPEC §7, the relay never touches jobs.
+// TestRelayDoesNotLinkTheJobCore: the relay never touches jobs
+// (docs/architecture.md, Boundaries).
 func TestRelayDoesNotLinkTheJobCore(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {

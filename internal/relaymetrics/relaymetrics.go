@@ -1,4 +1,4 @@
-// Package relaymetrics is the relay's Prometheus metrics (SPEC §7): what
+// Package relaymetrics is the relay's Prometheus metrics (README): what
 // `relay serve --metrics-listen` serves. It uses its own registry, not the
 // client library's global one, so nothing but these series is exposed and
 // nothing registers itself from package init. Every label value comes from
@@ -26,7 +26,7 @@ const Path = "/metrics"
 const unknown = "unknown"
 
 // LinkEnds are the kinds of link end the relay counts. Their labels are
-// the names the agent's journal gives them (SPEC §4).
+// the names the agent's journal gives them (README).
 var LinkEnds = []transport.End{transport.EndRemoteClose, transport.EndSendTimeout, transport.EndSilence,
 	transport.EndProtocol, transport.EndAuth, transport.EndLocalShutdown}
 

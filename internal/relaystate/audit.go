@@ -12,7 +12,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 )
 
-// AuditEntry is one client call in the relay's audit log (SPEC §7). It is
+// AuditEntry is one client call in the relay's audit log (README). It is
 // content-free: it never holds a call's arguments, result or output, and
 // every field has a narrow grammar that AppendAudit and Audit enforce.
 type AuditEntry struct {
@@ -55,8 +55,8 @@ func errAuditEntry() error {
 	return errcode.New(errcode.InvalidArgument, "audit entry is not a content-free record")
 }
 
-// auditBound is how much of the log is kept; zero fields mean the SPEC §8
-// bounds. Tests set it (the narrow seam for a small log).
+// auditBound is how much of the log is kept; zero fields mean the bounds of
+// docs/limits.md. Tests set it (the narrow seam for a small log).
 type auditBound struct {
 	entries int
 	age     time.Duration

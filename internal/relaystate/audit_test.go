@@ -109,7 +109,7 @@ func TestAuditKeepsTheNewestEntries(t *testing.T) {
 	}
 }
 
-// TestAuditBoundsOfTheSpec: 100,000 entries and 90 days (SPEC §8).
+// TestAuditBoundsOfTheSpec: 100,000 entries and 90 days (docs/limits.md).
 func TestAuditBoundsOfTheSpec(t *testing.T) {
 	s := openT(t, t.TempDir())
 	day := 24 * time.Hour

@@ -1,4 +1,4 @@
-// Package relaystate is the reference relay's persistent state (SPEC §7): a
+// Package relaystate is the reference relay's persistent state (README): a
 // SQLite database (modernc.org/sqlite, WAL) in the relay's state directory
 // holding enrolled devices, one-time enrollment codes, client tokens and the
 // grant signing key.

@@ -24,7 +24,7 @@ type Token struct {
 	Devices []string `json:"devices"`
 	// Tools are the token's tool scope: exact tool names, "prefix.*", or "*".
 	Tools []string `json:"tools"`
-	// Principal names whose jobs the token acts on (SPEC §7); several
+	// Principal names whose jobs the token acts on (README); several
 	// tokens may share one. It defaults to the token's ID.
 	Principal string     `json:"principal"`
 	CreatedAt time.Time  `json:"created_at"`
@@ -73,7 +73,7 @@ func normalizeScope(what string, entries []string, valid func(string) bool) ([]s
 }
 
 // validDeviceScope accepts "*" or anything that can be a device name or ID
-// (SPEC §7: only tool entries may end in ".*").
+// (only tool entries may end in ".*").
 func validDeviceScope(e string) bool { return e == "*" || ValidName(e) }
 
 // validToolScope accepts "*", an exact tool name, or "prefix.*": the

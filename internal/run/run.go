@@ -1,4 +1,4 @@
-// Package run is process.run (SPEC §3): a short foreground command whose
+// Package run is process.run (docs/tools.md): a short foreground command whose
 // output streams live, in chunks of at most limits.LiveChunkBytes through a
 // bounded queue of limits.LiveQueueFrames frames, and whose result carries a
 // bounded capture of both streams. A full queue blocks the readers, so a

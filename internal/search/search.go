@@ -1,4 +1,4 @@
-// Package search implements the files.search tool (SPEC §3): a literal file
+// Package search implements files.search (docs/tools.md): a literal file
 // name and/or line search under a root directory, bounded in results, file
 // size, time and memory.
 //

@@ -122,7 +122,7 @@ type Systemd struct {
 	UserManager   string `json:"user_manager"`
 	FailureDomain string `json:"failure_domain"`
 	// AgentDirsHidden: the running agent's jobs cannot reach its config
-	// and state directories (SPEC §2); false when no agent runs.
+	// and state directories; false when no agent runs.
 	AgentDirsHidden bool `json:"agent_dirs_hidden"`
 }
 
@@ -132,7 +132,7 @@ type Policy struct {
 	Error          string  `json:"error,omitempty"`
 }
 
-// Permissions is the owner's permission ceiling (SPEC §4) as status reads
+// Permissions is the owner's permission ceiling (README) as status reads
 // it: absent (every tool), the tools it allows, or why it refuses all.
 type Permissions struct {
 	Present bool     `json:"present"`

@@ -1,4 +1,4 @@
-// Package toolresult shapes MCP tool results the way SPEC §3 promises:
+// Package toolresult shapes MCP tool results the way the README promises:
 // structured content on success, and on failure isError with
 // structuredContent.error = {code, message}. The agent's tools and the
 // relay's forwarding both answer through it, so a client sees one shape.

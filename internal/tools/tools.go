@@ -1,4 +1,4 @@
-// Package tools serves the job core as MCP tools (SPEC §3). Inputs are
+// Package tools serves the job core as MCP tools (docs/tools.md). Inputs are
 // decoded strictly here, so an unknown or mistyped argument becomes an
 // invalid_argument tool error instead of being ignored.
 package tools
@@ -76,7 +76,7 @@ func NewHost(procRoot string, ownDirs ...string) (*Host, error) {
 	return &Host{Metrics: m, Processes: p, Own: own}, nil
 }
 
-// Register adds the tools of SPEC §3 that this build serves to srv.
+// Register adds the tools this build serves (docs/tools.md) to srv.
 func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 	r := registrar{srv: srv, journal: svc.Journal(), gate: gate}
 	add(r, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",

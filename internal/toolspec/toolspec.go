@@ -1,4 +1,4 @@
-// Package toolspec is the fixed table of device tools (SPEC §3) as a client
+// Package toolspec is the table of device tools (docs/tools.md) as a client
 // sees them: names, descriptions, input schemas, and whatever else a tool
 // definition carries. The relay serves its tool definitions from here,
 // never from a connected device, and does so without linking the job core.

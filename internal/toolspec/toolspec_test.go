@@ -10,7 +10,7 @@ func TestTableHasTheDeviceTools(t *testing.T) {
 			t.Errorf("%s has no description", tool.Name)
 		}
 	}
-	// The tools of SPEC §3 this build serves.
+	// The tools this build serves.
 	for _, name := range []string{"process.start", "process.status", "process.output", "process.stop", "process.jobs",
 		"process.forget", "process.run", "process.list", "system.metrics", "files.search", "process.wait"} {
 		if !got[name] {

@@ -14,7 +14,7 @@ import (
 
 // The agent's end: Run keeps an enrolled agent's link to its server. It
 // dials, hands each live link to the MCP server, records how each link
-// ended, and reconnects with capped, jittered backoff (SPEC §4). Each link
+// ended, and reconnects with capped, jittered backoff. Each link
 // may rotate the device token; the agent stores the new one before the
 // server may rely on it (credentials.go). Managed jobs do not depend on
 // it: a link's end cancels only foreground calls.
@@ -32,7 +32,7 @@ type Config struct {
 	Journal Journal
 	// OnState reports each change of the connection's state.
 	OnState func(state string, at time.Time)
-	// Link tunes each link; zero values are SPEC §8's bounds. Its Rotate
+	// Link tunes each link; zero values are docs/limits.md's bounds. Its Rotate
 	// is set per link from SaveToken.
 	Link Options
 	// SaveToken stores the token a server rotated in, with previous, the
@@ -45,7 +45,7 @@ type Config struct {
 	Backoff func(n int) time.Duration
 }
 
-// Journal records the link's diagnostics (SPEC §4); *activity.Journal is
+// Journal records the link's diagnostics (how each ended); *activity.Journal is
 // one. The transport does not import the journal: the relay links this
 // package and must not link the job core the journal knows.
 type Journal interface {

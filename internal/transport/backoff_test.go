@@ -196,7 +196,7 @@ func TestBackoff(t *testing.T) {
 }
 
 // TestEndsAreTheJournalsWords: every kind of end reaches the agent's
-// journal as the word SPEC §4 and the README give it, with no translation
+// journal as the word the README gives it, with no translation
 // on the way, and a local shutdown is the one end that is not a failure.
 func TestEndsAreTheJournalsWords(t *testing.T) {
 	words := map[End]string{

@@ -10,7 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// End names why a link ended (SPEC §4 diagnostics), in the words the
+// End names why a link ended, in the words the
 // agent's journal records (activity.Reason) and the relay's metrics label
 // its link ends with. Content-free.
 type End string

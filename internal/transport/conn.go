@@ -1,5 +1,5 @@
 // Package transport is the WebSocket link between an agent and its server
-// (SPEC §4). It carries MCP JSON-RPC, one JSON-RPC message per WebSocket
+// (README). It carries MCP JSON-RPC, one JSON-RPC message per WebSocket
 // text message, with a bounded outbound queue with backpressure, a send
 // timeout, a silence timeout, authenticated heartbeats and the hand-over of
 // rotated device tokens. A *Conn is both an mcp.Transport and an

@@ -8,7 +8,7 @@ import (
 	"errors"
 )
 
-// The rotation methods (SPEC §4 "Device credentials rotate"). Like the
+// The rotation methods (README). Like the
 // heartbeats they are notifications that live only on the link. The server
 // hands the agent its next device token over the link, which only the
 // holder of the current token could open; the agent answers once it has

@@ -1,5 +1,6 @@
-// Command gen writes tools.json, the relay's tool table, from the live tool
-// registrations: `go generate ./internal/toolspec`.
+// Command gen writes the relay's tool table (tools.json) and the tool
+// reference (docs/tools.md) from the live tool registrations:
+// `go generate ./internal/toolspec`, or `make docs`.
 package main
 
 import (
@@ -11,16 +12,37 @@ import (
 	"github.com/commandcore/commandcore/internal/tools"
 )
 
+// The outputs, relative to internal/toolspec, where go generate runs.
+const (
+	tablePath = "tools.json"
+	docPath   = "../../docs/tools.md"
+)
+
 func main() {
-	defs, err := tools.Definitions(context.Background())
-	if err == nil {
-		var data []byte
-		if data, err = json.MarshalIndent(defs, "", "  "); err == nil {
-			err = os.WriteFile("tools.json", append(data, '\n'), 0o644)
-		}
-	}
-	if err != nil {
+	if err := generate(); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
+}
+
+func generate() error {
+	defs, err := tools.Definitions(context.Background())
+	if err != nil {
+		return err
+	}
+	table, err := json.MarshalIndent(defs, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode the tool table: %w", err)
+	}
+	if err := os.WriteFile(tablePath, append(table, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write the tool table: %w", err)
+	}
+	doc, err := reference(defs)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(docPath, doc, 0o644); err != nil {
+		return fmt.Errorf("write the tool reference: %w", err)
+	}
+	return nil
 }

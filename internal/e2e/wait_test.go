@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // waitResult is process.wait's result as the tests read it.
@@ -206,7 +208,7 @@ func TestProcessWaitProgressOverStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	c := &client{t: t, session: s}
+	c := &client{t: t, session: s, kit: &testkit.Client{TB: t, Session: s}}
 	job := c.start(map[string]any{"command": "sleep 25"}).ProcessID
 	res, began, ended := waitWithProgress(t, s, job)
 	if len(res.Ended) != 1 || res.Ended[0].State != "exited" {

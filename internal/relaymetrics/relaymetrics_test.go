@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -73,7 +74,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
 		}
 	}
-	if got := fams["commandcore_relay_call_duration_seconds"].Metric; len(got) != 12 {
+	if got := fams["commandcore_relay_call_duration_seconds"].Metric; len(got) != len(toolspec.Tools())+2 {
 		t.Errorf("%d duration series, want one per tool of the table, devices.list and unknown", len(got))
 	}
 	// Nothing but the relay's own series: the client library's default

@@ -25,6 +25,10 @@ fi
 files="/usr/bin/commandcore
 /usr/lib/systemd/user/commandcore.service
 /usr/share/doc/commandcore/README.md
+/usr/share/doc/commandcore/docs/architecture.md
+/usr/share/doc/commandcore/docs/limits.md
+/usr/share/doc/commandcore/docs/states.md
+/usr/share/doc/commandcore/docs/tools.md
 /usr/share/doc/commandcore/user-manager-recovery.conf.example"
 for f in $files; do
 	[ ! -e "$f" ] || fail "$f exists before the install"

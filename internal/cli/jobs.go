@@ -124,17 +124,23 @@ func runJobsStop(o *jobsStopOptions) error {
 	})
 }
 
+// exitText is a record's end in one word: its exit code, its signal, or
+// "-" while it has neither.
+func exitText(r *jobmeta.Record) string {
+	switch {
+	case r.ExitCode != nil:
+		return fmt.Sprint(*r.ExitCode)
+	case r.Signal != "":
+		return r.Signal
+	}
+	return "-"
+}
+
 func printList(w io.Writer, recs []*jobmeta.Record) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS ID\tSTATE\tEXIT\tCREATED\tREAD\tOWNER\tNAME")
 	for _, r := range recs {
-		exit := "-"
-		switch {
-		case r.ExitCode != nil:
-			exit = fmt.Sprint(*r.ExitCode)
-		case r.Signal != "":
-			exit = r.Signal
-		}
+		exit := exitText(r)
 		read := ""
 		if r.Terminal && !r.Read {
 			read = "unread"

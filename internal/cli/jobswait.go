@@ -78,13 +78,7 @@ func printWait(w io.Writer, res *jobs.WaitResult) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS ID\tSTATE\tEXIT")
 	for _, r := range res.Ended {
-		exit := "-"
-		switch {
-		case r.ExitCode != nil:
-			exit = fmt.Sprint(*r.ExitCode)
-		case r.Signal != "":
-			exit = r.Signal
-		}
+		exit := exitText(r)
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ProcessID, r.State, exit)
 	}
 	for _, id := range res.Pending {

@@ -57,7 +57,7 @@ func (f *fixture) setDomain(jid string, domain, unit string) {
 }
 
 // TestFallbackSurvivorsReported: a finished fallback job whose process group
-// still runs reports the survivors (SPEC §2.1); a live job, or one a unit
+// still runs reports the survivors (docs/states.md); a live job, or one a unit
 // cleaned up after, reports none.
 func TestFallbackSurvivorsReported(t *testing.T) {
 	f := newFixture(t)
@@ -159,7 +159,7 @@ func TestStrayEntriesIgnored(t *testing.T) {
 
 // TestJobBeingCreatedHidesNoOther: a job directory that has no job.json yet
 // (being created) is skipped without hiding the jobs listed after it, so
-// admission still counts all 32 live jobs (SPEC §2.3).
+// admission still counts all 32 live jobs (docs/limits.md).
 func TestJobBeingCreatedHidesNoOther(t *testing.T) {
 	f := newFixture(t)
 	if err := os.Mkdir(f.st.Dir(id(0)), 0o700); err != nil {
@@ -268,7 +268,7 @@ func TestResultPublishedWhileReconciling(t *testing.T) {
 }
 
 // TestManagerStopRejudged: a job the service manager stopped is judged
-// against the boot and the manager as they are now (SPEC §2.1).
+// against the boot and the manager as they are now (docs/states.md).
 func TestManagerStopRejudged(t *testing.T) {
 	src, err := procid.NewSource("/proc")
 	if err != nil {

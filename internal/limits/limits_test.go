@@ -47,7 +47,7 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxPolicyBytes": {MaxPolicyBytes, 64 * kib},
 	// Internal: any job metadata file read from disk.
 	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
-	// SPEC §3 process.wait: process_ids 1–32; §8.
+	// docs/tools.md process.wait: process_ids 1–32; docs/limits.md.
 	"WaitMaxJobs": {WaitMaxJobs, 32},
 }
 
@@ -75,7 +75,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"GPUProbeTimeout": {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
 	// Internal: how long process.start waits for the supervisor's identity claim.
 	"IdentityClaimTimeout": {IdentityClaimTimeout, 10 * time.Second},
-	// SPEC §3 process.wait: timeout_ms 0–600000, default 60000, progress
+	// docs/tools.md process.wait: timeout_ms 0–600000, default 60000, progress
 	// at least every 10 s; §8: 600 s, 10 s.
 	"WaitTimeoutDefault": {WaitTimeoutDefault, 60 * time.Second},
 	"WaitTimeoutMax":     {WaitTimeoutMax, 600 * time.Second},

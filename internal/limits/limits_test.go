@@ -76,7 +76,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	// Internal: how long process.start waits for the supervisor's identity claim.
 	"IdentityClaimTimeout": {IdentityClaimTimeout, 10 * time.Second},
 	// docs/tools.md process.wait: timeout_ms 0–600000, default 60000, progress
-	// at least every 10 s; §8: 600 s, 10 s.
+	// at least every 10 s; docs/limits.md: 600 s, 10 s.
 	"WaitTimeoutDefault": {WaitTimeoutDefault, 60 * time.Second},
 	"WaitTimeoutMax":     {WaitTimeoutMax, 600 * time.Second},
 	"WaitProgressMaxGap": {WaitProgressMaxGap, 10 * time.Second},

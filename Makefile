@@ -15,7 +15,7 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
              ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \
-             ./internal/identity:FuzzDecode ./internal/permissions:FuzzDecode \
+             ./internal/enrollment:FuzzDecode ./internal/permissions:FuzzDecode \
              ./internal/grant:FuzzVerify ./internal/scope:FuzzParse \
              ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
              ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \

@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/access"
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/grant"
-	"github.com/commandcore/commandcore/internal/identity"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/tools"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -40,7 +40,7 @@ type serverLink struct {
 }
 
 // start keeps a link up for id until ctx ends.
-func (l *serverLink) start(ctx context.Context, id *identity.Identity) error {
+func (l *serverLink) start(ctx context.Context, id *enrollment.Credential) error {
 	if l.server != "" {
 		id.Server = l.server
 	}
@@ -56,7 +56,7 @@ func (l *serverLink) start(ctx context.Context, id *identity.Identity) error {
 		transport.Run(ctx, transport.Config{Server: id.Server, Token: id.Token, PreviousToken: id.PreviousToken,
 			Secret: id.Secret, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection,
 			SaveToken: func(token, previous string) error {
-				return identity.SaveToken(l.configDir, id.DeviceID, token, previous)
+				return enrollment.SaveToken(l.configDir, id.DeviceID, token, previous)
 			}})
 	}()
 	return nil
@@ -68,7 +68,7 @@ func (l *serverLink) pickUp(ctx context.Context) {
 	if l.started {
 		return
 	}
-	if id, err := identity.Load(l.configDir); err == nil {
+	if id, err := enrollment.Load(l.configDir); err == nil {
 		l.start(ctx, id)
 	}
 }
@@ -82,7 +82,7 @@ func (l *serverLink) wait() {
 
 // linkServer returns what serves MCP over each live link: the tools, each
 // call checked against the server's grant and the owner's ceiling.
-func linkServer(svc *jobs.Service, id *identity.Identity, stateDir, configDir string) (func(context.Context, *transport.Conn) error, error) {
+func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDir string) (func(context.Context, *transport.Conn) error, error) {
 	key, err := id.PublicKey()
 	if err != nil {
 		return nil, err

@@ -16,8 +16,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/grant"
-	"github.com/commandcore/commandcore/internal/identity"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -54,12 +54,12 @@ func startTestRelay(t *testing.T) *testRelay {
 	}))
 	t.Cleanup(srv.Close)
 	config := t.TempDir()
-	id := &identity.Identity{
-		Schema: identity.Schema, Server: srv.URL, DeviceID: r.deviceID, Name: "dev1",
+	id := &enrollment.Credential{
+		Schema: enrollment.Schema, Server: srv.URL, DeviceID: r.deviceID, Name: "dev1",
 		Token: "ccd_test", Secret: secret, GrantKey: grant.EncodePublicKey(key.Public().(ed25519.PublicKey)),
 		EnrolledAt: time.Now().UTC(),
 	}
-	if err := identity.Save(config, id); err != nil {
+	if err := enrollment.Save(config, id); err != nil {
 		t.Fatal(err)
 	}
 	agent := exec.Command(bin, "agent", "--state-dir", t.TempDir(), "--config-dir", config)

@@ -290,7 +290,7 @@ func BenchmarkStartPhases(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	device, err := statedir.DeviceID(state)
+	device, err := statedir.LocalDeviceID(state)
 	if err != nil {
 		b.Fatal(err)
 	}

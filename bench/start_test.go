@@ -337,7 +337,7 @@ func BenchmarkStartPhases(b *testing.B) {
 			return nil, id, err
 		}
 		ts[3] = time.Now()
-		if err := waitFile(filepath.Join(store.Dir(id), jobmeta.IdentityFile), 50*time.Microsecond, 10*time.Second); err != nil {
+		if err := waitFile(filepath.Join(store.Dir(id), jobmeta.ClaimFile), 50*time.Microsecond, 10*time.Second); err != nil {
 			return nil, id, err
 		}
 		ts[4] = time.Now()

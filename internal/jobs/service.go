@@ -346,7 +346,7 @@ func (s *Service) phaseClock(id string) func(activity.Phase, string) {
 
 // awaitClaim waits until the supervisor's identity claim is on disk.
 func (s *Service) awaitClaim(ctx context.Context, id string, failed <-chan struct{}) error {
-	path := filepath.Join(s.store.Dir(id), jobmeta.IdentityFile)
+	path := filepath.Join(s.store.Dir(id), jobmeta.ClaimFile)
 	claimed := func() bool { _, err := os.Stat(path); return err == nil }
 	// Claims normally land within a few milliseconds: poll finely first.
 	interval := 500 * time.Microsecond
@@ -455,7 +455,7 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 	}
 	// A supervisor that has not claimed yet finds stop.json right after
 	// its claim; one that has gets a signal, checked against its identity.
-	ident, err := jobmeta.Read[jobmeta.Identity](filepath.Join(dir, jobmeta.IdentityFile))
+	ident, err := jobmeta.Read[jobmeta.Claim](filepath.Join(dir, jobmeta.ClaimFile))
 	if err == nil {
 		boot, _ := s.procs.BootID()
 		if ident.BootID == boot {
@@ -474,11 +474,11 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 // but whose PID now belongs to another process: a stop must not pretend
 // it reached the job.
 func (s *Service) checkReused(rec *jobmeta.Record) error {
-	if rec.Identity == nil || rec.CompletedAt != nil {
+	if rec.Claim == nil || rec.CompletedAt != nil {
 		return nil
 	}
-	cur, _, err := s.procs.Lookup(rec.Identity.Supervisor.PID)
-	if err == nil && cur.StartTicks != rec.Identity.Supervisor.StartTicks {
+	cur, _, err := s.procs.Lookup(rec.Claim.Supervisor.PID)
+	if err == nil && cur.StartTicks != rec.Claim.Supervisor.StartTicks {
 		return errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
 	}
 	return nil

@@ -51,7 +51,7 @@ type Service struct {
 	// journal records content-free launch phases; nil records nothing.
 	journal *activity.Journal
 	// claimTimeout bounds the wait for the supervisor's identity claim;
-	// zero means limits.IdentityClaimTimeout.
+	// zero means limits.ClaimTimeout.
 	claimTimeout time.Duration
 }
 
@@ -249,7 +249,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 	// The launch finishes or fails cleanly even if the request is cancelled.
 	timeout := s.claimTimeout
 	if timeout == 0 {
-		timeout = limits.IdentityClaimTimeout
+		timeout = limits.ClaimTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()

@@ -805,14 +805,14 @@ func TestOrphanedLaunchConcluded(t *testing.T) {
 	}
 	// Within the claim window the job is starting; long after it without a
 	// claim, its launcher died: launch_failed, persisted.
-	f.now = f.base.Add(limits.IdentityClaimTimeout)
+	f.now = f.base.Add(limits.ClaimTimeout)
 	if r := f.get(id(1)); r.State != jobmeta.Starting {
 		t.Errorf("at the claim timeout: %s, want starting", r.State)
 	}
 	if _, err := os.Stat(filepath.Join(f.st.Dir(id(1)), jobmeta.ReconciledFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a starting job was reconciled: %v", err)
 	}
-	f.now = f.base.Add(2*limits.IdentityClaimTimeout + time.Second)
+	f.now = f.base.Add(2*limits.ClaimTimeout + time.Second)
 	r := f.get(id(1))
 	if r.State != jobmeta.LaunchFailed || r.ReconciledAt == nil || !r.ReconciledAt.Equal(f.now) {
 		t.Fatalf("orphan: %s reconciled %v", r.State, r.ReconciledAt)

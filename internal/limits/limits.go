@@ -95,9 +95,9 @@ const (
 	// MaxEnvelopeBytes bounds the private envelope a supervisor reads from
 	// stdin; it leaves room for the 1 MiB environment the SPEC promises.
 	MaxEnvelopeBytes = 8 << 20
-	// IdentityClaimTimeout bounds how long process.start waits for the
-	// supervisor's identity claim before the launch fails.
-	IdentityClaimTimeout = 10 * time.Second
+	// ClaimTimeout bounds how long process.start waits for the
+	// supervisor's claim before the launch fails.
+	ClaimTimeout = 10 * time.Second
 	// MaxPolicyBytes bounds the owner's job-resources.json.
 	MaxPolicyBytes = 64 << 10
 	// MaxMetadataBytes bounds any job metadata file read from disk.

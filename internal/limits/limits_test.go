@@ -71,8 +71,8 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"JournalMaxAge":   {JournalMaxAge, 30 * day},          // SPEC §5, §8
 	"AuditMaxAge":     {AuditMaxAge, 90 * day},            // SPEC §7, §8
 	"GPUProbeTimeout": {GPUProbeTimeout, 2 * time.Second}, // SPEC §3, §8: ≤ 2 s
-	// Internal: how long process.start waits for the supervisor's identity claim.
-	"IdentityClaimTimeout": {IdentityClaimTimeout, 10 * time.Second},
+	// Internal: how long process.start waits for the supervisor's claim.
+	"ClaimTimeout": {ClaimTimeout, 10 * time.Second},
 }
 
 // declared returns the name of every constant limits.go declares.

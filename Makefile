@@ -10,7 +10,7 @@ USERMGR   := $(GO) run ./internal/systemdtest/cmd/usermgr
 # with "context deadline exceeded" when time runs out mid-input.
 FUZZTIME  ?= 10000x
 # Every fuzz target, as package:Target.
-FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
+FUZZ      := ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeClaim \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
@@ -29,7 +29,7 @@ NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 GREMLINS  ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # The core packages whose mutation score `make mutation` prints; of the
 # transport, its framing (frame.go) only.
-MUTATION  := internal/capture internal/envelope internal/policy internal/permissions \
+MUTATION  := internal/capture internal/envelope internal/jobresources internal/permissions \
              internal/grant internal/scope internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport
 

@@ -21,10 +21,10 @@ import (
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/policy"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 )
@@ -201,16 +201,16 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.Load(s.stateDir)
+	caps, err := jobresources.Load(s.stateDir)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.PolicyInvalid, err, "the owner's job-resources.json is invalid (%v); launches are refused until it is fixed",
-			strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+			strings.TrimPrefix(err.Error(), jobresources.ErrInvalid.Error()+": "))
 	}
 	domain, err := s.launcher.Domain(ctx)
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.launch(ctx, env, pol, domain, who, req.Name)
+	id, err := s.launch(ctx, env, caps, domain, who, req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +245,7 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 // launch runs the launch sequence with its ledger and returns the job ID.
 // A launch that fails after admission leaves a launch_failed record and
 // returns its ID with no error, so the client can see what happened.
-func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy.Policy, domain string, who principal.Principal, name string) (string, error) {
+func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobresources.Caps, domain string, who principal.Principal, name string) (string, error) {
 	// The launch finishes or fails cleanly even if the request is cancelled.
 	timeout := s.claimTimeout
 	if timeout == 0 {
@@ -299,7 +299,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 		wrote <- err
 	}()
 
-	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Policy: pol})
+	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps})
 	if err != nil {
 		// A systemd unit's start job ends with the claim (Type=notify), so
 		// its failures are the supervisor's as often as the unit's.

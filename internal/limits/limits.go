@@ -98,8 +98,8 @@ const (
 	// ClaimTimeout bounds how long process.start waits for the
 	// supervisor's claim before the launch fails.
 	ClaimTimeout = 10 * time.Second
-	// MaxPolicyBytes bounds the owner's job-resources.json.
-	MaxPolicyBytes = 64 << 10
+	// MaxJobResourcesBytes bounds the owner's job-resources.json.
+	MaxJobResourcesBytes = 64 << 10
 	// MaxMetadataBytes bounds any job metadata file read from disk.
 	MaxMetadataBytes = 1 << 20
 )

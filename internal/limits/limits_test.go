@@ -36,7 +36,7 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
 	"MaxGrantsRemembered": {MaxGrantsRemembered, 100_000},
-	// Internal: the owner's permissions.json, bounded like the policy.
+	// Internal: the owner's permissions.json, bounded like job-resources.json.
 	"MaxPermissionsBytes": {MaxPermissionsBytes, 64 * kib},
 	"JournalMaxEntries":   {JournalMaxEntries, 10_000},     // SPEC §5, §8
 	"AuditMaxEntries":     {AuditMaxEntries, 100_000},      // SPEC §7, §8
@@ -44,7 +44,7 @@ var counts = map[string]struct{ got, want int64 }{
 	// Internal: room for the 1 MiB environment SPEC §2 promises.
 	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
 	// Internal: the owner's job-resources.json is a few bytes.
-	"MaxPolicyBytes": {MaxPolicyBytes, 64 * kib},
+	"MaxJobResourcesBytes": {MaxJobResourcesBytes, 64 * kib},
 	// Internal: any job metadata file read from disk.
 	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
 }

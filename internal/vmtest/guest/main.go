@@ -26,8 +26,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobs"
-	"github.com/commandcore/commandcore/internal/policy"
 )
 
 const (
@@ -166,8 +166,8 @@ func testOOM(c *client) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
-	pol, _ := json.Marshal(policy.Policy{MemoryMaxBytes: memoryMax})
-	if err := os.WriteFile(filepath.Join(stateDir, policy.FileName), pol, 0o600); err != nil {
+	pol, _ := json.Marshal(jobresources.Caps{MemoryMaxBytes: memoryMax})
+	if err := os.WriteFile(filepath.Join(stateDir, jobresources.FileName), pol, 0o600); err != nil {
 		return err
 	}
 	// The pause lets the test read the running record before the kill;

@@ -17,11 +17,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaymetrics"
 	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/scope"
 )
 
 // relayShutdown bounds a graceful stop of the relay's HTTP server.
@@ -222,11 +222,11 @@ func newTokenCreateCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			devs, err := scope.Parse(devices)
+			devs, err := authz.ParseScopes(devices)
 			if err != nil {
 				return usageError("--devices: %v", err)
 			}
-			tls, err := scope.Parse(tools)
+			tls, err := authz.ParseScopes(tools)
 			if err != nil {
 				return usageError("--tools: %v", err)
 			}

@@ -17,10 +17,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/ownerfile"
-	"github.com/commandcore/commandcore/internal/scope"
 	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
@@ -37,7 +37,7 @@ type Ceiling struct {
 	allowAll bool
 	// present is false only when the file is known to be absent.
 	present bool
-	// tools are validated scope entries (scope.Valid).
+	// tools are validated scope entries (authz.ValidScope).
 	tools []string
 	// err is why a present ceiling is invalid; it then denies everything.
 	err error
@@ -102,7 +102,7 @@ func Decode(data []byte) (*Ceiling, error) {
 		return refuse(invalid("tools must be a list of tool names or patterns", err))
 	}
 	for i, t := range *tools {
-		if !scope.Valid(t) {
+		if !authz.ValidScope(t) {
 			// The position only: a pattern from the owner's file stays local.
 			return refuse(invalid(fmt.Sprintf("tools entry %d is not a valid name or pattern", i+1), nil))
 		}
@@ -159,7 +159,7 @@ func (c *Ceiling) Allows(tool string) bool {
 	if c == nil || c.err != nil {
 		return false
 	}
-	return c.allowAll || scope.Match(c.tools, tool)
+	return c.allowAll || authz.MatchScope(c.tools, tool)
 }
 
 // Check returns nil if tool may run, the load error if the ceiling is

@@ -8,9 +8,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/scope"
 )
 
 const narrow = `{"schema_version": 1, "tools": ["process.*", "system.metrics"]}`
@@ -322,7 +322,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		for _, tool := range c.tools {
-			if !scope.Valid(tool) {
+			if !authz.ValidScope(tool) {
 				t.Fatalf("accepted invalid entry %q", tool)
 			}
 		}

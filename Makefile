@@ -16,7 +16,7 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
              ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \
              ./internal/enrollment:FuzzDecode ./internal/permissions:FuzzDecode \
-             ./internal/grant:FuzzVerify ./internal/authz:FuzzParse \
+             ./internal/authz:FuzzVerify ./internal/authz:FuzzParse \
              ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
              ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \
              ./internal/relay:FuzzSplitDevice ./internal/relay:FuzzDecodeEnrollRequest \
@@ -30,7 +30,7 @@ GREMLINS  ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # The core packages whose mutation score `make mutation` prints; of the
 # transport, its framing (frame.go) only.
 MUTATION  := internal/capture internal/envelope internal/jobresources internal/permissions \
-             internal/grant internal/authz internal/reconcile internal/jobstore \
+             internal/authz internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport
 
 .PHONY: build test fuzz vet run bench clean package package-test vm-test inspector-test mutation

@@ -14,8 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/permissions"
 	"github.com/commandcore/commandcore/internal/principal"
 )
@@ -47,10 +47,10 @@ func ceiling(configDir, tool string) error {
 // tool, naming a remote principal, and that the owner's ceiling allows. The
 // call acts for the grant's principal. used remembers the grants seen, so
 // each is good for one call.
-func Remote(configDir, device string, key ed25519.PublicKey, used *grant.Used, now func() time.Time) Gate {
+func Remote(configDir, device string, key ed25519.PublicKey, used *authz.UsedGrants, now func() time.Time) Gate {
 	return func(_ context.Context, req *mcp.CallToolRequest, tool string) (principal.Principal, error) {
 		at := now()
-		c, err := grant.Verify(key, grant.FromMeta(req.Params.GetMeta()), device, tool, at)
+		c, err := authz.VerifyGrant(key, authz.GrantFromMeta(req.Params.GetMeta()), device, tool, at)
 		if err != nil {
 			return "", err
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/principal"
 )
 
@@ -32,20 +32,20 @@ func code(err error) errcode.Code {
 func gate2(_ principal.Principal, err error) error { return err }
 
 func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
-	key, err := grant.NewKey()
+	key, err := authz.NewGrantKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub := key.Public().(ed25519.PublicKey)
 	now := time.Now()
 	clock := func() time.Time { return now }
-	gate := Remote(t.TempDir(), device, pub, grant.NewUsed(0), clock)
+	gate := Remote(t.TempDir(), device, pub, authz.NewUsedGrants(0), clock)
 	mint := func(dev, tool string) mcp.Meta {
-		g, err := grant.Mint(key, dev, tool, "tok_1", now)
+		g, err := authz.MintGrant(key, dev, tool, "tok_1", now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return mcp.Meta{grant.MetaKey: g}
+		return mcp.Meta{authz.GrantMetaKey: g}
 	}
 	ctx := context.Background()
 	if err := gate2(gate(ctx, call(mint(device, "process.jobs")), "process.jobs")); err != nil {
@@ -67,22 +67,22 @@ func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 		t.Errorf("expired grant: %q", c)
 	}
 	// A grant from another key is refused.
-	other, _ := grant.NewKey()
-	g, _ := grant.Mint(other, device, "process.jobs", "tok_1", now)
-	if c := code(gate2(gate(ctx, call(mcp.Meta{grant.MetaKey: g}), "process.jobs"))); c != errcode.GrantInvalid {
+	other, _ := authz.NewGrantKey()
+	g, _ := authz.MintGrant(other, device, "process.jobs", "tok_1", now)
+	if c := code(gate2(gate(ctx, call(mcp.Meta{authz.GrantMetaKey: g}), "process.jobs"))); c != errcode.GrantInvalid {
 		t.Errorf("foreign key: %q", c)
 	}
 }
 
 func TestCeilingAppliesAfterTheGrant(t *testing.T) {
-	key, _ := grant.NewKey()
+	key, _ := authz.NewGrantKey()
 	dir := t.TempDir()
 	now := time.Now()
-	gate := Remote(dir, device, key.Public().(ed25519.PublicKey), grant.NewUsed(0), func() time.Time { return now })
+	gate := Remote(dir, device, key.Public().(ed25519.PublicKey), authz.NewUsedGrants(0), func() time.Time { return now })
 	// Each call needs a fresh grant.
 	req := func() *mcp.CallToolRequest {
-		g, _ := grant.Mint(key, device, "process.jobs", "tok_1", now)
-		return call(mcp.Meta{grant.MetaKey: g})
+		g, _ := authz.MintGrant(key, device, "process.jobs", "tok_1", now)
+		return call(mcp.Meta{authz.GrantMetaKey: g})
 	}
 	ctx := context.Background()
 	file := filepath.Join(dir, "permissions.json")
@@ -112,16 +112,16 @@ func TestCeilingAppliesAfterTheGrant(t *testing.T) {
 }
 
 func TestRemoteActsForTheGrantsPrincipalOnce(t *testing.T) {
-	key, _ := grant.NewKey()
+	key, _ := authz.NewGrantKey()
 	now := time.Now()
-	gate := Remote(t.TempDir(), device, key.Public().(ed25519.PublicKey), grant.NewUsed(0), func() time.Time { return now })
+	gate := Remote(t.TempDir(), device, key.Public().(ed25519.PublicKey), authz.NewUsedGrants(0), func() time.Time { return now })
 	ctx := context.Background()
 	mint := func(sub string) *mcp.CallToolRequest {
-		g, err := grant.Mint(key, device, "process.jobs", sub, now)
+		g, err := authz.MintGrant(key, device, "process.jobs", sub, now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return call(mcp.Meta{grant.MetaKey: g})
+		return call(mcp.Meta{authz.GrantMetaKey: g})
 	}
 	req := mint("ci-bot")
 	who, err := gate(ctx, req, "process.jobs")

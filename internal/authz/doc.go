@@ -1,4 +1,5 @@
 // Package authz holds what decides whether a tool call may run, one file
-// per concept: scope.go, the tool and device lists tokens and the ceiling
-// are written in.
+// per concept: grant.go, the per-call grants the relay mints and the agent
+// verifies; replay.go, the memory that makes each grant good for one call;
+// scope.go, the tool and device lists tokens and the ceiling are written in.
 package authz

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
-	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/strictjson"
 )
@@ -49,7 +49,7 @@ type Credential struct {
 
 // PublicKey returns the key the server signs grants with.
 func (id *Credential) PublicKey() (ed25519.PublicKey, error) {
-	return grant.DecodePublicKey(id.GrantKey)
+	return authz.DecodeGrantKey(id.GrantKey)
 }
 
 // Path returns the credential file's path in configDir.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/toolresult"
@@ -202,11 +201,11 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		if l == nil {
 			return toolresult.Failure(errDeviceOffline), nil
 		}
-		g, err := grant.Mint(s.key, dev.ID, tool, tok.Principal, s.Now())
+		g, err := authz.MintGrant(s.key, dev.ID, tool, tok.Principal, s.Now())
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
-		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{grant.MetaKey: g}}
+		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{authz.GrantMetaKey: g}}
 		var target *progressTarget
 		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
 			id := randomID()

@@ -15,7 +15,7 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
              ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \
-             ./internal/enrollment:FuzzDecode ./internal/permissions:FuzzDecode \
+             ./internal/enrollment:FuzzDecode ./internal/authz:FuzzDecode \
              ./internal/authz:FuzzVerify ./internal/authz:FuzzParse \
              ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
              ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \
@@ -29,7 +29,7 @@ NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 GREMLINS  ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # The core packages whose mutation score `make mutation` prints; of the
 # transport, its framing (frame.go) only.
-MUTATION  := internal/capture internal/envelope internal/jobresources internal/permissions \
+MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/authz internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/permissions"
 	"github.com/commandcore/commandcore/internal/principal"
 )
 
@@ -36,7 +35,7 @@ func Local(configDir string) Gate {
 }
 
 func ceiling(configDir, tool string) error {
-	c, err := permissions.Load(configDir)
+	c, err := authz.LoadCeiling(configDir)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,6 @@
 // Package authz holds what decides whether a tool call may run, one file
 // per concept: grant.go, the per-call grants the relay mints and the agent
 // verifies; replay.go, the memory that makes each grant good for one call;
-// scope.go, the tool and device lists tokens and the ceiling are written in.
+// ceiling.go, the owner's permission ceiling on what runs here; scope.go,
+// the tool and device lists tokens and the ceiling are written in.
 package authz

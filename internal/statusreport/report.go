@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
@@ -18,7 +19,6 @@ import (
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/ownerfile"
-	"github.com/commandcore/commandcore/internal/permissions"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/status"
 )
@@ -71,7 +71,7 @@ func Build(ctx context.Context, stateDir, configDir, service string, procs *proc
 		m := p.MemoryMaxBytes
 		r.Policy.MemoryMaxBytes = &m
 	}
-	c, err := permissions.Load(configDir)
+	c, err := authz.LoadCeiling(configDir)
 	r.Permissions = status.Permissions{Present: c.Present(), Tools: c.Tools()}
 	if err != nil {
 		r.Permissions.Error = strings.TrimPrefix(errcode.From(err).Message, "the local permission ceiling is invalid: ")

@@ -9,7 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/access"
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/jobs"
@@ -92,7 +91,7 @@ func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDi
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
-	tools.Register(srv, svc, host, access.Remote(configDir, id.DeviceID, key, authz.NewUsedGrants(0), time.Now))
+	tools.Register(srv, svc, host, authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(0), time.Now))
 	return func(ctx context.Context, conn *transport.Conn) error {
 		ss, err := srv.Connect(ctx, conn, nil)
 		if err != nil {

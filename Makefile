@@ -10,13 +10,13 @@ USERMGR   := $(GO) run ./internal/systemdtest/cmd/usermgr
 # with "context deadline exceeded" when time runs out mid-input.
 FUZZTIME  ?= 10000x
 # Every fuzz target, as package:Target.
-FUZZ      := ./internal/envelope:FuzzDecode ./internal/policy:FuzzDecode \
-             ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeIdentity \
+FUZZ      := ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
+             ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeClaim \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
              ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \
-             ./internal/identity:FuzzDecode ./internal/permissions:FuzzDecode \
-             ./internal/grant:FuzzVerify ./internal/scope:FuzzParse \
+             ./internal/enrollment:FuzzDecode ./internal/authz:FuzzDecode \
+             ./internal/authz:FuzzVerify ./internal/authz:FuzzParse \
              ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
              ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \
              ./internal/relay:FuzzSplitDevice ./internal/relay:FuzzDecodeEnrollRequest \
@@ -29,8 +29,8 @@ NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 GREMLINS  ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # The core packages whose mutation score `make mutation` prints; of the
 # transport, its framing (frame.go) only.
-MUTATION  := internal/capture internal/envelope internal/policy internal/permissions \
-             internal/grant internal/scope internal/reconcile internal/jobstore \
+MUTATION  := internal/capture internal/envelope internal/jobresources \
+             internal/authz internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport
 
 .PHONY: build test fuzz vet docs run bench clean package package-test vm-test inspector-test mutation

@@ -56,7 +56,7 @@ func runBig(b *testing.B, c *mcpClient, command string, sample time.Duration) bi
 	}
 	dir := jobDir(c.state, res.ProcessID)
 	result := filepath.Join(dir, jobmeta.ResultFile)
-	ident, err := jobmeta.Read[jobmeta.Identity](filepath.Join(dir, jobmeta.IdentityFile))
+	ident, err := jobmeta.Read[jobmeta.Claim](filepath.Join(dir, jobmeta.ClaimFile))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -440,10 +440,10 @@ func BenchmarkSupervisorMemoryMiniSup(b *testing.B) {
 			b.Fatal(err)
 		}
 		rec, err := svc.Status(principal.Local, res.ProcessID)
-		if err != nil || rec.Identity == nil {
+		if err != nil || rec.Claim == nil {
 			b.Fatalf("no supervisor identity: %v", err)
 		}
-		p := sampleMemory(rec.Identity.Supervisor.PID, filepath.Join(jobDir(state, res.ProcessID), jobmeta.ResultFile), 2*time.Millisecond)
+		p := sampleMemory(rec.Claim.Supervisor.PID, filepath.Join(jobDir(state, res.ProcessID), jobmeta.ResultFile), 2*time.Millisecond)
 		if err := finishService(svc, state, res.ProcessID); err != nil {
 			b.Fatal(err)
 		}

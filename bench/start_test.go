@@ -14,11 +14,11 @@ import (
 
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/metrics"
-	"github.com/commandcore/commandcore/internal/policy"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/statedir"
@@ -267,7 +267,7 @@ func BenchmarkStartCompare(b *testing.B) {
 // with the packages' exported parts, wired as jobs.Open wires them, and
 // times each phase:
 //
-//	policy: policy.Load of the state directory
+//	policy: jobresources.Load of the state directory
 //	admit:  jobstore.Store.Admit (lock, list, prune, mkdir, job.json)
 //	unit:   launcher.Start: StartTransientUnit over D-Bus until the start
 //	        job is done (Type=exec: the supervisor has been exec'd)
@@ -290,7 +290,7 @@ func BenchmarkStartPhases(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	device, err := statedir.DeviceID(state)
+	device, err := statedir.LocalDeviceID(state)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func BenchmarkStartPhases(b *testing.B) {
 	launch := func() ([]time.Duration, string, error) {
 		var ts [7]time.Time
 		ts[0] = time.Now()
-		pol, err := policy.Load(state)
+		caps, err := jobresources.Load(state)
 		if err != nil {
 			return nil, "", err
 		}
@@ -333,11 +333,11 @@ func BenchmarkStartPhases(b *testing.B) {
 			w.Close()
 			wrote <- err
 		}()
-		if _, err := l.Start(ctx, jobmeta.DomainSystemdUnit, launcher.Spec{Unit: job.Unit, JobDir: store.Dir(id), Stdin: r, Policy: pol}); err != nil {
+		if _, err := l.Start(ctx, jobmeta.DomainSystemdUnit, launcher.Spec{Unit: job.Unit, JobDir: store.Dir(id), Stdin: r, Resources: caps}); err != nil {
 			return nil, id, err
 		}
 		ts[3] = time.Now()
-		if err := waitFile(filepath.Join(store.Dir(id), jobmeta.IdentityFile), 50*time.Microsecond, 10*time.Second); err != nil {
+		if err := waitFile(filepath.Join(store.Dir(id), jobmeta.ClaimFile), 50*time.Microsecond, 10*time.Second); err != nil {
 			return nil, id, err
 		}
 		ts[4] = time.Now()

@@ -14,7 +14,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/commandcore/commandcore/internal/activity"
-	"github.com/commandcore/commandcore/internal/identity"
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/version"
@@ -60,10 +60,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("boot id: %w", err)
 	}
-	// Without an identity the agent manages jobs locally and says it is
+	// Without an enrollment credential the agent manages jobs locally and says it is
 	// not enrolled.
-	id, err := identity.Load(cfg.ConfigDir)
-	if err != nil && !errors.Is(err, identity.ErrNotEnrolled) {
+	id, err := enrollment.Load(cfg.ConfigDir)
+	if err != nil && !errors.Is(err, enrollment.ErrNotEnrolled) {
 		return err
 	}
 	hidden := svc.HideOwnDirs(ctx, cfg.ConfigDir)

@@ -9,9 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/access"
-	"github.com/commandcore/commandcore/internal/grant"
-	"github.com/commandcore/commandcore/internal/identity"
+	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/tools"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -40,7 +39,7 @@ type serverLink struct {
 }
 
 // start keeps a link up for id until ctx ends.
-func (l *serverLink) start(ctx context.Context, id *identity.Identity) error {
+func (l *serverLink) start(ctx context.Context, id *enrollment.Credential) error {
 	if l.server != "" {
 		id.Server = l.server
 	}
@@ -56,7 +55,7 @@ func (l *serverLink) start(ctx context.Context, id *identity.Identity) error {
 		transport.Run(ctx, transport.Config{Server: id.Server, Token: id.Token, PreviousToken: id.PreviousToken,
 			Secret: id.Secret, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection,
 			SaveToken: func(token, previous string) error {
-				return identity.SaveToken(l.configDir, id.DeviceID, token, previous)
+				return enrollment.SaveToken(l.configDir, id.DeviceID, token, previous)
 			}})
 	}()
 	return nil
@@ -68,7 +67,7 @@ func (l *serverLink) pickUp(ctx context.Context) {
 	if l.started {
 		return
 	}
-	if id, err := identity.Load(l.configDir); err == nil {
+	if id, err := enrollment.Load(l.configDir); err == nil {
 		l.start(ctx, id)
 	}
 }
@@ -82,7 +81,7 @@ func (l *serverLink) wait() {
 
 // linkServer returns what serves MCP over each live link: the tools, each
 // call checked against the server's grant and the owner's ceiling.
-func linkServer(svc *jobs.Service, id *identity.Identity, stateDir, configDir string) (func(context.Context, *transport.Conn) error, error) {
+func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDir string) (func(context.Context, *transport.Conn) error, error) {
 	key, err := id.PublicKey()
 	if err != nil {
 		return nil, err
@@ -92,7 +91,7 @@ func linkServer(svc *jobs.Service, id *identity.Identity, stateDir, configDir st
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
-	tools.Register(srv, svc, host, access.Remote(configDir, id.DeviceID, key, grant.NewUsed(0), time.Now))
+	tools.Register(srv, svc, host, authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(0), time.Now))
 	return func(ctx context.Context, conn *transport.Conn) error {
 		ss, err := srv.Connect(ctx, conn, nil)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/agent"
-	"github.com/commandcore/commandcore/internal/identity"
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -41,7 +41,7 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if old, err := identity.Load(dirs.Config); err == nil && !force {
+			if old, err := enrollment.Load(dirs.Config); err == nil && !force {
 				return fmt.Errorf("already enrolled as %s with %s; pass --force to replace this identity", old.Name, old.Server)
 			}
 			hint := ""
@@ -62,12 +62,12 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%w%s", err, hint)
 			}
-			id := &identity.Identity{
-				Schema: identity.Schema, Server: strings.TrimRight(server, "/"), DeviceID: resp.DeviceID,
+			id := &enrollment.Credential{
+				Schema: enrollment.Schema, Server: strings.TrimRight(server, "/"), DeviceID: resp.DeviceID,
 				Name: resp.Name, Token: resp.Token, Secret: resp.Secret, GrantKey: resp.GrantKey,
 				EnrolledAt: time.Now().UTC(),
 			}
-			if err := identity.Save(dirs.Config, id); err != nil {
+			if err := enrollment.Save(dirs.Config, id); err != nil {
 				return err
 			}
 			fmt.Fprintf(streams.Out, "Enrolled as %s (device %s) with %s.\nA running agent links within %s; otherwise start it: commandcore install (or commandcore agent).\n", id.Name, id.DeviceID, id.Server, agent.ReconcileEvery)

@@ -193,7 +193,7 @@ func printRecord(w io.Writer, r *jobmeta.Record) error {
 		row("stdout", describeStream(c.Stdout))
 		row("stderr", describeStream(c.Stderr))
 	}
-	if id := r.Identity; id != nil {
+	if id := r.Claim; id != nil {
 		row("supervisor pid", id.Supervisor.PID)
 		if id.Child != nil {
 			row("shell pid", id.Child.PID)

@@ -54,7 +54,7 @@ func newJobsFixture(t *testing.T) *jobsFixture {
 		t.Fatalf("sleep's identity: %v %v", err, berr)
 	}
 	f.job(t, liveJob, "", created.Add(time.Minute))
-	f.write(t, liveJob, jobmeta.IdentityFile, &jobmeta.Identity{Schema: jobmeta.SchemaVersion, Supervisor: sup, BootID: boot, ClaimedAt: created})
+	f.write(t, liveJob, jobmeta.ClaimFile, &jobmeta.Claim{Schema: jobmeta.SchemaVersion, Supervisor: sup, BootID: boot, ClaimedAt: created})
 	return f
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/commandcore/commandcore/internal/access"
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/tools"
 	"github.com/commandcore/commandcore/internal/version"
 )
@@ -36,7 +36,7 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			}
 			svc.HideOwnDirs(cmd.Context(), dirs.Config)
 			// No remote grants here, but the owner's ceiling still applies.
-			tools.Register(srv, svc, host, access.Local(dirs.Config))
+			tools.Register(srv, svc, host, authz.LocalGate(dirs.Config))
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 			defer stop()
 			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {

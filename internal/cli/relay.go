@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaymetrics"
 	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/scope"
 )
 
 // relayShutdown bounds a graceful stop of the relay's HTTP server.
@@ -252,11 +252,11 @@ func runTokenCreate(o *tokenCreateOptions) error {
 	if err != nil {
 		return err
 	}
-	devs, err := scope.Parse(o.Devices)
+	devs, err := authz.ParseScopes(o.Devices)
 	if err != nil {
 		return usageError("--devices: %v", err)
 	}
-	tls, err := scope.Parse(o.Tools)
+	tls, err := authz.ParseScopes(o.Tools)
 	if err != nil {
 		return usageError("--tools: %v", err)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/grant"
-	"github.com/commandcore/commandcore/internal/identity"
+	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -54,12 +54,12 @@ func startTestRelay(t *testing.T) *testRelay {
 	}))
 	t.Cleanup(srv.Close)
 	config := t.TempDir()
-	id := &identity.Identity{
-		Schema: identity.Schema, Server: srv.URL, DeviceID: r.deviceID, Name: "dev1",
-		Token: "ccd_test", Secret: secret, GrantKey: grant.EncodePublicKey(key.Public().(ed25519.PublicKey)),
+	id := &enrollment.Credential{
+		Schema: enrollment.Schema, Server: srv.URL, DeviceID: r.deviceID, Name: "dev1",
+		Token: "ccd_test", Secret: secret, GrantKey: authz.EncodeGrantKey(key.Public().(ed25519.PublicKey)),
 		EnrolledAt: time.Now().UTC(),
 	}
-	if err := identity.Save(config, id); err != nil {
+	if err := enrollment.Save(config, id); err != nil {
 		t.Fatal(err)
 	}
 	agent := exec.Command(bin, "agent", "--state-dir", t.TempDir(), "--config-dir", config)
@@ -84,12 +84,12 @@ func TestReplayedGrantIsRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	g, err := grant.Mint(r.key, r.deviceID, "process.jobs", "alice", time.Now())
+	g, err := authz.MintGrant(r.key, r.deviceID, "process.jobs", "alice", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	call := func() (*mcp.CallToolResult, string) {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Meta: mcp.Meta{grant.MetaKey: g}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Meta: mcp.Meta{authz.GrantMetaKey: g}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestReplayedGrantIsRefused(t *testing.T) {
 		t.Fatalf("the replayed grant: isError %v, code %q", res.IsError, code)
 	}
 	// A fresh grant still works: the refusal was about the replay.
-	g, _ = grant.Mint(r.key, r.deviceID, "process.jobs", "alice", time.Now())
+	g, _ = authz.MintGrant(r.key, r.deviceID, "process.jobs", "alice", time.Now())
 	if res, code := call(); res.IsError {
 		t.Fatalf("a fresh grant after the replay: %s", code)
 	}

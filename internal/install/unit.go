@@ -1,7 +1,7 @@
 // Package install writes, enables and starts the agent's systemd user unit
 // (`commandcore install`) and takes it away again (`commandcore uninstall`).
 //
-// It never touches the agent's state directory: the device identity, the job
+// It never touches the agent's state directory: the local device ID, the job
 // metadata and the activity journal are the agent's, created on its first run
 // and kept across reinstalls and uninstalls.
 package install

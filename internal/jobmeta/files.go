@@ -14,11 +14,11 @@ const SchemaVersion = 1
 // File names inside a job directory. Each file has exactly one writer, so
 // no two processes ever race on the same file:
 //   - JobFile: the launcher (agent or `commandcore mcp`), at launch.
-//   - IdentityFile, ResultFile: the job's supervisor.
+//   - ClaimFile, ResultFile: the job's supervisor.
 //   - StopFile, ReadFile, ReconciledFile: whoever manages the job later.
 const (
 	JobFile        = "job.json"
-	IdentityFile   = "identity.json"
+	ClaimFile      = "identity.json"
 	ResultFile     = "result.json"
 	StopFile       = "stop.json"
 	ReadMarkFile   = "read.json"
@@ -56,9 +56,11 @@ const (
 	LaunchErrSupervisor   = "supervisor_failed"
 )
 
-// Identity is the supervisor's claim, written before the shell starts and
-// again once the shell runs (with Child set).
-type Identity struct {
+// Claim is the supervisor's claim: the process identities of the
+// supervisor, its manager and its shell, written to ClaimFile (named
+// identity.json on disk, as existing jobs have it) before the shell starts
+// and again once the shell runs (with Child set).
+type Claim struct {
 	Schema       int              `json:"schema"`
 	Supervisor   procid.Identity  `json:"supervisor"`
 	BootID       string           `json:"boot_id"`

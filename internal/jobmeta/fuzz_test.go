@@ -93,9 +93,9 @@ func FuzzDecodeJob(f *testing.F) {
 		})
 }
 
-func FuzzDecodeIdentity(f *testing.F) {
-	fuzzDecode(f, []any{validIdentity(), &jobmeta.Identity{Schema: 1, Supervisor: validIdentity().Supervisor, BootID: "b"}},
-		func(t *testing.T, i *jobmeta.Identity) {
+func FuzzDecodeClaim(f *testing.F) {
+	fuzzDecode(f, []any{validClaim(), &jobmeta.Claim{Schema: 1, Supervisor: validClaim().Supervisor, BootID: "b"}},
+		func(t *testing.T, i *jobmeta.Claim) {
 			if i.Supervisor.PID <= 0 || i.Supervisor.StartTicks == 0 || i.BootID == "" {
 				t.Fatalf("accepted incomplete identity %+v", i)
 			}

@@ -42,7 +42,7 @@ type Versioned interface {
 }
 
 func (j *Job) schema() int         { return j.Schema }
-func (i *Identity) schema() int    { return i.Schema }
+func (i *Claim) schema() int       { return i.Schema }
 func (r *Result) schema() int      { return r.Schema }
 func (s *StopRequest) schema() int { return s.Schema }
 func (r *ReadMark) schema() int    { return r.Schema }
@@ -64,7 +64,7 @@ func (j *Job) validate() error {
 	return nil
 }
 
-func (i *Identity) validate() error {
+func (i *Claim) validate() error {
 	if i.Supervisor.PID <= 0 || i.Supervisor.StartTicks == 0 || i.BootID == "" {
 		return errors.New("incomplete identity")
 	}

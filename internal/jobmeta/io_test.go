@@ -34,8 +34,8 @@ func validJob() *jobmeta.Job {
 	}
 }
 
-func validIdentity() *jobmeta.Identity {
-	return &jobmeta.Identity{
+func validClaim() *jobmeta.Claim {
+	return &jobmeta.Claim{
 		Schema:       jobmeta.SchemaVersion,
 		Supervisor:   procid.Identity{PID: 4242, StartTicks: 987654},
 		BootID:       "b1a2c3d4-0000-4000-8000-000000000001",
@@ -105,14 +105,14 @@ func roundTrip[T any, P interface {
 
 func TestRoundTrip(t *testing.T) {
 	roundTrip(t, jobmeta.JobFile, validJob())
-	roundTrip(t, jobmeta.IdentityFile, validIdentity())
+	roundTrip(t, jobmeta.ClaimFile, validClaim())
 	roundTrip(t, jobmeta.ResultFile, validResult())
 	roundTrip(t, jobmeta.StopFile, validStop())
 	roundTrip(t, jobmeta.ReadMarkFile, validRead())
 	roundTrip(t, jobmeta.ReconciledFile, validReconciled())
 	// Minimal forms: optional fields absent.
 	roundTrip(t, jobmeta.JobFile, &jobmeta.Job{Schema: 1, ID: testID, FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: t0})
-	roundTrip(t, jobmeta.IdentityFile, &jobmeta.Identity{Schema: 1, Supervisor: procid.Identity{PID: 1, StartTicks: 1}, BootID: "b"})
+	roundTrip(t, jobmeta.ClaimFile, &jobmeta.Claim{Schema: 1, Supervisor: procid.Identity{PID: 1, StartTicks: 1}, BootID: "b"})
 	roundTrip(t, jobmeta.ResultFile, &jobmeta.Result{Schema: 1, CompletedAt: t0})
 }
 
@@ -269,7 +269,7 @@ func fileTypes() []fileType {
 			"owner Local":           set("owner", "LOCAL"),
 			"owner not a string":    set("owner", 1),
 		}},
-		{jobmeta.IdentityFile, validIdentity(), reader[jobmeta.Identity](), map[string]func(map[string]any){
+		{jobmeta.ClaimFile, validClaim(), reader[jobmeta.Claim](), map[string]func(map[string]any){
 			"no supervisor":          del("supervisor"),
 			"supervisor pid 0":       set("supervisor.pid", 0),
 			"supervisor pid -1":      set("supervisor.pid", -1),

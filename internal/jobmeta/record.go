@@ -35,7 +35,7 @@ type Record struct {
 	// with `commandcore jobs reconcile`.
 	Survivors []procid.Identity `json:"survivors,omitempty"`
 	Capture   *Capture          `json:"capture,omitempty"`
-	Identity  *IdentityView     `json:"identity,omitempty"`
+	Claim     *ClaimView        `json:"identity,omitempty"`
 	// Schema is the metadata schema the job was written with.
 	Schema int `json:"schema"`
 }
@@ -45,8 +45,9 @@ type Record struct {
 // will clean up its unit if the supervisor dies.
 const WarnUserManagerGone = "user_manager_gone"
 
-// IdentityView is the identity part of a record.
-type IdentityView struct {
+// ClaimView is the supervisor's claim as a record shows it (in the
+// record's "identity" field).
+type ClaimView struct {
 	Supervisor   procid.Identity  `json:"supervisor"`
 	Child        *procid.Identity `json:"child,omitempty"`
 	BootID       string           `json:"boot_id"`

@@ -19,12 +19,12 @@ import (
 // reconciliation, so a hung manager cannot hang a listing.
 const unitQueryTimeout = 2 * time.Second
 
-// Open assembles the job core over stateDir: the device identity, the job
+// Open assembles the job core over stateDir: the local device ID, the job
 // store with its reconciliation hooks, a launcher that re-executes exe as
 // the supervisor (installed refuses the shared-cgroup fallback), the
 // activity journal and the host-health snapshot. Close it with Close.
 func Open(stateDir, exe string, installed bool) (*Service, error) {
-	device, err := statedir.DeviceID(stateDir)
+	device, err := statedir.LocalDeviceID(stateDir)
 	if err != nil {
 		return nil, err
 	}

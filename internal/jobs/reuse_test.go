@@ -35,8 +35,8 @@ func TestReusedPIDIsNeverSignalled(t *testing.T) {
 	}
 	stale := cur
 	stale.StartTicks--
-	ident := &jobmeta.Identity{Schema: 1, Supervisor: stale, BootID: boot, ClaimedAt: time.Now().UTC(), Child: &stale}
-	if err := jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(id), jobmeta.IdentityFile), ident); err != nil {
+	ident := &jobmeta.Claim{Schema: 1, Supervisor: stale, BootID: boot, ClaimedAt: time.Now().UTC(), Child: &stale}
+	if err := jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(id), jobmeta.ClaimFile), ident); err != nil {
 		t.Fatal(err)
 	}
 	_, err = svc.Stop(principal.Local, id)

@@ -21,10 +21,10 @@ import (
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/policy"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 )
@@ -51,7 +51,7 @@ type Service struct {
 	// journal records content-free launch phases; nil records nothing.
 	journal *activity.Journal
 	// claimTimeout bounds the wait for the supervisor's identity claim;
-	// zero means limits.IdentityClaimTimeout.
+	// zero means limits.ClaimTimeout.
 	claimTimeout time.Duration
 }
 
@@ -201,16 +201,16 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.Load(s.stateDir)
+	caps, err := jobresources.Load(s.stateDir)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.PolicyInvalid, err, "the owner's job-resources.json is invalid (%v); launches are refused until it is fixed",
-			strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+			strings.TrimPrefix(err.Error(), jobresources.ErrInvalid.Error()+": "))
 	}
 	domain, err := s.launcher.Domain(ctx)
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.launch(ctx, env, pol, domain, who, req.Name)
+	id, err := s.launch(ctx, env, caps, domain, who, req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -245,11 +245,11 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 // launch runs the launch sequence with its ledger and returns the job ID.
 // A launch that fails after admission leaves a launch_failed record and
 // returns its ID with no error, so the client can see what happened.
-func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy.Policy, domain string, who principal.Principal, name string) (string, error) {
+func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobresources.Caps, domain string, who principal.Principal, name string) (string, error) {
 	// The launch finishes or fails cleanly even if the request is cancelled.
 	timeout := s.claimTimeout
 	if timeout == 0 {
-		timeout = limits.IdentityClaimTimeout
+		timeout = limits.ClaimTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
@@ -299,7 +299,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, pol policy
 		wrote <- err
 	}()
 
-	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Policy: pol})
+	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps})
 	if err != nil {
 		// A systemd unit's start job ends with the claim (Type=notify), so
 		// its failures are the supervisor's as often as the unit's.
@@ -346,7 +346,7 @@ func (s *Service) phaseClock(id string) func(activity.Phase, string) {
 
 // awaitClaim waits until the supervisor's identity claim is on disk.
 func (s *Service) awaitClaim(ctx context.Context, id string, failed <-chan struct{}) error {
-	path := filepath.Join(s.store.Dir(id), jobmeta.IdentityFile)
+	path := filepath.Join(s.store.Dir(id), jobmeta.ClaimFile)
 	claimed := func() bool { _, err := os.Stat(path); return err == nil }
 	// Claims normally land within a few milliseconds: poll finely first.
 	interval := 500 * time.Microsecond
@@ -455,7 +455,7 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 	}
 	// A supervisor that has not claimed yet finds stop.json right after
 	// its claim; one that has gets a signal, checked against its identity.
-	ident, err := jobmeta.Read[jobmeta.Identity](filepath.Join(dir, jobmeta.IdentityFile))
+	ident, err := jobmeta.Read[jobmeta.Claim](filepath.Join(dir, jobmeta.ClaimFile))
 	if err == nil {
 		boot, _ := s.procs.BootID()
 		if ident.BootID == boot {
@@ -474,11 +474,11 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 // but whose PID now belongs to another process: a stop must not pretend
 // it reached the job.
 func (s *Service) checkReused(rec *jobmeta.Record) error {
-	if rec.Identity == nil || rec.CompletedAt != nil {
+	if rec.Claim == nil || rec.CompletedAt != nil {
 		return nil
 	}
-	cur, _, err := s.procs.Lookup(rec.Identity.Supervisor.PID)
-	if err == nil && cur.StartTicks != rec.Identity.Supervisor.StartTicks {
+	cur, _, err := s.procs.Lookup(rec.Claim.Supervisor.PID)
+	if err == nil && cur.StartTicks != rec.Claim.Supervisor.StartTicks {
 		return errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
 	}
 	return nil

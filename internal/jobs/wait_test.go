@@ -35,8 +35,8 @@ func liveJob(t *testing.T, svc *Service, owner string) (string, *exec.Cmd) {
 	if err := svc.store.Admit(job); err != nil {
 		t.Fatal(err)
 	}
-	ident := &jobmeta.Identity{Schema: 1, Supervisor: cur, BootID: boot, ClaimedAt: time.Now().UTC()}
-	if err := jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(id), jobmeta.IdentityFile), ident); err != nil {
+	ident := &jobmeta.Claim{Schema: 1, Supervisor: cur, BootID: boot, ClaimedAt: time.Now().UTC()}
+	if err := jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(id), jobmeta.ClaimFile), ident); err != nil {
 		t.Fatal(err)
 	}
 	return id, sup

@@ -36,7 +36,7 @@ func groupLeader(t *testing.T, f *fixture) procid.Identity {
 // withChild records child as the job's shell, claimed by supervisor sup.
 func (f *fixture) withChild(jid string, sup, child procid.Identity) {
 	f.t.Helper()
-	f.write(jid, jobmeta.IdentityFile, &jobmeta.Identity{Schema: jobmeta.SchemaVersion, Supervisor: sup,
+	f.write(jid, jobmeta.ClaimFile, &jobmeta.Claim{Schema: jobmeta.SchemaVersion, Supervisor: sup,
 		BootID: f.bootID, ClaimedAt: f.now, Child: &child})
 }
 
@@ -277,16 +277,16 @@ func TestManagerStopRejudged(t *testing.T) {
 	realBoot := src.BootIDFunc
 	f := newFixtureWith(t, src)
 	dead := procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1}
-	stopped := func(jid string, ident *jobmeta.Identity) {
+	stopped := func(jid string, ident *jobmeta.Claim) {
 		f.job(jid, f.base)
 		if ident != nil {
-			f.write(jid, jobmeta.IdentityFile, ident)
+			f.write(jid, jobmeta.ClaimFile, ident)
 		}
 		f.write(jid, jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, Signal: "SIGTERM",
 			StoppedByManager: true, CompletedAt: f.now})
 	}
-	stopped(id(1), &jobmeta.Identity{Schema: 1, Supervisor: dead, BootID: f.bootID, Manager: &f.self})
-	stopped(id(2), &jobmeta.Identity{Schema: 1, Supervisor: dead, BootID: f.bootID, Manager: &dead})
+	stopped(id(1), &jobmeta.Claim{Schema: 1, Supervisor: dead, BootID: f.bootID, Manager: &f.self})
+	stopped(id(2), &jobmeta.Claim{Schema: 1, Supervisor: dead, BootID: f.bootID, Manager: &dead})
 	stopped(id(3), nil)
 
 	if r := f.get(id(1)); r.State != jobmeta.Exited || r.StoppedBy != "service_manager" {

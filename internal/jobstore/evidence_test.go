@@ -46,7 +46,7 @@ func TestInjectedOOMEvidence(t *testing.T) {
 			j.Unit = "commandcore-job-x-" + jid + ".service"
 			j.FailureDomain = jobmeta.DomainSystemdUnit
 			f.write(jid, jobmeta.JobFile, j)
-			f.write(jid, jobmeta.IdentityFile, &jobmeta.Identity{Schema: 1, Supervisor: dead(f), BootID: f.bootID,
+			f.write(jid, jobmeta.ClaimFile, &jobmeta.Claim{Schema: 1, Supervisor: dead(f), BootID: f.bootID,
 				InvocationID: "inv-1", ClaimedAt: f.now})
 			before, _ := os.ReadFile(filepath.Join(f.st.Dir(jid), jobmeta.JobFile))
 

@@ -12,7 +12,7 @@ import (
 // files is everything read from one job directory.
 type files struct {
 	job        *jobmeta.Job
-	identity   *jobmeta.Identity
+	claim      *jobmeta.Claim
 	result     *jobmeta.Result
 	stop       *jobmeta.StopRequest
 	read       *jobmeta.ReadMark
@@ -38,11 +38,11 @@ func (s *Store) load(id string) (*files, error) {
 		return nil, err
 	}
 	// The terminal record is read before anything the supervisor writes
-	// earlier, so a job is never seen as terminal with a stale identity.
+	// earlier, so a job is never seen as terminal with a stale claim.
 	if f.result, err = readOptional[jobmeta.Result](s.file(id, jobmeta.ResultFile)); err != nil {
 		return nil, err
 	}
-	if f.identity, err = readOptional[jobmeta.Identity](s.file(id, jobmeta.IdentityFile)); err != nil {
+	if f.claim, err = readOptional[jobmeta.Claim](s.file(id, jobmeta.ClaimFile)); err != nil {
 		return nil, err
 	}
 	if f.stop, err = readOptional[jobmeta.StopRequest](s.file(id, jobmeta.StopFile)); err != nil {
@@ -86,18 +86,18 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 		t := f.stop.RequestedAt
 		r.StopRequestAt = &t
 	}
-	if id := f.identity; id != nil {
+	if id := f.claim; id != nil {
 		r.StartedAt = id.StartedAt
-		r.Identity = &jobmeta.IdentityView{
+		r.Claim = &jobmeta.ClaimView{
 			Supervisor: id.Supervisor, Child: id.Child, BootID: id.BootID,
 			InvocationID: id.InvocationID, Manager: id.Manager,
 		}
 	}
 	r.State = s.classify(id, f, r)
 	r.Terminal = r.State.Terminal()
-	if r.Terminal && f.job.FailureDomain == jobmeta.DomainSharedParentCgroup && f.identity != nil && f.identity.Child != nil {
+	if r.Terminal && f.job.FailureDomain == jobmeta.DomainSharedParentCgroup && f.claim != nil && f.claim.Child != nil {
 		// No unit cleans up after a fallback job: report what is left.
-		r.Survivors, _ = s.procs.GroupSurvivors(*f.identity.Child)
+		r.Survivors, _ = s.procs.GroupSurvivors(*f.claim.Child)
 	}
 	r.Capture = s.captureOf(id, f)
 	if res := f.result; res != nil {
@@ -141,17 +141,17 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 		return s.classifyResult(f)
 	case f.reconciled != nil:
 		return f.reconciled.State
-	case f.identity == nil:
+	case f.claim == nil:
 		if s.Now().Sub(f.job.CreatedAt) < orphanAfter {
 			return jobmeta.Starting
 		}
 		s.conclude(id, f, reconcile.Verdict{State: jobmeta.LaunchFailed, Evidence: "no_identity_claim"})
 		return jobmeta.LaunchFailed
 	}
-	e := reconcile.Evidence{Identity: f.identity, StopRequested: f.stop != nil}
+	e := reconcile.Evidence{Claim: f.claim, StopRequested: f.stop != nil}
 	e.BootID, _ = s.procs.BootID()
-	e.SupervisorAlive, _ = s.procs.Alive(f.identity.Supervisor)
-	if m := f.identity.Manager; m != nil {
+	e.SupervisorAlive, _ = s.procs.Alive(f.claim.Supervisor)
+	if m := f.claim.Manager; m != nil {
 		alive, err := s.procs.Alive(*m)
 		if err == nil {
 			e.ManagerAlive = &alive
@@ -185,10 +185,10 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 // classifyResult classifies a job with a terminal record. A stop by the
 // service manager is judged against the boot and manager as they are now.
 func (s *Store) classifyResult(f *files) jobmeta.State {
-	e := reconcile.Evidence{Result: f.result, Identity: f.identity}
-	if f.result.StoppedByManager && f.identity != nil {
+	e := reconcile.Evidence{Result: f.result, Claim: f.claim}
+	if f.result.StoppedByManager && f.claim != nil {
 		e.BootID, _ = s.procs.BootID()
-		if m := f.identity.Manager; m != nil {
+		if m := f.claim.Manager; m != nil {
 			if alive, err := s.procs.Alive(*m); err == nil {
 				e.ManagerAlive = &alive
 			}

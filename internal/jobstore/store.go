@@ -27,7 +27,7 @@ const lockFile = ".admission.lock"
 
 // orphanAfter is how long a job may stay without an identity claim before
 // it is concluded that its launcher died mid-launch.
-const orphanAfter = 2 * limits.IdentityClaimTimeout
+const orphanAfter = 2 * limits.ClaimTimeout
 
 // Store is the job directory tree.
 type Store struct {

@@ -109,7 +109,7 @@ func (f *fixture) running(id string, created time.Time) {
 func (f *fixture) identity(id string, sup procid.Identity, boot string) {
 	f.t.Helper()
 	started := f.now
-	f.write(id, jobmeta.IdentityFile, &jobmeta.Identity{Schema: jobmeta.SchemaVersion, Supervisor: sup,
+	f.write(id, jobmeta.ClaimFile, &jobmeta.Claim{Schema: jobmeta.SchemaVersion, Supervisor: sup,
 		BootID: boot, ClaimedAt: f.now, StartedAt: &started})
 }
 
@@ -526,7 +526,7 @@ func TestGetMalformedIDTouchesNothing(t *testing.T) {
 		os.MkdirAll(dir, 0o700)
 		jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.JobFile), &jobmeta.Job{Schema: 1, ID: id(7),
 			FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: f.base.Add(-time.Hour)})
-		jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.IdentityFile), &jobmeta.Identity{Schema: 1, Supervisor: dead, BootID: f.bootID})
+		jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.ClaimFile), &jobmeta.Claim{Schema: 1, Supervisor: dead, BootID: f.bootID})
 	}
 	for bad, dir := range targets {
 		r, err := f.st.Get(bad)
@@ -582,8 +582,8 @@ func TestRecordFromFiles(t *testing.T) {
 		r.CompletedAt == nil || !r.CompletedAt.Equal(res.CompletedAt) || r.ReconciledAt != nil {
 		t.Errorf("exited record: %+v", r)
 	}
-	if r.Identity == nil || r.Identity.Supervisor.PID != 1<<22 || r.Identity.BootID != f.bootID {
-		t.Errorf("exited record identity: %+v", r.Identity)
+	if r.Claim == nil || r.Claim.Supervisor.PID != 1<<22 || r.Claim.BootID != f.bootID {
+		t.Errorf("exited record identity: %+v", r.Claim)
 	}
 	if r.Capture == nil || !reflect.DeepEqual(*r.Capture, res.Capture) {
 		t.Errorf("exited record capture: %+v, want the sealed counters %+v", r.Capture, res.Capture)
@@ -680,9 +680,9 @@ func TestUserManagerLost(t *testing.T) {
 	f := newFixture(t)
 	deadSelf := procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1}
 	f.job(id(1), f.base.Add(-time.Hour))
-	f.write(id(1), jobmeta.IdentityFile, &jobmeta.Identity{Schema: 1, Supervisor: deadSelf, BootID: f.bootID, Manager: &deadSelf})
+	f.write(id(1), jobmeta.ClaimFile, &jobmeta.Claim{Schema: 1, Supervisor: deadSelf, BootID: f.bootID, Manager: &deadSelf})
 	f.job(id(2), f.base.Add(-time.Hour))
-	f.write(id(2), jobmeta.IdentityFile, &jobmeta.Identity{Schema: 1, Supervisor: deadSelf, BootID: f.bootID, Manager: &f.self})
+	f.write(id(2), jobmeta.ClaimFile, &jobmeta.Claim{Schema: 1, Supervisor: deadSelf, BootID: f.bootID, Manager: &f.self})
 	if r := f.get(id(1)); r.State != jobmeta.UserManagerLost {
 		t.Errorf("manager gone: %s, want user_manager_lost", r.State)
 	}
@@ -706,8 +706,8 @@ func TestHostRebooted(t *testing.T) {
 	if r.State != jobmeta.HostRebooted || !r.Terminal || r.ReconciledAt == nil || !r.ReconciledAt.Equal(f.base) {
 		t.Fatalf("state %s terminal %v reconciled %v; want host_rebooted at %v", r.State, r.Terminal, r.ReconciledAt, f.base)
 	}
-	if r.Identity == nil || r.Identity.BootID != f.bootID {
-		t.Errorf("identity not kept: %+v", r.Identity)
+	if r.Claim == nil || r.Claim.BootID != f.bootID {
+		t.Errorf("identity not kept: %+v", r.Claim)
 	}
 	rc, err := jobmeta.Read[jobmeta.Reconciled](filepath.Join(f.st.Dir(id(1)), jobmeta.ReconciledFile))
 	if err != nil || rc.State != jobmeta.HostRebooted || rc.Evidence != "boot_id_changed" || !rc.ReconciledAt.Equal(f.base) {
@@ -806,14 +806,14 @@ func TestOrphanedLaunchConcluded(t *testing.T) {
 	}
 	// Within the claim window the job is starting; long after it without a
 	// claim, its launcher died: launch_failed, persisted.
-	f.now = f.base.Add(limits.IdentityClaimTimeout)
+	f.now = f.base.Add(limits.ClaimTimeout)
 	if r := f.get(id(1)); r.State != jobmeta.Starting {
 		t.Errorf("at the claim timeout: %s, want starting", r.State)
 	}
 	if _, err := os.Stat(filepath.Join(f.st.Dir(id(1)), jobmeta.ReconciledFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a starting job was reconciled: %v", err)
 	}
-	f.now = f.base.Add(2*limits.IdentityClaimTimeout + time.Second)
+	f.now = f.base.Add(2*limits.ClaimTimeout + time.Second)
 	r := f.get(id(1))
 	if r.State != jobmeta.LaunchFailed || r.ReconciledAt == nil || !r.ReconciledAt.Equal(f.now) {
 		t.Fatalf("orphan: %s reconciled %v", r.State, r.ReconciledAt)

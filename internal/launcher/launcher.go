@@ -19,7 +19,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
-	"github.com/commandcore/commandcore/internal/policy"
+	"github.com/commandcore/commandcore/internal/jobresources"
 )
 
 // OOMScoreAdjust makes a job's processes preferred OOM victims over the
@@ -156,10 +156,10 @@ var ErrSupervisorFailed = errors.New("supervisor ended before claiming its ident
 
 // Spec is one supervisor to start.
 type Spec struct {
-	Unit   string // unit name; empty for the fallback
-	JobDir string
-	Stdin  *os.File // read end of the envelope pipe
-	Policy policy.Policy
+	Unit      string // unit name; empty for the fallback
+	JobDir    string
+	Stdin     *os.File // read end of the envelope pipe
+	Resources jobresources.Caps
 }
 
 // Started is a started supervisor. Stop ends it on a failed launch.
@@ -201,7 +201,7 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 	if l.Hide != nil {
 		props = append(props, hideProperties(*l.Hide, sp.JobDir)...)
 	}
-	if m := sp.Policy.MemoryMaxBytes; m > 0 {
+	if m := sp.Resources.MemoryMaxBytes; m > 0 {
 		props = append(props,
 			sdbus.Property{Name: "MemoryMax", Value: dbus.MakeVariant(m)},
 			sdbus.Property{Name: "MemorySwapMax", Value: dbus.MakeVariant(uint64(0))},

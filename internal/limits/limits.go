@@ -107,11 +107,11 @@ const (
 	// MaxEnvelopeBytes bounds the private envelope a supervisor reads from
 	// stdin; it leaves room for the 1 MiB environment the README promises.
 	MaxEnvelopeBytes = 8 << 20
-	// IdentityClaimTimeout bounds how long process.start waits for the
-	// supervisor's identity claim before the launch fails.
-	IdentityClaimTimeout = 10 * time.Second
-	// MaxPolicyBytes bounds the owner's job-resources.json.
-	MaxPolicyBytes = 64 << 10
+	// ClaimTimeout bounds how long process.start waits for the
+	// supervisor's claim before the launch fails.
+	ClaimTimeout = 10 * time.Second
+	// MaxJobResourcesBytes bounds the owner's job-resources.json.
+	MaxJobResourcesBytes = 64 << 10
 	// MaxMetadataBytes bounds any job metadata file read from disk.
 	MaxMetadataBytes = 1 << 20
 )

@@ -36,7 +36,7 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
 	"MaxGrantsRemembered": {MaxGrantsRemembered, 100_000},
-	// Internal: the owner's permissions.json, bounded like the policy.
+	// Internal: the owner's permissions.json, bounded like job-resources.json.
 	"MaxPermissionsBytes": {MaxPermissionsBytes, 64 * kib},
 	"JournalMaxEntries":   {JournalMaxEntries, 10_000},     // README, What is here: the newest 10,000 entries
 	"AuditMaxEntries":     {AuditMaxEntries, 100_000},      // README, The relay and the link: 100,000
@@ -44,7 +44,7 @@ var counts = map[string]struct{ got, want int64 }{
 	// Internal: room for a 1 MiB environment.
 	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
 	// Internal: the owner's job-resources.json is a few bytes.
-	"MaxPolicyBytes": {MaxPolicyBytes, 64 * kib},
+	"MaxJobResourcesBytes": {MaxJobResourcesBytes, 64 * kib},
 	// Internal: any job metadata file read from disk.
 	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
 	// docs/tools.md process.wait: process_ids 1–32; docs/limits.md.
@@ -73,8 +73,8 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"JournalMaxAge":   {JournalMaxAge, 30 * day},          // README, What is here: of the last 30 days
 	"AuditMaxAge":     {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
 	"GPUProbeTimeout": {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
-	// Internal: how long process.start waits for the supervisor's identity claim.
-	"IdentityClaimTimeout": {IdentityClaimTimeout, 10 * time.Second},
+	// Internal: how long process.start waits for the supervisor's claim.
+	"ClaimTimeout": {ClaimTimeout, 10 * time.Second},
 	// docs/tools.md process.wait: timeout_ms 0–600000, default 60000, progress
 	// at least every 10 s; docs/limits.md: 600 s, 10 s.
 	"WaitTimeoutDefault": {WaitTimeoutDefault, 60 * time.Second},

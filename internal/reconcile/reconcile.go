@@ -33,8 +33,8 @@ type UnitEvidence struct {
 
 // Evidence is everything known about a job that lacks a terminal record.
 type Evidence struct {
-	Result   *jobmeta.Result
-	Identity *jobmeta.Identity
+	Result *jobmeta.Result
+	Claim  *jobmeta.Claim
 	// StopRequested reports a stop request on file.
 	StopRequested bool
 	// SupervisorAlive reports that the recorded supervisor PID is alive
@@ -69,10 +69,10 @@ const (
 	ByNoSupervisor = "supervisor_gone"
 )
 
-// Classify applies the priority to e. Identity must be set unless Result is;
+// Classify applies the priority to e. Claim must be set unless Result is;
 // with a Result, BootID and ManagerAlive matter only for a manager's stop.
 func Classify(e Evidence) Verdict {
-	id := e.Identity
+	id := e.Claim
 	if r := e.Result; r != nil {
 		switch {
 		case r.StartError != "":

@@ -7,8 +7,8 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 )
 
-func ident(inv string) *jobmeta.Identity {
-	return &jobmeta.Identity{Schema: 1, BootID: "boot-a", InvocationID: inv}
+func claim(inv string) *jobmeta.Claim {
+	return &jobmeta.Claim{Schema: 1, BootID: "boot-a", InvocationID: inv}
 }
 
 func TestPriority(t *testing.T) {
@@ -20,37 +20,37 @@ func TestPriority(t *testing.T) {
 		want     jobmeta.State
 		evidence string
 	}{
-		{"result wins over everything", Evidence{Result: &jobmeta.Result{ExitCode: &code, CompletedAt: time.Now()}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.Exited, ByResult},
+		{"result wins over everything", Evidence{Result: &jobmeta.Result{ExitCode: &code, CompletedAt: time.Now()}, Claim: claim("i"), BootID: "boot-b"}, jobmeta.Exited, ByResult},
 		{"stopped result", Evidence{Result: &jobmeta.Result{StopRequested: true}}, jobmeta.StoppedByRequest, ByResult},
 		{"start error", Evidence{Result: &jobmeta.Result{StartError: "shell_start_failed"}}, jobmeta.LaunchFailed, ByStartError},
-		{"manager's stop, then a reboot", Evidence{Result: &jobmeta.Result{StoppedByManager: true, Signal: "SIGTERM"}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.HostRebooted, ByBootID},
-		{"manager's stop, manager gone", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
-		{"manager's stop, manager alive", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.Exited, ByResult},
-		{"a requested stop is never a reboot", Evidence{Result: &jobmeta.Result{StopRequested: true}, Identity: ident("i"), BootID: "boot-b"}, jobmeta.StoppedByRequest, ByResult},
-		{"a normal exit is never a reboot", Evidence{Result: &jobmeta.Result{ExitCode: &code}, Identity: ident("i"), BootID: "boot-b", ManagerAlive: &no}, jobmeta.Exited, ByResult},
-		{"live supervisor", Evidence{Identity: ident("i"), SupervisorAlive: true, BootID: "boot-a", ManagerAlive: &no}, jobmeta.Running, BySupervisor},
-		{"live supervisor stopping", Evidence{Identity: ident("i"), SupervisorAlive: true, StopRequested: true, BootID: "boot-a"}, jobmeta.Stopping, BySupervisor},
-		{"reboot", Evidence{Identity: ident("i"), SupervisorAlive: true, BootID: "boot-b"}, jobmeta.HostRebooted, ByBootID},
-		{"oom for the same invocation", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}, ManagerAlive: &no}, jobmeta.WorkloadOOM, ByUnitOOM},
-		{"oom of another invocation is not trusted", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "j", Result: "oom-kill"}}, jobmeta.WorkerLost, ByNoSupervisor},
-		{"signal is not oom", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "signal"}}, jobmeta.WorkerLost, ByUnitFailure},
-		{"unit still settling", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Settling: true}, ManagerAlive: &no}, jobmeta.Running, ByUnitSettling},
-		{"unit settling after a stop", Evidence{Identity: ident("i"), BootID: "boot-a", StopRequested: true, Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.Stopping, ByUnitSettling},
-		{"settling unit from before a reboot", Evidence{Identity: ident("i"), BootID: "boot-b", Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.HostRebooted, ByBootID},
-		{"manager gone", Evidence{Identity: ident("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
-		{"manager alive, supervisor gone", Evidence{Identity: ident("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.WorkerLost, ByNoSupervisor},
-		{"no manager recorded", Evidence{Identity: ident(""), BootID: "boot-a"}, jobmeta.WorkerLost, ByNoSupervisor},
-		{"unit failure while the manager is gone", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "exit-code"}, ManagerAlive: &no}, jobmeta.WorkerLost, ByUnitFailure},
-		{"a unit that succeeded is no failure", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "success"}, ManagerAlive: &yes}, jobmeta.WorkerLost, ByNoSupervisor},
-		{"a unit that succeeded, manager gone", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "success"}, ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
-		{"a unit without a result is no failure", Evidence{Identity: ident("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i"}}, jobmeta.WorkerLost, ByNoSupervisor},
-		{"empty invocation IDs never match", Evidence{Identity: ident(""), BootID: "boot-a", Unit: &UnitEvidence{Result: "oom-kill"}}, jobmeta.WorkerLost, ByNoSupervisor},
-		{"manager's stop, current boot unknown", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), ManagerAlive: &yes}, jobmeta.Exited, ByResult},
-		{"live supervisor, current boot unknown", Evidence{Identity: ident("i"), SupervisorAlive: true}, jobmeta.Running, BySupervisor},
-		{"supervisor gone, current boot unknown", Evidence{Identity: ident("i")}, jobmeta.WorkerLost, ByNoSupervisor},
-		{"oom, current boot unknown", Evidence{Identity: ident("i"), Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}}, jobmeta.WorkloadOOM, ByUnitOOM},
+		{"manager's stop, then a reboot", Evidence{Result: &jobmeta.Result{StoppedByManager: true, Signal: "SIGTERM"}, Claim: claim("i"), BootID: "boot-b"}, jobmeta.HostRebooted, ByBootID},
+		{"manager's stop, manager gone", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Claim: claim("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
+		{"manager's stop, manager alive", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Claim: claim("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.Exited, ByResult},
+		{"a requested stop is never a reboot", Evidence{Result: &jobmeta.Result{StopRequested: true}, Claim: claim("i"), BootID: "boot-b"}, jobmeta.StoppedByRequest, ByResult},
+		{"a normal exit is never a reboot", Evidence{Result: &jobmeta.Result{ExitCode: &code}, Claim: claim("i"), BootID: "boot-b", ManagerAlive: &no}, jobmeta.Exited, ByResult},
+		{"live supervisor", Evidence{Claim: claim("i"), SupervisorAlive: true, BootID: "boot-a", ManagerAlive: &no}, jobmeta.Running, BySupervisor},
+		{"live supervisor stopping", Evidence{Claim: claim("i"), SupervisorAlive: true, StopRequested: true, BootID: "boot-a"}, jobmeta.Stopping, BySupervisor},
+		{"reboot", Evidence{Claim: claim("i"), SupervisorAlive: true, BootID: "boot-b"}, jobmeta.HostRebooted, ByBootID},
+		{"oom for the same invocation", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}, ManagerAlive: &no}, jobmeta.WorkloadOOM, ByUnitOOM},
+		{"oom of another invocation is not trusted", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "j", Result: "oom-kill"}}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"signal is not oom", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "signal"}}, jobmeta.WorkerLost, ByUnitFailure},
+		{"unit still settling", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Settling: true}, ManagerAlive: &no}, jobmeta.Running, ByUnitSettling},
+		{"unit settling after a stop", Evidence{Claim: claim("i"), BootID: "boot-a", StopRequested: true, Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.Stopping, ByUnitSettling},
+		{"settling unit from before a reboot", Evidence{Claim: claim("i"), BootID: "boot-b", Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.HostRebooted, ByBootID},
+		{"manager gone", Evidence{Claim: claim("i"), BootID: "boot-a", ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
+		{"manager alive, supervisor gone", Evidence{Claim: claim("i"), BootID: "boot-a", ManagerAlive: &yes}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"no manager recorded", Evidence{Claim: claim(""), BootID: "boot-a"}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"unit failure while the manager is gone", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "exit-code"}, ManagerAlive: &no}, jobmeta.WorkerLost, ByUnitFailure},
+		{"a unit that succeeded is no failure", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "success"}, ManagerAlive: &yes}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"a unit that succeeded, manager gone", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "success"}, ManagerAlive: &no}, jobmeta.UserManagerLost, ByManagerGone},
+		{"a unit without a result is no failure", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i"}}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"empty invocation IDs never match", Evidence{Claim: claim(""), BootID: "boot-a", Unit: &UnitEvidence{Result: "oom-kill"}}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"manager's stop, current boot unknown", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Claim: claim("i"), ManagerAlive: &yes}, jobmeta.Exited, ByResult},
+		{"live supervisor, current boot unknown", Evidence{Claim: claim("i"), SupervisorAlive: true}, jobmeta.Running, BySupervisor},
+		{"supervisor gone, current boot unknown", Evidence{Claim: claim("i")}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"oom, current boot unknown", Evidence{Claim: claim("i"), Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}}, jobmeta.WorkloadOOM, ByUnitOOM},
 		{"manager's stop, no identity", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, BootID: "boot-b", ManagerAlive: &yes}, jobmeta.Exited, ByResult},
-		{"manager's stop, no manager recorded", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Identity: ident("i"), BootID: "boot-a"}, jobmeta.Exited, ByResult},
+		{"manager's stop, no manager recorded", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Claim: claim("i"), BootID: "boot-a"}, jobmeta.Exited, ByResult},
 	}
 	for _, c := range cases {
 		if got := Classify(c.e); got != (Verdict{c.want, c.evidence}) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/strictjson"
 	"github.com/commandcore/commandcore/internal/version"
 )
@@ -65,7 +65,7 @@ func DecodeEnrollResponse(body []byte) (*EnrollResponse, error) {
 	if resp.DeviceID == "" || resp.Name == "" || resp.Token == "" || len(resp.Secret) < 16 {
 		return nil, errors.New("the server's answer is an incomplete identity")
 	}
-	if _, err := grant.DecodePublicKey(resp.GrantKey); err != nil {
+	if _, err := authz.DecodeGrantKey(resp.GrantKey); err != nil {
 		return nil, errors.New("the server sent an invalid grant key")
 	}
 	return &resp, nil
@@ -117,7 +117,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, EnrollResponse{
 		DeviceID: dev.ID, Name: dev.Name, Token: token, Secret: secret,
-		GrantKey: grant.EncodePublicKey(s.key.Public().(ed25519.PublicKey)),
+		GrantKey: authz.EncodeGrantKey(s.key.Public().(ed25519.PublicKey)),
 	})
 }
 

@@ -10,11 +10,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/scope"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
@@ -86,7 +85,7 @@ func (s *Server) mcpHandler() http.Handler {
 // by ID or by name. A name shaped like an ID (left from before such names
 // were refused) never matches: that entry means the device with that ID.
 func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
-	return scope.Match(tok.Devices, dev.ID) || !relaystate.IsDeviceID(dev.Name) && scope.Match(tok.Devices, dev.Name)
+	return authz.MatchScope(tok.Devices, dev.ID) || !relaystate.IsDeviceID(dev.Name) && authz.MatchScope(tok.Devices, dev.Name)
 }
 
 // sessionServer builds the MCP server one client session talks to.
@@ -98,7 +97,7 @@ func (s *Server) sessionServer(c *client) *mcp.Server {
 		tools = multi
 	}
 	for _, t := range tools {
-		if scope.Match(c.token.Tools, t.Name) {
+		if authz.MatchScope(c.token.Tools, t.Name) {
 			srv.AddTool(t, s.forwarder(c, t.Name))
 		}
 	}
@@ -141,7 +140,7 @@ func (s *Server) authorize(c *client, req *mcp.CallToolRequest, tool string) (*r
 	if err != nil || tok.ID != c.token.ID {
 		return nil, errToken
 	}
-	if tool != DevicesListTool && !scope.Match(tok.Tools, tool) {
+	if tool != DevicesListTool && !authz.MatchScope(tok.Tools, tool) {
 		return nil, errToolScope
 	}
 	return tok, nil
@@ -202,11 +201,11 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		if l == nil {
 			return toolresult.Failure(errDeviceOffline), nil
 		}
-		g, err := grant.Mint(s.key, dev.ID, tool, tok.Principal, s.Now())
+		g, err := authz.MintGrant(s.key, dev.ID, tool, tok.Principal, s.Now())
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
-		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{grant.MetaKey: g}}
+		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{authz.GrantMetaKey: g}}
 		var target *progressTarget
 		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
 			id := randomID()

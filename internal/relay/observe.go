@@ -11,9 +11,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/scope"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -129,7 +129,7 @@ func callCode(tok *relaystate.Token, tool string, res mcp.Result, err error) str
 		switch {
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			return CodeCancelled
-		case tool != UnknownTool && tool != DevicesListTool && !scope.Match(tok.Tools, tool):
+		case tool != UnknownTool && tool != DevicesListTool && !authz.MatchScope(tok.Tools, tool):
 			// The session does not serve a tool outside the token's scope.
 			return string(errcode.PermissionDenied)
 		case errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams:

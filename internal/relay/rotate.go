@@ -20,7 +20,7 @@ import (
 //  2. It sends T' over the link (transport.MethodRotate); only the holder of T
 //     could have opened the link.
 //  3. The agent stores T' as its token, keeping T as its previous one,
-//     atomically (identity.SaveToken: temporary file, fsync, rename, fsync
+//     atomically (enrollment.SaveToken: temporary file, fsync, rename, fsync
 //     of the directory), and only then acknowledges T' with a MAC.
 //  4. On the acknowledgment the relay makes T' current and retires T in one
 //     transaction (relaystate.RotateDeviceToken), conditional on T being

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/principal"
-	"github.com/commandcore/commandcore/internal/scope"
 )
 
 // Token is a client token's record. Its secret is never stored; only
@@ -77,8 +77,8 @@ func normalizeScope(what string, entries []string, valid func(string) bool) ([]s
 func validDeviceScope(e string) bool { return e == "*" || ValidName(e) }
 
 // validToolScope accepts "*", an exact tool name, or "prefix.*": the
-// grammar of package scope, which matches these entries.
-func validToolScope(e string) bool { return scope.Valid(e) }
+// scope grammar of package authz, which matches these entries.
+func validToolScope(e string) bool { return authz.ValidScope(e) }
 
 // TokenSpec is what a new client token is: its name, scopes, principal
 // (empty: the token's own ID) and lifetime.

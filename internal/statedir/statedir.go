@@ -1,5 +1,5 @@
 // Package statedir resolves the agent's state and config directories and
-// keeps the device identity stored in the state directory.
+// keeps the local device ID stored in the state directory.
 package statedir
 
 import (
@@ -65,62 +65,65 @@ func Resolve(d Dirs) (Dirs, error) {
 	return d, nil
 }
 
-// deviceFile holds the device identity; it is kept across reinstalls.
-const deviceFile = "device.json"
+// localDeviceFile holds the local device ID; it is kept across reinstalls.
+const localDeviceFile = "device.json"
 
-type device struct {
+type localDevice struct {
 	Schema   int    `json:"schema"`
 	DeviceID string `json:"device_id"`
 }
 
-// DeviceID returns the device ID stored in stateDir, creating the
-// directory (0700) and a new ID on first use.
-func DeviceID(stateDir string) (string, error) {
+// LocalDeviceID returns the local device ID stored in stateDir (the one
+// job records name; an enrolled device's server-side ID is
+// enrollment.Credential.DeviceID), creating the directory (0700) and a new
+// ID on first use.
+func LocalDeviceID(stateDir string) (string, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return "", fmt.Errorf("create state directory: %w", err)
 	}
-	path := filepath.Join(stateDir, deviceFile)
+	path := filepath.Join(stateDir, localDeviceFile)
 	for attempt := 0; ; attempt++ {
-		id, err := readDevice(path)
+		id, err := readLocalDevice(path)
 		if !errors.Is(err, os.ErrNotExist) || attempt > 0 {
 			return id, err
 		}
-		if err := createDevice(stateDir, path); err != nil {
+		if err := createLocalDevice(stateDir, path); err != nil {
 			return "", err
 		}
 	}
 }
 
-func readDevice(path string) (string, error) {
+func readLocalDevice(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", err
 		}
-		return "", fmt.Errorf("read device identity: %w", err)
+		return "", fmt.Errorf("read local device ID: %w", err)
 	}
-	var d device
+	var d localDevice
 	if err := json.Unmarshal(data, &d); err != nil || !jobmeta.ValidID(d.DeviceID) {
-		return "", fmt.Errorf("device identity file is corrupt")
+		return "", fmt.Errorf("local device ID file is corrupt")
 	}
 	return d.DeviceID, nil
 }
 
-// createDevice publishes a new identity unless another process (an agent
-// and `commandcore mcp` starting together) got there first: the file is
-// written aside and hard-linked into place, which fails if it exists.
-func createDevice(stateDir, path string) error {
-	tmp := filepath.Join(stateDir, "."+deviceFile+"."+uuid.NewString())
-	data, err := json.Marshal(&device{Schema: 1, DeviceID: uuid.NewString()})
+// createLocalDevice publishes a new local device ID unless another process
+// (an agent and `commandcore mcp` starting together) got there first: the
+// file is written aside and hard-linked into place, which fails if it
+// exists.
+func createLocalDevice(stateDir, path string) error {
+	tmp := filepath.Join(stateDir, "."+localDeviceFile+"."+uuid.NewString())
+	data, err := json.Marshal(&localDevice{Schema: 1, DeviceID: uuid.NewString()})
 	if err != nil {
-		return fmt.Errorf("encode device identity: %w", err)
+		return fmt.Errorf("encode local device ID: %w", err)
 	}
 	if err := atomicfile.Write(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write device identity: %w", err)
+		return fmt.Errorf("write local device ID: %w", err)
 	}
 	defer os.Remove(tmp)
 	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("publish device identity: %w", err)
+		return fmt.Errorf("publish local device ID: %w", err)
 	}
 	return nil
 }

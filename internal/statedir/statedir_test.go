@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestDeviceIDIsStableAndShared(t *testing.T) {
+func TestLocalDeviceIDIsStableAndShared(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	var wg sync.WaitGroup
 	ids := make([]string, 8)
@@ -15,7 +15,7 @@ func TestDeviceIDIsStableAndShared(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			id, err := DeviceID(dir)
+			id, err := LocalDeviceID(dir)
 			if err != nil {
 				t.Error(err)
 			}
@@ -28,7 +28,7 @@ func TestDeviceIDIsStableAndShared(t *testing.T) {
 			t.Fatalf("concurrent first uses got different identities: %v", ids)
 		}
 	}
-	again, err := DeviceID(dir)
+	again, err := LocalDeviceID(dir)
 	if err != nil || again != ids[0] {
 		t.Fatalf("identity changed: %q %v", again, err)
 	}
@@ -36,18 +36,18 @@ func TestDeviceIDIsStableAndShared(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("state directory holds %d entries, want only device.json", len(entries))
 	}
-	if fi, _ := os.Stat(filepath.Join(dir, deviceFile)); fi.Mode().Perm() != 0o600 {
+	if fi, _ := os.Stat(filepath.Join(dir, localDeviceFile)); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("device.json mode %v", fi.Mode().Perm())
 	}
 }
 
 func TestCorruptDeviceFileIsAnError(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, deviceFile), []byte("{garbage"), 0o600)
-	if _, err := DeviceID(dir); err == nil {
+	os.WriteFile(filepath.Join(dir, localDeviceFile), []byte("{garbage"), 0o600)
+	if _, err := LocalDeviceID(dir); err == nil {
 		t.Fatal("a corrupt identity was accepted (or replaced)")
 	}
-	if data, _ := os.ReadFile(filepath.Join(dir, deviceFile)); string(data) != "{garbage" {
+	if data, _ := os.ReadFile(filepath.Join(dir, localDeviceFile)); string(data) != "{garbage" {
 		t.Fatal("the corrupt identity file was rewritten")
 	}
 }

@@ -11,14 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/ownerfile"
-	"github.com/commandcore/commandcore/internal/permissions"
-	"github.com/commandcore/commandcore/internal/policy"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/status"
 )
@@ -65,13 +65,13 @@ func Build(ctx context.Context, stateDir, configDir, service string, procs *proc
 		r.Systemd.UserManager = status.ManagerReachable
 		r.Systemd.FailureDomain = jobmeta.DomainSystemdUnit
 	}
-	if p, err := policy.Load(stateDir); err != nil {
-		r.Policy.Error = strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": ")
+	if p, err := jobresources.Load(stateDir); err != nil {
+		r.Policy.Error = strings.TrimPrefix(err.Error(), jobresources.ErrInvalid.Error()+": ")
 	} else if p.MemoryMaxBytes > 0 {
 		m := p.MemoryMaxBytes
 		r.Policy.MemoryMaxBytes = &m
 	}
-	c, err := permissions.Load(configDir)
+	c, err := authz.LoadCeiling(configDir)
 	r.Permissions = status.Permissions{Present: c.Present(), Tools: c.Tools()}
 	if err != nil {
 		r.Permissions.Error = strings.TrimPrefix(errcode.From(err).Message, "the local permission ceiling is invalid: ")

@@ -22,7 +22,7 @@ func (s *sup) claim() error {
 	if err != nil {
 		return err
 	}
-	s.ident = jobmeta.Identity{
+	s.claimed = jobmeta.Claim{
 		Schema:       jobmeta.SchemaVersion,
 		Supervisor:   self,
 		BootID:       boot,
@@ -33,10 +33,10 @@ func (s *sup) claim() error {
 	// so its later disappearance can be recognised.
 	if pid, err := strconv.Atoi(os.Getenv("MANAGERPID")); err == nil && pid > 0 {
 		if m, _, err := s.procs.Lookup(pid); err == nil {
-			s.ident.Manager = &m
+			s.claimed.Manager = &m
 		}
 	}
-	if err := jobmeta.WriteAtomic(s.path(jobmeta.IdentityFile), &s.ident); err != nil {
+	if err := jobmeta.WriteAtomic(s.path(jobmeta.ClaimFile), &s.claimed); err != nil {
 		return err
 	}
 	// The unit is Type=notify: its start job completes exactly when the
@@ -50,9 +50,9 @@ func (s *sup) claim() error {
 // is how survivors of a job are found after its end.
 func (s *sup) recordChild(child procid.Identity) error {
 	started := time.Now().UTC()
-	s.ident.Child = &child
-	s.ident.StartedAt = &started
-	if err := jobmeta.WriteAtomic(s.path(jobmeta.IdentityFile), &s.ident); err != nil {
+	s.claimed.Child = &child
+	s.claimed.StartedAt = &started
+	if err := jobmeta.WriteAtomic(s.path(jobmeta.ClaimFile), &s.claimed); err != nil {
 		return fmt.Errorf("record child identity: %w", err)
 	}
 	return nil

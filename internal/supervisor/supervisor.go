@@ -78,7 +78,7 @@ type sup struct {
 	dir            string
 	procs          *procid.Source
 	stdout, stderr *capture.Writer
-	ident          jobmeta.Identity
+	claimed        jobmeta.Claim
 }
 
 func (s *sup) path(name string) string { return filepath.Join(s.dir, name) }

@@ -22,7 +22,7 @@ import (
 // Config is what Run needs.
 type Config struct {
 	// Server is the server's URL; Token, PreviousToken and Secret are the
-	// device's credentials (internal/identity keeps them).
+	// device's credentials (internal/enrollment keeps them).
 	Server               string
 	Token, PreviousToken string
 	Secret               []byte
@@ -36,7 +36,7 @@ type Config struct {
 	// is set per link from SaveToken.
 	Link Options
 	// SaveToken stores the token a server rotated in, with previous, the
-	// token of the link that handed it over (identity.SaveToken). Nil:
+	// token of the link that handed it over (enrollment.SaveToken). Nil:
 	// rotations are not acknowledged and the server keeps the token.
 	SaveToken func(token, previous string) error
 	// Dial opens the WebSocket; nil means Dial.

@@ -26,8 +26,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobs"
-	"github.com/commandcore/commandcore/internal/policy"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
@@ -153,8 +153,8 @@ func testOOM(c *client) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
-	pol, _ := json.Marshal(policy.Policy{MemoryMaxBytes: memoryMax})
-	if err := os.WriteFile(filepath.Join(stateDir, policy.FileName), pol, 0o600); err != nil {
+	pol, _ := json.Marshal(jobresources.Caps{MemoryMaxBytes: memoryMax})
+	if err := os.WriteFile(filepath.Join(stateDir, jobresources.FileName), pol, 0o600); err != nil {
 		return err
 	}
 	// The pause lets the test read the running record before the kill;
@@ -171,10 +171,10 @@ func testOOM(c *client) error {
 	if err != nil {
 		return err
 	}
-	if rec.Identity == nil || rec.Identity.InvocationID == "" {
+	if rec.Claim == nil || rec.Claim.InvocationID == "" {
 		return fmt.Errorf("running record has no invocation ID: state %s", rec.State)
 	}
-	inv := rec.Identity.InvocationID
+	inv := rec.Claim.InvocationID
 
 	// systemd's own view, before the agent reads (and resets) it.
 	if err := waitFor(60*time.Second, func() bool {
@@ -211,9 +211,9 @@ func testOOM(c *client) error {
 
 // marker is what the first boot leaves for the second.
 type marker struct {
-	ProcessID string                `json:"process_id"`
-	BootID    string                `json:"boot_id"`
-	Identity  *jobmeta.IdentityView `json:"identity"`
+	ProcessID string             `json:"process_id"`
+	BootID    string             `json:"boot_id"`
+	Identity  *jobmeta.ClaimView `json:"identity"`
 }
 
 const beforeOutput = "before-reboot"
@@ -242,10 +242,10 @@ func beforeReboot(c *client, kind string) error {
 	if err != nil {
 		return err
 	}
-	if rec.State != jobmeta.Running || rec.Identity == nil || rec.Identity.BootID != boot {
-		return fmt.Errorf("job %s state %q identity %+v, want running on boot %s", rec.ProcessID, rec.State, rec.Identity, boot)
+	if rec.State != jobmeta.Running || rec.Claim == nil || rec.Claim.BootID != boot {
+		return fmt.Errorf("job %s state %q identity %+v, want running on boot %s", rec.ProcessID, rec.State, rec.Claim, boot)
 	}
-	m, _ := json.Marshal(marker{ProcessID: rec.ProcessID, BootID: boot, Identity: rec.Identity})
+	m, _ := json.Marshal(marker{ProcessID: rec.ProcessID, BootID: boot, Identity: rec.Claim})
 	if err := os.WriteFile(markerPath(kind), m, 0o600); err != nil {
 		return err
 	}
@@ -281,9 +281,9 @@ func afterReboot(c *client, kind string) error {
 		problems = append(problems, fmt.Sprintf("job %s state %q terminal=%v (exit %v signal %q), want host_rebooted",
 			rec.ProcessID, rec.State, rec.Terminal, deref(rec.ExitCode), rec.Signal))
 	}
-	if rec.Identity == nil || rec.Identity.BootID != m.BootID || rec.Identity.InvocationID != m.Identity.InvocationID ||
-		rec.Identity.Supervisor != m.Identity.Supervisor {
-		problems = append(problems, fmt.Sprintf("identity not kept: got %+v, had %+v", rec.Identity, m.Identity))
+	if rec.Claim == nil || rec.Claim.BootID != m.BootID || rec.Claim.InvocationID != m.Identity.InvocationID ||
+		rec.Claim.Supervisor != m.Identity.Supervisor {
+		problems = append(problems, fmt.Sprintf("identity not kept: got %+v, had %+v", rec.Claim, m.Identity))
 	}
 	var out jobs.Output
 	if err := c.call("process.output", jobs.OutputRequest{ProcessID: m.ProcessID}, &out); err != nil {

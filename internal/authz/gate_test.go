@@ -1,4 +1,4 @@
-package access
+package authz
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/grant"
 	"github.com/commandcore/commandcore/internal/principal"
 )
 
@@ -32,20 +31,20 @@ func code(err error) errcode.Code {
 func gate2(_ principal.Principal, err error) error { return err }
 
 func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
-	key, err := grant.NewKey()
+	key, err := NewGrantKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub := key.Public().(ed25519.PublicKey)
 	now := time.Now()
 	clock := func() time.Time { return now }
-	gate := Remote(t.TempDir(), device, pub, grant.NewUsed(0), clock)
+	gate := RemoteGate(t.TempDir(), device, pub, NewUsedGrants(0), clock)
 	mint := func(dev, tool string) mcp.Meta {
-		g, err := grant.Mint(key, dev, tool, "tok_1", now)
+		g, err := MintGrant(key, dev, tool, "tok_1", now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return mcp.Meta{grant.MetaKey: g}
+		return mcp.Meta{GrantMetaKey: g}
 	}
 	ctx := context.Background()
 	if err := gate2(gate(ctx, call(mint(device, "process.jobs")), "process.jobs")); err != nil {
@@ -67,22 +66,22 @@ func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 		t.Errorf("expired grant: %q", c)
 	}
 	// A grant from another key is refused.
-	other, _ := grant.NewKey()
-	g, _ := grant.Mint(other, device, "process.jobs", "tok_1", now)
-	if c := code(gate2(gate(ctx, call(mcp.Meta{grant.MetaKey: g}), "process.jobs"))); c != errcode.GrantInvalid {
+	other, _ := NewGrantKey()
+	g, _ := MintGrant(other, device, "process.jobs", "tok_1", now)
+	if c := code(gate2(gate(ctx, call(mcp.Meta{GrantMetaKey: g}), "process.jobs"))); c != errcode.GrantInvalid {
 		t.Errorf("foreign key: %q", c)
 	}
 }
 
 func TestCeilingAppliesAfterTheGrant(t *testing.T) {
-	key, _ := grant.NewKey()
+	key, _ := NewGrantKey()
 	dir := t.TempDir()
 	now := time.Now()
-	gate := Remote(dir, device, key.Public().(ed25519.PublicKey), grant.NewUsed(0), func() time.Time { return now })
+	gate := RemoteGate(dir, device, key.Public().(ed25519.PublicKey), NewUsedGrants(0), func() time.Time { return now })
 	// Each call needs a fresh grant.
 	req := func() *mcp.CallToolRequest {
-		g, _ := grant.Mint(key, device, "process.jobs", "tok_1", now)
-		return call(mcp.Meta{grant.MetaKey: g})
+		g, _ := MintGrant(key, device, "process.jobs", "tok_1", now)
+		return call(mcp.Meta{GrantMetaKey: g})
 	}
 	ctx := context.Background()
 	file := filepath.Join(dir, "permissions.json")
@@ -102,26 +101,26 @@ func TestCeilingAppliesAfterTheGrant(t *testing.T) {
 	if c := code(gate2(gate(ctx, req(), "process.jobs"))); c != errcode.PermissionDenied {
 		t.Fatalf("malformed ceiling: %q", c)
 	}
-	if c := code(gate2(Local(dir)(ctx, call(nil), "system.metrics"))); c != errcode.PermissionDenied {
+	if c := code(gate2(LocalGate(dir)(ctx, call(nil), "system.metrics"))); c != errcode.PermissionDenied {
 		t.Fatalf("malformed ceiling, local server: %q", c)
 	}
 	os.Remove(file)
-	if err := gate2(Local(dir)(ctx, call(nil), "process.run")); err != nil {
+	if err := gate2(LocalGate(dir)(ctx, call(nil), "process.run")); err != nil {
 		t.Fatalf("no ceiling: %v", err)
 	}
 }
 
 func TestRemoteActsForTheGrantsPrincipalOnce(t *testing.T) {
-	key, _ := grant.NewKey()
+	key, _ := NewGrantKey()
 	now := time.Now()
-	gate := Remote(t.TempDir(), device, key.Public().(ed25519.PublicKey), grant.NewUsed(0), func() time.Time { return now })
+	gate := RemoteGate(t.TempDir(), device, key.Public().(ed25519.PublicKey), NewUsedGrants(0), func() time.Time { return now })
 	ctx := context.Background()
 	mint := func(sub string) *mcp.CallToolRequest {
-		g, err := grant.Mint(key, device, "process.jobs", sub, now)
+		g, err := MintGrant(key, device, "process.jobs", sub, now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return call(mcp.Meta{grant.MetaKey: g})
+		return call(mcp.Meta{GrantMetaKey: g})
 	}
 	req := mint("ci-bot")
 	who, err := gate(ctx, req, "process.jobs")
@@ -145,7 +144,7 @@ func TestRemoteActsForTheGrantsPrincipalOnce(t *testing.T) {
 		}
 	}
 	// Locally, every call is the owner's.
-	if who, err := Local(t.TempDir())(ctx, call(nil), "process.jobs"); err != nil || who != principal.Local {
+	if who, err := LocalGate(t.TempDir())(ctx, call(nil), "process.jobs"); err != nil || who != principal.Local {
 		t.Fatalf("local gate = %q, %v", who, err)
 	}
 }

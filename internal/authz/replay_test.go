@@ -1,4 +1,4 @@
-package grant
+package authz
 
 import (
 	"testing"
@@ -7,14 +7,14 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 )
 
-func claimsAt(id string, iat time.Time) *Claims {
-	return &Claims{Device: "d", Tool: "t", Principal: "p", IssuedAt: iat.Unix(), Expires: iat.Add(60 * time.Second).Unix(), ID: id}
+func grantAt(id string, iat time.Time) *Grant {
+	return &Grant{Device: "d", Tool: "t", Principal: "p", IssuedAt: iat.Unix(), Expires: iat.Add(60 * time.Second).Unix(), ID: id}
 }
 
-func TestUsedRefusesAReplayUntilTheGrantIsDead(t *testing.T) {
+func TestUsedGrantsRefuseAReplayUntilTheGrantIsDead(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
-	u := NewUsed(2)
-	a, b, c := claimsAt("a", t0), claimsAt("b", t0), claimsAt("c", t0)
+	u := NewUsedGrants(2)
+	a, b, c := grantAt("a", t0), grantAt("b", t0), grantAt("c", t0)
 	if err := u.Use(a, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +36,8 @@ func TestUsedRefusesAReplayUntilTheGrantIsDead(t *testing.T) {
 	}
 }
 
-func TestNewUsedDefaultsToTheContractBound(t *testing.T) {
-	if u := NewUsed(0); u.max != 100_000 {
+func TestNewUsedGrantsDefaultsToTheContractBound(t *testing.T) {
+	if u := NewUsedGrants(0); u.max != 100_000 {
 		t.Fatalf("default bound %d", u.max)
 	}
 }

@@ -1,4 +1,4 @@
-package grant
+package authz
 
 import (
 	"crypto/ed25519"
@@ -25,7 +25,7 @@ const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
 
 func newKey(t testing.TB) ed25519.PrivateKey {
 	t.Helper()
-	k, err := NewKey()
+	k, err := NewGrantKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func signRaw(k ed25519.PrivateKey, payload string) string {
 	return head + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(k, []byte(head)))
 }
 
-func claimsJSON(t testing.TB, c Claims) string {
+func grantJSON(t testing.TB, c Grant) string {
 	t.Helper()
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -50,13 +50,13 @@ func claimsJSON(t testing.TB, c Claims) string {
 	return string(b)
 }
 
-func validClaims() Claims {
-	return Claims{Device: dev, Tool: tool, Principal: who, IssuedAt: t0.Unix(), Expires: t0.Unix() + 60, ID: strings.Repeat("ab", 16)}
+func validGrant() Grant {
+	return Grant{Device: dev, Tool: tool, Principal: who, IssuedAt: t0.Unix(), Expires: t0.Unix() + 60, ID: strings.Repeat("ab", 16)}
 }
 
 func wantReject(t *testing.T, name string, k ed25519.PrivateKey, token string, now time.Time, msg string) {
 	t.Helper()
-	c, err := Verify(pub(k), token, dev, tool, now)
+	c, err := VerifyGrant(pub(k), token, dev, tool, now)
 	if err == nil {
 		t.Errorf("%s: verified %+v, want %q", name, c, msg)
 		return
@@ -74,11 +74,11 @@ func wantReject(t *testing.T, name string, k ed25519.PrivateKey, token string, n
 
 func TestRoundTrip(t *testing.T) {
 	k := newKey(t)
-	tok, err := Mint(k, dev, tool, who, t0)
+	tok, err := MintGrant(k, dev, tool, who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Verify(pub(k), tok, dev, tool, t0)
+	c, err := VerifyGrant(pub(k), tok, dev, tool, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestRoundTrip(t *testing.T) {
 	if len(c.ID) != 32 || strings.Trim(c.ID, "0123456789abcdef") != "" {
 		t.Fatalf("id %q is not 16 bytes of hex", c.ID)
 	}
-	tok2, err := Mint(k, dev, tool, who, t0)
+	tok2, err := MintGrant(k, dev, tool, who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +102,13 @@ func TestRoundTrip(t *testing.T) {
 
 func TestClockBoundaries(t *testing.T) {
 	k := newKey(t)
-	tok, err := Mint(k, dev, tool, who, t0)
+	tok, err := MintGrant(k, dev, tool, who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	skew := limits.GrantClockSkew
 	for _, now := range []time.Time{t0.Add(-skew), t0.Add(limits.GrantTTL + skew)} {
-		if _, err := Verify(pub(k), tok, dev, tool, now); err != nil {
+		if _, err := VerifyGrant(pub(k), tok, dev, tool, now); err != nil {
 			t.Errorf("at %v: %v", now.Sub(t0), err)
 		}
 	}
@@ -119,12 +119,12 @@ func TestClockBoundaries(t *testing.T) {
 
 func TestMismatch(t *testing.T) {
 	k := newKey(t)
-	tok, err := Mint(k, "other-box", tool, who, t0)
+	tok, err := MintGrant(k, "other-box", tool, who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantReject(t, "device", k, tok, t0, "grant is for another device")
-	tok, err = Mint(k, dev, "process.run", who, t0)
+	tok, err = MintGrant(k, dev, "process.run", who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestMissing(t *testing.T) {
 
 func TestSignature(t *testing.T) {
 	k := newKey(t)
-	tok, err := Mint(newKey(t), dev, tool, who, t0)
+	tok, err := MintGrant(newKey(t), dev, tool, who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,39 +147,39 @@ func TestSignature(t *testing.T) {
 	wantReject(t, "empty claims", k, "."+sig, t0, "grant signature is invalid")
 
 	// Same signature, different (well-formed) claims.
-	tok, err = Mint(k, dev, tool, who, t0)
+	tok, err = MintGrant(k, dev, tool, who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, sig, _ = strings.Cut(tok, ".")
-	forged := base64.RawURLEncoding.EncodeToString([]byte(claimsJSON(t, validClaims()))) + "." + sig
+	forged := base64.RawURLEncoding.EncodeToString([]byte(grantJSON(t, validGrant()))) + "." + sig
 	wantReject(t, "swapped claims", k, forged, t0, "grant signature is invalid")
 }
 
 func TestLifetimeTooLong(t *testing.T) {
 	k := newKey(t)
-	c := validClaims()
+	c := validGrant()
 	c.Expires = c.IssuedAt + int64(limits.GrantTTL/time.Second)
-	if _, err := Verify(pub(k), signRaw(k, claimsJSON(t, c)), dev, tool, t0); err != nil {
+	if _, err := VerifyGrant(pub(k), signRaw(k, grantJSON(t, c)), dev, tool, t0); err != nil {
 		t.Fatalf("a full-TTL grant: %v", err)
 	}
 	c.Expires++
-	wantReject(t, "ttl+1s", k, signRaw(k, claimsJSON(t, c)), t0, "grant lifetime is too long")
+	wantReject(t, "ttl+1s", k, signRaw(k, grantJSON(t, c)), t0, "grant lifetime is too long")
 	c.Expires = 1 << 62
-	wantReject(t, "far future", k, signRaw(k, claimsJSON(t, c)), t0, "grant lifetime is too long")
+	wantReject(t, "far future", k, signRaw(k, grantJSON(t, c)), t0, "grant lifetime is too long")
 }
 
 func TestMalformed(t *testing.T) {
 	k := newKey(t)
-	good, err := Mint(k, dev, tool, who, t0)
+	good, err := MintGrant(k, dev, tool, who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Verify(pub(k), good, dev, tool, t0); err != nil {
+	if _, err := VerifyGrant(pub(k), good, dev, tool, t0); err != nil {
 		t.Fatal(err)
 	}
 	head, sig, _ := strings.Cut(good, ".")
-	valid := claimsJSON(t, validClaims())
+	valid := grantJSON(t, validGrant())
 	trimmed := strings.TrimSuffix(valid, "}")
 
 	// Every case but the encoding ones carries a valid signature, so only
@@ -208,21 +208,21 @@ func TestMalformed(t *testing.T) {
 		"duplicate key":     signRaw(k, trimmed+`,"dev":"`+dev+`"}`),
 		"case-folded key":   signRaw(k, strings.Replace(valid, `"dev"`, `"DEV"`, 1)),
 		"null field":        signRaw(k, strings.Replace(valid, `"sub":"`+who+`"`, `"sub":null`, 1)),
-		"missing principal": signRaw(k, claimsJSON(t, Claims{Device: dev, Tool: tool, IssuedAt: t0.Unix(), Expires: t0.Unix() + 60, ID: validClaims().ID})),
+		"missing principal": signRaw(k, grantJSON(t, Grant{Device: dev, Tool: tool, IssuedAt: t0.Unix(), Expires: t0.Unix() + 60, ID: validGrant().ID})),
 		"string time":       signRaw(k, strings.Replace(valid, fmt.Sprintf(`"iat":%d`, t0.Unix()), fmt.Sprintf(`"iat":"%d"`, t0.Unix()), 1)),
 	}
-	for name, mutate := range map[string]func(*Claims){
-		"short id":       func(c *Claims) { c.ID = "abcd" },
-		"upper-case id":  func(c *Claims) { c.ID = strings.ToUpper(c.ID) },
-		"non-hex id":     func(c *Claims) { c.ID = strings.Repeat("zz", 16) },
-		"zero issued":    func(c *Claims) { c.IssuedAt, c.Expires = 0, 60 },
-		"negative times": func(c *Claims) { c.IssuedAt, c.Expires = -1<<62, 1<<62 },
-		"zero lifetime":  func(c *Claims) { c.Expires = c.IssuedAt },
-		"backwards":      func(c *Claims) { c.Expires = c.IssuedAt - 1 },
+	for name, mutate := range map[string]func(*Grant){
+		"short id":       func(c *Grant) { c.ID = "abcd" },
+		"upper-case id":  func(c *Grant) { c.ID = strings.ToUpper(c.ID) },
+		"non-hex id":     func(c *Grant) { c.ID = strings.Repeat("zz", 16) },
+		"zero issued":    func(c *Grant) { c.IssuedAt, c.Expires = 0, 60 },
+		"negative times": func(c *Grant) { c.IssuedAt, c.Expires = -1<<62, 1<<62 },
+		"zero lifetime":  func(c *Grant) { c.Expires = c.IssuedAt },
+		"backwards":      func(c *Grant) { c.Expires = c.IssuedAt - 1 },
 	} {
-		c := validClaims()
+		c := validGrant()
 		mutate(&c)
-		cases[name] = signRaw(k, claimsJSON(t, c))
+		cases[name] = signRaw(k, grantJSON(t, c))
 	}
 	for name, tok := range cases {
 		wantReject(t, name, k, tok, t0, "grant is malformed")
@@ -231,24 +231,24 @@ func TestMalformed(t *testing.T) {
 
 func TestTooLong(t *testing.T) {
 	k := newKey(t)
-	c := validClaims()
+	c := validGrant()
 	c.Principal = strings.Repeat("p", limits.MaxGrantBytes)
-	tok := signRaw(k, claimsJSON(t, c))
+	tok := signRaw(k, grantJSON(t, c))
 	wantReject(t, "oversize", k, tok, t0, "grant is malformed")
 
-	if _, err := Mint(k, dev, tool, c.Principal, t0); !errcode.Is(err, errcode.InvalidArgument) {
+	if _, err := MintGrant(k, dev, tool, c.Principal, t0); !errcode.Is(err, errcode.InvalidArgument) {
 		t.Fatalf("Mint of an oversize grant: %v", err)
 	}
 }
 
 func TestMessagesAreContentFree(t *testing.T) {
 	k := newKey(t)
-	tok, err := Mint(k, "secret-device", "secret.tool", who, t0)
+	tok, err := MintGrant(k, "secret-device", "secret.tool", who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"secret-device", dev} {
-		_, err := Verify(pub(k), tok, d, tool, t0)
+		_, err := VerifyGrant(pub(k), tok, d, tool, t0)
 		if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), tok[:8]) {
 			t.Errorf("device %s: %v", d, err)
 		}
@@ -257,20 +257,20 @@ func TestMessagesAreContentFree(t *testing.T) {
 
 func TestBadKeys(t *testing.T) {
 	k := newKey(t)
-	tok, err := Mint(k, dev, tool, who, t0)
+	tok, err := MintGrant(k, dev, tool, who, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []ed25519.PublicKey{nil, pub(k)[:31]} {
-		if _, err := Verify(p, tok, dev, tool, t0); !errcode.Is(err, errcode.GrantInvalid) {
+		if _, err := VerifyGrant(p, tok, dev, tool, t0); !errcode.Is(err, errcode.GrantInvalid) {
 			t.Errorf("key of %d bytes: %v", len(p), err)
 		}
 	}
-	if _, err := Mint(k[:10], dev, tool, who, t0); !errcode.Is(err, errcode.InvalidArgument) {
+	if _, err := MintGrant(k[:10], dev, tool, who, t0); !errcode.Is(err, errcode.InvalidArgument) {
 		t.Errorf("short signing key: %v", err)
 	}
 	for _, args := range [][3]string{{"", tool, who}, {dev, "", who}, {dev, tool, ""}} {
-		if _, err := Mint(k, args[0], args[1], args[2], t0); !errcode.Is(err, errcode.InvalidArgument) {
+		if _, err := MintGrant(k, args[0], args[1], args[2], t0); !errcode.Is(err, errcode.InvalidArgument) {
 			t.Errorf("Mint%q: %v", args, err)
 		}
 	}
@@ -278,8 +278,8 @@ func TestBadKeys(t *testing.T) {
 
 func TestPublicKeyEncoding(t *testing.T) {
 	k := newKey(t)
-	s := EncodePublicKey(pub(k))
-	got, err := DecodePublicKey(s)
+	s := EncodeGrantKey(pub(k))
+	got, err := DecodeGrantKey(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestPublicKeyEncoding(t *testing.T) {
 	}
 	short := base64.StdEncoding.EncodeToString(pub(k)[:31])
 	for _, bad := range []string{"", "not base64!", short, s + "AAAA", strings.TrimRight(s, "=")} {
-		if _, err := DecodePublicKey(bad); !errcode.Is(err, errcode.InvalidArgument) {
+		if _, err := DecodeGrantKey(bad); !errcode.Is(err, errcode.InvalidArgument) {
 			t.Errorf("DecodePublicKey(%q): %v", bad, err)
 		}
 	}
@@ -302,11 +302,11 @@ func TestFromMeta(t *testing.T) {
 		{nil, ""},
 		{map[string]any{}, ""},
 		{map[string]any{"grant": "x"}, ""},
-		{map[string]any{MetaKey: 42}, ""},
-		{map[string]any{MetaKey: "tok"}, "tok"},
+		{map[string]any{GrantMetaKey: 42}, ""},
+		{map[string]any{GrantMetaKey: "tok"}, "tok"},
 	}
 	for _, c := range cases {
-		if got := FromMeta(c.meta); got != c.want {
+		if got := GrantFromMeta(c.meta); got != c.want {
 			t.Errorf("FromMeta(%v) = %q, want %q", c.meta, got, c.want)
 		}
 	}
@@ -320,9 +320,9 @@ func FuzzVerify(f *testing.F) {
 	k := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	other := ed25519.NewKeyFromSeed([]byte(strings.Repeat("x", ed25519.SeedSize)))
 	valid := map[string]bool{}
-	for _, c := range []Claims{validClaims(), {Device: dev, Tool: tool, Principal: "p", IssuedAt: t0.Unix() - 30, Expires: t0.Unix() + 10, ID: strings.Repeat("0", 32)}} {
-		tok := signRaw(k, claimsJSON(f, c))
-		if _, err := Verify(pub(k), tok, dev, tool, t0); err != nil {
+	for _, c := range []Grant{validGrant(), {Device: dev, Tool: tool, Principal: "p", IssuedAt: t0.Unix() - 30, Expires: t0.Unix() + 10, ID: strings.Repeat("0", 32)}} {
+		tok := signRaw(k, grantJSON(f, c))
+		if _, err := VerifyGrant(pub(k), tok, dev, tool, t0); err != nil {
 			f.Fatalf("seed does not verify: %v", err)
 		}
 		valid[tok] = true
@@ -330,15 +330,15 @@ func FuzzVerify(f *testing.F) {
 		head, sig, _ := strings.Cut(tok, ".")
 		f.Add(head)
 		f.Add(head + "." + sig[:len(sig)-1])
-		f.Add(signRaw(other, claimsJSON(f, c)))
+		f.Add(signRaw(other, grantJSON(f, c)))
 	}
-	wrongTool := validClaims()
+	wrongTool := validGrant()
 	wrongTool.Tool = "process.run"
-	f.Add(signRaw(k, claimsJSON(f, wrongTool)))
+	f.Add(signRaw(k, grantJSON(f, wrongTool)))
 	f.Add("")
 	f.Add(".")
 	f.Fuzz(func(t *testing.T, token string) {
-		c, err := Verify(pub(k), token, dev, tool, t0)
+		c, err := VerifyGrant(pub(k), token, dev, tool, t0)
 		if err != nil {
 			if c != nil {
 				t.Fatal("claims returned with an error")

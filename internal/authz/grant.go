@@ -1,14 +1,15 @@
-// Package grant mints and verifies the per-call grants of SPEC §4: every tool
-// call from the relay carries a short-lived token, signed by the relay,
-// naming the device, the tool and the principal. The agent verifies it on
-// every operation, so a stolen or replayed grant is only good for one tool on
-// one device for about a minute.
+// Grants: the per-call grants of SPEC §4, minted by the relay and verified
+// by the agent. Every tool call from the relay carries a short-lived token,
+// signed by the relay, naming the device, the tool and the principal. The
+// agent verifies it on every operation, so a stolen or replayed grant is
+// only good for one tool on one device for about a minute.
 //
 // A token is base64url(canonical JSON claims) "." base64url(ed25519
 // signature over the first part's bytes), both without padding. Ed25519 was
 // chosen because its signatures are deterministic and non-malleable, and the
 // agent only ever needs the relay's public key.
-package grant
+
+package authz
 
 import (
 	"bytes"
@@ -27,15 +28,15 @@ import (
 	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
-// MetaKey is the key under which a grant travels in a tools/call request's
-// _meta object.
-const MetaKey = "commandcore/grant"
+// GrantMetaKey is the key under which a grant travels in a tools/call
+// request's _meta object.
+const GrantMetaKey = "commandcore/grant"
 
 // idBytes is the size of a grant's random ID before hex encoding.
 const idBytes = 16
 
-// Claims is what a grant asserts. Times are unix seconds.
-type Claims struct {
+// Grant is what a grant asserts. Times are unix seconds.
+type Grant struct {
 	Device    string `json:"dev"`
 	Tool      string `json:"tool"`
 	Principal string `json:"sub"`
@@ -62,8 +63,8 @@ func decodePart(s string) ([]byte, error) {
 	return b, nil
 }
 
-// NewKey returns a fresh signing key for a relay.
-func NewKey() (ed25519.PrivateKey, error) {
+// NewGrantKey returns a fresh signing key for a relay.
+func NewGrantKey() (ed25519.PrivateKey, error) {
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate grant key: %w", err)
@@ -71,9 +72,9 @@ func NewKey() (ed25519.PrivateKey, error) {
 	return key, nil
 }
 
-// Mint returns a grant for one call of tool on device by principal, valid
-// from now for limits.GrantTTL.
-func Mint(key ed25519.PrivateKey, device, tool, principal string, now time.Time) (string, error) {
+// MintGrant returns a grant for one call of tool on device by principal,
+// valid from now for limits.GrantTTL.
+func MintGrant(key ed25519.PrivateKey, device, tool, principal string, now time.Time) (string, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return "", errcode.New(errcode.InvalidArgument, "grant signing key is malformed")
 	}
@@ -84,7 +85,7 @@ func Mint(key ed25519.PrivateKey, device, tool, principal string, now time.Time)
 	if _, err := rand.Read(id[:]); err != nil {
 		return "", fmt.Errorf("grant id: %w", err)
 	}
-	c := Claims{
+	c := Grant{
 		Device:    device,
 		Tool:      tool,
 		Principal: principal,
@@ -104,69 +105,70 @@ func Mint(key ed25519.PrivateKey, device, tool, principal string, now time.Time)
 	return token, nil
 }
 
-// Verify checks token against the relay's public key and returns its claims
-// if it is for device and tool and valid at now (with limits.GrantClockSkew
-// of slack either way). The signature is checked before the claims are
-// parsed, so unauthenticated JSON is never decoded. Each failure is a
-// grant_invalid error that names the failed check and nothing else.
-func Verify(pub ed25519.PublicKey, token, device, tool string, now time.Time) (*Claims, error) {
+// VerifyGrant checks token against the relay's public key and returns its
+// claims if it is for device and tool and valid at now (with
+// limits.GrantClockSkew of slack either way). The signature is checked
+// before the claims are parsed, so unauthenticated JSON is never decoded.
+// Each failure is a grant_invalid error that names the failed check and
+// nothing else.
+func VerifyGrant(pub ed25519.PublicKey, token, device, tool string, now time.Time) (*Grant, error) {
 	if token == "" {
-		return nil, invalid("grant is missing")
+		return nil, invalidGrant("grant is missing")
 	}
 	if len(pub) != ed25519.PublicKeySize {
-		return nil, invalid("grant cannot be checked: no valid verification key")
+		return nil, invalidGrant("grant cannot be checked: no valid verification key")
 	}
 	if len(token) > limits.MaxGrantBytes {
-		return nil, invalid("grant is malformed")
+		return nil, invalidGrant("grant is malformed")
 	}
 	head, sigText, ok := strings.Cut(token, ".")
 	if !ok {
-		return nil, invalid("grant is malformed")
+		return nil, invalidGrant("grant is malformed")
 	}
 	payload, err := decodePart(head)
 	if err != nil {
-		return nil, invalid("grant is malformed")
+		return nil, invalidGrant("grant is malformed")
 	}
 	sig, err := decodePart(sigText)
 	if err != nil || len(sig) != ed25519.SignatureSize {
-		return nil, invalid("grant is malformed")
+		return nil, invalidGrant("grant is malformed")
 	}
 	if !ed25519.Verify(pub, []byte(head), sig) {
-		return nil, invalid("grant signature is invalid")
+		return nil, invalidGrant("grant signature is invalid")
 	}
-	c, err := decodeClaims(payload)
+	c, err := decodeGrant(payload)
 	if err != nil {
-		return nil, invalid("grant is malformed")
+		return nil, invalidGrant("grant is malformed")
 	}
 	if c.Device != device {
-		return nil, invalid("grant is for another device")
+		return nil, invalidGrant("grant is for another device")
 	}
 	if c.Tool != tool {
-		return nil, invalid("grant is for another tool")
+		return nil, invalidGrant("grant is for another tool")
 	}
 	// A relay may not mint long grants: the agent enforces the lifetime
 	// itself rather than trusting whatever the relay signed.
 	if c.Expires-c.IssuedAt > int64(limits.GrantTTL/time.Second) {
-		return nil, invalid("grant lifetime is too long")
+		return nil, invalidGrant("grant lifetime is too long")
 	}
 	skew := int64(limits.GrantClockSkew / time.Second)
 	// Written as now±skew so that no claim value can overflow the sum.
 	if now.Unix()-skew > c.Expires {
-		return nil, invalid("grant has expired (if calls keep failing so, compare the device's clock with the relay's)")
+		return nil, invalidGrant("grant has expired (if calls keep failing so, compare the device's clock with the relay's)")
 	}
 	if now.Unix()+skew < c.IssuedAt {
-		return nil, invalid("grant is not yet valid (compare the device's clock with the relay's)")
+		return nil, invalidGrant("grant is not yet valid (compare the device's clock with the relay's)")
 	}
 	return c, nil
 }
 
-// decodeClaims parses the signed payload strictly: every field present, and
-// the bytes exactly the canonical encoding Mint produces. The decoder
+// decodeGrant parses the signed payload strictly: every field present, and
+// the bytes exactly the canonical encoding MintGrant produces. The decoder
 // refuses unknown fields and trailing data; the canonical comparison also
 // rejects whitespace, null values, duplicate keys and case-folded field
 // names, which encoding/json would otherwise accept.
-func decodeClaims(payload []byte) (*Claims, error) {
-	var c Claims
+func decodeGrant(payload []byte) (*Grant, error) {
+	var c Grant
 	if err := strictjson.Decode(payload, &c, limits.MaxGrantBytes); err != nil {
 		return nil, fmt.Errorf("decode claims: %w", err)
 	}
@@ -189,25 +191,25 @@ func decodeClaims(payload []byte) (*Claims, error) {
 	return &c, nil
 }
 
-func invalid(msg string) error {
+func invalidGrant(msg string) error {
 	return errcode.New(errcode.GrantInvalid, "%s", msg)
 }
 
-// FromMeta returns the grant carried in a request's _meta, or "" if there is
-// none or it is not a string.
-func FromMeta(meta map[string]any) string {
-	s, _ := meta[MetaKey].(string)
+// GrantFromMeta returns the grant carried in a request's _meta, or "" if
+// there is none or it is not a string.
+func GrantFromMeta(meta map[string]any) string {
+	s, _ := meta[GrantMetaKey].(string)
 	return s
 }
 
-// EncodePublicKey renders a relay's public key for the device's identity
-// file.
-func EncodePublicKey(pub ed25519.PublicKey) string {
+// EncodeGrantKey renders a relay's public key for the device's enrollment
+// credential.
+func EncodeGrantKey(pub ed25519.PublicKey) string {
 	return base64.StdEncoding.EncodeToString(pub)
 }
 
-// DecodePublicKey parses what EncodePublicKey produced.
-func DecodePublicKey(s string) (ed25519.PublicKey, error) {
+// DecodeGrantKey parses what EncodeGrantKey produced.
+func DecodeGrantKey(s string) (ed25519.PublicKey, error) {
 	b, err := base64.StdEncoding.Strict().DecodeString(s)
 	if err != nil || len(b) != ed25519.PublicKeySize {
 		return nil, errcode.New(errcode.InvalidArgument, "grant public key is malformed")

@@ -1,11 +1,11 @@
-package identity
+package enrollment
 
 import (
 	"errors"
 	"fmt"
 )
 
-// ErrReplaced says the stored identity is another device's now: the agent
+// ErrReplaced says the stored credential is another device's now: the agent
 // was enrolled again while it ran.
 var ErrReplaced = errors.New("identity: replaced by a new enrollment; restart the agent")
 
@@ -16,9 +16,9 @@ var ErrReplaced = errors.New("identity: replaced by a new enrollment; restart th
 // made token current (it restarted before confirming the rotation), so
 // previous is still the current one there.
 //
-// It rewrites the identity as stored, not as the running agent holds it
+// It rewrites the credential as stored, not as the running agent holds it
 // (a --server override stays out of the file), and refuses with
-// ErrReplaced once the stored identity is not deviceID's.
+// ErrReplaced once the stored credential is not deviceID's.
 func SaveToken(configDir, deviceID, token, previous string) error {
 	id, err := Load(configDir)
 	if err != nil {

@@ -1,9 +1,9 @@
-// Package identity keeps the device identity an agent obtains from a server
+// Package enrollment keeps the credential an agent obtains from a server
 // at enrollment (`commandcore enroll`): the server, the device's ID and
 // name, the bearer token the link authenticates with, the secret its
 // heartbeat replies are MACed with, and the key grants are verified with.
 // It lives in <config-dir>/identity.json, owner-only, and is read strictly.
-package identity
+package enrollment
 
 import (
 	"crypto/ed25519"
@@ -15,25 +15,25 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
-	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
-// File is the identity's name inside the config directory.
+// File is the credential's name inside the config directory.
 const File = "identity.json"
 
-// Schema is the identity file's schema version.
+// Schema is the credential file's schema version.
 const Schema = 1
 
-// maxBytes bounds the identity file.
+// maxBytes bounds the credential file.
 const maxBytes = 16 << 10
 
-// ErrNotEnrolled says no identity is stored.
+// ErrNotEnrolled says no credential is stored.
 var ErrNotEnrolled = errors.New("not enrolled: run commandcore enroll --server URL --code CODE")
 
-// Identity is what enrollment stores.
-type Identity struct {
+// Credential is what enrollment stores.
+type Credential struct {
 	Schema   int    `json:"schema_version"`
 	Server   string `json:"server"`
 	DeviceID string `json:"device_id"`
@@ -48,17 +48,17 @@ type Identity struct {
 }
 
 // PublicKey returns the key the server signs grants with.
-func (id *Identity) PublicKey() (ed25519.PublicKey, error) {
-	return grant.DecodePublicKey(id.GrantKey)
+func (id *Credential) PublicKey() (ed25519.PublicKey, error) {
+	return authz.DecodeGrantKey(id.GrantKey)
 }
 
-// Path returns the identity file's path in configDir.
+// Path returns the credential file's path in configDir.
 func Path(configDir string) string { return filepath.Join(configDir, File) }
 
-// Load reads the identity from configDir: ErrNotEnrolled when there is
+// Load reads the credential from configDir: ErrNotEnrolled when there is
 // none; an error naming what is wrong (never the content) when the file
 // is not the owner's alone or is malformed.
-func Load(configDir string) (*Identity, error) {
+func Load(configDir string) (*Credential, error) {
 	// The token and secret are credentials: anyone who can read them can
 	// impersonate the device.
 	data, err := ownerfile.Read(Path(configDir), maxBytes, ownerfile.Private)
@@ -71,10 +71,10 @@ func Load(configDir string) (*Identity, error) {
 	return Decode(data)
 }
 
-// Decode parses an identity strictly: unknown fields, trailing data, a
+// Decode parses a credential strictly: unknown fields, trailing data, a
 // wrong schema version or a missing field are errors.
-func Decode(data []byte) (*Identity, error) {
-	var id Identity
+func Decode(data []byte) (*Credential, error) {
+	var id Credential
 	switch err := strictjson.Decode(data, &id, maxBytes); {
 	case errors.Is(err, strictjson.ErrTooLarge):
 		return nil, errors.New("identity: file too large")
@@ -97,7 +97,7 @@ func Decode(data []byte) (*Identity, error) {
 
 // Save writes id to configDir atomically and owner-only, creating the
 // directory when needed.
-func Save(configDir string, id *Identity) error {
+func Save(configDir string, id *Credential) error {
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
 		return fmt.Errorf("create config dir: %w", err)
 	}

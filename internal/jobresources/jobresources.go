@@ -1,7 +1,9 @@
-// Package policy loads the owner's job resource policy, job-resources.json in
-// the agent's state directory (SPEC §2.4). It fails closed: anything wrong
-// with an existing file refuses launches until the owner fixes it.
-package policy
+// Package jobresources loads the owner's caps on each job's resources,
+// job-resources.json in the agent's state directory (SPEC §2.4). It fails
+// closed: anything wrong with an existing file refuses launches until the
+// owner fixes it. Its errors still say "policy", as the policy_invalid
+// error code and the status report's policy field do.
+package jobresources
 
 import (
 	"bytes"
@@ -17,57 +19,57 @@ import (
 	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
-// FileName is the policy file's name inside the state directory.
+// FileName is the file's name inside the state directory.
 const FileName = "job-resources.json"
 
 // minMemoryMax rejects caps too small for even the supervisor to start,
 // which would make every launch fail in a confusing way.
 const minMemoryMax = 16 << 20
 
-// Policy is the owner's resource policy. The zero value imposes nothing.
-type Policy struct {
+// Caps are the owner's caps on each job. The zero value imposes nothing.
+type Caps struct {
 	// MemoryMaxBytes caps each newly launched systemd job (MemoryMax, with
 	// MemorySwapMax=0); 0 means no cap.
 	MemoryMaxBytes uint64 `json:"memory_max_bytes"`
 }
 
-// ErrInvalid is wrapped by every reason a present policy is refused.
+// ErrInvalid is wrapped by every reason a present file is refused.
 var ErrInvalid = errors.New("policy invalid")
 
-// Load reads the policy from stateDir. A missing file is the empty policy.
-func Load(stateDir string) (Policy, error) {
-	data, err := ownerfile.Read(filepath.Join(stateDir, FileName), limits.MaxPolicyBytes, ownerfile.SharedWrite)
+// Load reads the caps from stateDir. A missing file imposes none.
+func Load(stateDir string) (Caps, error) {
+	data, err := ownerfile.Read(filepath.Join(stateDir, FileName), limits.MaxJobResourcesBytes, ownerfile.SharedWrite)
 	if errors.Is(err, os.ErrNotExist) {
-		return Policy{}, nil
+		return Caps{}, nil
 	}
 	if err != nil {
-		return Policy{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Caps{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return Decode(data)
 }
 
-// Decode parses a policy document strictly: only memory_max_bytes, given
+// Decode parses a job-resources document strictly: only memory_max_bytes, given
 // at most once and in exactly that spelling.
-func Decode(data []byte) (Policy, error) {
+func Decode(data []byte) (Caps, error) {
 	var doc struct {
 		MemoryMaxBytes json.RawMessage `json:"memory_max_bytes"`
 	}
-	if err := strictjson.Decode(data, &doc, limits.MaxPolicyBytes, strictjson.ExactKeys); err != nil {
-		return Policy{}, fmt.Errorf("%w: %s", ErrInvalid, describe(err))
+	if err := strictjson.Decode(data, &doc, limits.MaxJobResourcesBytes, strictjson.ExactKeys); err != nil {
+		return Caps{}, fmt.Errorf("%w: %s", ErrInvalid, describe(err))
 	}
-	var p Policy
+	var p Caps
 	if doc.MemoryMaxBytes == nil {
 		return p, nil
 	}
 	// Unmarshalling null into a number is silently a no-op; refuse it.
 	if string(bytes.TrimSpace(doc.MemoryMaxBytes)) == "null" {
-		return Policy{}, fmt.Errorf("%w: memory_max_bytes must be a number", ErrInvalid)
+		return Caps{}, fmt.Errorf("%w: memory_max_bytes must be a number", ErrInvalid)
 	}
 	if err := json.Unmarshal(doc.MemoryMaxBytes, &p.MemoryMaxBytes); err != nil {
-		return Policy{}, fmt.Errorf("%w: memory_max_bytes must be a non-negative integer", ErrInvalid)
+		return Caps{}, fmt.Errorf("%w: memory_max_bytes must be a non-negative integer", ErrInvalid)
 	}
 	if p.MemoryMaxBytes < minMemoryMax {
-		return Policy{}, fmt.Errorf("%w: memory_max_bytes must be at least %d", ErrInvalid, minMemoryMax)
+		return Caps{}, fmt.Errorf("%w: memory_max_bytes must be at least %d", ErrInvalid, minMemoryMax)
 	}
 	return p, nil
 }
@@ -84,7 +86,7 @@ func describe(err error) string {
 	case errors.As(err, &field):
 		return "unknown field (only memory_max_bytes is allowed)"
 	case errors.Is(err, strictjson.ErrTooLarge):
-		return fmt.Sprintf("larger than %d bytes", limits.MaxPolicyBytes)
+		return fmt.Sprintf("larger than %d bytes", limits.MaxJobResourcesBytes)
 	case errors.Is(err, strictjson.ErrNotObject):
 		return "the policy must be a JSON object"
 	case errors.Is(err, strictjson.ErrTrailing):

@@ -1,4 +1,4 @@
-package scope
+package authz
 
 import (
 	"slices"
@@ -24,7 +24,7 @@ func TestParseValid(t *testing.T) {
 		{strings.Repeat("a", 126) + ".*", []string{strings.Repeat("a", 126) + ".*"}},
 	}
 	for _, c := range cases {
-		got, err := Parse(c.in)
+		got, err := ParseScopes(c.in)
 		if err != nil {
 			t.Errorf("Parse(%q): %v", c.in, err)
 			continue
@@ -46,7 +46,7 @@ func TestParseRejects(t *testing.T) {
 		strings.Repeat("a", 127) + ".*",
 	}
 	for _, in := range cases {
-		got, err := Parse(in)
+		got, err := ParseScopes(in)
 		if err == nil {
 			t.Errorf("Parse(%q) = %q, want an error", in, got)
 			continue
@@ -59,7 +59,7 @@ func TestParseRejects(t *testing.T) {
 
 // The message leaves the machine and must not quote the entry.
 func TestParseMessageIsContentFree(t *testing.T) {
-	_, err := Parse("ok, secret-ish/value")
+	_, err := ParseScopes("ok, secret-ish/value")
 	if err == nil {
 		t.Fatal("want an error")
 	}
@@ -69,7 +69,7 @@ func TestParseMessageIsContentFree(t *testing.T) {
 	if !strings.Contains(err.Error(), "entry 2") {
 		t.Fatalf("message should name the position: %v", err)
 	}
-	_, err = Parse("process.*,,system.metrics")
+	_, err = ParseScopes("process.*,,system.metrics")
 	if err == nil || err.Error() != "invalid_argument: scope entry 2 is empty" {
 		t.Fatalf("an empty second entry: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestMatch(t *testing.T) {
 		{[]string{"", "system.metrics"}, "system.metrics", true},
 	}
 	for _, c := range cases {
-		if got := Match(c.patterns, c.name); got != c.want {
+		if got := MatchScope(c.patterns, c.name); got != c.want {
 			t.Errorf("Match(%q, %q) = %v, want %v", c.patterns, c.name, got, c.want)
 		}
 	}
@@ -118,7 +118,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, list string) {
-		got, err := Parse(list)
+		got, err := ParseScopes(list)
 		if err != nil {
 			if got != nil {
 				t.Fatalf("Parse returned entries with an error: %q", got)
@@ -129,11 +129,11 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("Parse accepted a list with no entries")
 		}
 		for _, e := range got {
-			if !Valid(e) {
+			if !ValidScope(e) {
 				t.Fatalf("accepted invalid entry %q", e)
 			}
 		}
-		again, err := Parse(strings.Join(got, ","))
+		again, err := ParseScopes(strings.Join(got, ","))
 		if err != nil {
 			t.Fatalf("re-parse of %q: %v", got, err)
 		}

@@ -1,4 +1,4 @@
-package permissions
+package authz
 
 import (
 	"os"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/scope"
 )
 
 const narrow = `{"schema_version": 1, "tools": ["process.*", "system.metrics"]}`
@@ -18,7 +17,7 @@ const narrow = `{"schema_version": 1, "tools": ["process.*", "system.metrics"]}`
 func write(t *testing.T, content string, mode os.FileMode) string {
 	t.Helper()
 	dir := t.TempDir()
-	p := filepath.Join(dir, File)
+	p := filepath.Join(dir, CeilingFile)
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +33,7 @@ func write(t *testing.T, content string, mode os.FileMode) string {
 // status` shows) without the path or content.
 func wantDenied(t *testing.T, name, dir, why string) {
 	t.Helper()
-	c, err := Load(dir)
+	c, err := LoadCeiling(dir)
 	if err == nil {
 		t.Errorf("%s: loaded without an error", name)
 		return
@@ -46,7 +45,7 @@ func wantDenied(t *testing.T, name, dir, why string) {
 	if want := "permission_denied: the local permission ceiling is invalid: " + why; msg != want {
 		t.Errorf("%s: message %q, want %q", name, msg, want)
 	}
-	for _, leak := range []string{dir, File, "process", "system", "secret"} {
+	for _, leak := range []string{dir, CeilingFile, "process", "system", "secret"} {
 		if strings.Contains(msg, leak) {
 			t.Errorf("%s: message %q echoes %q", name, msg, leak)
 		}
@@ -73,7 +72,7 @@ func TestAbsentAllowsAll(t *testing.T) {
 		"no file":      t.TempDir(),
 		"no directory": filepath.Join(t.TempDir(), "missing"),
 	} {
-		c, err := Load(dir)
+		c, err := LoadCeiling(dir)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -89,7 +88,7 @@ func TestAbsentAllowsAll(t *testing.T) {
 }
 
 func TestValidNarrows(t *testing.T) {
-	c, err := Load(write(t, narrow, 0o600))
+	c, err := LoadCeiling(write(t, narrow, 0o600))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +123,7 @@ func TestValidNarrows(t *testing.T) {
 }
 
 func TestWildcardAllowsAll(t *testing.T) {
-	c, err := Load(write(t, `{"tools":["*"],"schema_version":1}`, 0o400))
+	c, err := LoadCeiling(write(t, `{"tools":["*"],"schema_version":1}`, 0o400))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +133,7 @@ func TestWildcardAllowsAll(t *testing.T) {
 }
 
 func TestEmptyListAllowsNothing(t *testing.T) {
-	c, err := Load(write(t, `{"schema_version": 1, "tools": []}`, 0o600))
+	c, err := LoadCeiling(write(t, `{"schema_version": 1, "tools": []}`, 0o600))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +189,7 @@ func TestFailsClosed(t *testing.T) {
 // The oversize case above must fail only for its size.
 func TestPaddedToTheLimitLoads(t *testing.T) {
 	pad := strings.Repeat(" ", limits.MaxPermissionsBytes-len(narrow))
-	if _, err := Load(write(t, narrow+pad, 0o600)); err != nil {
+	if _, err := LoadCeiling(write(t, narrow+pad, 0o600)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -198,17 +197,17 @@ func TestPaddedToTheLimitLoads(t *testing.T) {
 func TestSymlinkRefused(t *testing.T) {
 	dir := write(t, narrow, 0o600)
 	target := filepath.Join(dir, "real.json")
-	if err := os.Rename(filepath.Join(dir, File), target); err != nil {
+	if err := os.Rename(filepath.Join(dir, CeilingFile), target); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(target, filepath.Join(dir, File)); err != nil {
+	if err := os.Symlink(target, filepath.Join(dir, CeilingFile)); err != nil {
 		t.Fatal(err)
 	}
 	wantDenied(t, "symlink", dir, "it is a symbolic link")
 
 	// A dangling link is not an absent file.
 	dangling := t.TempDir()
-	if err := os.Symlink(filepath.Join(dangling, "nowhere"), filepath.Join(dangling, File)); err != nil {
+	if err := os.Symlink(filepath.Join(dangling, "nowhere"), filepath.Join(dangling, CeilingFile)); err != nil {
 		t.Fatal(err)
 	}
 	wantDenied(t, "dangling symlink", dangling, "it is a symbolic link")
@@ -216,7 +215,7 @@ func TestSymlinkRefused(t *testing.T) {
 
 func TestNotARegularFile(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, File), 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, CeilingFile), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	wantDenied(t, "directory", dir, "it is not a regular file")
@@ -224,7 +223,7 @@ func TestNotARegularFile(t *testing.T) {
 	// Opening a FIFO for reading would block until a writer appears; the
 	// load must refuse it at once instead.
 	fifo := t.TempDir()
-	if err := syscall.Mkfifo(filepath.Join(fifo, File), 0o600); err != nil {
+	if err := syscall.Mkfifo(filepath.Join(fifo, CeilingFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	wantDenied(t, "fifo", fifo, "it is not a regular file")
@@ -232,7 +231,7 @@ func TestNotARegularFile(t *testing.T) {
 
 func TestNotOwned(t *testing.T) {
 	dir := write(t, narrow, 0o600)
-	if err := os.Chown(filepath.Join(dir, File), 65534, 65534); err != nil {
+	if err := os.Chown(filepath.Join(dir, CeilingFile), 65534, 65534); err != nil {
 		t.Skipf("cannot chown here (not root): %v", err)
 	}
 	wantDenied(t, "owned by nobody", dir, "it is not owned by the agent's user")
@@ -242,14 +241,14 @@ func TestNotOwned(t *testing.T) {
 // list to show" (no ceiling, which allows every tool, or an invalid one,
 // which allows none); an empty list is a ceiling that allows nothing.
 func TestTools(t *testing.T) {
-	absent, err := Load(t.TempDir())
+	absent, err := LoadCeiling(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := absent.Tools(); got != nil {
 		t.Errorf("no ceiling: Tools() = %#v, want nil", got)
 	}
-	invalid, err := Load(write(t, narrow, 0o644))
+	invalid, err := LoadCeiling(write(t, narrow, 0o644))
 	if err == nil {
 		t.Fatal("a world-readable ceiling loaded")
 	}
@@ -259,14 +258,14 @@ func TestTools(t *testing.T) {
 	if got := (*Ceiling)(nil).Tools(); got != nil {
 		t.Errorf("nil ceiling: Tools() = %#v", got)
 	}
-	empty, err := Load(write(t, `{"schema_version": 1, "tools": []}`, 0o600))
+	empty, err := LoadCeiling(write(t, `{"schema_version": 1, "tools": []}`, 0o600))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := empty.Tools(); got == nil || len(got) != 0 {
 		t.Errorf("an empty list: Tools() = %#v, want an empty list", got)
 	}
-	c, err := Load(write(t, narrow, 0o600))
+	c, err := LoadCeiling(write(t, narrow, 0o600))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +304,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Decode(data)
+		c, err := DecodeCeiling(data)
 		if c == nil {
 			t.Fatal("no ceiling returned")
 		}
@@ -322,7 +321,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		for _, tool := range c.tools {
-			if !scope.Valid(tool) {
+			if !ValidScope(tool) {
 				t.Fatalf("accepted invalid entry %q", tool)
 			}
 		}

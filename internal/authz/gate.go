@@ -1,11 +1,11 @@
-// Package access decides whether a tool call may run, and for whom (SPEC
-// §4): over the link, the server's per-call grant must name this device,
-// this tool and a principal, be unexpired and unused; then, for every
-// server, the owner's local permission ceiling applies. Both are checked on
-// every call, including calls about jobs that are already running. A call
-// over the link acts for the grant's principal; a local one for
-// principal.Local.
-package access
+// The gate: whether a tool call may run, and for whom (SPEC §4). Over the
+// link, the server's per-call grant must name this device, this tool and a
+// principal, be unexpired and unused; then, for every server, the owner's
+// local permission ceiling applies. Both are checked on every call,
+// including calls about jobs that are already running. A call over the link
+// acts for the grant's principal; a local one for principal.Local.
+
+package authz
 
 import (
 	"context"
@@ -15,42 +15,40 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/grant"
-	"github.com/commandcore/commandcore/internal/permissions"
 	"github.com/commandcore/commandcore/internal/principal"
 )
 
 // Gate is the signature of tools.Gate.
 type Gate = func(ctx context.Context, req *mcp.CallToolRequest, tool string) (principal.Principal, error)
 
-// Local admits, as principal.Local, what the owner's ceiling in configDir
-// allows. The file is read on every call, so an owner's edit takes effect
-// at once.
-func Local(configDir string) Gate {
+// LocalGate admits, as principal.Local, what the owner's ceiling in
+// configDir allows. The file is read on every call, so an owner's edit
+// takes effect at once.
+func LocalGate(configDir string) Gate {
 	return func(_ context.Context, _ *mcp.CallToolRequest, tool string) (principal.Principal, error) {
-		if err := ceiling(configDir, tool); err != nil {
+		if err := checkCeiling(configDir, tool); err != nil {
 			return "", err
 		}
 		return principal.Local, nil
 	}
 }
 
-func ceiling(configDir, tool string) error {
-	c, err := permissions.Load(configDir)
+func checkCeiling(configDir, tool string) error {
+	c, err := LoadCeiling(configDir)
 	if err != nil {
 		return err
 	}
 	return c.Check(tool)
 }
 
-// Remote admits a call that carries a valid, unused grant for device and
+// RemoteGate admits a call that carries a valid, unused grant for device and
 // tool, naming a remote principal, and that the owner's ceiling allows. The
 // call acts for the grant's principal. used remembers the grants seen, so
 // each is good for one call.
-func Remote(configDir, device string, key ed25519.PublicKey, used *grant.Used, now func() time.Time) Gate {
+func RemoteGate(configDir, device string, key ed25519.PublicKey, used *UsedGrants, now func() time.Time) Gate {
 	return func(_ context.Context, req *mcp.CallToolRequest, tool string) (principal.Principal, error) {
 		at := now()
-		c, err := grant.Verify(key, grant.FromMeta(req.Params.GetMeta()), device, tool, at)
+		c, err := VerifyGrant(key, GrantFromMeta(req.Params.GetMeta()), device, tool, at)
 		if err != nil {
 			return "", err
 		}
@@ -62,7 +60,7 @@ func Remote(configDir, device string, key ed25519.PublicKey, used *grant.Used, n
 		if err := used.Use(c, at); err != nil {
 			return "", err
 		}
-		if err := ceiling(configDir, tool); err != nil {
+		if err := checkCeiling(configDir, tool); err != nil {
 			return "", err
 		}
 		return principal.Principal(c.Principal), nil

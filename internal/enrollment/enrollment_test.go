@@ -1,4 +1,4 @@
-package identity
+package enrollment
 
 import (
 	"crypto/ed25519"
@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/grant"
+	"github.com/commandcore/commandcore/internal/authz"
 )
 
-func sample(t testing.TB) *Identity {
-	key, err := grant.NewKey()
+func sample(t testing.TB) *Credential {
+	key, err := authz.NewGrantKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Identity{
+	return &Credential{
 		Schema: Schema, Server: "http://127.0.0.1:8440", DeviceID: "2f1c0f9e-8a43-4a55-9d0b-0c3c4b7c9a11",
 		Name: "dev1", Token: "ccd_token-marker", Secret: []byte("0123456789abcdef0123456789abcdef"),
-		GrantKey: grant.EncodePublicKey(key.Public().(ed25519.PublicKey)), EnrolledAt: time.Unix(1700000000, 0).UTC(),
+		GrantKey: authz.EncodeGrantKey(key.Public().(ed25519.PublicKey)), EnrolledAt: time.Unix(1700000000, 0).UTC(),
 	}
 }
 

@@ -1,9 +1,10 @@
-// Package scope parses and matches the tool and device lists shared by the
-// relay's client tokens and the owner's permission ceiling (SPEC §4, §7).
-// The grammar is deliberately tiny — a whole wildcard, exact names, and
-// "prefix.*" — so that a list means the same thing wherever it is read and
-// no glob or regex language can widen it by surprise.
-package scope
+// Scopes: the tool and device lists shared by the relay's client tokens
+// and the owner's permission ceiling (SPEC §4, §7). The grammar is
+// deliberately tiny — a whole wildcard, exact names, and "prefix.*" — so
+// that a list means the same thing wherever it is read and no glob or regex
+// language can widen it by surprise.
+
+package authz
 
 import (
 	"strings"
@@ -11,8 +12,8 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 )
 
-// All is the entry that matches every name.
-const All = "*"
+// ScopeAll is the entry that matches every name.
+const ScopeAll = "*"
 
 // prefixSuffix ends a prefix pattern such as "process.*".
 const prefixSuffix = ".*"
@@ -21,12 +22,12 @@ const prefixSuffix = ".*"
 // readable in logs and listings.
 const maxEntryBytes = 128
 
-// Parse splits a comma-separated list into validated entries, trimming
+// ParseScopes splits a comma-separated list into validated entries, trimming
 // whitespace around each. An empty list or entry is an error rather than
 // "nothing", so that a typo such as a trailing comma cannot silently change
 // what a token or ceiling covers. Messages name the entry's position only,
 // never its text.
-func Parse(list string) ([]string, error) {
+func ParseScopes(list string) ([]string, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, errcode.New(errcode.InvalidArgument, "scope list is empty")
 	}
@@ -37,7 +38,7 @@ func Parse(list string) ([]string, error) {
 		if entry == "" {
 			return nil, errcode.New(errcode.InvalidArgument, "scope entry %d is empty", i+1)
 		}
-		if !Valid(entry) {
+		if !ValidScope(entry) {
 			return nil, errcode.New(errcode.InvalidArgument, "scope entry %d is not a valid name or pattern", i+1)
 		}
 		out = append(out, entry)
@@ -45,11 +46,11 @@ func Parse(list string) ([]string, error) {
 	return out, nil
 }
 
-// Valid reports whether entry is "*", a name, or a name followed by ".*".
+// ValidScope reports whether entry is "*", a name, or a name followed by ".*".
 // Names are 1 to 128 bytes of [A-Za-z0-9._-]; the bound covers the whole
 // entry, suffix included.
-func Valid(entry string) bool {
-	if entry == All {
+func ValidScope(entry string) bool {
+	if entry == ScopeAll {
 		return true
 	}
 	if len(entry) > maxEntryBytes {
@@ -75,16 +76,16 @@ func nameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
-// Match reports whether any pattern covers name: "*" covers everything,
+// MatchScope reports whether any pattern covers name: "*" covers everything,
 // "p.*" covers names that start with "p.", and any other entry covers
 // exactly itself. An invalid pattern covers nothing, so a hand-built list
 // fails closed instead of matching by accident.
-func Match(patterns []string, name string) bool {
+func MatchScope(patterns []string, name string) bool {
 	for _, p := range patterns {
-		if !Valid(p) {
+		if !ValidScope(p) {
 			continue
 		}
-		if p == All || p == name {
+		if p == ScopeAll || p == name {
 			return true
 		}
 		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(name, prefix) {

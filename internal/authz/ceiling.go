@@ -1,5 +1,5 @@
 // The ceiling: the owner's local permission ceiling, permissions.json in
-// the config directory (SPEC §4). It is applied after a remote grant and
+// the config directory. It is applied after a remote grant and
 // also to the local `commandcore mcp` server: it is the machine owner's last
 // word on which tools may run here, whoever asks.
 //

@@ -1,4 +1,4 @@
-// The gate: whether a tool call may run, and for whom (SPEC §4). Over the
+// The gate: whether a tool call may run, and for whom. Over the
 // link, the server's per-call grant must name this device, this tool and a
 // principal, be unexpired and unused; then, for every server, the owner's
 // local permission ceiling applies. Both are checked on every call,

@@ -1,4 +1,4 @@
-// Grants: the per-call grants of SPEC §4, minted by the relay and verified
+// Grants: the per-call grants (README, "The relay and the link"), minted by the relay and verified
 // by the agent. Every tool call from the relay carries a short-lived token,
 // signed by the relay, naming the device, the tool and the principal. The
 // agent verifies it on every operation, so a stolen or replayed grant is

@@ -9,7 +9,7 @@ import (
 )
 
 // UsedGrants remembers the IDs of grants already used, until they expire,
-// so a grant is good for one call only (SPEC §4). It is held in memory:
+// so a grant is good for one call only. It is held in memory:
 // after an agent restart a captured grant could be replayed at most once
 // more within its life (about a minute), and only over a link the device
 // token authenticated.

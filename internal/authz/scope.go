@@ -1,5 +1,5 @@
 // Scopes: the tool and device lists shared by the relay's client tokens
-// and the owner's permission ceiling (SPEC §4, §7). The grammar is
+// and the owner's permission ceiling (README, "The relay and the link"). The grammar is
 // deliberately tiny — a whole wildcard, exact names, and "prefix.*" — so
 // that a list means the same thing wherever it is read and no glob or regex
 // language can widen it by surprise.

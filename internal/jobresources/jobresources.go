@@ -1,5 +1,5 @@
 // Package jobresources loads the owner's caps on each job's resources,
-// job-resources.json in the agent's state directory (SPEC §2.4). It fails
+// job-resources.json in the agent's state directory (README, "Managed jobs"). It fails
 // closed: anything wrong with an existing file refuses launches until the
 // owner fixes it. Its errors still say "policy", as the policy_invalid
 // error code and the status report's policy field do.

@@ -13,12 +13,21 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/procid"
 )
 
 // liveJob records a fallback job whose supervisor is a real sleep process,
 // owned by owner, and returns its ID and the process (kill it to make the
 // supervisor vanish).
 func liveJob(t *testing.T, svc *Service, owner string) (string, *exec.Cmd) {
+	t.Helper()
+	id, sup, _ := fallbackJob(t, svc, owner, nil)
+	return id, sup
+}
+
+// fallbackJob is liveJob with the supervisor's claim changed by edit
+// before it is recorded; it also returns the real process's identity.
+func fallbackJob(t *testing.T, svc *Service, owner string, edit func(*jobmeta.Claim)) (string, *exec.Cmd, procid.Identity) {
 	t.Helper()
 	sup := exec.Command("sleep", "60")
 	if err := sup.Start(); err != nil {
@@ -35,11 +44,14 @@ func liveJob(t *testing.T, svc *Service, owner string) (string, *exec.Cmd) {
 	if err := svc.store.Admit(job); err != nil {
 		t.Fatal(err)
 	}
-	ident := &jobmeta.Claim{Schema: 1, Supervisor: cur, BootID: boot, ClaimedAt: time.Now().UTC()}
-	if err := jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(id), jobmeta.ClaimFile), ident); err != nil {
+	claim := &jobmeta.Claim{Schema: 1, Supervisor: cur, BootID: boot, ClaimedAt: time.Now().UTC()}
+	if edit != nil {
+		edit(claim)
+	}
+	if err := jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(id), jobmeta.ClaimFile), claim); err != nil {
 		t.Fatal(err)
 	}
-	return id, sup
+	return id, sup, cur
 }
 
 func ms(n int) *int { return &n }

@@ -79,21 +79,32 @@ func TestAgentAnswersHeartbeat(t *testing.T) {
 	}
 }
 
-// TestServerVerifiesAck: a correct ack is verified and never reaches the
-// MCP session; the heartbeat carries a 16-byte nonce.
-func TestServerVerifiesAck(t *testing.T) {
+// heartbeat is a heartbeat as the agent reads it.
+type heartbeat struct {
+	Method string          `json:"method"`
+	Params heartbeatParams `json:"params"`
+}
+
+// serverBeat starts a server end, has it send one heartbeat and returns
+// it as the peer read it.
+func serverBeat(t *testing.T) (*Conn, *websocket.Conn, *drained, heartbeat) {
+	t.Helper()
 	sws, peer := pipeWS(t)
 	server := Server(sws, secret, noBeat)
-	defer server.Close()
+	t.Cleanup(func() { server.Close() })
 	got := drain(peer)
 	server.beat()
-	var hb struct {
-		Method string          `json:"method"`
-		Params heartbeatParams `json:"params"`
-	}
+	var hb heartbeat
 	if err := json.Unmarshal(got.next(t), &hb); err != nil {
 		t.Fatal(err)
 	}
+	return server, peer, got, hb
+}
+
+// TestServerVerifiesAck: a correct ack is verified and never reaches the
+// MCP session; the heartbeat carries a 16-byte nonce.
+func TestServerVerifiesAck(t *testing.T) {
+	server, peer, got, hb := serverBeat(t)
 	raw, err := nonceEncoding.DecodeString(hb.Params.Nonce)
 	if hb.Method != MethodHeartbeat || err != nil || len(raw) != nonceBytes {
 		t.Fatalf("heartbeat %+v", hb)
@@ -128,17 +139,7 @@ func TestServerRejectsBadAcks(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			sws, peer := pipeWS(t)
-			server := Server(sws, secret, noBeat)
-			defer server.Close()
-			got := drain(peer)
-			server.beat()
-			var hb struct {
-				Params heartbeatParams `json:"params"`
-			}
-			if err := json.Unmarshal(got.next(t), &hb); err != nil {
-				t.Fatal(err)
-			}
+			server, peer, _, hb := serverBeat(t)
 			writeText(t, peer, mk(hb.Params.Nonce))
 			waitEnd(t, server, EndAuth)
 		})

@@ -235,25 +235,42 @@ func (m *Manager) killAndWait(pid int, sig unix.Signal) error {
 // crash would. Its units' processes survive in their cgroups (reparented to
 // PID 1). Call Ensure afterwards to boot a new manager.
 func (m *Manager) KillManagerOnly() error {
-	if hostRunsSystemd() {
-		return errHostSystemd
-	}
-	unlock, err := lockFile(bootLockPath, unix.LOCK_EX)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	pid, err := m.CurrentPID()
-	if err != nil {
-		return err
-	}
-	return m.killAndWait(pid, unix.SIGKILL)
+	return underBootLock(func() error {
+		pid, err := m.CurrentPID()
+		if err != nil {
+			return err
+		}
+		return m.killAndWait(pid, unix.SIGKILL)
+	})
 }
 
 // KillManagerCgroup kills every process in the user@U.service cgroup, the
 // manager included, as the system manager does on a systemd host when it
 // stops or kills user@U.service. The cgroup directories are left behind.
 func (m *Manager) KillManagerCgroup() error {
+	return underBootLock(func() error {
+		var mgr *proc
+		if pid, err := m.CurrentPID(); err == nil {
+			if mgr, err = m.openProc(pid); err != nil && !errors.Is(err, errGone) {
+				return err
+			}
+		}
+		if mgr != nil {
+			defer mgr.close()
+		}
+		if err := m.killCgroup(); err != nil {
+			return err
+		}
+		if mgr != nil {
+			return mgr.wait(stopTimeout)
+		}
+		return nil
+	})
+}
+
+// underBootLock runs fn, which kills or stops the user manager, under the
+// boot lock, and never on a host whose PID 1 is systemd.
+func underBootLock(fn func() error) error {
 	if hostRunsSystemd() {
 		return errHostSystemd
 	}
@@ -262,22 +279,7 @@ func (m *Manager) KillManagerCgroup() error {
 		return err
 	}
 	defer unlock()
-	var mgr *proc
-	if pid, err := m.CurrentPID(); err == nil {
-		if mgr, err = m.openProc(pid); err != nil && !errors.Is(err, errGone) {
-			return err
-		}
-	}
-	if mgr != nil {
-		defer mgr.close()
-	}
-	if err := m.killCgroup(); err != nil {
-		return err
-	}
-	if mgr != nil {
-		return mgr.wait(stopTimeout)
-	}
-	return nil
+	return fn()
 }
 
 var errHostSystemd = errors.New("systemdtest: PID 1 is systemd; the user manager belongs to the host, refusing to kill it")
@@ -383,30 +385,23 @@ func rmdirRetry(dir string) error {
 // removed. It is not an error if no manager is running; leftovers are cleaned
 // up all the same. Tests that call it must hold Exclusive.
 func (m *Manager) Shutdown() error {
-	if hostRunsSystemd() {
-		return errHostSystemd
-	}
-	unlock, err := lockFile(bootLockPath, unix.LOCK_EX)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-
-	if pid, err := m.CurrentPID(); err == nil {
-		if err := m.stopManager(pid); err != nil {
+	return underBootLock(func() error {
+		if pid, err := m.CurrentPID(); err == nil {
+			if err := m.stopManager(pid); err != nil {
+				return err
+			}
+		}
+		if err := m.killCgroup(); err != nil {
 			return err
 		}
-	}
-	if err := m.killCgroup(); err != nil {
-		return err
-	}
-	if err := m.removeCgroups(); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(m.runtimeDir); err != nil {
-		return fmt.Errorf("systemdtest: %w", err)
-	}
-	return nil
+		if err := m.removeCgroups(); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(m.runtimeDir); err != nil {
+			return fmt.Errorf("systemdtest: %w", err)
+		}
+		return nil
+	})
 }
 
 func (m *Manager) stopManager(pid int) error {

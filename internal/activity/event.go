@@ -44,7 +44,7 @@ const (
 	// duration, outcome, job ID once admitted, and the launch reason on failure.
 	KindLaunchPhase Kind = "launch_phase"
 	// KindJobEnd: the agent observed a managed job reach a terminal state.
-	// Job ID, state, outcome (ok for exited and stopped_by_request, failed
+	// Job ID, state, outcome (ok for exited, stopped_by_request and timed_out, failed
 	// otherwise; see [JobEndEvent]).
 	KindJobEnd Kind = "job_end"
 	// KindReconcile: the agent reconciled a job's record from evidence rather
@@ -175,7 +175,7 @@ var (
 	)
 	states = set(
 		string(jobmeta.Starting), string(jobmeta.Running), string(jobmeta.Stopping),
-		string(jobmeta.Exited), string(jobmeta.StoppedByRequest), string(jobmeta.WorkloadOOM),
+		string(jobmeta.Exited), string(jobmeta.StoppedByRequest), string(jobmeta.TimedOut), string(jobmeta.WorkloadOOM),
 		string(jobmeta.WorkerLost), string(jobmeta.HostRebooted), string(jobmeta.UserManagerLost),
 		string(jobmeta.LaunchFailed), string(jobmeta.Corrupt),
 	)
@@ -281,11 +281,12 @@ func LaunchPhaseEvent(phase Phase, jobID string, d time.Duration, code string) E
 }
 
 // JobEndEvent describes a job observed in a terminal state. The outcome is
-// ok for exited and stopped_by_request, failed for every other end (the job
-// ended for a reason nobody asked for).
+// ok for exited, stopped_by_request and timed_out (a limit its starter
+// asked for), failed for every other end (the job ended for a reason
+// nobody asked for).
 func JobEndEvent(jobID string, state jobmeta.State) Event {
 	e := Event{Kind: KindJobEnd, JobID: jobID, State: string(state), Outcome: OutcomeFailed}
-	if state == jobmeta.Exited || state == jobmeta.StoppedByRequest {
+	if state == jobmeta.Exited || state == jobmeta.StoppedByRequest || state == jobmeta.TimedOut {
 		e.Outcome = OutcomeOK
 	}
 	return e

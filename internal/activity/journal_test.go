@@ -682,7 +682,8 @@ func TestAllowlistedValuesSurvive(t *testing.T) {
 	if len(tools) != 12 || len(kinds) != 8 {
 		t.Fatalf("allowlist sizes changed: %d tools, %d kinds", len(tools), len(kinds))
 	}
-	if JobEndEvent(jobA, jobmeta.WorkerLost).Outcome != OutcomeFailed || JobEndEvent(jobA, jobmeta.StoppedByRequest).Outcome != OutcomeOK {
+	if JobEndEvent(jobA, jobmeta.WorkerLost).Outcome != OutcomeFailed || JobEndEvent(jobA, jobmeta.StoppedByRequest).Outcome != OutcomeOK ||
+		JobEndEvent(jobA, jobmeta.TimedOut).Outcome != OutcomeOK {
 		t.Fatal("JobEndEvent outcome")
 	}
 	if LinkEndEvent(ReasonLocalShutdown, 0).Outcome != OutcomeOK || LinkEndEvent(ReasonRemoteClose, 0).Outcome != OutcomeFailed {

@@ -1,5 +1,5 @@
 // Package envelope is the private envelope that carries a job's command,
-// environment, working directory and shell from the launcher to the
+// environment, working directory, shell and time limit from the launcher to the
 // supervisor over a pipe on the supervisor's stdin. It is the only place
 // those values travel; nothing here is ever written to disk.
 package envelope
@@ -11,6 +11,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/strictjson"
@@ -26,7 +27,13 @@ type Envelope struct {
 	Env     []string `json:"env"`
 	Cwd     string   `json:"cwd"`
 	Shell   string   `json:"shell"`
+	// TimeoutS is the job's time limit in seconds; 0 means none. The
+	// supervisor enforces it: it travels here, not as a unit property.
+	TimeoutS int `json:"timeout_s,omitempty"`
 }
+
+// Timeout returns the job's time limit, 0 when it has none.
+func (e *Envelope) Timeout() time.Duration { return time.Duration(e.TimeoutS) * time.Second }
 
 // ErrInvalid reports a malformed or oversized envelope.
 var ErrInvalid = errors.New("invalid envelope")
@@ -76,6 +83,8 @@ func (e *Envelope) Validate() error {
 		return fmt.Errorf("%w: shell must be an absolute path", ErrInvalid)
 	case !filepath.IsAbs(e.Cwd) || strings.ContainsRune(e.Cwd, 0):
 		return fmt.Errorf("%w: cwd must be an absolute path", ErrInvalid)
+	case e.TimeoutS < 0 || e.TimeoutS > int(limits.JobTimeoutMax/time.Second):
+		return fmt.Errorf("%w: time limit out of range", ErrInvalid)
 	}
 	for i, kv := range e.Env {
 		if err := ValidEnvEntry(kv); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func valid() *Envelope {
@@ -24,6 +25,26 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if out.Command != in.Command || strings.Join(out.Env, ",") != "A=1,B=" || out.Cwd != "/" || out.Shell != "/bin/sh" {
 		t.Fatalf("round trip changed the envelope: %+v", out)
+	}
+}
+
+// TestTimeLimit: the limit reaches the supervisor unchanged, up to the
+// contract's 2592000 s; none is 0.
+func TestTimeLimit(t *testing.T) {
+	for _, secs := range []int{0, 1, 2592000} {
+		in := valid()
+		in.TimeoutS = secs
+		var buf bytes.Buffer
+		if err := Encode(&buf, in); err != nil {
+			t.Fatalf("%d s: %v", secs, err)
+		}
+		out, err := Decode(&buf)
+		if err != nil {
+			t.Fatalf("%d s: %v", secs, err)
+		}
+		if out.Timeout() != time.Duration(secs)*time.Second {
+			t.Errorf("%d s: decoded %v", secs, out.Timeout())
+		}
 	}
 }
 
@@ -67,6 +88,11 @@ func TestRejects(t *testing.T) {
 		"nul cwd":        `{"version":1,"command":"x","env":[],"cwd":"/tmp\u0000/x","shell":"/bin/sh"}`,
 		"nul env value":  `{"version":1,"command":"x","env":["A=1\u00002"],"cwd":"/","shell":"/bin/sh"}`,
 		"nul env key":    `{"version":1,"command":"x","env":["A\u0000B=1"],"cwd":"/","shell":"/bin/sh"}`,
+		"negative limit": `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh","timeout_s":-1}`,
+		"limit too long": `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh","timeout_s":2592001}`,
+		"limit not int":  `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh","timeout_s":1.5}`,
+		"limit overflow": `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh","timeout_s":1e30}`,
+		"limit wraps":    `{"version":1,"command":"x","env":[],"cwd":"/","shell":"/bin/sh","timeout_s":1099511627776}`,
 		"not json":       `hello`,
 		"empty":          ``,
 	}
@@ -138,6 +164,7 @@ func TestValidEnvKey(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"version":1,"command":"echo hi","env":["A=1"],"cwd":"/","shell":"/bin/sh"}`))
 	f.Add([]byte(`{"version":1,"command":"x","env":null,"cwd":"/tmp","shell":"/bin/bash"}`))
+	f.Add([]byte(`{"version":1,"command":"sleep 9","env":[],"cwd":"/","shell":"/bin/sh","timeout_s":2}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -40,6 +40,8 @@ type Job struct {
 	Unit          string    `json:"unit,omitempty"`
 	FailureDomain string    `json:"failure_domain"`
 	CreatedAt     time.Time `json:"created_at"`
+	// TimeoutS is the time limit asked for, in seconds; 0 means none.
+	TimeoutS int `json:"timeout_s,omitempty"`
 	// LaunchFailed is set when the launch was abandoned; LaunchError is a
 	// stable code saying why.
 	LaunchFailed bool       `json:"launch_failed,omitempty"`
@@ -100,6 +102,9 @@ type Result struct {
 	// CommandCore for: its service manager stopping the unit (a shutdown,
 	// the user manager exiting, someone's systemctl stop).
 	StoppedByManager bool `json:"stopped_by_manager,omitempty"`
+	// TimedOut says the supervisor stopped the job when its time limit
+	// was reached.
+	TimedOut bool `json:"timed_out,omitempty"`
 	// StartError is a stable word when the shell could not be started.
 	StartError string  `json:"start_error,omitempty"`
 	Capture    Capture `json:"capture"`

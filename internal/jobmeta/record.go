@@ -22,8 +22,11 @@ type Record struct {
 	StopRequestAt *time.Time `json:"stop_requested_at,omitempty"`
 	ExitCode      *int       `json:"exit_code"`
 	Signal        string     `json:"signal,omitempty"`
-	// StoppedBy names who stopped the job: "request" (process.stop) or
-	// "service_manager" (its unit stopped by systemd, unasked).
+	// TimeoutS is the job's time limit in seconds, omitted when it has none.
+	TimeoutS int `json:"timeout_s,omitempty"`
+	// StoppedBy names who stopped the job: "request" (process.stop),
+	// "timeout" (its time limit) or "service_manager" (its unit stopped by
+	// systemd, unasked).
 	StoppedBy string `json:"stopped_by,omitempty"`
 	Error     string `json:"error,omitempty"`
 	Read      bool   `json:"read"`

@@ -18,6 +18,7 @@ const (
 const (
 	Exited           State = "exited"
 	StoppedByRequest State = "stopped_by_request"
+	TimedOut         State = "timed_out"
 	WorkloadOOM      State = "workload_oom"
 	WorkerLost       State = "worker_lost"
 	HostRebooted     State = "host_rebooted"
@@ -32,7 +33,7 @@ const Corrupt State = "corrupt"
 // Terminal reports whether s is a terminal state.
 func (s State) Terminal() bool {
 	switch s {
-	case Exited, StoppedByRequest, WorkloadOOM, WorkerLost, HostRebooted, UserManagerLost, LaunchFailed:
+	case Exited, StoppedByRequest, TimedOut, WorkloadOOM, WorkerLost, HostRebooted, UserManagerLost, LaunchFailed:
 		return true
 	}
 	return false

@@ -1,10 +1,12 @@
 package jobs
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/principal"
 )
 
 // TestPrepareRefusesEnvStringsExecCannotPass: exec refuses one environment
@@ -22,5 +24,26 @@ func TestPrepareRefusesEnvStringsExecCannotPass(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "vvvv") || strings.Contains(err.Error(), "BIG") {
 		t.Fatalf("the refusal echoes the entry: %v", err)
+	}
+}
+
+// TestStartRefusesBadTimeLimits: timeout_s is 1-2592000, 0 or absent for
+// none (SPEC §3); anything else is invalid_argument before any job exists.
+func TestStartRefusesBadTimeLimits(t *testing.T) {
+	svc := service(t, "/nonexistent")
+	for _, secs := range []int{-1, 2592001, 1 << 40} {
+		_, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "true", TimeoutS: secs})
+		if !errcode.Is(err, errcode.InvalidArgument) {
+			t.Errorf("timeout_s %d: %v, want invalid_argument", secs, err)
+		}
+	}
+	if jobs, err := svc.store.List(); err != nil || len(jobs) != 0 {
+		t.Fatalf("refused starts left %d jobs (%v)", len(jobs), err)
+	}
+	for _, secs := range []int{0, 1, 2592000} {
+		env, err := svc.validateStart(&StartRequest{Command: "true", Cwd: "/", TimeoutS: secs})
+		if err != nil || env.TimeoutS != secs {
+			t.Errorf("timeout_s %d: %v, envelope limit %v", secs, err, env)
+		}
 	}
 }

@@ -108,6 +108,8 @@ type StartRequest struct {
 	Env     map[string]string `json:"env,omitempty" jsonschema:"environment variables added to the agent's environment"`
 	Name    string            `json:"name,omitempty" jsonschema:"a label shown in listings"`
 	WaitMS  int               `json:"wait_ms,omitempty" jsonschema:"0-30000: wait up to this long for the job to end; if it does, the terminal record and first output page are returned too"`
+	// TimeoutS is validated by timeLimit.
+	TimeoutS int `json:"timeout_s,omitempty" jsonschema:"1-2592000: wall-clock limit in seconds; when it is reached the job is stopped like process.stop (SIGTERM, SIGKILL after 3 s) and ends timed_out (default: none)"`
 }
 
 // StartResult is process.start's result.
@@ -131,6 +133,14 @@ func waitDuration(ms int) (time.Duration, error) {
 	return d, nil
 }
 
+// timeLimit checks process.start's timeout_s: 0 is no limit.
+func timeLimit(secs int) error {
+	if max := int(limits.JobTimeoutMax / time.Second); secs < 0 || secs > max {
+		return errcode.New(errcode.InvalidArgument, "timeout_s must be between 1 and %d (0 or absent: no limit)", max)
+	}
+	return nil
+}
+
 func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
 	if len(req.Name) > maxNameBytes || !utf8.ValidString(req.Name) || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 {
 		if err := checkCommand(req.Command); err != nil {
@@ -142,7 +152,10 @@ func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.shell}, nil
+	if err := timeLimit(req.TimeoutS); err != nil {
+		return nil, err
+	}
+	return &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.shell, TimeoutS: req.TimeoutS}, nil
 }
 
 func checkCommand(command string) error {
@@ -257,7 +270,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	id := uuid.NewString()
 	job := &jobmeta.Job{
 		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.deviceID, Name: name, Owner: string(who),
-		FailureDomain: domain, CreatedAt: s.store.Now(),
+		FailureDomain: domain, CreatedAt: s.store.Now(), TimeoutS: env.TimeoutS,
 	}
 	if domain == jobmeta.DomainSystemdUnit {
 		job.Unit = launcher.UnitName(s.deviceID, id)
@@ -299,7 +312,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 		wrote <- err
 	}()
 
-	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps})
+	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps, Timeout: env.Timeout()})
 	if err != nil {
 		// A systemd unit's start job ends with the claim (Type=notify), so
 		// its failures are the supervisor's as often as the unit's.

@@ -13,8 +13,9 @@ import (
 )
 
 // TestInjectedOOMEvidence simulates a unit that systemd ended with
-// Result=oom-kill (this host cannot enforce MemoryMax), through the
-// UnitEvidence seam.
+// Result=oom-kill (this host cannot enforce MemoryMax), or with
+// Result=timeout by a time-limited job's RuntimeMaxSec backstop while its
+// supervisor could not act, through the UnitEvidence seam.
 func TestInjectedOOMEvidence(t *testing.T) {
 	dead := func(f *fixture) procid.Identity {
 		return procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1}
@@ -24,12 +25,15 @@ func TestInjectedOOMEvidence(t *testing.T) {
 		evidence *reconcile.UnitEvidence
 		want     jobmeta.State
 		reset    bool
+		timeoutS int
 	}{
-		{"oom-kill of the recorded invocation", &reconcile.UnitEvidence{InvocationID: "inv-1", Result: "oom-kill"}, jobmeta.WorkloadOOM, true},
-		{"signal is not oom", &reconcile.UnitEvidence{InvocationID: "inv-1", Result: "signal"}, jobmeta.WorkerLost, true},
-		{"oom-kill of another invocation is not trusted", &reconcile.UnitEvidence{InvocationID: "inv-2", Result: "oom-kill"}, jobmeta.WorkerLost, true},
-		{"unit settling keeps the job live", &reconcile.UnitEvidence{InvocationID: "inv-1", Settling: true}, jobmeta.Running, false},
-		{"no unit loaded", nil, jobmeta.WorkerLost, false},
+		{"oom-kill of the recorded invocation", &reconcile.UnitEvidence{InvocationID: "inv-1", Result: "oom-kill"}, jobmeta.WorkloadOOM, true, 0},
+		{"signal is not oom", &reconcile.UnitEvidence{InvocationID: "inv-1", Result: "signal"}, jobmeta.WorkerLost, true, 0},
+		{"oom-kill of another invocation is not trusted", &reconcile.UnitEvidence{InvocationID: "inv-2", Result: "oom-kill"}, jobmeta.WorkerLost, true, 0},
+		{"unit settling keeps the job live", &reconcile.UnitEvidence{InvocationID: "inv-1", Settling: true}, jobmeta.Running, false, 0},
+		{"no unit loaded", nil, jobmeta.WorkerLost, false, 0},
+		{"backstop timeout of a time-limited job", &reconcile.UnitEvidence{InvocationID: "inv-1", Result: "timeout"}, jobmeta.TimedOut, true, 2},
+		{"timeout of a job without a limit", &reconcile.UnitEvidence{InvocationID: "inv-1", Result: "timeout"}, jobmeta.WorkerLost, true, 0},
 	}
 	for n, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,14 +49,15 @@ func TestInjectedOOMEvidence(t *testing.T) {
 			j, _ := jobmeta.Read[jobmeta.Job](filepath.Join(f.st.Dir(jid), jobmeta.JobFile))
 			j.Unit = "commandcore-job-x-" + jid + ".service"
 			j.FailureDomain = jobmeta.DomainSystemdUnit
+			j.TimeoutS = tc.timeoutS
 			f.write(jid, jobmeta.JobFile, j)
 			f.write(jid, jobmeta.ClaimFile, &jobmeta.Claim{Schema: 1, Supervisor: dead(f), BootID: f.bootID,
 				InvocationID: "inv-1", ClaimedAt: f.now})
 			before, _ := os.ReadFile(filepath.Join(f.st.Dir(jid), jobmeta.JobFile))
 
 			r := f.get(jid)
-			if r.State != tc.want {
-				t.Fatalf("state %s, want %s", r.State, tc.want)
+			if r.State != tc.want || r.TimeoutS != tc.timeoutS {
+				t.Fatalf("state %s with timeout_s %d, want %s with %d", r.State, r.TimeoutS, tc.want, tc.timeoutS)
 			}
 			if len(asked) != 1 || asked[0] != j.Unit {
 				t.Fatalf("evidence asked for %v", asked)

@@ -79,6 +79,7 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 		Unit:          f.job.Unit,
 		FailureDomain: f.job.FailureDomain,
 		CreatedAt:     f.job.CreatedAt,
+		TimeoutS:      f.job.TimeoutS,
 		Read:          f.read != nil,
 		Schema:        f.job.Schema,
 	}
@@ -109,6 +110,8 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 		switch {
 		case res.StopRequested:
 			r.StoppedBy = "request"
+		case res.TimedOut:
+			r.StoppedBy = "timeout"
 		case res.StoppedByManager:
 			r.StoppedBy = "service_manager"
 		}
@@ -148,7 +151,7 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 		s.conclude(id, f, reconcile.Verdict{State: jobmeta.LaunchFailed, Evidence: "no_identity_claim"})
 		return jobmeta.LaunchFailed
 	}
-	e := reconcile.Evidence{Claim: f.claim, StopRequested: f.stop != nil}
+	e := reconcile.Evidence{Claim: f.claim, StopRequested: f.stop != nil, TimeLimited: f.job.TimeoutS > 0}
 	e.BootID, _ = s.procs.BootID()
 	e.SupervisorAlive, _ = s.procs.Alive(f.claim.Supervisor)
 	if m := f.claim.Manager; m != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
+	"github.com/commandcore/commandcore/internal/limits"
 )
 
 // OOMScoreAdjust makes a job's processes preferred OOM victims over the
@@ -160,6 +161,9 @@ type Spec struct {
 	JobDir    string
 	Stdin     *os.File // read end of the envelope pipe
 	Resources jobresources.Caps
+	// Timeout is the job's time limit, 0 for none. The supervisor enforces
+	// it; the unit gets only a backstop past it (RuntimeMaxSec).
+	Timeout time.Duration
 }
 
 // Started is a started supervisor. Stop ends it on a failed launch.
@@ -201,6 +205,9 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 	if l.Hide != nil {
 		props = append(props, hideProperties(*l.Hide, sp.JobDir)...)
 	}
+	if sp.Timeout > 0 {
+		props = append(props, sdbus.Property{Name: "RuntimeMaxUSec", Value: dbus.MakeVariant(uint64(Backstop(sp.Timeout).Microseconds()))})
+	}
 	if m := sp.Resources.MemoryMaxBytes; m > 0 {
 		props = append(props,
 			sdbus.Property{Name: "MemoryMax", Value: dbus.MakeVariant(m)},
@@ -208,6 +215,13 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 		)
 	}
 	return props
+}
+
+// Backstop is the RuntimeMaxSec of a job with the given time limit: the
+// supervisor stops the job at the limit, escalating to SIGKILL after the
+// stop escalation, and systemd steps in only when it could not.
+func Backstop(limit time.Duration) time.Duration {
+	return limit + limits.StopEscalation + limits.TimeoutBackstopMargin
 }
 
 func (l *Launcher) startUnit(ctx context.Context, sp Spec) (*Started, error) {

@@ -86,3 +86,29 @@ func TestUnitPropertiesHideTheAgentsDirectories(t *testing.T) {
 		t.Errorf("BindPaths = %s", got)
 	}
 }
+
+// TestUnitBackstopOnlyWithALimit: a job with a time limit gets RuntimeMaxSec
+// = limit + 3 s escalation + 5 s margin as a backstop; one without gets none.
+func TestUnitBackstopOnlyWithALimit(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	l := &Launcher{Exe: "/bin/commandcore"}
+	runtimeMax := func(sp Spec) any {
+		for _, p := range l.UnitProperties(sp) {
+			if p.Name == "RuntimeMaxUSec" {
+				return p.Value.Value()
+			}
+		}
+		return nil
+	}
+	if got := runtimeMax(Spec{Unit: "u.service", JobDir: "/j", Stdin: r}); got != nil {
+		t.Errorf("no limit, RuntimeMaxUSec = %v", got)
+	}
+	if got := runtimeMax(Spec{Unit: "u.service", JobDir: "/j", Stdin: r, Timeout: 2 * time.Second}); got != uint64(10_000_000) {
+		t.Errorf("2 s limit, RuntimeMaxUSec = %v, want 10000000", got)
+	}
+}

@@ -89,6 +89,13 @@ const (
 
 	// StopEscalation is the delay between SIGTERM and SIGKILL on a stop request.
 	StopEscalation = 3 * time.Second
+	// JobTimeoutMax bounds process.start's timeout_s (1-2592000 s).
+	JobTimeoutMax = 30 * 24 * time.Hour
+	// TimeoutBackstopMargin is what a time-limited job's unit allows past
+	// the limit and the stop escalation (RuntimeMaxSec) before systemd
+	// stops it: room for the supervisor to reap, finish the capture
+	// (1 s grace) and publish its record, so only a stuck supervisor meets it.
+	TimeoutBackstopMargin = 5 * time.Second
 
 	// JournalMaxEntries and JournalMaxAge bound the activity journal.
 	JournalMaxEntries = 10000

@@ -63,16 +63,19 @@ var durations = map[string]struct{ got, want time.Duration }{
 	// Internal: three heartbeats fit in one 45 s silence timeout.
 	"HeartbeatInterval": {HeartbeatInterval, 15 * time.Second},
 	// Internal: the agent's reconnect backoff.
-	"ReconnectMin":    {ReconnectMin, 1 * time.Second},
-	"ReconnectMax":    {ReconnectMax, 60 * time.Second},
-	"GrantTTL":        {GrantTTL, 60 * time.Second},       // README, The relay and the link: 60 s
-	"GrantClockSkew":  {GrantClockSkew, 30 * time.Second}, // Internal: relay and device clocks may differ this much
-	"EnrollCodeTTL":   {EnrollCodeTTL, 15 * time.Minute},  // README, The relay and the link: valid 15 minutes
-	"ClientTokenTTL":  {ClientTokenTTL, 30 * day},         // README, The relay and the link: valid 30 days
-	"StopEscalation":  {StopEscalation, 3 * time.Second},  // README, Managed jobs: SIGKILL after 3 s
-	"JournalMaxAge":   {JournalMaxAge, 30 * day},          // README, What is here: of the last 30 days
-	"AuditMaxAge":     {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
-	"GPUProbeTimeout": {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
+	"ReconnectMin":   {ReconnectMin, 1 * time.Second},
+	"ReconnectMax":   {ReconnectMax, 60 * time.Second},
+	"GrantTTL":       {GrantTTL, 60 * time.Second},           // README, The relay and the link: 60 s
+	"GrantClockSkew": {GrantClockSkew, 30 * time.Second},     // Internal: relay and device clocks may differ this much
+	"EnrollCodeTTL":  {EnrollCodeTTL, 15 * time.Minute},      // README, The relay and the link: valid 15 minutes
+	"ClientTokenTTL": {ClientTokenTTL, 30 * day},             // README, The relay and the link: valid 30 days
+	"StopEscalation": {StopEscalation, 3 * time.Second},      // README, Managed jobs: SIGKILL after 3 s
+	"JobTimeoutMax":  {JobTimeoutMax, 2592000 * time.Second}, // SPEC §3 process.start: timeout_s 1-2592000
+	// Internal: the unit's RuntimeMaxSec is the limit + 3 s escalation + this.
+	"TimeoutBackstopMargin": {TimeoutBackstopMargin, 5 * time.Second},
+	"JournalMaxAge":         {JournalMaxAge, 30 * day},          // README, What is here: of the last 30 days
+	"AuditMaxAge":           {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
+	"GPUProbeTimeout":       {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
 	// Internal: how long process.start waits for the supervisor's claim.
 	"ClaimTimeout": {ClaimTimeout, 10 * time.Second},
 	// docs/tools.md process.wait: timeout_ms 0–600000, default 60000, progress

@@ -1,14 +1,16 @@
 // Package reconcile decides what became of a managed job from the evidence
 // left behind, in a fixed priority:
 //
-//  1. the supervisor's terminal record (exited, stopped_by_request, or
-//     launch_failed when the shell never started). A job its service
+//  1. the supervisor's terminal record (exited, stopped_by_request,
+//     timed_out, or launch_failed when the shell never started). A job its service
 //     manager stopped unasked is host_rebooted when the boot ID has since
 //     changed and user_manager_lost when that manager is gone;
 //  2. a live supervisor whose PID, start ticks and boot ID match (running,
 //     or stopping once a stop was requested);
 //  3. the unit's retained Result for the recorded InvocationID
-//     (oom-kill → workload_oom; any other failure → worker_lost);
+//     (oom-kill → workload_oom; timeout of a time-limited job →
+//     timed_out, its RuntimeMaxSec backstop; any other failure →
+//     worker_lost);
 //  4. a changed boot ID (host_rebooted); a current boot ID that could not
 //     be read never counts as changed;
 //  5. the recorded user manager gone (user_manager_lost);
@@ -48,6 +50,10 @@ type Evidence struct {
 	ManagerAlive *bool
 	// Unit is the unit's retained failure, or nil when there is none.
 	Unit *UnitEvidence
+	// TimeLimited reports a job started with a time limit: only its unit
+	// has a RuntimeMaxSec, so only its Result "timeout" means the limit
+	// (systemd reports a stop that took too long the same way).
+	TimeLimited bool
 }
 
 // Verdict is the classification and the evidence that decided it.
@@ -64,6 +70,7 @@ const (
 	ByBootID       = "boot_id_changed"
 	ByUnitSettling = "unit_settling"
 	ByUnitOOM      = "unit_result_oom_kill"
+	ByUnitTimeout  = "unit_result_timeout"
 	ByUnitFailure  = "unit_result_failure"
 	ByManagerGone  = "user_manager_gone"
 	ByNoSupervisor = "supervisor_gone"
@@ -79,6 +86,8 @@ func Classify(e Evidence) Verdict {
 			return Verdict{jobmeta.LaunchFailed, ByStartError}
 		case r.StopRequested:
 			return Verdict{jobmeta.StoppedByRequest, ByResult}
+		case r.TimedOut:
+			return Verdict{jobmeta.TimedOut, ByResult}
 		case r.StoppedByManager && id != nil && e.BootID != "" && id.BootID != e.BootID:
 			// systemd stopped the unit on the way down: the host rebooted.
 			return Verdict{jobmeta.HostRebooted, ByBootID}
@@ -107,6 +116,9 @@ func Classify(e Evidence) Verdict {
 	if u := e.Unit; u != nil && id != nil && id.InvocationID != "" && u.InvocationID == id.InvocationID {
 		if u.Result == "oom-kill" {
 			return Verdict{jobmeta.WorkloadOOM, ByUnitOOM}
+		}
+		if u.Result == "timeout" && e.TimeLimited {
+			return Verdict{jobmeta.TimedOut, ByUnitTimeout}
 		}
 		if u.Result != "" && u.Result != "success" {
 			return Verdict{jobmeta.WorkerLost, ByUnitFailure}

@@ -21,6 +21,7 @@ func TestPriority(t *testing.T) {
 		evidence string
 	}{
 		{"result wins over everything", Evidence{Result: &jobmeta.Result{ExitCode: &code, CompletedAt: time.Now()}, Claim: claim("i"), BootID: "boot-b"}, jobmeta.Exited, ByResult},
+		{"timed out result", Evidence{Result: &jobmeta.Result{TimedOut: true, Signal: "SIGTERM"}, Claim: claim("i"), BootID: "boot-b"}, jobmeta.TimedOut, ByResult},
 		{"stopped result", Evidence{Result: &jobmeta.Result{StopRequested: true}}, jobmeta.StoppedByRequest, ByResult},
 		{"start error", Evidence{Result: &jobmeta.Result{StartError: "shell_start_failed"}}, jobmeta.LaunchFailed, ByStartError},
 		{"manager's stop, then a reboot", Evidence{Result: &jobmeta.Result{StoppedByManager: true, Signal: "SIGTERM"}, Claim: claim("i"), BootID: "boot-b"}, jobmeta.HostRebooted, ByBootID},
@@ -33,6 +34,9 @@ func TestPriority(t *testing.T) {
 		{"reboot", Evidence{Claim: claim("i"), SupervisorAlive: true, BootID: "boot-b"}, jobmeta.HostRebooted, ByBootID},
 		{"oom for the same invocation", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}, ManagerAlive: &no}, jobmeta.WorkloadOOM, ByUnitOOM},
 		{"oom of another invocation is not trusted", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "j", Result: "oom-kill"}}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"backstop timeout for the same invocation", Evidence{Claim: claim("i"), BootID: "boot-a", TimeLimited: true, Unit: &UnitEvidence{InvocationID: "i", Result: "timeout"}, ManagerAlive: &yes}, jobmeta.TimedOut, ByUnitTimeout},
+		{"backstop timeout of another invocation is not trusted", Evidence{Claim: claim("i"), BootID: "boot-a", TimeLimited: true, Unit: &UnitEvidence{InvocationID: "j", Result: "timeout"}}, jobmeta.WorkerLost, ByNoSupervisor},
+		{"timeout without a time limit is a stop that hung", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "timeout"}}, jobmeta.WorkerLost, ByUnitFailure},
 		{"signal is not oom", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Result: "signal"}}, jobmeta.WorkerLost, ByUnitFailure},
 		{"unit still settling", Evidence{Claim: claim("i"), BootID: "boot-a", Unit: &UnitEvidence{InvocationID: "i", Settling: true}, ManagerAlive: &no}, jobmeta.Running, ByUnitSettling},
 		{"unit settling after a stop", Evidence{Claim: claim("i"), BootID: "boot-a", StopRequested: true, Unit: &UnitEvidence{InvocationID: "i", Settling: true}}, jobmeta.Stopping, ByUnitSettling},
@@ -64,7 +68,7 @@ func TestPriority(t *testing.T) {
 func TestEvidenceWords(t *testing.T) {
 	for got, want := range map[string]string{
 		ByResult: "terminal_record", ByStartError: "start_error", BySupervisor: "live_supervisor",
-		ByBootID: "boot_id_changed", ByUnitSettling: "unit_settling", ByUnitOOM: "unit_result_oom_kill",
+		ByBootID: "boot_id_changed", ByUnitSettling: "unit_settling", ByUnitOOM: "unit_result_oom_kill", ByUnitTimeout: "unit_result_timeout",
 		ByUnitFailure: "unit_result_failure", ByManagerGone: "user_manager_gone", ByNoSupervisor: "supervisor_gone",
 	} {
 		if got != want {

@@ -23,16 +23,26 @@ type ending struct {
 	completedAt   time.Time
 	stopRequested bool
 	byManager     bool
+	timedOut      bool
 }
 
-// await carries out a stop request until the shell exits, then stops what
-// is left of its group and reaps the shell.
-func (s *sup) await(proc *os.Process, group *procgroup.Group, sigs <-chan os.Signal) (ending, error) {
+// await carries out a stop request, or the time limit's stop at deadline
+// (none when zero), until the shell exits, then stops what is left of its
+// group and reaps the shell. Whichever stop comes first is the one
+// recorded.
+func (s *sup) await(proc *os.Process, group *procgroup.Group, sigs <-chan os.Signal, deadline time.Time) (ending, error) {
 	exited := make(chan time.Time, 1)
 	go func() {
 		procgroup.AwaitExit(proc.Pid)
 		exited <- time.Now().UTC()
 	}()
+
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
 
 	var e ending
 	var stop *procgroup.Stopper
@@ -43,11 +53,16 @@ loop:
 			if stop != nil {
 				continue
 			}
-			e.stopRequested = s.stopRecorded()
-			// A SIGTERM without stop.json comes from the service manager
-			// itself (a shutdown, say): carried out the same way, and
-			// recorded as such so the end can be classified honestly.
-			e.byManager = !e.stopRequested
+			// A SIGTERM is carried out the same way whoever sent it, and
+			// recorded so the end can be classified honestly.
+			s.attribute(&e, deadline)
+			stop = group.Stop(limits.StopEscalation)
+		case <-expired:
+			if stop != nil {
+				continue
+			}
+			// Exactly an explicit stop, asked for by the time limit.
+			e.timedOut = true
 			stop = group.Stop(limits.StopEscalation)
 		case e.completedAt = <-exited:
 			break loop
@@ -67,12 +82,26 @@ loop:
 		// briefly, or the manager's stop would pass for an unexplained end.
 		select {
 		case <-sigs:
-			e.stopRequested = s.stopRecorded()
-			e.byManager = !e.stopRequested
+			s.attribute(&e, deadline)
 		case <-time.After(managerSignalGrace):
 		}
 	}
 	return e, nil
+}
+
+// attribute records who asked for the stop a SIGTERM carries: a client
+// (stop.json), the time limit when it has passed (the unit's RuntimeMaxSec
+// backstop reached a supervisor that was late), or else the service manager
+// itself (a shutdown, say).
+func (s *sup) attribute(e *ending, deadline time.Time) {
+	switch {
+	case s.stopRecorded():
+		e.stopRequested = true
+	case !deadline.IsZero() && !time.Now().Before(deadline):
+		e.timedOut = true
+	default:
+		e.byManager = true
+	}
 }
 
 // stopRecorded reports whether a client asked for the stop (stop.json).

@@ -2,8 +2,8 @@
 // transient unit (or, without a user manager, an independent session). It
 // reads the private envelope from stdin, claims its identity (claim.go),
 // runs the shell in its own process group, captures its output
-// (capture.go), carries out stop requests (stop.go) and publishes the
-// terminal record. It speaks no network, MCP or SQLite.
+// (capture.go), carries out stop requests and the job's time limit
+// (stop.go) and publishes the terminal record. It speaks no network, MCP or SQLite.
 package supervisor
 
 import (
@@ -143,13 +143,19 @@ func (s *sup) supervise(env *envelope.Envelope, sigs <-chan os.Signal) error {
 	if err := s.recordChild(group.Leader()); err != nil {
 		return err
 	}
-	end, err := s.await(proc, group, sigs)
+	// The limit counts from the recorded start, so completed_at minus
+	// started_at is never below it for a job it stopped.
+	var deadline time.Time
+	if limit := env.Timeout(); limit > 0 {
+		deadline = s.claimed.StartedAt.Add(limit)
+	}
+	end, err := s.await(proc, group, sigs, deadline)
 	if err != nil {
 		return err
 	}
 	out.finish(writers)
 
-	r := jobmeta.Result{CompletedAt: end.completedAt, StopRequested: end.stopRequested, StoppedByManager: end.byManager}
+	r := jobmeta.Result{CompletedAt: end.completedAt, StopRequested: end.stopRequested, StoppedByManager: end.byManager, TimedOut: end.timedOut}
 	if ws, ok := end.status.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		r.Signal = unix.SignalName(unix.Signal(ws.Signal()))
 	} else {

@@ -92,7 +92,8 @@ func (s *Store) AppendAudit(entries []AuditEntry, now time.Time) error {
 	if !storable(cutoff) {
 		cutoff = minTime
 	}
-	return s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	more := false
+	err := s.inTx(func(ctx context.Context, tx *sql.Tx) error {
 		if len(entries) > 0 {
 			stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit(at, principal, token_id, device, tool, outcome, code, duration_us)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -110,12 +111,39 @@ func (s *Store) AppendAudit(entries []AuditEntry, now time.Time) error {
 		// Both deletes walk an index (audit_at, the seq key): cheap when
 		// there is nothing to prune. Seqs only grow, so the newest `keep`
 		// rows lie within `keep` of the largest.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, cutoff.UnixNano()); err != nil {
+		var err error
+		if more, err = pruneAuditAge(ctx, tx, cutoff); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE seq <= (SELECT max(seq) FROM audit) - ?`, keep)
+		_, err = tx.ExecContext(ctx, `DELETE FROM audit WHERE seq <= (SELECT max(seq) FROM audit) - ?`, keep)
 		return err
 	})
+	// A relay back after a long pause may find a whole log expired: it goes
+	// in batches, each transaction short, not in one that could outlast
+	// the operation bound.
+	for err == nil && more {
+		err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+			var err error
+			more, err = pruneAuditAge(ctx, tx, cutoff)
+			return err
+		})
+	}
+	return err
+}
+
+// auditPruneBatch bounds the expired entries one transaction deletes.
+const auditPruneBatch = 5000
+
+// pruneAuditAge deletes up to auditPruneBatch entries older than cutoff,
+// oldest first, and reports whether more may be left.
+func pruneAuditAge(ctx context.Context, tx *sql.Tx, cutoff time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE seq IN
+		(SELECT seq FROM audit WHERE at < ? ORDER BY at LIMIT ?)`, cutoff.UnixNano(), auditPruneBatch)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == auditPruneBatch, err
 }
 
 // Audit returns the newest n entries of the audit log, oldest first. n

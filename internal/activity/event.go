@@ -70,6 +70,8 @@ const (
 	ToolProcessOutput Tool = "process.output"
 	ToolProcessStop   Tool = "process.stop"
 	ToolProcessWait   Tool = "process.wait"
+	ToolProcessInput  Tool = "process.input"
+	ToolProcessResize Tool = "process.resize"
 	ToolProcessJobs   Tool = "process.jobs"
 	ToolProcessForget Tool = "process.forget"
 	ToolProcessRun    Tool = "process.run"
@@ -160,7 +162,7 @@ var (
 	kinds = set(KindAgentStart, KindAgentStop, KindToolCall, KindLaunchPhase,
 		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd)
 	tools = set(ToolProcessStart, ToolProcessStatus, ToolProcessOutput, ToolProcessStop,
-		ToolProcessWait, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
+		ToolProcessWait, ToolProcessInput, ToolProcessResize, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
 		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList)
 	phases = set(PhaseValidate, PhasePolicy, PhaseDomain, PhaseAdmission, PhasePipe,
 		PhaseUnitStart, PhaseIdentityClaim, PhaseEnvelopeWrite, PhaseRollback)

@@ -45,6 +45,8 @@ func TestJobsBelongToTheirPrincipal(t *testing.T) {
 		}{
 			{"process.status", map[string]any{"process_id": id}},
 			{"process.output", map[string]any{"process_id": id}},
+			{"process.input", map[string]any{"process_id": id, "data": "x"}},
+			{"process.resize", map[string]any{"process_id": id, "cols": 80, "rows": 24}},
 			{"process.stop", map[string]any{"process_id": id}},
 			{"process.forget", map[string]any{"process_id": id}},
 		} {

@@ -1,5 +1,5 @@
 // Package envelope is the private envelope that carries a job's command,
-// environment, working directory, shell and time limit from the launcher to the
+// environment, working directory, shell, time limit and input mode from the launcher to the
 // supervisor over a pipe on the supervisor's stdin. It is the only place
 // those values travel; nothing here is ever written to disk.
 package envelope
@@ -15,6 +15,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/strictjson"
+	"github.com/commandcore/commandcore/internal/terminal"
 )
 
 // Version is the envelope format this build writes and reads.
@@ -30,7 +31,16 @@ type Envelope struct {
 	// TimeoutS is the job's time limit in seconds; 0 means none. The
 	// supervisor enforces it: it travels here, not as a unit property.
 	TimeoutS int `json:"timeout_s,omitempty"`
+	// Stdin gives the shell a pipe fed through the job's input channel
+	// instead of /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+	// PTY runs the shell on a terminal of this size; its input comes
+	// through the input channel too.
+	PTY *terminal.Size `json:"pty,omitempty"`
 }
+
+// Interactive reports whether the job takes input.
+func (e *Envelope) Interactive() bool { return e.Stdin || e.PTY != nil }
 
 // Timeout returns the job's time limit, 0 when it has none.
 func (e *Envelope) Timeout() time.Duration { return time.Duration(e.TimeoutS) * time.Second }
@@ -85,6 +95,8 @@ func (e *Envelope) Validate() error {
 		return fmt.Errorf("%w: cwd must be an absolute path", ErrInvalid)
 	case e.TimeoutS < 0 || e.TimeoutS > int(limits.JobTimeoutMax/time.Second):
 		return fmt.Errorf("%w: time limit out of range", ErrInvalid)
+	case e.PTY != nil && !e.PTY.Valid():
+		return fmt.Errorf("%w: terminal size out of range", ErrInvalid)
 	}
 	for i, kv := range e.Env {
 		if err := ValidEnvEntry(kv); err != nil {

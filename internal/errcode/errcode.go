@@ -23,6 +23,13 @@ const (
 	GrantInvalid       Code = "grant_invalid"
 	IdentityMismatch   Code = "identity_mismatch"
 	Internal           Code = "internal"
+	// NotInteractive: input or a resize for a job started without stdin
+	// (or, for a resize, without a terminal).
+	NotInteractive Code = "not_interactive"
+	// NotRunning: input for a job that has ended.
+	NotRunning Code = "not_running"
+	// InputClosed: input after the job's stdin was closed.
+	InputClosed Code = "input_closed"
 	// DeviceOffline: the relay has no live link to the chosen device.
 	DeviceOffline Code = "device_offline"
 	// ResultTooLarge: the device's result does not fit one link frame.

@@ -31,6 +31,9 @@ var wire = map[string]struct {
 	"GrantInvalid":       {GrantInvalid, "grant_invalid"},
 	"IdentityMismatch":   {IdentityMismatch, "identity_mismatch"},
 	"Internal":           {Internal, "internal"},
+	"NotInteractive":     {NotInteractive, "not_interactive"},
+	"NotRunning":         {NotRunning, "not_running"},
+	"InputClosed":        {InputClosed, "input_closed"},
 	// README, Tools: the relay's answers when the device cannot be reached
 	// or its result does not fit one frame.
 	"DeviceOffline":  {DeviceOffline, "device_offline"},

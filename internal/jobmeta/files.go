@@ -5,6 +5,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/terminal"
 )
 
 // SchemaVersion is the metadata schema this build writes. Readers accept
@@ -42,6 +43,9 @@ type Job struct {
 	CreatedAt     time.Time `json:"created_at"`
 	// TimeoutS is the time limit asked for, in seconds; 0 means none.
 	TimeoutS int `json:"timeout_s,omitempty"`
+	// Stdin and PTY say how the job takes input (never what it was given).
+	Stdin bool           `json:"stdin,omitempty"`
+	PTY   *terminal.Size `json:"pty,omitempty"`
 	// LaunchFailed is set when the launch was abandoned; LaunchError is a
 	// stable code saying why.
 	LaunchFailed bool       `json:"launch_failed,omitempty"`

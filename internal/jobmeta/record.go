@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/terminal"
 )
 
 // Record is one job as the tools and the CLI show it.
@@ -24,6 +25,10 @@ type Record struct {
 	Signal        string     `json:"signal,omitempty"`
 	// TimeoutS is the job's time limit in seconds, omitted when it has none.
 	TimeoutS int `json:"timeout_s,omitempty"`
+	// Stdin is set for a job that takes input on a pipe (process.input);
+	// PTY is the terminal size a pty job was started with.
+	Stdin bool           `json:"stdin,omitempty"`
+	PTY   *terminal.Size `json:"pty,omitempty"`
 	// StoppedBy names who stopped the job: "request" (process.stop),
 	// "timeout" (its time limit) or "service_manager" (its unit stopped by
 	// systemd, unasked).

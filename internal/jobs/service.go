@@ -27,6 +27,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/terminal"
 )
 
 // maxNameBytes bounds a job's display name.
@@ -109,7 +110,24 @@ type StartRequest struct {
 	Name    string            `json:"name,omitempty" jsonschema:"a label shown in listings"`
 	WaitMS  int               `json:"wait_ms,omitempty" jsonschema:"0-30000: wait up to this long for the job to end; if it does, the terminal record and first output page are returned too"`
 	// TimeoutS is validated by timeLimit.
-	TimeoutS int `json:"timeout_s,omitempty" jsonschema:"1-2592000: wall-clock limit in seconds; when it is reached the job is stopped like process.stop (SIGTERM, SIGKILL after 3 s) and ends timed_out (default: none)"`
+	TimeoutS int           `json:"timeout_s,omitempty" jsonschema:"1-2592000: wall-clock limit in seconds; when it is reached the job is stopped like process.stop (SIGTERM, SIGKILL after 3 s) and ends timed_out (default: none)"`
+	Stdin    bool          `json:"stdin,omitempty" jsonschema:"true: the job's stdin is a pipe fed by process.input (default: /dev/null)"`
+	PTY      *TerminalSize `json:"pty,omitempty" jsonschema:"run the job on a terminal of this size: stdin, stdout and stderr are the terminal, its output is the stdout stream; input through process.input, size through process.resize"`
+}
+
+// TerminalSize is a pty job's window size.
+type TerminalSize struct {
+	Cols int `json:"cols" jsonschema:"1-1000: width in columns"`
+	Rows int `json:"rows" jsonschema:"1-1000: height in rows"`
+}
+
+// size checks a requested terminal size.
+func (t *TerminalSize) size() (*terminal.Size, error) {
+	s := &terminal.Size{Cols: t.Cols, Rows: t.Rows}
+	if !s.Valid() {
+		return nil, errcode.New(errcode.InvalidArgument, "cols and rows must each be between 1 and %d", limits.TerminalDimensionMax)
+	}
+	return s, nil
 }
 
 // StartResult is process.start's result.
@@ -155,7 +173,15 @@ func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
 	if err := timeLimit(req.TimeoutS); err != nil {
 		return nil, err
 	}
-	return &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.shell, TimeoutS: req.TimeoutS}, nil
+	e := &envelope.Envelope{Version: envelope.Version, Command: req.Command, Env: env, Cwd: cwd, Shell: s.shell, TimeoutS: req.TimeoutS, Stdin: req.Stdin}
+	if req.PTY != nil {
+		if e.PTY, err = req.PTY.size(); err != nil {
+			return nil, err
+		}
+		// The terminal is the job's stdin.
+		e.Stdin = false
+	}
+	return e, nil
 }
 
 func checkCommand(command string) error {
@@ -271,6 +297,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	job := &jobmeta.Job{
 		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.deviceID, Name: name, Owner: string(who),
 		FailureDomain: domain, CreatedAt: s.store.Now(), TimeoutS: env.TimeoutS,
+		Stdin: env.Stdin, PTY: env.PTY,
 	}
 	if domain == jobmeta.DomainSystemdUnit {
 		job.Unit = launcher.UnitName(s.deviceID, id)

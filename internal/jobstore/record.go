@@ -80,6 +80,8 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 		FailureDomain: f.job.FailureDomain,
 		CreatedAt:     f.job.CreatedAt,
 		TimeoutS:      f.job.TimeoutS,
+		Stdin:         f.job.Stdin,
+		PTY:           f.job.PTY,
 		Read:          f.read != nil,
 		Schema:        f.job.Schema,
 	}

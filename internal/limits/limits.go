@@ -97,6 +97,21 @@ const (
 	// (1 s grace) and publish its record, so only a stuck supervisor meets it.
 	TimeoutBackstopMargin = 5 * time.Second
 
+	// MaxInputBytes bounds the data of one process.input call.
+	MaxInputBytes = 64 << 10
+	// TerminalDimensionMax bounds a pty job's cols and rows (1-1000 each).
+	TerminalDimensionMax = 1000
+	// InputWriteTimeout is how long the supervisor waits for a job to take
+	// input before answering with the bytes it accepted.
+	InputWriteTimeout = 5 * time.Second
+	// InputExchangeTimeout bounds one exchange on a job's input channel,
+	// the supervisor's InputWriteTimeout included; a frozen peer holds the
+	// channel no longer than this.
+	InputExchangeTimeout = 10 * time.Second
+	// InputQuietPeriod is how long output must pause, after a
+	// process.input with wait_ms produced some, before the call returns it.
+	InputQuietPeriod = 100 * time.Millisecond
+
 	// JournalMaxEntries and JournalMaxAge bound the activity journal.
 	JournalMaxEntries = 10000
 	JournalMaxAge     = 30 * 24 * time.Hour

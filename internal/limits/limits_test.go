@@ -73,9 +73,16 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"JobTimeoutMax":  {JobTimeoutMax, 2592000 * time.Second}, // SPEC §3 process.start: timeout_s 1-2592000
 	// Internal: the unit's RuntimeMaxSec is the limit + 3 s escalation + this.
 	"TimeoutBackstopMargin": {TimeoutBackstopMargin, 5 * time.Second},
-	"JournalMaxAge":         {JournalMaxAge, 30 * day},          // README, What is here: of the last 30 days
-	"AuditMaxAge":           {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
-	"GPUProbeTimeout":       {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
+	"MaxInputBytes":         {MaxInputBytes, 65536},       // SPEC §8: input per process.input call 64 KiB
+	"TerminalDimensionMax":  {TerminalDimensionMax, 1000}, // SPEC §3 process.start: pty cols, rows 1-1000 each
+	// Internal: a job that does not read its stdin, and a frozen peer on the input channel.
+	"InputWriteTimeout":    {InputWriteTimeout, 5 * time.Second},
+	"InputExchangeTimeout": {InputExchangeTimeout, 10 * time.Second},
+	// Internal: an answer in parts (a terminal's echo, then the result) comes back whole.
+	"InputQuietPeriod": {InputQuietPeriod, 100 * time.Millisecond},
+	"JournalMaxAge":    {JournalMaxAge, 30 * day},          // README, What is here: of the last 30 days
+	"AuditMaxAge":      {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
+	"GPUProbeTimeout":  {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
 	// Internal: how long process.start waits for the supervisor's claim.
 	"ClaimTimeout": {ClaimTimeout, 10 * time.Second},
 	// docs/tools.md process.wait: timeout_ms 0–600000, default 60000, progress

@@ -2,12 +2,14 @@ package supervisor
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/capture"
+	"github.com/commandcore/commandcore/internal/terminal"
 )
 
 // captureGrace is how long capture keeps draining after the shell exits, for
@@ -23,6 +25,8 @@ const pipeSize = 1 << 20
 // job's capture files.
 type outputs struct {
 	r, w [2]*os.File
+	// src is what each stream is read through.
+	src  [2]io.Reader
 	done [2]<-chan error
 }
 
@@ -33,22 +37,45 @@ func openOutputs() (*outputs, error) {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
 	if o.r[1], o.w[1], err = os.Pipe(); err != nil {
+		o.closeWriters()
+		o.closeReaders()
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
+	o.src = [2]io.Reader{o.r[0], o.r[1]}
+	return o, nil
+}
+
+// terminalOutputs captures a terminal's master as stdout. The shell gets
+// no stderr pipe of its own (the terminal is its stderr), so that stream
+// ends empty as soon as our copy of its write end is closed.
+func terminalOutputs(master *os.File) (*outputs, error) {
+	o := &outputs{}
+	var err error
+	if o.r[1], o.w[1], err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	o.r[0] = master
+	o.src = [2]io.Reader{terminal.Reader{Master: master}, o.r[1]}
 	return o, nil
 }
 
 // closeWriters closes our copies of the write ends once the shell has its
 // own (or never will).
 func (o *outputs) closeWriters() {
-	o.w[0].Close()
-	o.w[1].Close()
+	for _, w := range o.w {
+		if w != nil {
+			w.Close()
+		}
+	}
 }
 
 // closeReaders gives up the pipes of a shell that never started.
 func (o *outputs) closeReaders() {
-	o.r[0].Close()
-	o.r[1].Close()
+	for _, r := range o.r {
+		if r != nil {
+			r.Close()
+		}
+	}
 }
 
 // drain captures both streams into ws until their EOF.
@@ -57,7 +84,7 @@ func (o *outputs) drain(ws [2]*capture.Writer) {
 		// A larger pipe lets a fast writer run ahead between our reads,
 		// halving wake-ups; failure only costs throughput.
 		growPipe(o.r[i])
-		o.done[i] = drain(ws[i], o.r[i])
+		o.done[i] = drain(ws[i], o.src[i])
 	}
 }
 
@@ -78,7 +105,7 @@ func growPipe(f *os.File) {
 	}
 }
 
-func drain(w *capture.Writer, r *os.File) <-chan error {
+func drain(w *capture.Writer, r io.Reader) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- capture.Drain(w, r) }()
 	return done

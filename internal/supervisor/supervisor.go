@@ -21,6 +21,7 @@ import (
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/cmdpipe"
 	"github.com/commandcore/commandcore/internal/envelope"
+	"github.com/commandcore/commandcore/internal/jobinput"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/procgroup"
 	"github.com/commandcore/commandcore/internal/procid"
@@ -30,6 +31,7 @@ import (
 const (
 	StartErrEnvelope = "envelope_invalid"
 	StartErrShell    = "shell_start_failed"
+	StartErrInput    = "input_channel_failed"
 )
 
 // Run supervises the job in jobDir, reading the envelope from stdin.
@@ -58,11 +60,24 @@ func Run(jobDir string, stdin io.Reader, procs *procid.Source) error {
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	defer signal.Stop(sigs)
 
+	// The input channel exists before the claim, so it is there as soon
+	// as process.start answers.
+	var input *jobinput.Listener
+	var inputErr error
+	if envErr == nil && env.Interactive() {
+		input, inputErr = jobinput.Listen(jobDir)
+		if inputErr == nil {
+			defer input.Close()
+		}
+	}
 	if err := s.claim(); err != nil {
 		return fmt.Errorf("claim identity: %w", err)
 	}
 	if envErr != nil {
 		return s.finishUnstarted(StartErrEnvelope, nil)
+	}
+	if inputErr != nil {
+		return s.finishUnstarted(StartErrInput, inputErr)
 	}
 	// A stop requested before the claim was visible found nothing to
 	// signal; honour it here, before anything runs.
@@ -71,7 +86,7 @@ func Run(jobDir string, stdin io.Reader, procs *procid.Source) error {
 		s.stderr.Seal()
 		return s.publish(jobmeta.Result{StopRequested: true, CompletedAt: time.Now().UTC()})
 	}
-	return s.supervise(env, sigs)
+	return s.supervise(env, input, sigs)
 }
 
 type sup struct {
@@ -82,6 +97,11 @@ type sup struct {
 }
 
 func (s *sup) path(name string) string { return filepath.Join(s.dir, name) }
+
+// offsets reports how much of each stream has been captured.
+func (s *sup) offsets() (stdout, stderr int64) {
+	return s.stdout.Meta().ObservedBytes, s.stderr.Meta().ObservedBytes
+}
 
 // finishUnstarted publishes a terminal record for a job whose shell never ran.
 func (s *sup) finishUnstarted(reason string, cause error) error {
@@ -104,35 +124,34 @@ func (s *sup) publish(r jobmeta.Result) error {
 	return nil
 }
 
-func (s *sup) supervise(env *envelope.Envelope, sigs <-chan os.Signal) error {
-	out, err := openOutputs()
+func (s *sup) supervise(env *envelope.Envelope, input *jobinput.Listener, sigs <-chan os.Signal) error {
+	std, err := openStdio(env)
 	if err != nil {
 		return err
 	}
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		return fmt.Errorf("open null device: %w", err)
-	}
 	command, err := cmdpipe.New()
 	if err != nil {
+		std.closeAll()
 		return fmt.Errorf("command pipe: %w", err)
 	}
 	defer command.Close()
 	proc, startErr := os.StartProcess(env.Shell, cmdpipe.Argv(env.Shell), &os.ProcAttr{
 		Dir:   env.Cwd,
 		Env:   env.Env,
-		Files: []*os.File{devnull, out.w[0], out.w[1], command.Reader()},
-		Sys:   &unix.SysProcAttr{Setpgid: true},
+		Files: append(std.child[:], command.Reader()),
+		Sys:   std.procAttr(),
 	})
-	devnull.Close()
-	out.closeWriters()
+	std.closeChildEnds()
 	if startErr != nil {
-		out.closeReaders()
+		std.closeAll()
 		return s.finishUnstarted(StartErrShell, startErr)
+	}
+	if input != nil {
+		input.Serve(jobinput.Sink{W: std.input, Terminal: env.PTY != nil, Offsets: s.offsets})
 	}
 	command.Send(env.Command)
 	writers := [2]*capture.Writer{s.stdout, s.stderr}
-	out.drain(writers)
+	std.out.drain(writers)
 
 	// The child is ours and unreaped until we call Wait, so its PID and
 	// process group cannot be reused while we look it up or signal it.
@@ -153,7 +172,12 @@ func (s *sup) supervise(env *envelope.Envelope, sigs <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	out.finish(writers)
+	// No input after the end; a terminal's master is closed with its
+	// capture, after the channel stops writing to it.
+	if input != nil {
+		input.Close()
+	}
+	std.out.finish(writers)
 
 	r := jobmeta.Result{CompletedAt: end.completedAt, StopRequested: end.stopRequested, StoppedByManager: end.byManager, TimedOut: end.timedOut}
 	if ws, ok := end.status.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

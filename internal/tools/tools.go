@@ -102,6 +102,14 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 		func(ctx context.Context, c Call, in jobs.OutputRequest) (any, error) {
 			return svc.Output(ctx, c.Who, in)
 		})
+	add(r, "process.input", "Write to a running stdin or pty job's input: data (utf-8 or base64, at most 64 KiB a call), eof closes stdin (on a terminal: end-of-file). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses. Input is never recorded.",
+		func(ctx context.Context, c Call, in jobs.InputRequest) (any, error) {
+			return svc.Input(ctx, c.Who, in)
+		})
+	add(r, "process.resize", "Resize a pty job's terminal (cols, rows 1-1000); the job gets SIGWINCH.",
+		func(_ context.Context, c Call, in jobs.ResizeRequest) (any, error) {
+			return svc.Resize(c.Who, in)
+		})
 	add(r, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
 		func(_ context.Context, c Call, in IDRequest) (any, error) {
 			return svc.Stop(c.Who, in.ProcessID)
@@ -228,6 +236,10 @@ func jobIDOf(in, out any) string {
 	case IDRequest:
 		return v.ProcessID
 	case jobs.OutputRequest:
+		return v.ProcessID
+	case jobs.InputRequest:
+		return v.ProcessID
+	case jobs.ResizeRequest:
 		return v.ProcessID
 	}
 	if r, ok := out.(*jobs.StartResult); ok && r != nil {

@@ -212,6 +212,8 @@ func FuzzDecodeArguments(f *testing.F) {
 		`{"process_id":"p","stdout_offset":1,"stderr_offset":2,"max_bytes":3,"wait_ms":4}`,
 		`{"env":{}}`, `{"bogus":1}`, `{"wait_ms":"x"}`, `{} {}`, `{}]`, `[]`, `{"env":{"ééééé":1}}`, `{"COMMAND":"x"}`,
 		`{"process_ids":["a","b"],"mode":"all","timeout_ms":0}`, `{"process_ids":null,"timeout_ms":null}`, `{"process_ids":[1]}`,
+		`{"command":"cat","stdin":true,"pty":{"cols":80,"rows":24}}`, `{"pty":{"cols":80,"rows":24,"x":1}}`, `{"pty":null}`,
+		`{"process_id":"p","data":"aGk=","encoding":"base64","eof":true,"wait_ms":10}`, `{"process_id":"p","cols":80,"rows":24}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -219,7 +221,9 @@ func FuzzDecodeArguments(f *testing.F) {
 		var start jobs.StartRequest
 		var out jobs.OutputRequest
 		var wait jobs.WaitRequest
-		for _, v := range []any{&start, &out, &wait} {
+		var input jobs.InputRequest
+		var resize jobs.ResizeRequest
+		for _, v := range []any{&start, &out, &wait, &input, &resize} {
 			err := Decode(raw, v)
 			if err != nil {
 				invalid(t, err)

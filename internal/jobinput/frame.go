@@ -1,0 +1,167 @@
+// Package jobinput is the channel between the agent and a job's supervisor
+// for an interactive job: a unix socket in the job directory that the
+// supervisor owns for the job's whole life, so input reaches the job from
+// any agent process, also one started after the job. One connection carries
+// one request (write bytes, close stdin, resize the terminal) and its reply;
+// the supervisor serves connections one at a time, which keeps writes in
+// order. Nothing that passes here is recorded.
+package jobinput
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/terminal"
+)
+
+// SocketFile is the channel's name in the job directory.
+const SocketFile = "input.sock"
+
+// Wire format: fixed-size little-endian headers, version in the magic.
+const (
+	version     = 1
+	requestLen  = 12
+	replyLen    = 24
+	opWrite     = 1
+	opResize    = 2
+	flagEOF     = 1
+	statusOK    = 0
+	statusClose = 1
+	statusNoTTY = 2
+	statusBad   = 3
+)
+
+var magic = [2]byte{'C', 'I'}
+
+// Request is one exchange's ask: write Data (then close stdin when EOF),
+// or, when Resize is set, resize the terminal.
+type Request struct {
+	Data   []byte
+	EOF    bool
+	Resize *terminal.Size
+}
+
+// Reply is the supervisor's answer to a write: how many bytes the job took
+// and where its output streams stood before them.
+type Reply struct {
+	Accepted     int
+	StdoutOffset int64
+	StderrOffset int64
+}
+
+// ErrMalformed reports a frame that does not follow the format.
+var ErrMalformed = errors.New("malformed input frame")
+
+// Answers a supervisor gives instead of a Reply.
+var (
+	ErrClosed      = errors.New("the job's input is closed")
+	ErrNotTerminal = errors.New("the job has no terminal")
+	ErrRefused     = errors.New("the supervisor refused the request")
+)
+
+// encodeRequest returns the frame for r.
+func encodeRequest(r Request) ([]byte, error) {
+	h := make([]byte, requestLen, requestLen+len(r.Data))
+	copy(h, magic[:])
+	h[2] = version
+	switch {
+	case r.Resize != nil:
+		if !r.Resize.Valid() || len(r.Data) > 0 || r.EOF {
+			return nil, fmt.Errorf("%w: resize to %dx%d", ErrMalformed, r.Resize.Cols, r.Resize.Rows)
+		}
+		h[3] = opResize
+		binary.LittleEndian.PutUint16(h[8:], uint16(r.Resize.Cols))
+		binary.LittleEndian.PutUint16(h[10:], uint16(r.Resize.Rows))
+		return h, nil
+	case len(r.Data) > limits.MaxInputBytes:
+		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(r.Data))
+	}
+	h[3] = opWrite
+	if r.EOF {
+		h[4] = flagEOF
+	}
+	binary.LittleEndian.PutUint32(h[8:], uint32(len(r.Data)))
+	return append(h, r.Data...), nil
+}
+
+// readRequest reads one request frame from r, at most limits.MaxInputBytes
+// of data.
+func readRequest(r io.Reader) (Request, error) {
+	var h [requestLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return Request{}, fmt.Errorf("%w: header: %v", ErrMalformed, err)
+	}
+	if h[0] != magic[0] || h[1] != magic[1] || h[2] != version || h[5] != 0 || h[6] != 0 || h[7] != 0 {
+		return Request{}, fmt.Errorf("%w: bad magic or version", ErrMalformed)
+	}
+	switch h[3] {
+	case opResize:
+		size := &terminal.Size{Cols: int(binary.LittleEndian.Uint16(h[8:])), Rows: int(binary.LittleEndian.Uint16(h[10:]))}
+		if h[4] != 0 || !size.Valid() {
+			return Request{}, fmt.Errorf("%w: bad resize", ErrMalformed)
+		}
+		return Request{Resize: size}, nil
+	case opWrite:
+		if h[4]&^flagEOF != 0 {
+			return Request{}, fmt.Errorf("%w: unknown flags", ErrMalformed)
+		}
+		n := binary.LittleEndian.Uint32(h[8:])
+		if n > limits.MaxInputBytes {
+			return Request{}, fmt.Errorf("%w: %d bytes", ErrMalformed, n)
+		}
+		req := Request{EOF: h[4]&flagEOF != 0, Data: make([]byte, n)}
+		if _, err := io.ReadFull(r, req.Data); err != nil {
+			return Request{}, fmt.Errorf("%w: data: %v", ErrMalformed, err)
+		}
+		return req, nil
+	}
+	return Request{}, fmt.Errorf("%w: unknown operation", ErrMalformed)
+}
+
+func encodeReply(status byte, rep Reply) []byte {
+	b := make([]byte, replyLen)
+	b[0] = status
+	binary.LittleEndian.PutUint32(b[4:], uint32(rep.Accepted))
+	binary.LittleEndian.PutUint64(b[8:], uint64(rep.StdoutOffset))
+	binary.LittleEndian.PutUint64(b[16:], uint64(rep.StderrOffset))
+	return b
+}
+
+// readReply reads one reply frame from r.
+func readReply(r io.Reader) (Reply, error) {
+	var b [replyLen]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			// The supervisor closed the channel without answering: the
+			// job ended while the request waited.
+			return Reply{}, ErrGone
+		}
+		return Reply{}, fmt.Errorf("%w: reply: %v", ErrMalformed, err)
+	}
+	if b[1] != 0 || b[2] != 0 || b[3] != 0 {
+		return Reply{}, fmt.Errorf("%w: reply padding", ErrMalformed)
+	}
+	rep := Reply{
+		Accepted:     int(binary.LittleEndian.Uint32(b[4:])),
+		StdoutOffset: int64(binary.LittleEndian.Uint64(b[8:])),
+		StderrOffset: int64(binary.LittleEndian.Uint64(b[16:])),
+	}
+	if rep.Accepted > limits.MaxInputBytes || rep.StdoutOffset < 0 || rep.StderrOffset < 0 {
+		return Reply{}, fmt.Errorf("%w: reply out of range", ErrMalformed)
+	}
+	switch b[0] {
+	case statusOK:
+		return rep, nil
+	case statusClose:
+		return rep, ErrClosed
+	case statusNoTTY:
+		return rep, ErrNotTerminal
+	case statusBad:
+		return rep, ErrRefused
+	}
+	return Reply{}, fmt.Errorf("%w: unknown status", ErrMalformed)
+}

@@ -1,0 +1,180 @@
+package jobs
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobinput"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/textenc"
+)
+
+// InputRequest is process.input's input.
+type InputRequest struct {
+	ProcessID string `json:"process_id" jsonschema:"the job's process_id"`
+	Data      string `json:"data,omitempty" jsonschema:"bytes for the job's stdin or terminal, at most 65536 a call after decoding"`
+	Encoding  string `json:"encoding,omitempty" jsonschema:"utf-8 (default) or base64"`
+	EOF       bool   `json:"eof,omitempty" jsonschema:"close stdin after data (on a terminal: send end-of-file); later input is input_closed"`
+	WaitMS    int    `json:"wait_ms,omitempty" jsonschema:"0-30000: then wait up to this long for output produced after this input and return it as output"`
+}
+
+// InputResult is process.input's result.
+type InputResult struct {
+	ProcessID string `json:"process_id"`
+	// AcceptedBytes is how much of data the job took; less than all when it
+	// did not read its input within the input write timeout (5 s).
+	AcceptedBytes int `json:"accepted_bytes"`
+	// The offsets are where the streams stood before this input.
+	StdoutOffset int64 `json:"stdout_offset"`
+	StderrOffset int64 `json:"stderr_offset"`
+	// InputClosed is set once stdin is closed (eof applied).
+	InputClosed bool    `json:"input_closed"`
+	Output      *Output `json:"output,omitempty"`
+}
+
+// ResizeRequest is process.resize's input.
+type ResizeRequest struct {
+	ProcessID string `json:"process_id" jsonschema:"the job's process_id"`
+	Cols      int    `json:"cols" jsonschema:"1-1000: width in columns"`
+	Rows      int    `json:"rows" jsonschema:"1-1000: height in rows"`
+}
+
+// ResizeResult is process.resize's result.
+type ResizeResult struct {
+	ProcessID string `json:"process_id"`
+	Cols      int    `json:"cols"`
+	Rows      int    `json:"rows"`
+}
+
+// decodeInput returns the bytes a request carries.
+func decodeInput(req *InputRequest) ([]byte, error) {
+	var data []byte
+	switch req.Encoding {
+	case "", textenc.UTF8:
+		data = []byte(req.Data)
+	case textenc.Base64:
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(req.Data); err != nil {
+			return nil, errcode.New(errcode.InvalidArgument, "data is not valid base64")
+		}
+	default:
+		return nil, errcode.New(errcode.InvalidArgument, "encoding must be utf-8 or base64")
+	}
+	if len(data) > limits.MaxInputBytes {
+		return nil, errcode.New(errcode.InvalidArgument, "data must be at most %d bytes a call (%d given)", limits.MaxInputBytes, len(data))
+	}
+	return data, nil
+}
+
+// interactive looks up a job that takes input and is still running.
+func (s *Service) interactive(who principal.Principal, id string, terminalOnly bool) (*jobmeta.Record, error) {
+	rec, err := s.get(who, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.PTY == nil && (terminalOnly || !rec.Stdin) {
+		if terminalOnly {
+			return nil, errcode.New(errcode.NotInteractive, "the job was started without a terminal (pty)")
+		}
+		return nil, errcode.New(errcode.NotInteractive, "the job was started without stdin or a terminal (pty)")
+	}
+	if rec.Terminal {
+		return nil, errcode.New(errcode.NotRunning, "the job has ended (%s)", rec.State)
+	}
+	return rec, nil
+}
+
+// channelError maps an input channel's answer to the tool's error.
+func channelError(err error) error {
+	switch {
+	case errors.Is(err, jobinput.ErrGone):
+		return errcode.New(errcode.NotRunning, "the job has ended")
+	case errors.Is(err, jobinput.ErrClosed):
+		return errcode.New(errcode.InputClosed, "the job's input is closed")
+	case errors.Is(err, jobinput.ErrNotTerminal):
+		return errcode.New(errcode.NotInteractive, "the job was started without a terminal (pty)")
+	}
+	return errcode.Wrap(errcode.Internal, err, "the job's input channel failed")
+}
+
+// Input writes to a running job's stdin or terminal. With WaitMS it then
+// waits for the output the input produced.
+func (s *Service) Input(ctx context.Context, who principal.Principal, req InputRequest) (*InputResult, error) {
+	wait, err := waitDuration(req.WaitMS)
+	if err != nil {
+		return nil, err
+	}
+	data, err := decodeInput(&req)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.interactive(who, req.ProcessID, false); err != nil {
+		return nil, err
+	}
+	rep, err := jobinput.Send(s.store.Dir(req.ProcessID), jobinput.Request{Data: data, EOF: req.EOF})
+	if err != nil {
+		return nil, channelError(err)
+	}
+	res := &InputResult{
+		ProcessID: req.ProcessID, AcceptedBytes: rep.Accepted,
+		StdoutOffset: rep.StdoutOffset, StderrOffset: rep.StderrOffset,
+		InputClosed: req.EOF && rep.Accepted == len(data),
+	}
+	if wait > 0 {
+		res.Output, err = s.answer(ctx, who, req.ProcessID, rep, time.Now().Add(wait))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// answer waits until the job has produced output past the offsets it had
+// before the input and then been quiet for limits.InputQuietPeriod (an
+// answer often comes in parts: a terminal's echo, then the result), or
+// has ended, or deadline passes; it returns the page from those offsets.
+func (s *Service) answer(ctx context.Context, who principal.Principal, id string, rep jobinput.Reply, deadline time.Time) (*Output, error) {
+	req := OutputRequest{ProcessID: id, StdoutOffset: rep.StdoutOffset, StderrOffset: rep.StderrOffset}
+	var last *Output
+	var quietSince time.Time
+	for {
+		out, err := s.page(who, req, limits.OutputPageDefault)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		if last == nil || out.Stdout.NextOffset != last.Stdout.NextOffset || out.Stderr.NextOffset != last.Stderr.NextOffset {
+			quietSince = now
+		}
+		last = out
+		produced := out.Stdout.NextOffset > rep.StdoutOffset || out.Stderr.NextOffset > rep.StderrOffset || out.Stdout.Gap != nil || out.Stderr.Gap != nil
+		if out.Terminal || !now.Before(deadline) || (produced && now.Sub(quietSince) >= limits.InputQuietPeriod) {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, nil
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// Resize sets a pty job's terminal size.
+func (s *Service) Resize(who principal.Principal, req ResizeRequest) (*ResizeResult, error) {
+	size, err := (&TerminalSize{Cols: req.Cols, Rows: req.Rows}).size()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.interactive(who, req.ProcessID, true); err != nil {
+		return nil, err
+	}
+	if _, err := jobinput.Send(s.store.Dir(req.ProcessID), jobinput.Request{Resize: size}); err != nil {
+		return nil, channelError(err)
+	}
+	return &ResizeResult{ProcessID: req.ProcessID, Cols: size.Cols, Rows: size.Rows}, nil
+}

@@ -49,7 +49,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &jobsOptions{IO: streams, Jobs: func() (*jobs.Service, error) { return openService(g, false) }}
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "The local job ledger: list, show, output, wait, stop",
+		Short: "The local job ledger: list, show, output, input, wait, stop",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			return runJobsList(&jobsListOptions{*o})
@@ -68,6 +68,7 @@ func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
 			},
 		},
 		newJobsOutputCmd(o),
+		newJobsInputCmd(o),
 		newJobsReconcileCmd(g, streams, &o.JSON),
 		newJobsWaitCmd(g, streams, &o.JSON),
 		&cobra.Command{

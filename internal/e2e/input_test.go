@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -200,5 +202,34 @@ func TestInputInFallback(t *testing.T) {
 	c.send(map[string]any{"process_id": res.ProcessID, "eof": true})
 	if rec := c.waitTerminal(res.ProcessID, 10*time.Second); rec.State != "exited" {
 		t.Fatalf("fallback REPL ended %s", rec.State)
+	}
+}
+
+// TestJobsInputCLI: `commandcore jobs input ID --eof` delivers its stdin to
+// a job a client started, larger than one call, then closes it.
+func TestJobsInputCLI(t *testing.T) {
+	state := t.TempDir()
+	c := newClient(t, state, nil)
+	id := c.start(map[string]any{"command": "wc -c; echo counted", "stdin": true}).ProcessID
+	input := strings.Repeat("0123456789abcdef", 10000) // 160,000 bytes: three calls
+	cmd := exec.Command(bin, "jobs", "input", id, "--eof", "--json", "--state-dir", state)
+	cmd.Stdin = strings.NewReader(input)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("jobs input: %v", err)
+	}
+	var sent struct {
+		SentBytes   int64 `json:"sent_bytes"`
+		InputClosed bool  `json:"input_closed"`
+	}
+	if err := json.Unmarshal(out, &sent); err != nil || sent.SentBytes != 160000 || !sent.InputClosed {
+		t.Fatalf("jobs input printed %s (%v)", out, err)
+	}
+	c.waitTerminal(id, 10*time.Second)
+	if got := string(c.readAll(id, 0).data[0]); got != "160000\ncounted\n" {
+		t.Fatalf("the job read %q, want 160000 bytes counted", got)
+	}
+	if _, errOut, code := run(t, "jobs", "input", id, "--state-dir", state); code == 0 || !strings.Contains(errOut, "not_running") {
+		t.Fatalf("input to an ended job: exit %d, %q", code, errOut)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/tools"
+	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
 )
@@ -90,7 +91,7 @@ func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDi
 	if err != nil {
 		return nil, err
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
 	tools.Register(srv, svc, host, authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(0), time.Now))
 	return func(ctx context.Context, conn *transport.Conn) error {
 		ss, err := srv.Connect(ctx, conn, nil)

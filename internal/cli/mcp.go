@@ -10,6 +10,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/tools"
+	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
@@ -25,7 +26,7 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer svc.Close()
-			srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil)
+			srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
 			dirs, err := g.dirs()
 			if err != nil {
 				return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -15,6 +17,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/toolresult"
+	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
 )
@@ -90,7 +93,7 @@ func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
 
 // sessionServer builds the MCP server one client session talks to.
 func (s *Server) sessionServer(c *client) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
 	srv.AddReceivingMiddleware(s.observeCalls(c))
 	tools, multi := endpointTools()
 	if c.device == nil {
@@ -102,14 +105,31 @@ func (s *Server) sessionServer(c *client) *mcp.Server {
 		}
 	}
 	if c.device == nil {
-		srv.AddTool(&mcp.Tool{
-			Name:        DevicesListTool,
-			Description: "Devices this client token may reach, with connection state and last-seen time.",
-			InputSchema: map[string]any{"type": "object", "additionalProperties": false},
-		}, s.devicesList(c))
+		srv.AddTool(devicesListDef(), s.devicesList(c))
 	}
 	return srv
 }
+
+// devicesListDef is the relay's own tool, defined as the device tools are:
+// a title, annotations and an outputSchema.
+var devicesListDef = sync.OnceValue(func() *mcp.Tool {
+	output, err := toolresult.OutputSchema[DeviceList]()
+	if err != nil {
+		panic(fmt.Sprintf("devices.list output schema: %v", err))
+	}
+	closed, destroys := false, false
+	return &mcp.Tool{
+		Name:         DevicesListTool,
+		Title:        "List devices",
+		Description:  "Devices this client token may reach, with connection state and last-seen time.",
+		InputSchema:  map[string]any{"type": "object", "additionalProperties": false},
+		OutputSchema: output,
+		Annotations: &mcp.ToolAnnotations{
+			Title: "List devices", ReadOnlyHint: true, IdempotentHint: true,
+			DestructiveHint: &destroys, OpenWorldHint: &closed,
+		},
+	}
+})
 
 // withDevice adds the required device argument to a tool's input schema.
 func withDevice(schema any) any {

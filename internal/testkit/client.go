@@ -3,9 +3,11 @@ package testkit
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -20,6 +22,10 @@ const (
 type Client struct {
 	TB      testing.TB
 	Session *mcp.ClientSession
+	// outputs are the listed tools' output schemas: every structured
+	// result is validated against its tool's, as a client that checks
+	// them (the TypeScript SDK does) would.
+	outputs map[string]*jsonschema.Resolved
 }
 
 // Dial opens a session over t within ConnectTimeout and closes it when the
@@ -33,7 +39,27 @@ func Dial(tb testing.TB, name string, t mcp.Transport, opts *mcp.ClientOptions) 
 		return nil, err
 	}
 	tb.Cleanup(func() { s.Close() })
-	return &Client{TB: tb, Session: s}, nil
+	c := &Client{TB: tb, Session: s, outputs: map[string]*jsonschema.Resolved{}}
+	for tool, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		if tool.OutputSchema == nil || tool.Title == "" || tool.Annotations == nil {
+			return nil, fmt.Errorf("tool %s is listed without an outputSchema, a title or annotations", tool.Name)
+		}
+		raw, err := json.Marshal(tool.OutputSchema)
+		if err != nil {
+			return nil, err
+		}
+		var schema jsonschema.Schema
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			return nil, fmt.Errorf("%s: output schema: %w", tool.Name, err)
+		}
+		if c.outputs[tool.Name], err = schema.Resolve(nil); err != nil {
+			return nil, fmt.Errorf("%s: output schema: %w", tool.Name, err)
+		}
+	}
+	return c, nil
 }
 
 // Call invokes a tool and returns its structured content as JSON and
@@ -45,6 +71,15 @@ func (c *Client) Call(tool string, args any) (json.RawMessage, bool) {
 	raw, isErr, err := Call(ctx, c.Session, tool, args)
 	if err != nil {
 		c.TB.Fatal(err)
+	}
+	if schema := c.outputs[tool]; schema != nil {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			c.TB.Fatalf("%s: structured content is not JSON: %v", tool, err)
+		}
+		if err := schema.Validate(v); err != nil {
+			c.TB.Fatalf("%s: the result does not match the tool's outputSchema: %v\n%s", tool, err, raw)
+		}
 	}
 	return raw, isErr
 }

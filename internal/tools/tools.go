@@ -80,46 +80,46 @@ func NewHost(procRoot string, ownDirs ...string) (*Host, error) {
 func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 	r := registrar{srv: srv, journal: svc.Journal(), gate: gate}
 	add(r, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
-		func(ctx context.Context, _ Call, in metrics.MetricsRequest) (any, error) {
+		func(ctx context.Context, _ Call, in metrics.MetricsRequest) (*metrics.Metrics, error) {
 			return host.Metrics.Metrics(ctx, in)
 		})
 	add(r, "process.list", "Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (CommandCore jobs only); each filter narrows.",
-		func(ctx context.Context, _ Call, in proclist.Request) (any, error) {
+		func(ctx context.Context, _ Call, in proclist.Request) (*proclist.Result, error) {
 			if err := in.Validate(); err != nil {
 				return nil, err
 			}
 			return host.Processes.List(ctx, in)
 		})
 	add(r, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
-		func(ctx context.Context, c Call, in jobs.StartRequest) (any, error) {
+		func(ctx context.Context, c Call, in jobs.StartRequest) (*jobs.StartResult, error) {
 			return svc.Start(ctx, c.Who, in)
 		})
 	add(r, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
-		func(_ context.Context, c Call, in IDRequest) (any, error) {
+		func(_ context.Context, c Call, in IDRequest) (*jobmeta.Record, error) {
 			return svc.Status(c.Who, in.ProcessID)
 		})
 	add(r, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
-		func(ctx context.Context, c Call, in jobs.OutputRequest) (any, error) {
+		func(ctx context.Context, c Call, in jobs.OutputRequest) (*jobs.Output, error) {
 			return svc.Output(ctx, c.Who, in)
 		})
 	add(r, "process.input", "Write to a running stdin or pty job's input: data (utf-8 or base64, at most 64 KiB a call), eof closes stdin (on a terminal: end-of-file). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses. Input is never recorded.",
-		func(ctx context.Context, c Call, in jobs.InputRequest) (any, error) {
+		func(ctx context.Context, c Call, in jobs.InputRequest) (*jobs.InputResult, error) {
 			return svc.Input(ctx, c.Who, in)
 		})
 	add(r, "process.resize", "Resize a pty job's terminal (cols, rows 1-1000); the job gets SIGWINCH.",
-		func(_ context.Context, c Call, in jobs.ResizeRequest) (any, error) {
+		func(_ context.Context, c Call, in jobs.ResizeRequest) (*jobs.ResizeResult, error) {
 			return svc.Resize(c.Who, in)
 		})
 	add(r, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
-		func(_ context.Context, c Call, in IDRequest) (any, error) {
+		func(_ context.Context, c Call, in IDRequest) (*jobmeta.Record, error) {
 			return svc.Stop(c.Who, in.ProcessID)
 		})
 	add(r, "process.wait", waitDescription,
-		func(ctx context.Context, c Call, in jobs.WaitRequest) (any, error) {
+		func(ctx context.Context, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
 			return wait(ctx, svc, c, in)
 		})
 	add(r, "process.jobs", "List managed jobs, newest first.",
-		func(_ context.Context, c Call, _ NoArgs) (any, error) {
+		func(_ context.Context, c Call, _ NoArgs) (*JobList, error) {
 			recs, err := svc.List(c.Who)
 			if err != nil {
 				return nil, err
@@ -128,14 +128,14 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 			for _, r := range recs {
 				out.Jobs = append(out.Jobs, r.Summary())
 			}
-			return out, nil
+			return &out, nil
 		})
 	add(r, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
-		func(ctx context.Context, _ Call, in search.Request) (any, error) {
+		func(ctx context.Context, _ Call, in search.Request) (*search.Result, error) {
 			return search.Search(ctx, in, host.Own)
 		})
 	add(r, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
-		func(ctx context.Context, c Call, in run.Request) (any, error) {
+		func(ctx context.Context, c Call, in run.Request) (*run.Result, error) {
 			shell, env := svc.CommandBase()
 			opts := run.Options{Shell: shell, BaseEnv: env, Procs: svc.Procs()}
 			if tok := c.Req.Params.GetProgressToken(); tok != nil && c.Req.Session != nil {
@@ -144,11 +144,11 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 			return run.Run(ctx, in, opts)
 		})
 	add(r, "process.forget", "Delete a terminal job's metadata and output.",
-		func(_ context.Context, c Call, in IDRequest) (any, error) {
+		func(_ context.Context, c Call, in IDRequest) (*Forgotten, error) {
 			if _, err := svc.Forget(c.Who, in.ProcessID); err != nil {
 				return nil, err
 			}
-			return Forgotten{ProcessID: in.ProcessID, Forgotten: true}, nil
+			return &Forgotten{ProcessID: in.ProcessID, Forgotten: true}, nil
 		})
 }
 
@@ -172,13 +172,21 @@ type registrar struct {
 	gate    Gate
 }
 
-// add registers a tool whose input is decoded strictly into In.
-func add[In any](r registrar, name, desc string, h func(context.Context, Call, In) (any, error)) {
+// add registers a tool whose input is decoded strictly into In and whose
+// result is an Out, with its title, annotations (surface.go) and an
+// outputSchema from Out.
+func add[In, Out any](r registrar, name, desc string, h func(context.Context, Call, In) (Out, error)) {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
 	}
-	r.srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema},
+	output, err := toolresult.OutputSchema[Out]()
+	if err != nil {
+		panic(fmt.Sprintf("output schema for %s: %v", name, err))
+	}
+	tool := &mcp.Tool{Name: name, Description: desc, InputSchema: schema, OutputSchema: output}
+	annotate(tool)
+	r.srv.AddTool(tool,
 		func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 			began := time.Now()
 			defer func() {
@@ -189,7 +197,7 @@ func add[In any](r registrar, name, desc string, h func(context.Context, Call, I
 				}
 			}()
 			var in In
-			var out any
+			var out Out
 			var err error
 			who := principal.Local
 			if r.gate != nil {

@@ -20,6 +20,7 @@ type schema struct {
 	Items                *schema            `json:"items"`
 	AdditionalProperties json.RawMessage    `json:"additionalProperties"`
 	Enum                 []any              `json:"enum"`
+	AnyOf                []*schema          `json:"anyOf"`
 }
 
 const header = `# Tools
@@ -79,6 +80,11 @@ func writeTool(b *bytes.Buffer, t *mcp.Tool) error {
 	if err != nil {
 		return fmt.Errorf("output schema: %w", err)
 	}
+	// The schema admits the result or a failure's {error}; the header
+	// describes the failure once.
+	if len(out.AnyOf) > 0 {
+		out = out.AnyOf[0]
+	}
 	writeFields(b, out, "field", "An empty object.")
 	return nil
 }
@@ -117,6 +123,17 @@ func writeRows(b *bytes.Buffer, s *schema, prefix string) {
 			writeRows(b, p, prefix+name+".")
 		}
 	}
+}
+
+// UnmarshalJSON also reads the boolean schema true (any value), which a
+// field of interface type has.
+func (s *schema) UnmarshalJSON(data []byte) error {
+	if string(data) == "true" {
+		*s = schema{}
+		return nil
+	}
+	type plain schema
+	return json.Unmarshal(data, (*plain)(s))
 }
 
 // typeOf names a property's type: "string", "array of string",

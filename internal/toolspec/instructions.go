@@ -1,0 +1,5 @@
+package toolspec
+
+// Instructions is what every CommandCore MCP server tells a model, in its
+// initialize result, about how the tools fit together.
+const Instructions = `CommandCore runs shell work on one Linux machine. For a short command (under a minute), use process.run: it returns the exit code and output. For anything longer, or that must outlive this session: process.start returns a process_id at once (wait_ms: up to 30 s for a quick job's whole result); then read output with process.output (offsets; wait_ms long-polls), send input with process.input to a job started with stdin: true or pty (wait_ms returns the answer), block until it ends with process.wait (up to 600 s), stop it with process.stop, and delete a finished job with process.forget once its output is read. Jobs keep running if this connection drops; process.jobs lists them. Output is kept as head and tail (gaps are reported), 64 KiB a page by default; input is at most 64 KiB a call. files.search finds files by name or text. Errors carry a stable code (not_found, invalid_argument, ...) in structuredContent.error.`

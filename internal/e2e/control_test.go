@@ -61,12 +61,12 @@ func TestStopPoliteJob(t *testing.T) {
 func TestExitCodeAndSignal(t *testing.T) {
 	c := newClient(t, t.TempDir(), nil)
 	res := c.start(map[string]any{"command": "exit 7", "wait_ms": 10000})
-	if res.Record == nil || res.Record.ExitCode == nil || *res.Record.ExitCode != 7 || res.State != "exited" {
-		t.Fatalf("exit 7 gave %+v", res.Record)
+	if res.ExitCode == nil || *res.ExitCode != 7 || res.State != "exited" || res.CompletedAt == nil {
+		t.Fatalf("exit 7 gave %+v", res)
 	}
 	res = c.start(map[string]any{"command": "kill -KILL $$", "wait_ms": 10000})
-	if res.Record == nil || res.Record.Signal != "SIGKILL" || res.Record.ExitCode != nil || res.State != "exited" {
-		t.Fatalf("a shell killing itself gave %+v", res.Record)
+	if res.Signal != "SIGKILL" || res.ExitCode != nil || res.State != "exited" {
+		t.Fatalf("a shell killing itself gave %+v", res)
 	}
 }
 

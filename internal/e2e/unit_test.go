@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,16 +41,14 @@ func TestUnitProperties(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, p[k], v)
 		}
 	}
-	var health struct {
-		HostHealth struct {
-			MemoryAvailableBytes *uint64 `json:"memory_available_bytes"`
-			DiskFreeBytes        *uint64 `json:"disk_free_bytes"`
-			PSI                  map[string]any
-		} `json:"host_health"`
-	}
-	raw, _ := json.Marshal(res)
-	if err := json.Unmarshal(raw, &health); err != nil || health.HostHealth.MemoryAvailableBytes == nil || health.HostHealth.DiskFreeBytes == nil {
-		t.Errorf("process.start carries no host_health: %s", raw)
+	// A healthy host is summarised to its verdict; an unhealthy one shows
+	// why, and the snapshot.
+	if h := res.HostHealth; h == nil || h.Verdict == "" {
+		t.Errorf("process.start carries no host_health verdict: %+v", res)
+	} else if h.Verdict != "ok" && (len(h.Reasons) == 0 || h.MemoryAvailableBytes == nil || h.DiskFreeBytes == nil) {
+		t.Errorf("an unhealthy host_health without its reasons and snapshot: %+v", h)
+	} else if h.Verdict == "ok" && (h.MemoryAvailableBytes != nil || h.PSI != nil) {
+		t.Errorf("a healthy host_health is not summarised: %+v", h)
 	}
 	rec := c.status(res.ProcessID)
 	if p["MainPID"] != itoa(int64(rec.Identity.Supervisor.PID)) {

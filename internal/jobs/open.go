@@ -57,7 +57,7 @@ func Open(stateDir, exe string, installed bool) (*Service, error) {
 		journal.Record(activity.ReconcileEvent(id, state))
 	}
 	return &Service{
-		hostHealth: func() any { return host.Health(stateDir) },
+		hostHealth: func() *metrics.HostHealth { return host.Health(stateDir).Summary() },
 		store:      store,
 		launcher:   l,
 		journal:    journal,

@@ -35,7 +35,7 @@ type StreamPage struct {
 	Data       string `json:"data"`
 	Encoding   string `json:"encoding"`
 	NextOffset int64  `json:"next_offset"`
-	Gap        *Gap   `json:"gap"`
+	Gap        *Gap   `json:"gap,omitempty"`
 	EOF        bool   `json:"eof"`
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/metrics"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/terminal"
@@ -48,7 +49,7 @@ type Service struct {
 	// baseEnv is the environment a job starts from; requests add to it.
 	baseEnv []string
 	// hostHealth, when set, returns the snapshot process.start reports.
-	hostHealth func() any
+	hostHealth func() *metrics.HostHealth
 	// journal records content-free launch phases; nil records nothing.
 	journal *activity.Journal
 	// claimTimeout bounds the wait for the supervisor's identity claim;
@@ -130,17 +131,31 @@ func (t *TerminalSize) size() (*terminal.Size, error) {
 	return s, nil
 }
 
-// StartResult is process.start's result.
+// StartResult is process.start's result. Each fact appears once: a job
+// that ended within wait_ms adds how it ended and its first output page,
+// not its whole record (process.status has that).
 type StartResult struct {
-	ProcessID     string          `json:"process_id"`
-	State         jobmeta.State   `json:"state"`
-	Terminal      bool            `json:"terminal"`
-	Unit          string          `json:"unit,omitempty"`
-	FailureDomain string          `json:"failure_domain"`
-	StartedAt     *time.Time      `json:"started_at"`
-	HostHealth    any             `json:"host_health,omitempty"`
-	Record        *jobmeta.Record `json:"record,omitempty"`
-	Output        *Output         `json:"output,omitempty"`
+	ProcessID     string              `json:"process_id"`
+	State         jobmeta.State       `json:"state"`
+	Terminal      bool                `json:"terminal"`
+	Unit          string              `json:"unit,omitempty"`
+	FailureDomain string              `json:"failure_domain"`
+	StartedAt     *time.Time          `json:"started_at"`
+	HostHealth    *metrics.HostHealth `json:"host_health,omitempty"`
+	// How a job that ended within wait_ms ended.
+	ExitCode    *int       `json:"exit_code,omitempty"`
+	Signal      string     `json:"signal,omitempty"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
+	StoppedBy   string     `json:"stopped_by,omitempty"`
+	Error       string     `json:"error,omitempty"`
+	// Output is the ended job's first page of each stream.
+	Output *Pages `json:"output,omitempty"`
+}
+
+// Pages is one page of each stream.
+type Pages struct {
+	Stdout StreamPage `json:"stdout"`
+	Stderr StreamPage `json:"stderr"`
 }
 
 func waitDuration(ms int) (time.Duration, error) {
@@ -271,12 +286,12 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 		res.HostHealth = s.hostHealth()
 	}
 	if wait > 0 && rec.Terminal {
-		res.Record = rec
+		res.ExitCode, res.Signal, res.CompletedAt, res.StoppedBy, res.Error = rec.ExitCode, rec.Signal, rec.CompletedAt, rec.StoppedBy, rec.Error
 		out, err := s.Output(ctx, who, OutputRequest{ProcessID: id})
 		if err != nil {
 			return nil, err
 		}
-		res.Output = out
+		res.Output = &Pages{Stdout: out.Stdout, Stderr: out.Stderr}
 	}
 	return res, nil
 }

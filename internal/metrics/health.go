@@ -34,16 +34,33 @@ type PSIAverages struct {
 }
 
 // HostHealth is the snapshot process.start returns: cheap to take and
-// never a GPU query.
+// never a GPU query. Its verdict uses system.metrics' thresholds on what
+// the snapshot holds (memory, pressure, the job store's disk).
 type HostHealth struct {
-	MemoryAvailableBytes *uint64 `json:"memory_available_bytes"`
-	MemoryTotalBytes     *uint64 `json:"memory_total_bytes"`
+	Verdict string   `json:"verdict"`
+	Reasons []Reason `json:"reasons,omitempty"`
+
+	MemoryAvailableBytes *uint64 `json:"memory_available_bytes,omitempty"`
+	MemoryTotalBytes     *uint64 `json:"memory_total_bytes,omitempty"`
 	// PSI is keyed by resource (cpu, memory, io); nil when the kernel
 	// does not expose pressure information.
-	PSI           map[string]PSI `json:"psi"`
-	DiskFreeBytes *uint64        `json:"disk_free_bytes"`
+	PSI           map[string]PSI `json:"psi,omitempty"`
+	DiskFreeBytes *uint64        `json:"disk_free_bytes,omitempty"`
 	// Errors names what could not be read; a snapshot never fails.
 	Errors []string `json:"errors,omitempty"`
+}
+
+// StoreDisk is the subject a reason about the job store's disk names (never
+// its path, which is the agent's state directory).
+const StoreDisk = "job_store"
+
+// Summary is the snapshot as a launch reports it: only the verdict when
+// the host is healthy, everything when it is not.
+func (h *HostHealth) Summary() *HostHealth {
+	if h.Verdict == VerdictOK {
+		return &HostHealth{Verdict: VerdictOK}
+	}
+	return h
 }
 
 // Source reads metrics from a proc file system. It is safe for concurrent
@@ -120,13 +137,36 @@ func (s *Source) Health(diskPath string) *HostHealth {
 		h.Errors = append(h.Errors, "meminfo")
 	}
 	h.PSI = s.psi()
+	judged := Metrics{PSI: Pressure{}}
+	if h.MemoryAvailableBytes != nil && h.MemoryTotalBytes != nil && *h.MemoryTotalBytes > 0 {
+		pct := float64(*h.MemoryAvailableBytes) / float64(*h.MemoryTotalBytes) * 100
+		judged.Memory = &Memory{AvailablePercent: &pct}
+	}
+	for res, p := range h.PSI {
+		p := p
+		switch res {
+		case "cpu":
+			judged.PSI.CPU = &p
+		case "memory":
+			judged.PSI.Memory = &p
+		case "io":
+			judged.PSI.IO = &p
+		}
+	}
 	var st unix.Statfs_t
 	if err := s.statfs(diskPath, &st); err == nil {
 		free := st.Bavail * uint64(st.Bsize)
 		h.DiskFreeBytes = &free
+		if used := st.Blocks - st.Bfree; used+st.Bavail > 0 {
+			pct := float64(used) / float64(used+st.Bavail) * 100
+			judged.Disks = []Disk{{MountPoint: StoreDisk, Status: "ok", UsedPercent: &pct}}
+		}
 	} else {
 		h.Errors = append(h.Errors, "disk")
 	}
+	judged.Errors = h.Errors
+	v := Evaluate(&judged)
+	h.Verdict, h.Reasons = v.Verdict, v.Reasons
 	return h
 }
 

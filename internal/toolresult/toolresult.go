@@ -18,14 +18,25 @@ type ErrorResult struct {
 	Error *errcode.Error `json:"error"`
 }
 
-// Success wraps a structured result.
+// Texter is a result with a text form of its own: a short summary for a
+// model, so the text content does not repeat the structured one in full.
+type Texter interface{ Text() string }
+
+// Success wraps a structured result. Its text content is the result's
+// Text, or else its compact JSON.
 func Success(out any) *mcp.CallToolResult {
-	text, err := json.Marshal(out)
-	if err != nil {
-		return Failure(fmt.Errorf("encode result: %w", err))
+	var text string
+	if t, ok := out.(Texter); ok {
+		text = t.Text()
+	} else {
+		raw, err := json.Marshal(out)
+		if err != nil {
+			return Failure(fmt.Errorf("encode result: %w", err))
+		}
+		text = string(raw)
 	}
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: out,
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -44,11 +45,33 @@ type JobList struct {
 	Jobs []jobmeta.Summary `json:"jobs"`
 }
 
+// Text lists the jobs, a line each.
+func (l *JobList) Text() string {
+	var b strings.Builder
+	for _, j := range l.Jobs {
+		fmt.Fprintf(&b, "job %s %s", j.ProcessID, j.State)
+		if j.ExitCode != nil {
+			fmt.Fprintf(&b, " %d", *j.ExitCode)
+		}
+		if j.Name != "" {
+			fmt.Fprintf(&b, " %q", j.Name)
+		}
+		b.WriteByte('\n')
+	}
+	if len(l.Jobs) == 0 {
+		b.WriteString("no managed jobs\n")
+	}
+	return b.String()
+}
+
 // Forgotten is process.forget's result.
 type Forgotten struct {
 	ProcessID string `json:"process_id"`
 	Forgotten bool   `json:"forgotten"`
 }
+
+// Text says what was forgotten.
+func (f *Forgotten) Text() string { return "job " + f.ProcessID + " forgotten\n" }
 
 // Host holds the host-insight engines the tools use, and the agent's own
 // directories, which no tool reaches.

@@ -85,7 +85,7 @@ type StreamCapture struct {
 	DroppedBytes  *int64     `json:"dropped_bytes"`
 	Truncated     *bool      `json:"truncated"`
 	Complete      bool       `json:"complete"`
-	LastOutputAt  *time.Time `json:"last_output_at,omitempty"`
+	LastOutputAt  *time.Time `json:"last_output_at"`
 }
 
 // Capture is the capture metadata of both streams.

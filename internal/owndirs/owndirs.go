@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/commandcore/commandcore/internal/errcode"
 )
 
@@ -94,5 +96,45 @@ func (s *Set) Check(path string) error {
 			return nil
 		}
 		p = parent
+	}
+}
+
+// CheckDir refuses, with ErrInside, the directory open as fd when it or
+// any directory above it is one of the set. It walks up by "..", never by
+// name, so the answer is about the directory that is open, whatever path
+// led to it and whatever was renamed since.
+func (s *Set) CheckDir(fd int) error {
+	if s == nil || len(s.ids) == 0 {
+		return nil
+	}
+	cur, err := unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ErrInside
+	}
+	defer func() { unix.Close(cur) }()
+	var st unix.Stat_t
+	if unix.Fstat(cur, &st) != nil {
+		return ErrInside
+	}
+	for {
+		if s.ids[fileID{uint64(st.Dev), st.Ino}] {
+			return ErrInside
+		}
+		parent, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			// What cannot be examined cannot be shown to be safe.
+			return ErrInside
+		}
+		var pst unix.Stat_t
+		if unix.Fstat(parent, &pst) != nil {
+			unix.Close(parent)
+			return ErrInside
+		}
+		unix.Close(cur)
+		cur = parent
+		if pst.Dev == st.Dev && pst.Ino == st.Ino {
+			return nil // the root: its ".." is itself
+		}
+		st = pst
 	}
 }

@@ -25,7 +25,7 @@ type Edit struct {
 // EditRequest is the input of files.edit.
 type EditRequest struct {
 	Path           string `json:"path" jsonschema:"absolute path of the file"`
-	Edits          []Edit `json:"edits" jsonschema:"1-100 replacements, applied in order, each to the text the previous ones left; all or none"`
+	Edits          []Edit `json:"edits" jsonschema:"1-100 of {old_text, new_text, expected_replacements}, applied in order, each to the text the previous ones left; all or none"`
 	ExpectedSHA256 string `json:"expected_sha256,omitempty" jsonschema:"refuse with conflict unless the file's content has this SHA-256 (hex)"`
 }
 

@@ -11,6 +11,7 @@ package owndirs
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -72,15 +73,17 @@ func (s *Set) Check(path string) error {
 		return nil
 	}
 	// The nearest existing part of the path, every symlink resolved, so
-	// that walking up it by name walks up the real tree.
-	p := filepath.Clean(path)
+	// that walking up it by name walks up the real tree. Not cleaned
+	// first: ".." after a symlink leaves the link's target, as the kernel
+	// resolves it, not the link's own directory.
+	p := path
 	for {
 		r, err := filepath.EvalSymlinks(p)
 		if err == nil {
 			p = r
 			break
 		}
-		parent := filepath.Dir(p)
+		parent := dropLast(p)
 		if parent == p {
 			return nil
 		}
@@ -97,6 +100,17 @@ func (s *Set) Check(path string) error {
 		}
 		p = parent
 	}
+}
+
+// dropLast removes path's last element by name only, unlike filepath.Dir,
+// which cleans away a ".." the kernel would resolve after a symlink.
+func dropLast(path string) string {
+	p := strings.TrimRight(path, "/")
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
 }
 
 // CheckDir refuses, with ErrInside, the directory open as fd when it or

@@ -23,6 +23,8 @@ func TestCheckRefusesEveryWayIn(t *testing.T) {
 	os.WriteFile(filepath.Join(config, "identity.json"), []byte("{}"), 0o600)
 	os.MkdirAll(filepath.Join(state, "jobs", "j"), 0o700)
 	os.Symlink(config, filepath.Join(base, "link-to-config"))
+	os.Mkdir(filepath.Join(config, "sub"), 0o700)
+	os.Symlink(filepath.Join(config, "sub"), filepath.Join(base, "link-to-sub"))
 	os.Symlink(filepath.Join(config, "identity.json"), filepath.Join(base, "link-to-identity"))
 	other := filepath.Join(base, "other")
 	os.Mkdir(other, 0o700)
@@ -43,6 +45,9 @@ func TestCheckRefusesEveryWayIn(t *testing.T) {
 		filepath.Join(base, "link-to-identity"),
 		filepath.Join(other, "up", "config", "identity.json"),
 		filepath.Join(other, "..", "config"),
+		// The kernel resolves "link/.." to the link target's parent.
+		filepath.Join(base, "link-to-sub") + "/../identity.json",
+		filepath.Join(base, "link-to-sub") + "/../not-yet/f",
 		moved,
 		filepath.Join(moved, "jobs", "j"),
 	} {

@@ -47,7 +47,13 @@ type Owner struct{ UID, GID int }
 // that directory, so a path swapped while writing cannot redirect it.
 func WriteAt(dir *os.File, name string, data []byte, o Options) error {
 	dfd := int(dir.Fd())
-	tmp, fd, err := createTemp(dfd, name)
+	// Private until it has its mode: another user who opened a
+	// umask-readable temporary file would read what is written next.
+	createMode := uint32(0o600)
+	if o.Perm == 0 {
+		createMode = 0o666
+	}
+	tmp, fd, err := createTemp(dfd, name, createMode)
 	if err != nil {
 		return fmt.Errorf("create temp: %w", err)
 	}
@@ -94,7 +100,7 @@ func WriteAt(dir *os.File, name string, data []byte, o Options) error {
 // carries, so that a 255-byte name still has a temporary name that fits.
 const maxTempStem = 200
 
-func createTemp(dfd int, name string) (string, int, error) {
+func createTemp(dfd int, name string, mode uint32) (string, int, error) {
 	stem := name
 	if len(stem) > maxTempStem {
 		stem = stem[:maxTempStem]
@@ -103,7 +109,7 @@ func createTemp(dfd int, name string) (string, int, error) {
 		var r [6]byte
 		rand.Read(r[:])
 		tmp := "." + stem + ".tmp" + hex.EncodeToString(r[:])
-		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o666)
+		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, mode)
 		switch {
 		case err == nil:
 			return tmp, fd, nil

@@ -120,29 +120,29 @@ func openTarget(own *owndirs.Set, path string, mayBeMissing bool) (*target, erro
 	if err := own.Check(path); err != nil {
 		return nil, err
 	}
-	real, err := filepath.EvalSymlinks(path)
+	resolved, err := filepath.EvalSymlinks(path)
 	if err != nil && mayBeMissing && errors.Is(err, os.ErrNotExist) {
 		var dir string
 		if dir, err = filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
-			real = filepath.Join(dir, filepath.Base(path))
+			resolved = filepath.Join(dir, filepath.Base(path))
 		}
 	}
 	if err != nil {
 		return nil, fsError(err, "find")
 	}
-	if real == "/" {
+	if resolved == "/" {
 		return nil, ErrIsDirectory
 	}
-	fd, err := openRetry(unix.AT_FDCWD, filepath.Dir(real), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := openRetry(unix.AT_FDCWD, filepath.Dir(resolved), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, fsError(err, "find")
 	}
-	dir := os.NewFile(uintptr(fd), filepath.Dir(real))
+	dir := os.NewFile(uintptr(fd), filepath.Dir(resolved))
 	if err := own.CheckDir(fd); err != nil {
 		dir.Close()
 		return nil, err
 	}
-	return &target{dir: dir, name: filepath.Base(real)}, nil
+	return &target{dir: dir, name: filepath.Base(resolved)}, nil
 }
 
 func openRetry(dfd int, name string, flags int) (int, error) {

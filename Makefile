@@ -22,7 +22,9 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
              ./internal/relay:FuzzSplitDevice ./internal/relay:FuzzDecodeEnrollRequest \
              ./internal/relay:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \
-             ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply
+             ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply \
+             ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
+             ./internal/fileops:FuzzDiff
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2

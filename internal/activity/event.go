@@ -78,6 +78,10 @@ const (
 	ToolProcessList   Tool = "process.list"
 	ToolSystemMetrics Tool = "system.metrics"
 	ToolFilesSearch   Tool = "files.search"
+	ToolFilesRead     Tool = "files.read"
+	ToolFilesWrite    Tool = "files.write"
+	ToolFilesEdit     Tool = "files.edit"
+	ToolFilesList     Tool = "files.list"
 	ToolDevicesList   Tool = "devices.list"
 )
 
@@ -163,7 +167,8 @@ var (
 		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd)
 	tools = set(ToolProcessStart, ToolProcessStatus, ToolProcessOutput, ToolProcessStop,
 		ToolProcessWait, ToolProcessInput, ToolProcessResize, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
-		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList)
+		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList,
+		ToolFilesRead, ToolFilesWrite, ToolFilesEdit, ToolFilesList)
 	phases = set(PhaseValidate, PhasePolicy, PhaseDomain, PhaseAdmission, PhasePipe,
 		PhaseUnitStart, PhaseIdentityClaim, PhaseEnvelopeWrite, PhaseRollback)
 	outcomes   = set(OutcomeOK, OutcomeFailed)
@@ -172,6 +177,7 @@ var (
 		string(errcode.RetentionFull), string(errcode.PolicyInvalid), string(errcode.SystemdUnavailable),
 		string(errcode.PermissionDenied), string(errcode.GrantInvalid), string(errcode.IdentityMismatch),
 		string(errcode.Internal), string(errcode.DeviceOffline), string(errcode.ResultTooLarge),
+		string(errcode.AlreadyExists), string(errcode.Conflict), string(errcode.EditMismatch),
 		jobmeta.LaunchErrInternal, jobmeta.LaunchErrPipe, jobmeta.LaunchErrUnit,
 		jobmeta.LaunchErrClaimTimeout, jobmeta.LaunchErrSupervisor,
 	)

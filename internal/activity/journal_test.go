@@ -679,7 +679,7 @@ func TestAllowlistedValuesSurvive(t *testing.T) {
 			return Event{Kind: KindLinkEnd, Reason: k}, Event{Kind: KindLinkEnd, Reason: k}
 		})
 	}
-	if len(tools) != 14 || len(kinds) != 8 {
+	if len(tools) != 18 || len(kinds) != 8 {
 		t.Fatalf("allowlist sizes changed: %d tools, %d kinds", len(tools), len(kinds))
 	}
 	if JobEndEvent(jobA, jobmeta.WorkerLost).Outcome != OutcomeFailed || JobEndEvent(jobA, jobmeta.StoppedByRequest).Outcome != OutcomeOK ||

@@ -30,6 +30,12 @@ const (
 	NotRunning Code = "not_running"
 	// InputClosed: input after the job's stdin was closed.
 	InputClosed Code = "input_closed"
+	// AlreadyExists: files.write create found the file there.
+	AlreadyExists Code = "already_exists"
+	// Conflict: the file's content is not the expected_sha256 the call named.
+	Conflict Code = "conflict"
+	// EditMismatch: a files.edit old_text was not found as often as expected.
+	EditMismatch Code = "edit_mismatch"
 	// DeviceOffline: the relay has no live link to the chosen device.
 	DeviceOffline Code = "device_offline"
 	// ResultTooLarge: the device's result does not fit one link frame.
@@ -49,6 +55,9 @@ const (
 type Error struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
+	// Details, when set, are machine-readable facts about the failure
+	// (counts, line numbers), as content-free as the message.
+	Details any `json:"details,omitempty"`
 	// cause is kept for local diagnosis only; it is never serialised.
 	cause error
 }
@@ -67,6 +76,13 @@ func New(code Code, format string, args ...any) *Error {
 // cause is err.
 func Wrap(code Code, err error, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), cause: err}
+}
+
+// WithDetails returns a copy of e that carries details.
+func (e *Error) WithDetails(details any) *Error {
+	c := *e
+	c.Details = details
+	return &c
 }
 
 // From converts any error into an *Error. Errors without a code become

@@ -34,6 +34,10 @@ var wire = map[string]struct {
 	"NotInteractive":     {NotInteractive, "not_interactive"},
 	"NotRunning":         {NotRunning, "not_running"},
 	"InputClosed":        {InputClosed, "input_closed"},
+	// SPEC §3, files.write and files.edit.
+	"AlreadyExists": {AlreadyExists, "already_exists"},
+	"Conflict":      {Conflict, "conflict"},
+	"EditMismatch":  {EditMismatch, "edit_mismatch"},
 	// README, Tools: the relay's answers when the device cannot be reached
 	// or its result does not fit one frame.
 	"DeviceOffline":  {DeviceOffline, "device_offline"},
@@ -127,6 +131,22 @@ func TestWordsAreSnakeCase(t *testing.T) {
 		if !ok {
 			t.Errorf("errcode.%s: %q is not a snake_case word", name, w.word)
 		}
+	}
+}
+
+// TestDetailsTravelWithTheCode: details appear on the wire beside code and
+// message, and WithDetails leaves the original without them.
+func TestDetailsTravelWithTheCode(t *testing.T) {
+	base := New(EditMismatch, "m")
+	raw, err := json.Marshal(base.WithDetails(map[string]int{"found": 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"code":"edit_mismatch","message":"m","details":{"found":2}}`; string(raw) != want {
+		t.Fatalf("on the wire: %s, want %s", raw, want)
+	}
+	if base.Details != nil {
+		t.Fatal("WithDetails changed the error it was called on")
 	}
 }
 

@@ -136,4 +136,26 @@ const (
 	MaxJobResourcesBytes = 64 << 10
 	// MaxMetadataBytes bounds any job metadata file read from disk.
 	MaxMetadataBytes = 1 << 20
+
+	// FileReadDefault and FileReadMax bound files.read's max_bytes.
+	FileReadDefault = 64 << 10
+	FileReadMax     = 1 << 20
+	// FileWriteMax bounds the content of one files.write (decoded).
+	FileWriteMax = 8 << 20
+	// FileEditMaxEdits bounds files.edit's edits.
+	FileEditMaxEdits = 100
+	// FileEditDiffMax bounds the unified diff a files.edit returns.
+	FileEditDiffMax = 64 << 10
+	// FileEditMaxBytes bounds the file files.edit holds in memory, before
+	// and after the edits.
+	FileEditMaxBytes = 64 << 20
+	// FileListDepthDefault and FileListDepthMax bound files.list's depth;
+	// FileListEntriesDefault and FileListEntriesMax its max_entries.
+	FileListDepthDefault   = 1
+	FileListDepthMax       = 10
+	FileListEntriesDefault = 1000
+	FileListEntriesMax     = 10000
+	// FileListMaxExcludeDirs bounds files.list's exclude_dirs, as
+	// files.search bounds its own.
+	FileListMaxExcludeDirs = 256
 )

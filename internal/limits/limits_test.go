@@ -49,6 +49,23 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
 	// docs/tools.md process.wait: process_ids 1–32; docs/limits.md.
 	"WaitMaxJobs": {WaitMaxJobs, 32},
+	// SPEC §3 files.read: max_bytes default 64 KiB, at most 1 MiB; §8 1 MiB / 8 MiB.
+	"FileReadDefault": {FileReadDefault, 64 * kib},
+	"FileReadMax":     {FileReadMax, 1 * mib},
+	"FileWriteMax":    {FileWriteMax, 8 * mib},
+	// SPEC §3 files.edit: 1–100 edits, diff bounded to 64 KiB.
+	"FileEditMaxEdits": {FileEditMaxEdits, 100},
+	"FileEditDiffMax":  {FileEditDiffMax, 64 * kib},
+	// Internal: room for the 10 MiB file of the edit benchmark, and more.
+	"FileEditMaxBytes": {FileEditMaxBytes, 64 * mib},
+	// SPEC §3 files.list: depth 1–10 (default 1), max_entries default 1000,
+	// at most 10000.
+	"FileListDepthDefault":   {FileListDepthDefault, 1},
+	"FileListDepthMax":       {FileListDepthMax, 10},
+	"FileListEntriesDefault": {FileListEntriesDefault, 1000},
+	"FileListEntriesMax":     {FileListEntriesMax, 10000},
+	// Internal: files.search's bound on exclude_dirs.
+	"FileListMaxExcludeDirs": {FileListMaxExcludeDirs, 256},
 }
 
 // durations pins every time bound the same way.

@@ -11,7 +11,10 @@ package owndirs
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 )
@@ -70,15 +73,17 @@ func (s *Set) Check(path string) error {
 		return nil
 	}
 	// The nearest existing part of the path, every symlink resolved, so
-	// that walking up it by name walks up the real tree.
-	p := filepath.Clean(path)
+	// that walking up it by name walks up the real tree. Not cleaned
+	// first: ".." after a symlink leaves the link's target, as the kernel
+	// resolves it, not the link's own directory.
+	p := path
 	for {
 		r, err := filepath.EvalSymlinks(p)
 		if err == nil {
 			p = r
 			break
 		}
-		parent := filepath.Dir(p)
+		parent := dropLast(p)
 		if parent == p {
 			return nil
 		}
@@ -94,5 +99,56 @@ func (s *Set) Check(path string) error {
 			return nil
 		}
 		p = parent
+	}
+}
+
+// dropLast removes path's last element by name only, unlike filepath.Dir,
+// which cleans away a ".." the kernel would resolve after a symlink.
+func dropLast(path string) string {
+	p := strings.TrimRight(path, "/")
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}
+
+// CheckDir refuses, with ErrInside, the directory open as fd when it or
+// any directory above it is one of the set. It walks up by "..", never by
+// name, so the answer is about the directory that is open, whatever path
+// led to it and whatever was renamed since.
+func (s *Set) CheckDir(fd int) error {
+	if s == nil || len(s.ids) == 0 {
+		return nil
+	}
+	cur, err := unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ErrInside
+	}
+	defer func() { unix.Close(cur) }()
+	var st unix.Stat_t
+	if unix.Fstat(cur, &st) != nil {
+		return ErrInside
+	}
+	for {
+		if s.ids[fileID{uint64(st.Dev), st.Ino}] {
+			return ErrInside
+		}
+		parent, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			// What cannot be examined cannot be shown to be safe.
+			return ErrInside
+		}
+		var pst unix.Stat_t
+		if unix.Fstat(parent, &pst) != nil {
+			unix.Close(parent)
+			return ErrInside
+		}
+		unix.Close(cur)
+		cur = parent
+		if pst.Dev == st.Dev && pst.Ino == st.Ino {
+			return nil // the root: its ".." is itself
+		}
+		st = pst
 	}
 }

@@ -23,6 +23,8 @@ func TestCheckRefusesEveryWayIn(t *testing.T) {
 	os.WriteFile(filepath.Join(config, "identity.json"), []byte("{}"), 0o600)
 	os.MkdirAll(filepath.Join(state, "jobs", "j"), 0o700)
 	os.Symlink(config, filepath.Join(base, "link-to-config"))
+	os.Mkdir(filepath.Join(config, "sub"), 0o700)
+	os.Symlink(filepath.Join(config, "sub"), filepath.Join(base, "link-to-sub"))
 	os.Symlink(filepath.Join(config, "identity.json"), filepath.Join(base, "link-to-identity"))
 	other := filepath.Join(base, "other")
 	os.Mkdir(other, 0o700)
@@ -43,6 +45,9 @@ func TestCheckRefusesEveryWayIn(t *testing.T) {
 		filepath.Join(base, "link-to-identity"),
 		filepath.Join(other, "up", "config", "identity.json"),
 		filepath.Join(other, "..", "config"),
+		// The kernel resolves "link/.." to the link target's parent.
+		filepath.Join(base, "link-to-sub") + "/../identity.json",
+		filepath.Join(base, "link-to-sub") + "/../not-yet/f",
 		moved,
 		filepath.Join(moved, "jobs", "j"),
 	} {
@@ -81,5 +86,49 @@ func TestIsOwnByDescriptor(t *testing.T) {
 	}
 	if s.IsOwn(open(base)) {
 		t.Error("its parent is taken for it")
+	}
+}
+
+// TestCheckDirWalksUp: an open directory is refused when it is one of the
+// set or lies anywhere beneath one, also after the path that led to it was
+// renamed, and allowed elsewhere.
+func TestCheckDirWalksUp(t *testing.T) {
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	s, err := New(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(state, "jobs", "j", "k")
+	if err := os.MkdirAll(deep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	open := func(p string) int {
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Close(fd) })
+		return fd
+	}
+	inside, self := open(deep), open(state)
+	// The directory that was reached inside is still inside after a rename
+	// of the path that led to it.
+	if err := os.Rename(filepath.Join(state, "jobs"), filepath.Join(state, "renamed")); err != nil {
+		t.Fatal(err)
+	}
+	for name, fd := range map[string]int{"deep inside": inside, "the state dir": self} {
+		if err := s.CheckDir(fd); errcode.From(err).Code != errcode.PermissionDenied {
+			t.Errorf("%s: %v, want permission_denied", name, err)
+		}
+	}
+	for _, p := range []string{base, "/"} {
+		if err := s.CheckDir(open(p)); err != nil {
+			t.Errorf("%s: %v, want allowed", p, err)
+		}
+	}
+	var nilSet *Set
+	if nilSet.CheckDir(inside) != nil {
+		t.Error("a nil set protects nothing")
 	}
 }

@@ -37,6 +37,10 @@ var surface = map[string]struct {
 	"process.wait":   {"Wait for jobs to end", readOnly},
 	"process.jobs":   {"List managed jobs", readOnly},
 	"files.search":   {"Search files", readOnly},
+	"files.read":     {"Read a file", readOnly},
+	"files.write":    {"Write a file", destructive},
+	"files.edit":     {"Edit a file", destructive},
+	"files.list":     {"List a directory", readOnly},
 	"process.run":    {"Run a short command", changes},
 	"process.forget": {"Forget a finished job", destructive},
 }

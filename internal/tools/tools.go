@@ -18,6 +18,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/fileops"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -156,6 +157,22 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 	add(r, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
 		func(ctx context.Context, _ Call, in search.Request) (*search.Result, error) {
 			return search.Search(ctx, in, host.Own)
+		})
+	add(r, "files.read", "Read a regular file by lines (start_line, line_count) or by bytes (offset, max_bytes): data as UTF-8 text or base64, the whole file's size and sha256, mtime, eof and where to continue. Directories, FIFOs and devices are refused, never opened.",
+		func(ctx context.Context, _ Call, in fileops.ReadRequest) (*fileops.ReadResult, error) {
+			return fileops.Read(ctx, host.Own, in)
+		})
+	add(r, "files.write", "Write a file: create (default; already_exists if it exists), overwrite or append; expected_sha256 refuses with conflict unless the content matches. create and overwrite are atomic and keep an existing file's mode and owner. At most 8 MiB.",
+		func(_ context.Context, _ Call, in fileops.WriteRequest) (*fileops.WriteResult, error) {
+			return fileops.Write(host.Own, in)
+		})
+	add(r, "files.edit", "Replace exact text in a file: every edit or none, atomically, each old_text found exactly expected_replacements times (default 1), else edit_mismatch naming the edit, the count and the line of the closest match. Returns a unified diff.",
+		func(_ context.Context, _ Call, in fileops.EditRequest) (*fileops.EditResult, error) {
+			return fileops.EditFile(host.Own, in)
+		})
+	add(r, "files.list", "List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
+		func(ctx context.Context, _ Call, in fileops.ListRequest) (*fileops.ListResult, error) {
+			return fileops.List(ctx, host.Own, in)
 		})
 	add(r, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
 		func(ctx context.Context, c Call, in run.Request) (*run.Result, error) {

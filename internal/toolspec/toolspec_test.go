@@ -12,7 +12,8 @@ func TestTableHasTheDeviceTools(t *testing.T) {
 	}
 	// The tools this build serves.
 	for _, name := range []string{"process.start", "process.status", "process.output", "process.stop", "process.jobs",
-		"process.forget", "process.run", "process.list", "system.metrics", "files.search", "process.wait", "process.input", "process.resize"} {
+		"process.forget", "process.run", "process.list", "system.metrics", "files.search", "process.wait", "process.input", "process.resize",
+		"files.read", "files.write", "files.edit", "files.list"} {
 		if !got[name] {
 			t.Errorf("the table lacks %s", name)
 		}

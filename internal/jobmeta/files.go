@@ -80,12 +80,12 @@ type Claim struct {
 // StreamCapture is the capture metadata of one stream. Pointers
 // are null when the writer of the metadata did not know the value.
 type StreamCapture struct {
-	ObservedBytes *int64     `json:"observed_bytes"`
-	RetainedBytes *int64     `json:"retained_bytes"`
-	DroppedBytes  *int64     `json:"dropped_bytes"`
-	Truncated     *bool      `json:"truncated"`
-	Complete      bool       `json:"complete"`
-	LastOutputAt  *time.Time `json:"last_output_at"`
+	ObservedBytes *int64     `json:"observed_bytes" jsonschema:"bytes the job wrote to the stream (null: unknown)"`
+	RetainedBytes *int64     `json:"retained_bytes" jsonschema:"bytes kept on disk: the head and the tail"`
+	DroppedBytes  *int64     `json:"dropped_bytes" jsonschema:"bytes discarded between head and tail"`
+	Truncated     *bool      `json:"truncated" jsonschema:"true when bytes were discarded"`
+	Complete      bool       `json:"complete" jsonschema:"true when the capture reached the stream's end and was sealed"`
+	LastOutputAt  *time.Time `json:"last_output_at" jsonschema:"when the job last wrote to the stream"`
 }
 
 // Capture is the capture metadata of both streams.

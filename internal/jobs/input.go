@@ -25,16 +25,16 @@ type InputRequest struct {
 
 // InputResult is process.input's result.
 type InputResult struct {
-	ProcessID string `json:"process_id"`
+	ProcessID string `json:"process_id" jsonschema:"the job's ID"`
 	// AcceptedBytes is how much of data the job took; less than all when it
 	// did not read its input within the input write timeout (5 s).
-	AcceptedBytes int `json:"accepted_bytes"`
+	AcceptedBytes int `json:"accepted_bytes" jsonschema:"how many bytes of data the job took (less than all if it did not read within 5 s)"`
 	// The offsets are where the streams stood before this input.
-	StdoutOffset int64 `json:"stdout_offset"`
-	StderrOffset int64 `json:"stderr_offset"`
+	StdoutOffset int64 `json:"stdout_offset" jsonschema:"where stdout stood before this input"`
+	StderrOffset int64 `json:"stderr_offset" jsonschema:"where stderr stood before this input"`
 	// InputClosed is set once stdin is closed (eof applied).
-	InputClosed bool    `json:"input_closed"`
-	Output      *Output `json:"output,omitempty"`
+	InputClosed bool    `json:"input_closed" jsonschema:"true once the job's stdin is closed (eof applied)"`
+	Output      *Output `json:"output,omitempty" jsonschema:"with wait_ms: the output produced after this input, from those offsets"`
 }
 
 // ResizeRequest is process.resize's input.
@@ -46,9 +46,9 @@ type ResizeRequest struct {
 
 // ResizeResult is process.resize's result.
 type ResizeResult struct {
-	ProcessID string `json:"process_id"`
-	Cols      int    `json:"cols"`
-	Rows      int    `json:"rows"`
+	ProcessID string `json:"process_id" jsonschema:"the job's ID"`
+	Cols      int    `json:"cols" jsonschema:"the terminal's width now"`
+	Rows      int    `json:"rows" jsonschema:"the terminal's height now"`
 }
 
 // decodeInput returns the bytes a request carries.

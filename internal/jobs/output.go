@@ -25,28 +25,28 @@ type OutputRequest struct {
 
 // Gap is a discarded range of a stream: [From, To).
 type Gap struct {
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
+	From int64 `json:"from" jsonschema:"first discarded byte"`
+	To   int64 `json:"to" jsonschema:"first byte kept after the gap"`
 }
 
 // StreamPage is one stream's part of an output page.
 type StreamPage struct {
-	Offset     int64  `json:"offset"`
-	Data       string `json:"data"`
-	Encoding   string `json:"encoding"`
-	NextOffset int64  `json:"next_offset"`
-	Gap        *Gap   `json:"gap,omitempty"`
-	EOF        bool   `json:"eof"`
+	Offset     int64  `json:"offset" jsonschema:"absolute offset of the first byte of data"`
+	Data       string `json:"data" jsonschema:"the bytes, as UTF-8 text or base64 (see encoding)"`
+	Encoding   string `json:"encoding" jsonschema:"utf-8 or base64"`
+	NextOffset int64  `json:"next_offset" jsonschema:"the offset to ask for next"`
+	Gap        *Gap   `json:"gap,omitempty" jsonschema:"a range the capture discarded (head and tail are kept), when the page skips one"`
+	EOF        bool   `json:"eof" jsonschema:"true when the stream can grow no more and this page reaches its end"`
 }
 
 // Output is process.output's result.
 type Output struct {
-	ProcessID string          `json:"process_id"`
-	Stdout    StreamPage      `json:"stdout"`
-	Stderr    StreamPage      `json:"stderr"`
-	Capture   jobmeta.Capture `json:"capture"`
-	State     jobmeta.State   `json:"state"`
-	Terminal  bool            `json:"terminal"`
+	ProcessID string          `json:"process_id" jsonschema:"the job's ID"`
+	Stdout    StreamPage      `json:"stdout" jsonschema:"the stdout page"`
+	Stderr    StreamPage      `json:"stderr" jsonschema:"the stderr page"`
+	Capture   jobmeta.Capture `json:"capture" jsonschema:"each stream's capture counters"`
+	State     jobmeta.State   `json:"state" jsonschema:"the job's state"`
+	Terminal  bool            `json:"terminal" jsonschema:"true once the job has ended"`
 }
 
 // Output returns a page of both streams. When a live job has nothing past

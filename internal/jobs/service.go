@@ -135,27 +135,27 @@ func (t *TerminalSize) size() (*terminal.Size, error) {
 // that ended within wait_ms adds how it ended and its first output page,
 // not its whole record (process.status has that).
 type StartResult struct {
-	ProcessID     string              `json:"process_id"`
-	State         jobmeta.State       `json:"state"`
-	Terminal      bool                `json:"terminal"`
-	Unit          string              `json:"unit,omitempty"`
-	FailureDomain string              `json:"failure_domain"`
-	StartedAt     *time.Time          `json:"started_at"`
-	HostHealth    *metrics.HostHealth `json:"host_health,omitempty"`
+	ProcessID     string              `json:"process_id" jsonschema:"the job's ID, for every other process tool"`
+	State         jobmeta.State       `json:"state" jsonschema:"the job's state (docs/states.md)"`
+	Terminal      bool                `json:"terminal" jsonschema:"true once the job has ended"`
+	Unit          string              `json:"unit,omitempty" jsonschema:"the job's transient systemd unit, when it has one"`
+	FailureDomain string              `json:"failure_domain" jsonschema:"systemd_unit, or shared_parent_cgroup without a user manager"`
+	StartedAt     *time.Time          `json:"started_at" jsonschema:"when the shell started"`
+	HostHealth    *metrics.HostHealth `json:"host_health,omitempty" jsonschema:"the host's health at launch: its verdict only, unless it is not ok"`
 	// How a job that ended within wait_ms ended.
-	ExitCode    *int       `json:"exit_code,omitempty"`
-	Signal      string     `json:"signal,omitempty"`
-	CompletedAt *time.Time `json:"completed_at,omitempty"`
-	StoppedBy   string     `json:"stopped_by,omitempty"`
-	Error       string     `json:"error,omitempty"`
+	ExitCode    *int       `json:"exit_code,omitempty" jsonschema:"the exit code of a job that ended within wait_ms and exited"`
+	Signal      string     `json:"signal,omitempty" jsonschema:"the signal that ended a job that ended within wait_ms"`
+	CompletedAt *time.Time `json:"completed_at,omitempty" jsonschema:"when a job that ended within wait_ms ended"`
+	StoppedBy   string     `json:"stopped_by,omitempty" jsonschema:"request, timeout or service_manager, for a stopped job"`
+	Error       string     `json:"error,omitempty" jsonschema:"why the launch failed, for a launch_failed job"`
 	// Output is the ended job's first page of each stream.
-	Output *Pages `json:"output,omitempty"`
+	Output *Pages `json:"output,omitempty" jsonschema:"the first page of each stream of a job that ended within wait_ms"`
 }
 
 // Pages is one page of each stream.
 type Pages struct {
-	Stdout StreamPage `json:"stdout"`
-	Stderr StreamPage `json:"stderr"`
+	Stdout StreamPage `json:"stdout" jsonschema:"the stdout page"`
+	Stderr StreamPage `json:"stderr" jsonschema:"the stderr page"`
 }
 
 func waitDuration(ms int) (time.Duration, error) {

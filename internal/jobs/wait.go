@@ -35,9 +35,9 @@ type WaitRequest struct {
 // WaitResult is process.wait's result.
 type WaitResult struct {
 	// Ended are the full records of the terminal jobs, in request order.
-	Ended []*jobmeta.Record `json:"ended"`
+	Ended []*jobmeta.Record `json:"ended" jsonschema:"the records of the jobs that have ended, in request order"`
 	// Pending are the jobs still live, in request order.
-	Pending []string `json:"pending"`
+	Pending []string `json:"pending" jsonschema:"the IDs of the jobs still live"`
 }
 
 // Met reports whether the wait's condition held when it returned: one job

@@ -43,7 +43,7 @@ type NoArgs struct{}
 
 // JobList is process.jobs's result.
 type JobList struct {
-	Jobs []jobmeta.Summary `json:"jobs"`
+	Jobs []jobmeta.Summary `json:"jobs" jsonschema:"the managed jobs this caller sees, newest first"`
 }
 
 // Text lists the jobs, a line each.
@@ -67,8 +67,8 @@ func (l *JobList) Text() string {
 
 // Forgotten is process.forget's result.
 type Forgotten struct {
-	ProcessID string `json:"process_id"`
-	Forgotten bool   `json:"forgotten"`
+	ProcessID string `json:"process_id" jsonschema:"the job's ID"`
+	Forgotten bool   `json:"forgotten" jsonschema:"true: its metadata and output are deleted"`
 }
 
 // Text says what was forgotten.

@@ -55,6 +55,14 @@ func (s *side) startInteractive(command string) (string, int, error) {
 	return res.ProcessID, rec.Identity.Supervisor.PID, nil
 }
 
+// end stops job id, waits until it is terminal and forgets it, so that
+// nothing writes into the state directory when the benchmark removes it.
+func (s *side) end(id string) {
+	s.call("process.stop", map[string]any{"process_id": id}, nil)
+	waitFile(filepath.Join(s.state, "jobs", id, jobmeta.ResultFile), time.Minute)
+	s.call("process.forget", map[string]any{"process_id": id}, nil)
+}
+
 // input calls process.input and checks that the job took all of data.
 func (s *side) input(args map[string]any, n int) (jobs.InputResult, time.Duration, error) {
 	var res jobs.InputResult
@@ -181,7 +189,7 @@ func BenchmarkInputRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		ids[s] = id
-		b.Cleanup(func() { s.call("process.stop", map[string]any{"process_id": id}, nil) })
+		b.Cleanup(func() { s.end(id) })
 	}
 	pipe := startPipeCat(b)
 	names := []string{"stdio-quiet", "relay-quiet", "stdio-poll", "relay-poll", "pipe"}

@@ -237,7 +237,7 @@ func FuzzReadRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		req, err := readRequest(bytes.NewReader(b))
+		req, err := readRequest(bytes.NewReader(b), nil)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error not ErrMalformed: %v", err)

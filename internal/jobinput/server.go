@@ -33,6 +33,8 @@ type Listener struct {
 	sink Sink
 	// closed is set once stdin is closed (eof, or the job closed its end).
 	closed bool
+	// buf holds one request's data; requests are served one at a time.
+	buf []byte
 }
 
 // Listen creates the channel's socket in dir, owner-only. It binds through
@@ -103,7 +105,10 @@ func (l *Listener) serve(c *net.UnixConn) {
 		return
 	}
 	c.SetDeadline(time.Now().Add(limits.InputExchangeTimeout))
-	req, err := readRequest(c)
+	if l.buf == nil {
+		l.buf = make([]byte, limits.MaxInputBytes)
+	}
+	req, err := readRequest(c, l.buf)
 	if err != nil {
 		c.Write(encodeReply(statusBad, Reply{}))
 		return

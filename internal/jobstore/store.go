@@ -119,13 +119,18 @@ func (s *Store) List() ([]*jobmeta.Record, error) {
 		}
 		recs = append(recs, r)
 	}
+	sortNewestFirst(recs)
+	return recs, nil
+}
+
+// sortNewestFirst orders records by creation, newest first.
+func sortNewestFirst(recs []*jobmeta.Record) {
 	sort.SliceStable(recs, func(i, j int) bool {
 		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
 			return recs[i].CreatedAt.After(recs[j].CreatedAt)
 		}
 		return recs[i].ProcessID > recs[j].ProcessID
 	})
-	return recs, nil
 }
 
 // Get returns one job's record.
@@ -153,7 +158,7 @@ func (s *Store) Admit(j *jobmeta.Job) error {
 		return fmt.Errorf("admit: invalid job id")
 	}
 	return s.withLock(func() error {
-		recs, err := s.List()
+		recs, err := s.admissionRecords()
 		if err != nil {
 			return err
 		}

@@ -117,7 +117,8 @@ func (f *fixture) newJob(id string) *jobmeta.Job {
 	return &jobmeta.Job{Schema: jobmeta.SchemaVersion, ID: id, FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: f.now}
 }
 
-// dirs lists the entries of the jobs root, sorted, without the lock file.
+// dirs lists the entries of the jobs root, sorted, without the lock file
+// and the admission index.
 func (f *fixture) dirs() []string {
 	f.t.Helper()
 	entries, err := os.ReadDir(f.root)
@@ -126,7 +127,7 @@ func (f *fixture) dirs() []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.Name() != ".admission.lock" {
+		if e.Name() != ".admission.lock" && e.Name() != ".index.json" {
 			out = append(out, e.Name())
 		}
 	}

@@ -1,0 +1,123 @@
+package jobstore
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/strictjson"
+)
+
+// indexFile keeps what admission and retention need of the jobs that can
+// no longer change, so a launch does not re-derive every job on disk. It
+// is a cache: it is rebuilt from the directories when missing or
+// unreadable, an entry counts only while its directory exists, and only
+// jobs whose end is on disk (the supervisor's result.json, or the agent's
+// reconciled.json) enter it. Its name is not a job ID, so listings skip it.
+const indexFile = ".index.json"
+
+// indexSchema is the index format this build writes and reads; another
+// one is rebuilt.
+const indexSchema = 1
+
+// maxIndexBytes bounds the index read; a full table's is a few tens of KiB.
+const maxIndexBytes = 4 << 20
+
+// index maps a job ID to its final facts.
+type index struct {
+	Schema int                   `json:"schema"`
+	Jobs   map[string]indexEntry `json:"jobs"`
+}
+
+// indexEntry is what a final job contributes to admission and retention.
+type indexEntry struct {
+	State     jobmeta.State `json:"state"`
+	CreatedAt time.Time     `json:"created_at"`
+	EndedAt   time.Time     `json:"ended_at"`
+	// Read can only go from false to true; a false is checked against
+	// read.json before retention relies on it.
+	Read bool `json:"read"`
+}
+
+// readIndex returns the index, or an empty one when it is missing, corrupt
+// or of another schema.
+func (s *Store) readIndex() *index {
+	empty := &index{Schema: indexSchema, Jobs: map[string]indexEntry{}}
+	data, err := os.ReadFile(filepath.Join(s.root, indexFile))
+	if err != nil || len(data) > maxIndexBytes {
+		return empty
+	}
+	var idx index
+	if strictjson.Decode(data, &idx, maxIndexBytes) != nil || idx.Schema != indexSchema || idx.Jobs == nil {
+		return empty
+	}
+	for id, e := range idx.Jobs {
+		if !jobmeta.ValidID(id) || !e.State.Terminal() {
+			return empty
+		}
+	}
+	return &idx
+}
+
+// writeIndex replaces the index. A failure costs only speed: the next
+// launch derives the jobs again.
+func (s *Store) writeIndex(idx *index) {
+	jobmeta.WriteAtomic(filepath.Join(s.root, indexFile), idx)
+}
+
+// final reports whether a job's end is recorded on disk, so its record can
+// no longer change state.
+func (s *Store) final(id string) bool {
+	for _, name := range []string{jobmeta.ResultFile, jobmeta.ReconciledFile} {
+		if _, err := os.Lstat(s.file(id, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// admissionRecords returns what Admit decides on: every job on disk, the
+// final ones from the index (each read mark still unset checked on disk)
+// and the others derived from their files. It brings the index up to date.
+func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	idx := s.readIndex()
+	fresh := &index{Schema: indexSchema, Jobs: make(map[string]indexEntry, len(idx.Jobs))}
+	changed := false
+	recs := make([]*jobmeta.Record, 0, len(ids))
+	for _, id := range ids {
+		if e, ok := idx.Jobs[id]; ok {
+			if !e.Read {
+				if _, err := os.Lstat(s.file(id, jobmeta.ReadMarkFile)); err == nil {
+					e.Read, changed = true, true
+				}
+			}
+			fresh.Jobs[id] = e
+			ended := e.EndedAt
+			recs = append(recs, &jobmeta.Record{ProcessID: id, State: e.State, Terminal: true, CreatedAt: e.CreatedAt, CompletedAt: &ended, Read: e.Read})
+			continue
+		}
+		r, err := s.record(id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+		if r.State.Terminal() && s.final(id) {
+			fresh.Jobs[id] = indexEntry{State: r.State, CreatedAt: r.CreatedAt, EndedAt: endTime(r), Read: r.Read}
+			changed = true
+		}
+	}
+	if changed || len(fresh.Jobs) != len(idx.Jobs) {
+		s.writeIndex(fresh)
+	}
+	sortNewestFirst(recs)
+	return recs, nil
+}

@@ -110,3 +110,10 @@ func (s *Service) HideOwnDirs(ctx context.Context, configDir string) bool {
 	s.launcher.Hide = &launcher.Hidden{State: s.stateDir, Config: configDir}
 	return true
 }
+
+// DeviceID is the local device ID this service names its job units with
+// ("" for a service opened with OpenExisting over a directory without one).
+func (s *Service) DeviceID() string { return s.deviceID }
+
+// JobsDir is the directory that holds this service's job directories.
+func (s *Service) JobsDir() string { return s.store.Root() }

@@ -62,6 +62,9 @@ func OpenExisting(stateDir string, procs *procid.Source) *Store {
 	return &Store{root: filepath.Join(stateDir, "jobs"), procs: procs, Now: func() time.Time { return time.Now().UTC() }}
 }
 
+// Root is the directory that holds the job directories.
+func (s *Store) Root() string { return s.root }
+
 // Dir returns the directory of job id. id must be valid.
 func (s *Store) Dir(id string) string { return filepath.Join(s.root, id) }
 

@@ -528,8 +528,12 @@ func (sc *scan) supervisor(p *proc) (string, bool) {
 }
 
 // args is p's command line as the package comment describes it.
-func (sc *scan) args(p *proc) (string, bool) {
-	line := strings.Join(sc.argvOf(p), " ")
+func (sc *scan) args(p *proc) (string, bool) { return formatArgs(sc.argvOf(p)) }
+
+// formatArgs joins argv as ps prints it: control characters and invalid
+// UTF-8 as '?', cut at limits.ProcessArgsMaxBytes; truncated says it was.
+func formatArgs(argv []string) (line string, truncated bool) {
+	line = strings.Join(argv, " ")
 	var b strings.Builder
 	for i, r := range line {
 		if r == utf8.RuneError && !strings.HasPrefix(line[i:], "\uFFFD") || unicode.IsControl(r) {

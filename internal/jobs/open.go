@@ -58,7 +58,9 @@ func OpenExisting(stateDir, exe string) (*Service, error) {
 	var journal *activity.Journal
 	path := statedir.JournalPath(stateDir)
 	if _, err := os.Stat(path); err == nil {
-		journal, _ = activity.Open(path)
+		if j, err := activity.Open(path); err == nil {
+			journal = j
+		}
 	}
 	return assemble(stateDir, device, exe, false, procs, jobstore.OpenExisting(stateDir, procs), journal)
 }

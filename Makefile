@@ -24,7 +24,7 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \
              ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply \
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
-             ./internal/fileops:FuzzDiff
+             ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/humantime"
 )
 
-// Format renders one event as a human line in local time:
+// Format renders one event as a human line in local time (humantime):
 //
-//	2026-05-01 14:03:22.123  launch_phase  unit_start      1a2b3c4d  failed  35ms  unit_start_failed
+//	Fri 2026-05-01 14:03:22 UTC  launch_phase  unit_start      1a2b3c4d  failed  35ms  unit_start_failed
 //
 // Columns: time, kind, subject (tool, phase, link-end reason, state), the
 // job ID's first eight digits, outcome, duration, error code. Empty columns
@@ -22,7 +24,7 @@ func Format(e Event) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %-12s  %-16s  %-8s  %-7s  %7s",
-		e.Time.Local().Format("2006-01-02 15:04:05.000"),
+		humantime.Time(e.Time),
 		string(e.Kind), dash(subject), job, dash(string(e.Outcome)), formatDuration(e.DurationMS))
 	if e.ErrorCode != "" {
 		b.WriteString("  ")
@@ -48,16 +50,8 @@ func dash(s string) string {
 	return s
 }
 
-// formatDuration prints milliseconds compactly: 35ms, 1.25s, 3m20s.
+// formatDuration prints milliseconds as humantime does: 35ms, 1.25s, 3m20s.
 func formatDuration(ms int64) string {
 	const maxMS = int64(1<<63-1) / int64(time.Millisecond)
-	d := time.Duration(min(ms, maxMS)) * time.Millisecond
-	switch {
-	case ms < 1000:
-		return fmt.Sprintf("%dms", ms)
-	case d < time.Minute:
-		return d.Round(10 * time.Millisecond).String()
-	default:
-		return d.Round(time.Second).String()
-	}
+	return humantime.Duration(time.Duration(min(ms, maxMS)) * time.Millisecond)
 }

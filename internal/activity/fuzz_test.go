@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/humantime"
 )
 
 func FuzzEventSanitize(f *testing.F) {
@@ -58,9 +60,17 @@ func FuzzEventSanitize(f *testing.F) {
 
 var durationRE = regexp.MustCompile(`^([0-9]+ms|[0-9hms.]+)$`)
 
-// checkLine checks every token of a Format line after the date and time.
+// checkLine checks every token of a Format line after the time, which
+// takes four fields (weekday, date, time, zone).
 func checkLine(t *testing.T, line string) {
 	f := strings.Fields(line)
+	if len(f) < 4 {
+		t.Fatalf("line %q has no time", line)
+	}
+	if _, err := time.Parse(humantime.Layout, strings.Join(f[:4], " ")); err != nil {
+		t.Fatalf("line %q: time: %v", line, err)
+	}
+	f = f[2:]
 	if len(f) < 7 || len(f) > 8 {
 		t.Fatalf("line %q has %d fields", line, len(f))
 	}

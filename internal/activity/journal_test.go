@@ -601,7 +601,7 @@ func TestFormat(t *testing.T) {
 	e := LaunchPhaseEvent(PhaseUnitStart, jobA, 35*time.Millisecond, jobmeta.LaunchErrUnit)
 	e.Time = t0
 	got := Format(e)
-	want := t0.Local().Format("2006-01-02 15:04:05.000") + "  launch_phase  unit_start        0f8e7d6c  failed      35ms  unit_start_failed"
+	want := t0.Local().Format("Mon 2006-01-02 15:04:05 MST") + "  launch_phase  unit_start        0f8e7d6c  failed      35ms  unit_start_failed"
 	if got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}

@@ -87,7 +87,7 @@ func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDi
 	if err != nil {
 		return nil, err
 	}
-	host, err := tools.NewHost("/proc", stateDir, configDir)
+	host, err := tools.NewHost("/proc", svc, stateDir, configDir)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,9 @@ func newActivityCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runActivity(o *activityOptions) error {
+	if err := statedir.Existing(o.StateDir); err != nil {
+		return err
+	}
 	path := statedir.JournalPath(o.StateDir)
 	r, err := activity.OpenReader(path)
 	for errors.Is(err, fs.ErrNotExist) && !o.Once {

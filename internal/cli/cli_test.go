@@ -26,7 +26,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"activity", "--last", "-1", "--state-dir", state}, ExitUsage, "--last"},
 		{[]string{"activity", "--last", "5", "--state-dir", state}, ExitOK, ""},
 		{[]string{"status", "--state-dir", state}, ExitNotAlive, "not running"},
-		{[]string{"jobs", "show", "../x", "--state-dir", state}, ExitFailure, "invalid_argument"},
+		{[]string{"jobs", "show", "../x", "--state-dir", state}, ExitFailure, "no job matches"},
 		{[]string{"status", "--service", "a/b"}, ExitUsage, "invalid service name"},
 		{[]string{"install", "--service", "bad@name"}, ExitUsage, "--service"},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/principal"
@@ -46,7 +47,7 @@ type jobsStopOptions struct {
 }
 
 func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
-	o := &jobsOptions{IO: streams, Jobs: func() (*jobs.Service, error) { return openService(g, false) }}
+	o := &jobsOptions{IO: streams, Jobs: func() (*jobs.Service, error) { return openJobs(g) }}
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "The local job ledger: list, show, output, input, wait, stop",
@@ -100,20 +101,28 @@ func runJobsList(o *jobsListOptions) error {
 
 func runJobsShow(o *jobsShowOptions) error {
 	return o.withJobs(func(svc *jobs.Service) error {
-		rec, err := svc.Status(principal.Local, o.ID)
+		id, err := svc.ResolveID(o.ID)
+		if err != nil {
+			return err
+		}
+		rec, err := svc.Status(principal.Local, id)
 		if err != nil {
 			return err
 		}
 		if o.JSON {
 			return writeJSON(o.IO.Out, rec)
 		}
-		return printRecord(o.IO.Out, rec)
+		return printRecord(o.IO.Out, rec, time.Now())
 	})
 }
 
 func runJobsStop(o *jobsStopOptions) error {
 	return o.withJobs(func(svc *jobs.Service) error {
-		rec, err := svc.Stop(principal.Local, o.ID)
+		id, err := svc.ResolveID(o.ID)
+		if err != nil {
+			return err
+		}
+		rec, err := svc.Stop(principal.Local, id)
 		if err != nil {
 			return err
 		}
@@ -137,49 +146,71 @@ func exitText(r *jobmeta.Record) string {
 	return "-"
 }
 
+// readText is the READ column: whether the job's output was read to its
+// end (only a terminal job's can be).
+func readText(r *jobmeta.Record) string {
+	if r.Read {
+		return "yes"
+	}
+	return "no"
+}
+
+// ownerText names the principal that started the job; a job from before
+// jobs had owners has none.
+func ownerText(r *jobmeta.Record) string {
+	if r.Owner == "" {
+		return "-"
+	}
+	return r.Owner
+}
+
+// durationText is how long the job has run: to its end, or until now
+// while it runs; "-" before it started.
+func durationText(r *jobmeta.Record, now time.Time) string {
+	switch {
+	case r.StartedAt == nil:
+		return "-"
+	case r.CompletedAt != nil:
+		return humantime.Duration(r.CompletedAt.Sub(*r.StartedAt))
+	case r.Terminal:
+		return "-"
+	}
+	return humantime.Duration(now.Sub(*r.StartedAt)) + " so far"
+}
+
 func printList(w io.Writer, recs []*jobmeta.Record) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS ID\tSTATE\tEXIT\tCREATED\tREAD\tOWNER\tNAME")
 	for _, r := range recs {
-		exit := exitText(r)
-		read := ""
-		if r.Terminal && !r.Read {
-			read = "unread"
-		}
-		owner := r.Owner
-		if owner == "" {
-			owner = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ProcessID, r.State, exit,
-			r.CreatedAt.Local().Format(time.DateTime), read, owner, r.Name)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ProcessID, r.State, exitText(r),
+			humantime.Time(r.CreatedAt), readText(r), ownerText(r), r.Name)
 	}
 	return tw.Flush()
 }
 
-func printRecord(w io.Writer, r *jobmeta.Record) error {
+func printRecord(w io.Writer, r *jobmeta.Record, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
 	row("process id", r.ProcessID)
 	if r.Name != "" {
 		row("name", r.Name)
 	}
-	if r.Owner != "" {
-		row("owner", r.Owner)
-	}
+	row("owner", ownerText(r))
 	row("state", r.State)
 	row("failure domain", r.FailureDomain)
 	if r.Unit != "" {
 		row("unit", r.Unit)
 	}
-	row("created", r.CreatedAt.Local().Format(time.RFC3339))
+	row("created", humantime.Time(r.CreatedAt))
 	if r.StartedAt != nil {
-		row("started", r.StartedAt.Local().Format(time.RFC3339))
+		row("started", humantime.Time(*r.StartedAt))
 	}
 	if r.CompletedAt != nil {
-		row("completed", r.CompletedAt.Local().Format(time.RFC3339))
+		row("completed", humantime.Time(*r.CompletedAt))
 	}
+	row("duration", durationText(r, now))
 	if r.ReconciledAt != nil {
-		row("reconciled", r.ReconciledAt.Local().Format(time.RFC3339))
+		row("reconciled", humantime.Time(*r.ReconciledAt))
 	}
 	if r.ExitCode != nil {
 		row("exit code", *r.ExitCode)
@@ -190,6 +221,7 @@ func printRecord(w io.Writer, r *jobmeta.Record) error {
 	if r.Error != "" {
 		row("error", r.Error)
 	}
+	row("read", readText(r))
 	if c := r.Capture; c != nil {
 		row("stdout", describeStream(c.Stdout))
 		row("stderr", describeStream(c.Stderr))
@@ -243,6 +275,11 @@ func newJobsOutputCmd(o *jobsOptions) *cobra.Command {
 
 func runJobsOutput(o *jobsOutputOptions) error {
 	return o.withJobs(func(svc *jobs.Service) error {
+		id, err := svc.ResolveID(o.Request.ProcessID)
+		if err != nil {
+			return err
+		}
+		o.Request.ProcessID = id
 		if !o.JSON {
 			return dumpOutput(o, svc)
 		}
@@ -294,18 +331,22 @@ func newJobsReconcileCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Comman
 		Short: "Show (and with --kill, end) processes a lost fallback job left behind",
 		Args:  exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			svc, err := openService(g, false)
+			svc, err := openJobs(g)
 			if err != nil {
 				return err
 			}
 			defer svc.Close()
-			rec, err := svc.Status(principal.Local, args[0])
+			id, err := svc.ResolveID(args[0])
+			if err != nil {
+				return err
+			}
+			rec, err := svc.Status(principal.Local, id)
 			if err != nil {
 				return err
 			}
 			survivors := rec.Survivors
 			if kill {
-				if survivors, err = svc.KillSurvivors(args[0]); err != nil {
+				if survivors, err = svc.KillSurvivors(id); err != nil {
 					return err
 				}
 			}

@@ -38,9 +38,13 @@ func newJobsFixture(t *testing.T) *jobsFixture {
 	created := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 	code := 4
 	f.job(t, doneJob, "cli-test", created)
+	f.owner(t, doneJob, "ci-bot")
+	started := created.Add(250 * time.Millisecond)
+	f.write(t, doneJob, jobmeta.ClaimFile, &jobmeta.Claim{Schema: jobmeta.SchemaVersion, ClaimedAt: started, StartedAt: &started,
+		Supervisor: procid.Identity{PID: 1 << 22, StartTicks: 1}, BootID: "gone"})
 	captured := jobmeta.Capture{Stdout: f.capture(t, doneJob, jobmeta.StdoutFile, "out\n"), Stderr: f.capture(t, doneJob, jobmeta.StderrFile, "err\n")}
 	f.write(t, doneJob, jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &code,
-		CompletedAt: created.Add(time.Second), Capture: captured})
+		CompletedAt: created.Add(1500 * time.Millisecond), Capture: captured})
 
 	f.sleep = exec.Command("sleep", "120")
 	if err := f.sleep.Start(); err != nil {
@@ -76,6 +80,17 @@ func (f *jobsFixture) job(t *testing.T, id, name string, created time.Time) {
 		FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: created})
 }
 
+// owner records who started job id.
+func (f *jobsFixture) owner(t *testing.T, id, who string) {
+	t.Helper()
+	j, err := jobmeta.Read[jobmeta.Job](filepath.Join(f.dir(id), jobmeta.JobFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Owner = who
+	f.write(t, id, jobmeta.JobFile, j)
+}
+
 // capture writes a sealed capture file, as the supervisor leaves it, and
 // returns the counters it puts in the result.
 func (f *jobsFixture) capture(t *testing.T, id, name, data string) jobmeta.StreamCapture {
@@ -95,7 +110,7 @@ func (f *jobsFixture) capture(t *testing.T, id, name, data string) jobmeta.Strea
 // options returns jobs options over the fixture that write to out and errOut.
 func (f *jobsFixture) options(asJSON bool, out, errOut *bytes.Buffer) jobsOptions {
 	g := &globalFlags{stateDir: f.state, configDir: filepath.Join(f.state, "config")}
-	return jobsOptions{IO: IO{Out: out, Err: errOut}, JSON: asJSON, Jobs: func() (*jobs.Service, error) { return openService(g, false) }}
+	return jobsOptions{IO: IO{Out: out, Err: errOut}, JSON: asJSON, Jobs: func() (*jobs.Service, error) { return openJobs(g) }}
 }
 
 func TestJobsList(t *testing.T) {
@@ -105,10 +120,11 @@ func TestJobsList(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	created := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC).Local().Format("Mon 2006-01-02 15:04:05 MST")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "PROCESS ID") || !strings.HasPrefix(lines[1], liveJob+"  running") ||
 		!strings.HasPrefix(lines[2], doneJob+"  exited") || !strings.Contains(lines[2], " 4 ") ||
-		!strings.Contains(lines[2], "unread") || !strings.HasSuffix(lines[2], "cli-test") {
-		t.Fatalf("jobs list:\n%s", out.String())
+		!strings.Contains(lines[2], "  "+created+"  no    ci-bot  cli-test") {
+		t.Fatalf("jobs list (want READ no, OWNER ci-bot, created %s):\n%s", created, out.String())
 	}
 
 	out.Reset()
@@ -139,7 +155,12 @@ func TestJobsShow(t *testing.T) {
 	if err := runJobsShow(&jobsShowOptions{f.options(false, &out, &errOut), doneJob}); err != nil {
 		t.Fatal(err)
 	}
+	at := func(d time.Duration) string {
+		return time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC).Add(d).Local().Format("Mon 2006-01-02 15:04:05 MST")
+	}
 	for _, want := range []string{"process id:      " + doneJob, "name:            cli-test", "state:           exited",
+		"owner:           ci-bot", "created:         " + at(0), "started:         " + at(250*time.Millisecond),
+		"completed:       " + at(1500*time.Millisecond), "duration:        1.25s",
 		"exit code:       4", "stdout:          4 bytes", "stderr:          4 bytes"} {
 		if !strings.Contains(out.String(), want+"\n") {
 			t.Errorf("jobs show lacks %q:\n%s", want, out.String())
@@ -184,8 +205,8 @@ func TestJobsOutput(t *testing.T) {
 		t.Fatalf("jobs output: %v, stdout %q, stderr %q", err, out.String(), errOut.String())
 	}
 	out.Reset()
-	if err := runJobsList(&jobsListOptions{f.options(false, &out, &errOut)}); err != nil || strings.Contains(out.String(), "unread") {
-		t.Fatalf("after reading its output the job is still unread (%v):\n%s", err, out.String())
+	if err := runJobsList(&jobsListOptions{f.options(false, &out, &errOut)}); err != nil || !strings.Contains(out.String(), "  yes   ci-bot  cli-test") {
+		t.Fatalf("after reading its output the job's READ is not yes (%v):\n%s", err, out.String())
 	}
 }
 
@@ -214,5 +235,70 @@ func TestJobsStop(t *testing.T) {
 	var rec jobmeta.Record
 	if json.Unmarshal(out.Bytes(), &rec) != nil || rec.State != jobmeta.Exited {
 		t.Fatalf("jobs stop --json of an exited job:\n%s", out.String())
+	}
+}
+
+// TestJobsShortIDs: every jobs command takes a unique prefix of at least 8
+// characters; an ambiguous one lists the candidates (the fixture's two
+// jobs share 35 characters), and one that matches nothing says so.
+func TestJobsShortIDs(t *testing.T) {
+	f := newJobsFixture(t)
+	var out, errOut bytes.Buffer
+	other := "0f8fad5b-d9cb-469f-a165-70867728950e"
+	f.job(t, other, "lettered", time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC))
+	if err := runJobsShow(&jobsShowOptions{f.options(true, &out, &errOut), other[:8]}); err != nil {
+		t.Fatal(err)
+	}
+	var rec jobmeta.Record
+	if json.Unmarshal(out.Bytes(), &rec) != nil || rec.ProcessID != other {
+		t.Fatalf("jobs show %s:\n%s", other[:8], out.String())
+	}
+
+	err := runJobsShow(&jobsShowOptions{f.options(false, &out, &errOut), "00000000-0000"})
+	if err == nil || !strings.Contains(err.Error(), "ambiguous") || !strings.Contains(err.Error(), "\n  "+doneJob) ||
+		!strings.Contains(err.Error(), "\n  "+liveJob) {
+		t.Fatalf("an ambiguous prefix: %v", err)
+	}
+	for _, ref := range []string{"nope", other[:7], "ffffffff"} {
+		if err := runJobsShow(&jobsShowOptions{f.options(false, &out, &errOut), ref}); err == nil ||
+			!strings.Contains(err.Error(), "no job matches") {
+			t.Errorf("jobs show %s: %v", ref, err)
+		}
+	}
+
+	// The other commands resolve the same way.
+	o := &jobsOutputOptions{jobsOptions: f.options(false, &out, &errOut), Ctx: context.Background(),
+		Request: jobs.OutputRequest{ProcessID: "00000000-0000-4000"}}
+	if err := runJobsOutput(o); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Fatalf("jobs output of an ambiguous prefix: %v", err)
+	}
+	if err := runJobsStop(&jobsStopOptions{f.options(false, &out, &errOut), "00000000"}); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Fatalf("jobs stop of an ambiguous prefix: %v", err)
+	}
+	in := &jobsInputOptions{jobsOptions: f.options(false, &out, &errOut), Ctx: context.Background(), ID: "nope-nope"}
+	in.IO.In = strings.NewReader("")
+	if err := runJobsInput(in); err == nil || !strings.Contains(err.Error(), "no job matches") {
+		t.Fatalf("jobs input of an unknown prefix: %v", err)
+	}
+}
+
+// TestJobsMissingStateDir: a mistyped --state-dir is an error naming it,
+// and nothing is created, for every jobs command and activity.
+func TestJobsMissingStateDir(t *testing.T) {
+	parent := t.TempDir()
+	missing := filepath.Join(parent, "nonexistent")
+	for _, args := range [][]string{
+		{"jobs", "list"}, {"jobs"}, {"jobs", "show", doneJob}, {"jobs", "output", doneJob}, {"jobs", "stop", doneJob},
+		{"jobs", "wait", "--timeout", "0s", doneJob}, {"jobs", "reconcile", doneJob}, {"jobs", "input", doneJob},
+		{"activity", "--last", "1"}, {"activity"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(append(args, "--state-dir", missing), IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
+		if code != ExitFailure || !strings.Contains(errOut.String(), "state directory "+missing+" does not exist") || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
+		}
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Fatalf("the commands created %d entries", len(entries))
 	}
 }

@@ -49,7 +49,12 @@ stdin is closed afterwards (on a terminal: end-of-file).`, limits.MaxInputBytes)
 
 func runJobsInput(o *jobsInputOptions) error {
 	return o.withJobs(func(svc *jobs.Service) error {
-		sent := inputSent{ProcessID: o.ID}
+		id, err := svc.ResolveID(o.ID)
+		if err != nil {
+			return err
+		}
+		o.ID = id
+		sent := inputSent{ProcessID: id}
 		buf := make([]byte, limits.MaxInputBytes)
 		// An empty write first: a job that cannot take input is reported
 		// before stdin is read, even when there is none.
@@ -84,7 +89,7 @@ func runJobsInput(o *jobsInputOptions) error {
 		if sent.InputClosed {
 			closed = "; its stdin is closed"
 		}
-		_, err := fmt.Fprintf(o.IO.Out, "%d bytes sent to %s%s\n", sent.SentBytes, o.ID, closed)
+		_, err = fmt.Fprintf(o.IO.Out, "%d bytes sent to %s%s\n", sent.SentBytes, o.ID, closed)
 		return err
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/principal"
@@ -39,17 +40,24 @@ does not exist).`, limits.WaitTimeoutMax),
 			if timeout < 0 || timeout > limits.WaitTimeoutMax {
 				return usageError("--timeout must be between 0 and %s", limits.WaitTimeoutMax)
 			}
-			req := jobs.WaitRequest{ProcessIDs: args, Mode: jobs.WaitAny}
+			svc, err := openJobs(g)
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
+			req := jobs.WaitRequest{Mode: jobs.WaitAny}
 			if waitAll {
 				req.Mode = jobs.WaitAll
 			}
 			ms := int(timeout.Milliseconds())
 			req.TimeoutMS = &ms
-			svc, err := openService(g, false)
-			if err != nil {
-				return err
+			for _, ref := range args {
+				id, err := svc.ResolveID(ref)
+				if err != nil {
+					return err
+				}
+				req.ProcessIDs = append(req.ProcessIDs, id)
 			}
-			defer svc.Close()
 			res, err := svc.Wait(cmd.Context(), principal.Local, req)
 			if err != nil {
 				return err
@@ -76,13 +84,16 @@ does not exist).`, limits.WaitTimeoutMax),
 
 func printWait(w io.Writer, res *jobs.WaitResult) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROCESS ID\tSTATE\tEXIT")
+	fmt.Fprintln(tw, "PROCESS ID\tSTATE\tEXIT\tENDED")
 	for _, r := range res.Ended {
-		exit := exitText(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ProcessID, r.State, exit)
+		ended := "-"
+		if r.CompletedAt != nil {
+			ended = humantime.Time(*r.CompletedAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ProcessID, r.State, exitText(r), ended)
 	}
 	for _, id := range res.Pending {
-		fmt.Fprintf(tw, "%s\tpending\t-\n", id)
+		fmt.Fprintf(tw, "%s\tpending\t-\t-\n", id)
 	}
 	return tw.Flush()
 }

@@ -31,7 +31,7 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			host, err := tools.NewHost("/proc", dirs.State, dirs.Config)
+			host, err := tools.NewHost("/proc", svc, dirs.State, dirs.Config)
 			if err != nil {
 				return err
 			}

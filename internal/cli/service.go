@@ -21,6 +21,21 @@ func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
 	return jobs.Open(dirs.State, exe, installed)
 }
 
+// openJobs opens the job core over the jobs an agent left in the resolved
+// state directory, for the jobs commands: it creates nothing, and a
+// missing state directory is an error naming it.
+func openJobs(g *globalFlags) (*jobs.Service, error) {
+	dirs, err := g.dirs()
+	if err != nil {
+		return nil, err
+	}
+	exe, err := ownExecutable()
+	if err != nil {
+		return nil, err
+	}
+	return jobs.OpenExisting(dirs.State, exe)
+}
+
 // ownExecutable is this binary, which each job's supervisor re-executes.
 func ownExecutable() (string, error) {
 	exe, err := os.Executable()

@@ -288,3 +288,77 @@ func TestProcessRunEndsWithAKilledServer(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestProcessListArgsAndThisAgentsJobs: process.list shows the arguments of
+// the owner's processes (a job's shell exec'd into "sleep 61"), and
+// managed means the jobs of this agent's state directory, not those of
+// another agent running as the same user.
+func TestProcessListArgsAndThisAgentsJobs(t *testing.T) {
+	stateA, stateB := t.TempDir(), t.TempDir()
+	a, b := newClient(t, stateA, nil), newClient(t, stateB, nil)
+	mine := a.start(map[string]any{"command": "exec sleep 61"})
+	t.Cleanup(func() { a.stopAndWait(mine.ProcessID) })
+	theirs := b.start(map[string]any{"command": "exec sleep 62"})
+	t.Cleanup(func() { b.stopAndWait(theirs.ProcessID) })
+	myChild, theirChild := a.childPID(mine.ProcessID), b.childPID(theirs.ProcessID)
+	mySupervisor := a.status(mine.ProcessID).Identity.Supervisor.PID
+
+	type proc struct {
+		PID       int    `json:"pid"`
+		Args      string `json:"args"`
+		Managed   bool   `json:"managed"`
+		ProcessID string `json:"process_id"`
+		Cgroup    string `json:"cgroup"`
+	}
+	var list struct {
+		Processes []proc `json:"processes"`
+	}
+	byPID := func() map[int]proc {
+		m := map[int]proc{}
+		for _, p := range list.Processes {
+			m[p.PID] = p
+		}
+		return m
+	}
+	// The shell may not have exec'd sleep yet: look until it has.
+	for i := 0; ; i++ {
+		list.Processes = nil
+		a.ok("process.list", map[string]any{"managed": true}, &list)
+		if byPID()[myChild].Args == "sleep 61" {
+			break
+		}
+		if i > 100 {
+			t.Fatalf("the job's sleep %d is not listed with its arguments: %+v", myChild, list.Processes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	procs := byPID()
+	if p := procs[myChild]; p.ProcessID != mine.ProcessID {
+		t.Errorf("this agent's job process: %+v", p)
+	}
+	if p, ok := procs[mySupervisor]; !ok || !strings.Contains(p.Args, " supervise "+filepath.Join(stateA, "jobs", mine.ProcessID)) {
+		t.Errorf("the job's supervisor %d: %+v (listed %v)", mySupervisor, p, ok)
+	}
+	for pid, p := range procs {
+		if !p.Managed || p.ProcessID != mine.ProcessID {
+			t.Errorf("managed lists process %d of another job: %+v", pid, p)
+		}
+	}
+	if _, ok := procs[theirChild]; ok {
+		t.Errorf("managed lists the other agent's job process %d", theirChild)
+	}
+	for i := 0; ; i++ {
+		list.Processes = nil // decoding reuses elements and keeps fields the answer omits
+		a.ok("process.list", map[string]any{"pid": theirChild}, &list)
+		if len(list.Processes) == 1 && list.Processes[0].Args == "sleep 62" {
+			break
+		}
+		if i > 100 {
+			t.Fatalf("the other agent's job process %d: %+v", theirChild, list.Processes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p := list.Processes[0]; p.Managed || p.ProcessID != "" {
+		t.Errorf("the other agent's job process is managed here: %+v", p)
+	}
+}

@@ -33,6 +33,39 @@ func Open(stateDir, exe string, installed bool) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The journal never fails an operation: without one, nothing is recorded.
+	journal, err := activity.Open(statedir.JournalPath(stateDir))
+	if err != nil {
+		journal = nil
+	}
+	return assemble(stateDir, device, exe, installed, procs, store, journal)
+}
+
+// OpenExisting assembles the job core over the jobs an agent left in
+// stateDir, for the local CLI, which reads, stops, feeds and reconciles
+// jobs but never launches one. It creates nothing: a missing stateDir is an
+// error naming it, and no device ID, job store or journal is made (an
+// existing journal records reconciliations).
+func OpenExisting(stateDir, exe string) (*Service, error) {
+	if err := statedir.Existing(stateDir); err != nil {
+		return nil, err
+	}
+	device, err := statedir.ExistingLocalDeviceID(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	procs := procid.Default()
+	var journal *activity.Journal
+	path := statedir.JournalPath(stateDir)
+	if _, err := os.Stat(path); err == nil {
+		if j, err := activity.Open(path); err == nil {
+			journal = j
+		}
+	}
+	return assemble(stateDir, device, exe, false, procs, jobstore.OpenExisting(stateDir, procs), journal)
+}
+
+func assemble(stateDir, device, exe string, installed bool, procs *procid.Source, store *jobstore.Store, journal *activity.Journal) (*Service, error) {
 	host, err := metrics.NewSource("/proc")
 	if err != nil {
 		return nil, err
@@ -47,11 +80,6 @@ func Open(stateDir, exe string, installed bool) (*Service, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
 		defer cancel()
 		return l.ResetUnit(ctx, unit)
-	}
-	// The journal never fails an operation: without one, nothing is recorded.
-	journal, err := activity.Open(statedir.JournalPath(stateDir))
-	if err != nil {
-		journal = nil
 	}
 	store.OnReconciled = func(id string, state jobmeta.State) {
 		journal.Record(activity.ReconcileEvent(id, state))
@@ -84,3 +112,10 @@ func (s *Service) HideOwnDirs(ctx context.Context, configDir string) bool {
 	s.launcher.Hide = &launcher.Hidden{State: s.stateDir, Config: configDir}
 	return true
 }
+
+// DeviceID is the local device ID this service names its job units with
+// ("" for a service opened with OpenExisting over a directory without one).
+func (s *Service) DeviceID() string { return s.deviceID }
+
+// JobsDir is the directory that holds this service's job directories.
+func (s *Service) JobsDir() string { return s.store.Root() }

@@ -48,12 +48,22 @@ type Store struct {
 
 // Open returns the store under stateDir, creating <stateDir>/jobs (0700).
 func Open(stateDir string, procs *procid.Source) (*Store, error) {
-	root := filepath.Join(stateDir, "jobs")
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	s := OpenExisting(stateDir, procs)
+	if err := os.MkdirAll(s.root, 0o700); err != nil {
 		return nil, fmt.Errorf("create job store: %w", err)
 	}
-	return &Store{root: root, procs: procs, Now: func() time.Time { return time.Now().UTC() }}, nil
+	return s, nil
 }
+
+// OpenExisting returns the store under stateDir without creating it: a
+// missing <stateDir>/jobs holds no jobs. It is for commands that read or
+// act on existing jobs and never admit one.
+func OpenExisting(stateDir string, procs *procid.Source) *Store {
+	return &Store{root: filepath.Join(stateDir, "jobs"), procs: procs, Now: func() time.Time { return time.Now().UTC() }}
+}
+
+// Root is the directory that holds the job directories.
+func (s *Store) Root() string { return s.root }
 
 // Dir returns the directory of job id. id must be valid.
 func (s *Store) Dir(id string) string { return filepath.Join(s.root, id) }
@@ -89,6 +99,9 @@ func (s *Store) withLock(fn func() error) error {
 // ids lists the job IDs on disk.
 func (s *Store) ids() ([]string, error) {
 	entries, err := os.ReadDir(s.root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

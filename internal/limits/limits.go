@@ -158,4 +158,8 @@ const (
 	// FileListMaxExcludeDirs bounds files.list's exclude_dirs, as
 	// files.search bounds its own.
 	FileListMaxExcludeDirs = 256
+
+	// ProcessArgsMaxBytes bounds the arguments process.list shows for
+	// one process (its command line joined by spaces, as ps prints it).
+	ProcessArgsMaxBytes = 4 << 10
 )

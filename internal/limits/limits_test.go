@@ -58,6 +58,8 @@ var counts = map[string]struct{ got, want int64 }{
 	"FileEditDiffMax":  {FileEditDiffMax, 64 * kib},
 	// Internal: room for the 10 MiB file of the edit benchmark, and more.
 	"FileEditMaxBytes": {FileEditMaxBytes, 64 * mib},
+	// Internal: a page of a terminal's ps -ww line; 200 processes stay under 1 MiB.
+	"ProcessArgsMaxBytes": {ProcessArgsMaxBytes, 4 * kib},
 	// SPEC §3 files.list: depth 1–10 (default 1), max_entries default 1000,
 	// at most 10000.
 	"FileListDepthDefault":   {FileListDepthDefault, 1},

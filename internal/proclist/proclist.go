@@ -19,37 +19,50 @@
 //   - cgroup: a substring of the process's cgroup path (the one reported:
 //     the unified hierarchy's, else systemd's named v1 hierarchy, else the
 //     first listed).
-//   - managed: true keeps only CommandCore job processes, false only the
-//     others. A process is managed when it runs in a job's transient unit
-//     (a cgroup path segment commandcore-job-*.service, the systemd path),
-//     or — for shared-cgroup fallback jobs, which have no cgroup marker —
-//     when it is a `commandcore supervise` process or descends from one by
-//     its parent chain. A fallback job's descendant that daemonised (was
-//     reparented away from its supervisor) is therefore not recognised; on
-//     the systemd path the cgroup keeps it.
+//   - managed: true keeps only the processes of this agent's jobs (those of
+//     its state directory, Agent), false only the others — another agent's
+//     jobs included. A process is managed when it runs in a job's transient
+//     unit that carries this agent's device ID (a cgroup path segment
+//     commandcore-job-<device>-<job>.service, the systemd path), or — for
+//     shared-cgroup fallback jobs, which have no cgroup marker — when it is
+//     a `commandcore supervise <job dir>` process whose job directory is in
+//     this agent's, or descends from one by its parent chain. A fallback
+//     job's descendant that daemonised (was reparented away from its
+//     supervisor) is therefore not recognised; on the systemd path the
+//     cgroup keeps it.
 //
 // Results are in ascending PID order, at most limit (default DefaultLimit,
 // at most MaxLimit); total_matched counts every match and truncated says
 // when the list stopped at the limit. Processes that end during the scan
-// are skipped, never an error. Only the process name and argv[0]'s base
-// name are reported — never arguments, which may hold secrets (a job's
-// shell has its command there).
+// are skipped, never an error.
+//
+// Arguments (args) are shown, as ps shows them, only for the owner's
+// processes: those whose effective UID is the agent's own, whose
+// arguments the owner's client may see. They are the command line joined
+// by spaces, control characters and invalid UTF-8 shown as '?', cut to
+// limits.ProcessArgsMaxBytes (args_truncated says so). Another user's
+// process shows its name and argv[0]'s base name only. Arguments are
+// never matched by a filter, and never logged or journaled.
 package proclist
 
 import (
 	"context"
+	"os"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/procfs"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/limits"
 )
 
 const (
@@ -86,7 +99,7 @@ type Request struct {
 	PPID    *int   `json:"ppid,omitempty" jsonschema:"exact parent process ID (0 for kernel threads and init)"`
 	State   string `json:"state,omitempty" jsonschema:"process state: a kernel letter (R S D Z T t X I P W K) or a word (running sleeping disk_sleep zombie stopped tracing_stop dead idle parked waking wakekill)"`
 	Cgroup  string `json:"cgroup,omitempty" jsonschema:"literal substring of the process's cgroup path"`
-	Managed *bool  `json:"managed,omitempty" jsonschema:"true: only CommandCore job processes; false: only other processes"`
+	Managed *bool  `json:"managed,omitempty" jsonschema:"true: only the processes of this agent's jobs; false: every other process (other agents' jobs included)"`
 	Limit   int    `json:"limit,omitempty" jsonschema:"most processes returned, 1-2000 (default 200); ascending PID order"`
 }
 
@@ -100,10 +113,14 @@ type Process struct {
 	// Name is the kernel's process name (comm).
 	Name string `json:"name"`
 	// Argv0 is the base name of argv[0]; absent for kernel threads and
-	// zombies. Arguments are never reported.
-	Argv0     string `json:"argv0,omitempty"`
-	State     string `json:"state"`
-	StateName string `json:"state_name"`
+	// zombies.
+	Argv0 string `json:"argv0,omitempty"`
+	// Args is the command line, for the owner's processes only (package
+	// comment); ArgsTruncated says it was cut.
+	Args          string `json:"args,omitempty"`
+	ArgsTruncated bool   `json:"args_truncated,omitempty"`
+	State         string `json:"state"`
+	StateName     string `json:"state_name"`
 	// StartTime is derived from the boot time and StartTicks.
 	StartTime  *time.Time `json:"start_time,omitempty"`
 	StartTicks uint64     `json:"start_ticks"`
@@ -179,22 +196,35 @@ func (r *Request) Validate() error {
 	return nil
 }
 
+// Agent names this agent's jobs, the only ones managed selects: their
+// transient units carry DeviceID (launcher.UnitName), and their fallback
+// supervisors run `commandcore supervise <JobsDir>/<process_id>`.
+type Agent struct {
+	DeviceID string
+	JobsDir  string
+}
+
 // Lister lists the processes of one proc file system.
 type Lister struct {
-	fs procfs.FS
+	fs    procfs.FS
+	agent Agent
+	// owner is the effective UID whose processes' arguments are shown.
+	owner uint64
 	// userByName resolves a user name to a UID; userByID a UID to a name.
 	// os/user unless a test replaces them.
 	userByName func(name string) (uint64, error)
 	userByID   func(uid uint64) (string, error)
 }
 
-// New returns a Lister over the proc file system at procRoot.
-func New(procRoot string) (*Lister, error) {
+// New returns a Lister over the proc file system at procRoot for agent,
+// run by this process's effective user.
+func New(procRoot string, agent Agent) (*Lister, error) {
 	pfs, err := procfs.NewFS(procRoot)
 	if err != nil {
 		return nil, err
 	}
-	return &Lister{fs: pfs, userByName: lookupUser, userByID: lookupUID}, nil
+	agent.JobsDir = filepath.Clean(agent.JobsDir)
+	return &Lister{fs: pfs, agent: agent, owner: uint64(os.Geteuid()), userByName: lookupUser, userByID: lookupUID}, nil
 }
 
 func lookupUser(name string) (uint64, error) {
@@ -415,7 +445,10 @@ func (sc *scan) isManaged(p *proc) (bool, string) {
 	p.managed = 1
 	// The systemd path: the job's transient unit in any hierarchy.
 	for _, c := range sc.cgroupsOf(p) {
-		if id, ok := unitJob(c.Path); ok {
+		if device, id, ok := unitJob(c.Path); ok {
+			if device == "" || device != sc.l.agent.DeviceID {
+				return false, ""
+			}
 			p.managed, p.jobID = 2, id
 			return true, id
 		}
@@ -453,7 +486,7 @@ func (sc *scan) isManaged(p *proc) (bool, string) {
 
 func inUnit(cgs []procfs.Cgroup) bool {
 	for _, c := range cgs {
-		if _, ok := unitJob(c.Path); ok {
+		if _, _, ok := unitJob(c.Path); ok {
 			return true
 		}
 	}
@@ -461,8 +494,8 @@ func inUnit(cgs []procfs.Cgroup) bool {
 }
 
 // unitJob finds a job unit segment in a cgroup path and, when the unit name
-// has the launcher's shape, the job's process_id.
-func unitJob(path string) (string, bool) {
+// has the launcher's shape, the device ID and the job's process_id.
+func unitJob(path string) (device, id string, ok bool) {
 	for seg := range strings.SplitSeq(path, "/") {
 		if !strings.HasPrefix(seg, UnitPrefix) || !strings.HasSuffix(seg, UnitSuffix) {
 			continue
@@ -470,24 +503,48 @@ func unitJob(path string) (string, bool) {
 		ids := strings.TrimSuffix(strings.TrimPrefix(seg, UnitPrefix), UnitSuffix)
 		const n = 36 // a UUID's text form
 		if len(ids) == 2*n+1 && ids[n] == '-' && uuid.Validate(ids[:n]) == nil && uuid.Validate(ids[n+1:]) == nil {
-			return ids[n+1:], true
+			return ids[:n], ids[n+1:], true
 		}
-		return "", true
+		return "", "", true
 	}
-	return "", false
+	return "", "", false
 }
 
 // supervisor reports whether p is a fallback `commandcore supervise <jobdir>`
-// process, and the job's process_id when its directory is named by one.
+// process of this agent (its job directory in the agent's), and the job's
+// process_id when its directory is named by one.
 func (sc *scan) supervisor(p *proc) (string, bool) {
 	a := sc.argvOf(p)
 	if len(a) != 3 || a[1] != "supervise" || !strings.HasPrefix(filepath.Base(a[0]), "commandcore") {
+		return "", false
+	}
+	if filepath.Dir(filepath.Clean(a[2])) != sc.l.agent.JobsDir {
 		return "", false
 	}
 	if id := filepath.Base(a[2]); uuid.Validate(id) == nil {
 		return id, true
 	}
 	return "", true
+}
+
+// args is p's command line as the package comment describes it.
+func (sc *scan) args(p *proc) (string, bool) { return formatArgs(sc.argvOf(p)) }
+
+// formatArgs joins argv as ps prints it: control characters and invalid
+// UTF-8 as '?', cut at limits.ProcessArgsMaxBytes; truncated says it was.
+func formatArgs(argv []string) (line string, truncated bool) {
+	line = strings.Join(argv, " ")
+	var b strings.Builder
+	for i, r := range line {
+		if r == utf8.RuneError && !strings.HasPrefix(line[i:], "\uFFFD") || unicode.IsControl(r) {
+			r = '?'
+		}
+		if b.Len()+utf8.RuneLen(r) > limits.ProcessArgsMaxBytes {
+			return b.String(), true
+		}
+		b.WriteRune(r)
+	}
+	return b.String(), false
 }
 
 func (sc *scan) matches(p *proc, f *filter) bool {
@@ -543,6 +600,9 @@ func (sc *scan) report(p *proc) Process {
 		out.StartTime = &t
 	}
 	if uid, ok := sc.uidOf(p); ok {
+		if uid == sc.l.owner {
+			out.Args, out.ArgsTruncated = sc.args(p)
+		}
 		out.UID = uid
 		name, seen := sc.names[uid]
 		if !seen {

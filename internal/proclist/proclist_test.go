@@ -42,12 +42,18 @@ func TestMain(m *testing.M) {
 
 func ptr[T any](v T) *T { return &v }
 
+// fixtureAgent is the agent whose jobs the fixture's processes 110-112
+// (systemd path) and 200-202 (fallback) run; 120 (systemd path) and
+// 210-211 (fallback) are jobs of another agent's state directory.
+var fixtureAgent = Agent{DeviceID: "11111111-2222-4333-8444-555555555555", JobsDir: "/home/alice/.local/state/commandcore/jobs/"}
+
 func fixture(t *testing.T) *Lister {
 	t.Helper()
-	l, err := New("testdata/proc")
+	l, err := New("testdata/proc", fixtureAgent)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.owner = 1000
 	users := map[uint64]string{0: "root", 1000: "alice"}
 	l.userByID = func(uid uint64) (string, error) {
 		if n, ok := users[uid]; ok {
@@ -85,7 +91,7 @@ func list(t *testing.T, l *Lister, req Request) *Result {
 
 func TestFixtureFilters(t *testing.T) {
 	l := fixture(t)
-	all := []int{1, 2, 50, 100, 110, 111, 112, 200, 201, 202, 300, 301, 302, 400, 600}
+	all := []int{1, 2, 50, 100, 110, 111, 112, 120, 200, 201, 202, 210, 211, 300, 301, 302, 303, 400, 600}
 	for _, c := range []struct {
 		name string
 		req  Request
@@ -104,27 +110,27 @@ func TestFixtureFilters(t *testing.T) {
 		{"pid", Request{PID: ptr(112)}, []int{112}},
 		{"pid that does not exist", Request{PID: ptr(99999)}, nil},
 		{"pid whose files vanished", Request{PID: ptr(500)}, nil},
-		{"ppid", Request{PPID: ptr(1)}, []int{100, 200, 300, 301, 302, 400, 600}},
+		{"ppid", Request{PPID: ptr(1)}, []int{100, 200, 210, 300, 301, 302, 303, 400, 600}},
 		{"ppid 0", Request{PPID: ptr(0)}, []int{1, 2}},
 		{"state letter", Request{State: "R"}, []int{112, 201}},
 		{"state word", Request{State: "disk_sleep"}, []int{202}},
 		{"state zombie", Request{State: "zombie"}, []int{400}},
 		{"state idle", Request{State: "I"}, []int{50}},
 		{"state letters are case-sensitive", Request{State: "t"}, nil},
-		{"cgroup substring", Request{Cgroup: "session-2"}, []int{200, 201, 202, 300, 301, 302, 400}},
+		{"cgroup substring", Request{Cgroup: "session-2"}, []int{200, 201, 202, 210, 211, 300, 301, 302, 303, 400}},
 		{"cgroup of a v1-only process (name=systemd)", Request{Cgroup: "legacy.scope"}, []int{600}},
 		{"cgroup of another v1 hierarchy is not the reported one", Request{Cgroup: "/foo"}, nil},
-		{"managed: unit members and fallback descendants", Request{Managed: ptr(true)}, []int{110, 111, 112, 200, 201, 202}},
-		{"not managed", Request{Managed: ptr(false)}, []int{1, 2, 50, 100, 300, 301, 302, 400, 600}},
+		{"managed: this agent's unit members and fallback descendants", Request{Managed: ptr(true)}, []int{110, 111, 112, 200, 201, 202}},
+		{"not managed, another agent's jobs included", Request{Managed: ptr(false)}, []int{1, 2, 50, 100, 120, 210, 211, 300, 301, 302, 303, 400, 600}},
 		// Combinations narrow.
-		{"name + user", Request{Name: "commandcore", User: "alice"}, []int{110, 200}},
-		{"name + ppid", Request{Name: "commandcore", PPID: ptr(1)}, []int{200}},
+		{"name + user", Request{Name: "commandcore", User: "alice"}, []int{110, 120, 200, 210}},
+		{"name + ppid", Request{Name: "commandcore", PPID: ptr(1)}, []int{200, 210}},
 		{"name + wrong ppid", Request{Name: "python3", PPID: ptr(1)}, nil},
 		{"name + pid", Request{Name: "sh", PID: ptr(111)}, []int{111}},
 		{"name + wrong pid", Request{Name: "sh", PID: ptr(112)}, nil},
 		{"managed + state", Request{Managed: ptr(true), State: "R"}, []int{112, 201}},
 		{"managed + cgroup", Request{Managed: ptr(true), Cgroup: "app.slice"}, []int{110, 111, 112}},
-		{"user + state + cgroup", Request{User: "alice", State: "S", Cgroup: "user@1000.service"}, []int{100, 110, 111}},
+		{"user + state + cgroup", Request{User: "alice", State: "S", Cgroup: "user@1000.service"}, []int{100, 110, 111, 120}},
 		{"managed + user root", Request{Managed: ptr(true), User: "root"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,7 +151,7 @@ func TestFixtureRecord(t *testing.T) {
 	p := r.Processes[0]
 	start := time.Unix(1700000000, 0).Add(10020 * time.Millisecond).UTC()
 	want := Process{
-		PID: 112, PPID: 111, User: "alice", UID: 1000, Name: "python3", Argv0: "python3",
+		PID: 112, PPID: 111, User: "alice", UID: 1000, Name: "python3", Argv0: "python3", Args: "python3 train.py --token=s3cret",
 		State: "R", StateName: "running", StartTime: &start, StartTicks: 1002, Threads: 8,
 		RSSBytes: 100000 * uint64(os.Getpagesize()), CPUSeconds: 130.23,
 		Cgroup:    "/user.slice/user-1000.slice/user@1000.service/app.slice/commandcore-job-11111111-2222-4333-8444-555555555555-aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee.service",
@@ -169,16 +175,43 @@ func TestFixtureRecord(t *testing.T) {
 		}
 	}
 
-	// Arguments never reach a result, and kernel threads have no argv0.
-	r = list(t, l, Request{})
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, secret := range []string{"s3cret", "train.py", "Authorization", "-j8", "--user", "/home/alice"} {
-		if strings.Contains(string(b), secret) {
-			t.Fatalf("result quotes %q: %s", secret, b)
+	// Another agent's jobs are not managed and carry no process_id.
+	for _, pid := range []int{120, 210, 211} {
+		if p := list(t, l, Request{PID: ptr(pid)}).Processes[0]; p.Managed || p.ProcessID != "" {
+			t.Errorf("another agent's job process %d: managed %v, process_id %q", pid, p.Managed, p.ProcessID)
 		}
+	}
+
+	// The owner's processes show their arguments, as ps does; another
+	// user's (root's, a setuid process's, 1001's) never do, and kernel
+	// threads have no argv0.
+	r = list(t, l, Request{})
+	args := map[int]string{}
+	for _, p := range r.Processes {
+		if p.Args != "" {
+			args[p.PID] = p.Args
+		}
+	}
+	for pid, want := range map[int]string{
+		100: "/lib/systemd/systemd --user", 202: "make -j8", 211: "sleep 100",
+		111: "/bin/sh -c curl -H 'Authorization: Bearer s3cret' https://example.invalid",
+	} {
+		if args[pid] != want {
+			t.Errorf("process %d: args %q, want %q", pid, args[pid], want)
+		}
+	}
+	for _, pid := range []int{1, 2, 50, 301, 400, 600} {
+		if a, ok := args[pid]; ok {
+			t.Errorf("process %d of another user (or without argv) shows args %q", pid, a)
+		}
+	}
+	// A long command line is cut at the bound, control characters shown as '?'.
+	long := list(t, l, Request{PID: ptr(303)}).Processes[0]
+	if len(long.Args) != 4096 || !long.ArgsTruncated || !strings.HasPrefix(long.Args, "/usr/bin/long tab?here esc?[2J xxx") {
+		t.Errorf("a 5 KiB command line: %d bytes, truncated %v, %.40q", len(long.Args), long.ArgsTruncated, long.Args)
+	}
+	if p := list(t, l, Request{PID: ptr(202)}).Processes[0]; p.ArgsTruncated {
+		t.Error("a short command line is marked truncated")
 	}
 	for _, p := range r.Processes {
 		if (p.PID == 2 || p.PID == 400) && p.Argv0 != "" {
@@ -193,12 +226,12 @@ func TestFixtureRecord(t *testing.T) {
 func TestFixtureLimit(t *testing.T) {
 	l := fixture(t)
 	r := list(t, l, Request{Limit: 3})
-	if got := pidsOf(r); !slices.Equal(got, []int{1, 2, 50}) || !r.Truncated || r.TotalMatched != 15 || r.Limit != 3 {
+	if got := pidsOf(r); !slices.Equal(got, []int{1, 2, 50}) || !r.Truncated || r.TotalMatched != 19 || r.Limit != 3 {
 		t.Fatalf("limit 3: %v truncated %v total %d", got, r.Truncated, r.TotalMatched)
 	}
-	r = list(t, l, Request{Limit: 15})
-	if len(r.Processes) != 15 || r.Truncated {
-		t.Fatalf("limit 15: %d truncated %v", len(r.Processes), r.Truncated)
+	r = list(t, l, Request{Limit: 19})
+	if len(r.Processes) != 19 || r.Truncated {
+		t.Fatalf("limit 19: %d truncated %v", len(r.Processes), r.Truncated)
 	}
 	// Deterministic: the same answer twice.
 	a, b := list(t, l, Request{}), list(t, l, Request{})
@@ -284,7 +317,7 @@ func startSleeper(t *testing.T) *exec.Cmd {
 func TestThisHost(t *testing.T) {
 	cmd := startSleeper(t)
 	pid := cmd.Process.Pid
-	l, err := New("/proc")
+	l, err := New("/proc", Agent{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,6 +338,9 @@ func TestThisHost(t *testing.T) {
 	if me.Name != sleeperName[:15] || me.Argv0 != sleeperName || me.PPID != os.Getpid() ||
 		me.UID != uint64(os.Geteuid()) || me.Managed || me.StartTime == nil || me.RSSBytes == 0 {
 		t.Fatalf("sleeper %+v", me)
+	}
+	if want := cmd.Path + " -test.run=^$"; me.Args != want || me.ArgsTruncated {
+		t.Fatalf("the owner's process shows args %q, want %q", me.Args, want)
 	}
 	if time.Since(*me.StartTime) > time.Minute || time.Until(*me.StartTime) > 2*time.Second {
 		t.Fatalf("start time %v", me.StartTime)

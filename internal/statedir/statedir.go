@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,6 +92,33 @@ func LocalDeviceID(stateDir string) (string, error) {
 			return "", err
 		}
 	}
+}
+
+// Existing reports, naming stateDir, when it is not an existing
+// directory. Commands that read or act on what an agent left there call it
+// instead of creating the directory: a mistyped --state-dir is an error,
+// never an empty answer.
+func Existing(stateDir string) error {
+	fi, err := os.Stat(stateDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("state directory %s does not exist (no agent has run with it; check --state-dir or --service)", stateDir)
+	case err != nil:
+		return fmt.Errorf("state directory: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("state directory %s is not a directory", stateDir)
+	}
+	return nil
+}
+
+// ExistingLocalDeviceID returns the local device ID stored in stateDir, or
+// "" when none was ever created; it creates nothing.
+func ExistingLocalDeviceID(stateDir string) (string, error) {
+	id, err := readLocalDevice(filepath.Join(stateDir, localDeviceFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	return id, err
 }
 
 func readLocalDevice(path string) (string, error) {

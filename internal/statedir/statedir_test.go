@@ -3,6 +3,7 @@ package statedir
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -67,5 +68,37 @@ func TestResolve(t *testing.T) {
 		if _, err := Resolve(Dirs{Service: bad}); err == nil {
 			t.Errorf("service %q accepted", bad)
 		}
+	}
+}
+
+func TestExistingCreatesNothing(t *testing.T) {
+	parent := t.TempDir()
+	missing := filepath.Join(parent, "nonexistent")
+	err := Existing(missing)
+	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("a missing state directory: %v", err)
+	}
+	if id, err := ExistingLocalDeviceID(missing); id != "" || err != nil {
+		t.Fatalf("device ID of a missing directory: %q %v", id, err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Fatalf("checking created %d entries", len(entries))
+	}
+	file := filepath.Join(parent, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Existing(file); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("a file as state directory: %v", err)
+	}
+	if err := Existing(parent); err != nil {
+		t.Fatal(err)
+	}
+	id, err := LocalDeviceID(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ExistingLocalDeviceID(parent); got != id || err != nil {
+		t.Fatalf("ExistingLocalDeviceID = %q %v, want %q", got, err, id)
 	}
 }

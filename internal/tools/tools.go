@@ -83,13 +83,14 @@ type Host struct {
 }
 
 // NewHost returns the engines over the proc file system at procRoot, kept
-// out of ownDirs (the agent's config and state directories).
-func NewHost(procRoot string, ownDirs ...string) (*Host, error) {
+// out of ownDirs (the agent's config and state directories); process.list's
+// managed filter selects the jobs of svc.
+func NewHost(procRoot string, svc *jobs.Service, ownDirs ...string) (*Host, error) {
 	m, err := metrics.NewSource(procRoot)
 	if err != nil {
 		return nil, err
 	}
-	p, err := proclist.New(procRoot)
+	p, err := proclist.New(procRoot, proclist.Agent{DeviceID: svc.DeviceID(), JobsDir: svc.JobsDir()})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 		func(ctx context.Context, _ Call, in metrics.MetricsRequest) (*metrics.Metrics, error) {
 			return host.Metrics.Metrics(ctx, in)
 		})
-	add(r, "process.list", "Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (CommandCore jobs only); each filter narrows.",
+	add(r, "process.list", fmt.Sprintf("Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (this agent's jobs only); each filter narrows. The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
 		func(ctx context.Context, _ Call, in proclist.Request) (*proclist.Result, error) {
 			if err := in.Validate(); err != nil {
 				return nil, err

@@ -92,7 +92,7 @@ func BenchmarkSystemMetricsSpaced(b *testing.B) {
 }
 
 func BenchmarkProcessList(b *testing.B) {
-	l, err := proclist.New("/proc")
+	l, err := proclist.New("/proc", proclist.Agent{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -264,6 +264,10 @@ func keepsJobsOf(t *testing.T, old string) {
 		t.Errorf("paged %q / %q in %d pages, want old-out / old-err over several", col.data[0], col.data[1], col.pages)
 	}
 	waitOutput(t, c, running.ProcessID, "old-running")
+	// A job from before input channels takes none, and says so.
+	if code, _ := c.fail("process.input", map[string]any{"process_id": running.ProcessID, "data": "x"}); code != "not_interactive" {
+		t.Errorf("process.input to the earlier build's job: %s, want not_interactive", code)
+	}
 	isRead := func(name string) bool { return filepath.Base(name) == jobmeta.ReadMarkFile }
 	if ch := changedFiles(before, jobFiles(t, state), isRead); len(ch) > 0 {
 		t.Fatalf("paging rewrote the earlier build's files: %v", ch)

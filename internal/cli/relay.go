@@ -115,7 +115,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv.Log = log.New(streams.Err, "relay: ", 0)
+			srv.Log = log.New(streams.Err, "relay: ", log.Ldate|log.Ltime|log.Lmicroseconds|log.Lmsgprefix)
 			defer srv.Close()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {

@@ -254,6 +254,12 @@ func keepsJobsOf(t *testing.T, old string) {
 	for _, id := range []string{ended.ProcessID, running.ProcessID, orphan.ProcessID} {
 		c.status(id)
 	}
+	out, errOut, code := run(t, "jobs", "list", "--json", "--state-dir", state)
+	for _, id := range []string{ended.ProcessID, running.ProcessID, orphan.ProcessID} {
+		if code != 0 || !strings.Contains(out, id) {
+			t.Errorf("jobs list (exit %d) lacks the earlier build's job %s:\n%s%s", code, id, out, errOut)
+		}
+	}
 	if ch := changedFiles(before, jobFiles(t, state), func(string) bool { return false }); len(ch) > 0 {
 		t.Fatalf("starting the current build and listing rewrote the earlier build's files: %v", ch)
 	}

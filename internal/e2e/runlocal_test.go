@@ -135,7 +135,7 @@ func (r *runLocal) wait() int {
 // TestRunLocalKeepsStateAndStopsThePair: `make run` twice gives the same
 // device and client token from its named directory; the logs record the
 // link and the call without their content; killing its agent says which
-// process died and how, and stops the relay.
+// process died and how, and stops the relay; FRESH=1 starts over.
 func TestRunLocalKeepsStateAndStopsThePair(t *testing.T) {
 	dir := t.TempDir()
 	first := startRunLocal(t, dir, "LISTEN=127.0.0.1:0")
@@ -185,6 +185,11 @@ func TestRunLocalKeepsStateAndStopsThePair(t *testing.T) {
 	}
 	if processExists(second.relayPID) {
 		t.Error("the relay outlived its agent's death")
+	}
+
+	fresh := startRunLocal(t, dir, "FRESH=1")
+	if fresh.token == first.token || strings.Contains(readFile(t, filepath.Join(dir, "agent-config", "identity.json")), deviceID(t, device)) {
+		t.Error("FRESH=1 kept the token or the device")
 	}
 }
 

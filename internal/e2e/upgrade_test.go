@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,7 +58,8 @@ func buildAt(t *testing.T, commit string) string {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tmp := out + ".tmp"
+	// Another test process may be building the same commit.
+	tmp := out + ".tmp" + strconv.Itoa(os.Getpid())
 	build := exec.Command("go", "build", "-trimpath", "-o", tmp, "./cmd/commandcore")
 	build.Dir = src
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -67,11 +67,13 @@ fuzz:
 	done
 
 # Builds the binary, makes sure a systemd user manager is reachable, and
-# starts a relay and an enrolled agent on loopback in a fresh temporary
-# directory; prints the MCP URL and a client token (scripts/run-local.sh).
+# starts a relay and an enrolled agent on loopback with their state in
+# RUN_DIR, kept between runs (FRESH=1 starts over); prints the MCP URL and a
+# client token, and stops both when either dies (scripts/run-local.sh).
+RUN_DIR   ?= $(CURDIR)/.run
 run: build
 	@$(USERMGR) up >/dev/null
-	@eval "$$($(USERMGR) env)"; exec scripts/run-local.sh $(CURDIR)/$(BIN)
+	@eval "$$($(USERMGR) env)"; RUN_DIR='$(RUN_DIR)' FRESH='$(FRESH)' LISTEN='$(LISTEN)' exec scripts/run-local.sh $(CURDIR)/$(BIN)
 
 # Mutation testing of the core packages (scripts/mutation.sh): each
 # package's caught/total mutants. Not part of CI: it takes many minutes.

@@ -95,6 +95,8 @@ type Journal struct {
 
 	recorded, dropped, failures atomic.Uint64
 
+	echo echo
+
 	// Owned by the writer goroutine (and Open, before it starts).
 	sincePrune int
 	lastPrune  time.Time
@@ -370,6 +372,7 @@ func (j *Journal) write(batch []Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	err := j.insert(ctx, batch)
 	cancel()
+	j.print(batch)
 	if err != nil {
 		j.failures.Add(uint64(len(batch)))
 		return

@@ -690,3 +690,51 @@ func TestAllowlistedValuesSurvive(t *testing.T) {
 		t.Fatal("LinkEndEvent outcome")
 	}
 }
+
+func TestEchoPrintsEachEventContentFree(t *testing.T) {
+	var mu sync.Mutex
+	var out bytes.Buffer
+	j := openT(t, dbPath(t), options{now: newClock(t0).now})
+	j.Echo(lockedBuffer{&mu, &out}, "agent: ")
+	j.LinkUp()
+	j.Record(Event{Kind: KindToolCall, Tool: ToolProcessStart, JobID: jobA, Outcome: OutcomeFailed, DurationMS: 35, ErrorCode: string(errcode.JobTableFull)})
+	j.Record(Event{Kind: KindLaunchPhase, Phase: PhaseUnitStart, Outcome: OutcomeOK, DurationMS: 3})
+	j.Record(Event{Kind: KindToolCall, Tool: "rm -rf /secret", Outcome: OutcomeOK, DurationMS: 1250})
+	j.LinkEnd(string(ReasonRemoteClose), 90*time.Second)
+	j.flush()
+	mu.Lock()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	mu.Unlock()
+	stamp := t0.Local().Format("2006-01-02 15:04:05.000")
+	want := []string{
+		"agent: " + stamp + " link_up - - ok 0ms",
+		"agent: " + stamp + " tool_call process.start 0f8e7d6c failed 35ms job_table_full",
+		"agent: " + stamp + " tool_call other - ok 1.25s",
+		"agent: " + stamp + " link_end remote_close - failed 1m30s",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("echoed %d lines, want %d (a successful launch phase is not echoed):\n%s", len(lines), len(want), strings.Join(lines, "\n"))
+	}
+	for i, l := range lines {
+		if got := strings.Join(strings.Fields(l), " "); got != want[i] {
+			t.Errorf("line %d: %q, want %q", i, got, want[i])
+		}
+	}
+	j.Echo(nil, "")
+	j.LinkUp()
+	j.flush()
+	if n := strings.Count(out.String(), "\n"); n != len(want) {
+		t.Errorf("after Echo(nil) the journal still printed (%d lines)", n)
+	}
+}
+
+type lockedBuffer struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -39,6 +40,9 @@ type Config struct {
 	Server string
 	// ReconcileEvery is the tick; zero means ReconcileEvery.
 	ReconcileEvery time.Duration
+	// Log, when set, gets one content-free line per activity event (link
+	// up and down, each tool call, job ends): what the journal records.
+	Log io.Writer
 }
 
 // Run runs the agent until ctx ends, then waits for the link to close.
@@ -52,6 +56,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer svc.Close()
+	if cfg.Log != nil {
+		svc.Journal().Echo(cfg.Log, "agent: ")
+	}
 	self, err := svc.Procs().Self()
 	if err != nil {
 		return fmt.Errorf("own identity: %w", err)

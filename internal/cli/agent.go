@@ -9,7 +9,7 @@ import (
 	"github.com/commandcore/commandcore/internal/agent"
 )
 
-func newAgentCmd(g *globalFlags) *cobra.Command {
+func newAgentCmd(g *globalFlags, streams IO) *cobra.Command {
 	var installed bool
 	var server string
 	every := agent.ReconcileEvery
@@ -39,7 +39,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			return agent.Run(ctx, agent.Config{
 				StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
 				Installed: installed || runningAsService(), Service: g.serviceName(),
-				Server: server, ReconcileEvery: every,
+				Server: server, ReconcileEvery: every, Log: streams.Err,
 			})
 		},
 	}

@@ -122,7 +122,7 @@ func NewRoot(streams IO) *cobra.Command {
 		newMCPCmd(g),
 		newJobsCmd(g, streams),
 		newActivityCmd(g, streams),
-		newAgentCmd(g),
+		newAgentCmd(g, streams),
 		newStatusCmd(g, streams),
 		newInstallCmd(g, streams),
 		newUninstallCmd(g, streams),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -115,7 +116,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv.Log = log.New(streams.Err, "relay: ", 0)
+			srv.Log = log.New(stampedLog{streams.Err}, "", 0)
 			defer srv.Close()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
@@ -174,6 +175,17 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&key, "tls-key", "", "TLS key file (PEM)")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP)")
 	return cmd
+}
+
+// stampedLog writes each of the relay's log lines after "relay: " and the
+// local time, as the agent's lines (activity.Format) carry theirs.
+type stampedLog struct{ w io.Writer }
+
+func (l stampedLog) Write(line []byte) (int, error) {
+	if _, err := l.w.Write(append([]byte("relay: "+time.Now().Format("2006-01-02 15:04:05.000")+"  "), line...)); err != nil {
+		return 0, err
+	}
+	return len(line), nil
 }
 
 // serveMetrics serves the relay's metrics on their own listener at addr

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"log"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -87,10 +88,15 @@ type auditRow struct{ principal, token, device, tool, outcome, code string }
 // TestAuditRecordsEveryCall: forwarded calls, devices.list and refused
 // requests (bad token, unknown device, tool out of scope, made-up tool,
 // offline device) each leave one content-free entry, and are counted for
-// metrics.
+// metrics and logged (with the link's up and down) in the audit's words.
 func TestAuditRecordsEveryCall(t *testing.T) {
 	obs := newCountingObserver()
-	h := newHarness(t, func(s *Server) { s.Observer = obs })
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	h := newHarness(t, func(s *Server) {
+		s.Observer = obs
+		s.Log = log.New(lockedWriter{&logMu, &logged}, "", 0)
+	})
 	tok, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"process.*", "devices.list"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +185,45 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 		if bytes.Contains(b, []byte(marker)) {
 			t.Fatalf("the marker is in %s", name)
 		}
+	}
+
+	logMu.Lock()
+	lines := strings.Split(strings.TrimSuffix(logged.String(), "\n"), "\n")
+	logMu.Unlock()
+	if strings.Contains(strings.Join(lines, "\n"), marker) {
+		t.Errorf("the marker is in the relay's log:\n%s", strings.Join(lines, "\n"))
+	}
+	var calls []string
+	var linkUp, linkDown bool
+	for _, l := range lines {
+		switch {
+		case l == "device "+dev+": link up":
+			linkUp = true
+		case strings.HasPrefix(l, "device "+dev+": link down (remote_close) after "):
+			linkDown = true
+		case strings.HasPrefix(l, "call "):
+			// The duration varies; the rest is the audit's.
+			calls = append(calls, l[:strings.LastIndex(l, " in ")])
+		}
+	}
+	if !linkUp || !linkDown {
+		t.Errorf("the relay's log lacks the link's up (%v) or down (%v):\n%s", linkUp, linkDown, strings.Join(lines, "\n"))
+	}
+	wantCalls := []string{
+		"call process.jobs device " + dev + ": ok -",
+		"call process.status device " + dev + ": failed not_found",
+		"call process.stop device " + dev + ": failed unknown",
+		"call system.metrics device " + dev + ": failed permission_denied",
+		"call unknown device " + dev + ": failed not_found",
+		"call devices.list device -: ok -",
+		"call process.jobs device " + dev + ": ok -",
+		"call process.jobs device -: failed not_found",
+		"call unknown device -: failed permission_denied",
+		"call unknown device -: failed not_found",
+		"call process.jobs device " + dev + ": failed device_offline",
+	}
+	if strings.Join(calls, "\n") != strings.Join(wantCalls, "\n") {
+		t.Errorf("logged calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(wantCalls, "\n"))
 	}
 
 	obs.mu.Lock()

@@ -160,6 +160,11 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.store.SetConnected(dev.ID, true, s.Now())
+	up := time.Now()
+	s.deviceEvent(dev.ID, "link up")
+	defer func() {
+		s.deviceEvent(dev.ID, "link down ("+string(conn.End())+") after "+time.Since(up).Round(time.Millisecond).String())
+	}()
 	// A live link has carried a frame within the silence timeout, so its
 	// device was seen; recording that now and then keeps last-seen honest
 	// even if this relay dies without marking the device gone.

@@ -115,9 +115,21 @@ func (s *Server) observe(at time.Time, d time.Duration, tok *relaystate.Token, d
 		e.Principal, e.TokenID = principalOf(tok), tok.ID
 	}
 	s.audit.add(e)
+	if s.Log != nil {
+		// The audit entry's words only: never an argument or a result.
+		s.Log.Printf("call %s device %s: %s %s in %s", tool, dash(device), e.Outcome, dash(e.Code), d.Round(time.Microsecond))
+	}
 	if s.Observer != nil {
 		s.Observer.Call(tool, e.Outcome, d)
 	}
+}
+
+// dash is s, or "-" when it is empty, for a log column.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // callCode is the error code of a finished call, "" when it succeeded. A

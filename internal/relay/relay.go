@@ -36,9 +36,10 @@ type Server struct {
 	// RotateWait is how long an agent has to confirm the token its link
 	// hands it before the link is closed; zero means limits.SendTimeout.
 	RotateWait time.Duration
-	// Log receives one content-free line per event about a device's
-	// credentials (a copy found, a link ended for its standing); nil
-	// discards them.
+	// Log receives one content-free line per event about a device (its
+	// link up and down, a copy of its credentials found, a link ended for
+	// its standing) and per call (tool, device, outcome, code, duration);
+	// nil discards them.
 	Log *log.Logger
 	// Timeouts tunes the HTTP bounds; zero fields are the defaults (http.go).
 	Timeouts Timeouts

@@ -155,9 +155,8 @@ func (s *Server) endDevice(device, standing string) {
 	go conn.Close()
 }
 
-// deviceEvent records one content-free line about a device's credentials
-// on the relay's log (Server.Log): the device's ID and what happened, never
-// a token. It is the one place such events pass, for an audit log to hook.
+// deviceEvent records one content-free line about a device on the relay's
+// log (Server.Log): the device's ID and what happened, never a token. It is the one place such events pass, for an audit log to hook.
 func (s *Server) deviceEvent(device, what string) {
 	if s.Log != nil {
 		s.Log.Printf("device %s: %s", device, what)

@@ -26,7 +26,7 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
-"$root/scripts/run-local.sh" "$bin" >"$work/run.out" 2>&1 &
+RUN_DIR=$work/run "$root/scripts/run-local.sh" "$bin" >"$work/run.out" 2>&1 &
 runner=$!
 url= token=
 for _ in $(seq 200); do

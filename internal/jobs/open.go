@@ -84,3 +84,7 @@ func (s *Service) HideOwnDirs(ctx context.Context, configDir string) bool {
 	s.launcher.Hide = &launcher.Hidden{State: s.stateDir, Config: configDir}
 	return true
 }
+
+// Domain is the failure domain the next job would get, or
+// systemd_unavailable (launcher.Launcher.Domain).
+func (s *Service) Domain(ctx context.Context) (string, error) { return s.launcher.Domain(ctx) }

@@ -23,6 +23,7 @@ FUZZ      := ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
              ./internal/relay:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \
              ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply \
+             ./internal/install:FuzzParseExecStart \
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
 )
@@ -705,7 +706,7 @@ func TestEchoPrintsEachEventContentFree(t *testing.T) {
 	mu.Lock()
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	mu.Unlock()
-	stamp := t0.Local().Format("2006-01-02 15:04:05.000")
+	stamp := humantime.Time(t0)
 	want := []string{
 		"agent: " + stamp + " link_up - - ok 0ms",
 		"agent: " + stamp + " tool_call process.start 0f8e7d6c failed 35ms job_table_full",

@@ -34,8 +34,6 @@ type Config struct {
 	Exe string
 	// Installed refuses jobs outside the systemd user manager.
 	Installed bool
-	// Service is the systemd unit the agent runs as, for status.
-	Service string
 	// Server, when set, replaces the server the device enrolled with.
 	Server string
 	// ReconcileEvery is the tick; zero means ReconcileEvery.
@@ -77,9 +75,10 @@ func Run(ctx context.Context, cfg Config) error {
 	now := time.Now().UTC()
 	rt := newRuntimeRecord(cfg.StateDir, status.Runtime{
 		Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
-		Version: version.Version, StartedAt: now, Service: cfg.Service,
+		Version: version.Version, StartedAt: now, Service: ownUnit(),
 		Connection:      status.Connection{State: status.ConnNotEnrolled, ObservedAt: now, Since: now},
 		AgentDirsHidden: hidden,
+		Systemd:         systemdView(ctx, svc),
 	})
 	if err := rt.write(); err != nil {
 		return err
@@ -98,11 +97,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	loop(ctx, every, func() {
 		ends.observe(svc)
-		rt.observe()
+		rt.observe(systemdView(ctx, svc))
 		up.pickUp(ctx)
 	})
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	up.wait()
+	rt.stop()
 	svc.Journal().Record(activity.Event{Kind: activity.KindAgentStop, Outcome: activity.OutcomeOK})
 	return nil
 }

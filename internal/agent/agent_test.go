@@ -28,7 +28,7 @@ func TestRunRecordsItselfUntilStopped(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{StateDir: state, ConfigDir: config, Exe: exe, Service: "cc-test.service", ReconcileEvery: 20 * time.Millisecond})
+		done <- Run(ctx, Config{StateDir: state, ConfigDir: config, Exe: exe, ReconcileEvery: 20 * time.Millisecond})
 	}()
 
 	var rt *status.Runtime
@@ -44,8 +44,13 @@ func TestRunRecordsItselfUntilStopped(t *testing.T) {
 			t.Fatalf("no runtime record refreshed by a tick within 10 s (last: %v)", err)
 		}
 	}
-	if rt.PID != os.Getpid() || rt.Service != "cc-test.service" {
-		t.Fatalf("record names pid %d, service %q; want this process (%d) and cc-test.service", rt.PID, rt.Service, os.Getpid())
+	// This test is no systemd service, whatever unit name it could claim.
+	if rt.PID != os.Getpid() || rt.Service != "" {
+		t.Fatalf("record names pid %d, service %q; want this process (%d) and no service", rt.PID, rt.Service, os.Getpid())
+	}
+	// The harness's user manager is what this agent sees, and records.
+	if sd := rt.Systemd; sd == nil || sd.UserManager != status.ManagerReachable || sd.FailureDomain != "systemd_unit" || sd.ObservedAt.Before(rt.StartedAt) {
+		t.Fatalf("systemd = %+v, want the user manager reachable and systemd_unit jobs, observed since the start", rt.Systemd)
 	}
 	if rt.Connection.State != status.ConnNotEnrolled || rt.Connection.Server != "" {
 		t.Fatalf("connection = %+v, want not_enrolled with no server", rt.Connection)
@@ -59,6 +64,9 @@ func TestRunRecordsItselfUntilStopped(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return within 10 s of stop")
+	}
+	if rt, err := status.ReadRuntime(state); err != nil || rt.StoppedAt == nil || rt.PID != os.Getpid() {
+		t.Fatalf("record after a clean stop: %+v %v, want this agent's, marked stopped", rt, err)
 	}
 	r, err := activity.OpenReader(statedir.JournalPath(state))
 	if err != nil {

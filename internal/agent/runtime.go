@@ -13,13 +13,13 @@ import (
 // runtimeRecord is the agent's runtime record, written whenever what it
 // says changes; the link reports from its own goroutine.
 type runtimeRecord struct {
-	path string
-	mu   sync.Mutex
-	rt   status.Runtime
+	stateDir, path string
+	mu             sync.Mutex
+	rt             status.Runtime
 }
 
 func newRuntimeRecord(stateDir string, rt status.Runtime) *runtimeRecord {
-	return &runtimeRecord{path: filepath.Join(stateDir, status.RuntimeFile), rt: rt}
+	return &runtimeRecord{stateDir: stateDir, path: filepath.Join(stateDir, status.RuntimeFile), rt: rt}
 }
 
 func (r *runtimeRecord) write() error {
@@ -29,11 +29,27 @@ func (r *runtimeRecord) write() error {
 	return nil
 }
 
-// observe refreshes when the agent last looked at its connection.
-func (r *runtimeRecord) observe() {
+// observe refreshes when the agent last looked at its connection, and what
+// it sees of its user manager.
+func (r *runtimeRecord) observe(sd *status.RuntimeSystemd) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rt.Connection.ObservedAt = time.Now().UTC()
+	r.rt.Systemd = sd
+	r.write()
+}
+
+// stop marks the record as that of an agent that stopped cleanly, so
+// status tells it from one that died ("stale record"). A record another
+// agent wrote meanwhile over the same state is left alone.
+func (r *runtimeRecord) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, err := status.ReadRuntime(r.stateDir); err != nil || cur.PID != r.rt.PID || cur.StartTicks != r.rt.StartTicks {
+		return
+	}
+	at := time.Now().UTC()
+	r.rt.StoppedAt = &at
 	r.write()
 }
 

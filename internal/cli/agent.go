@@ -38,8 +38,7 @@ func newAgentCmd(g *globalFlags, streams IO) *cobra.Command {
 			defer stop()
 			return agent.Run(ctx, agent.Config{
 				StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
-				Installed: installed || runningAsService(), Service: g.serviceName(),
-				Server: server, ReconcileEvery: every, Log: streams.Err,
+				Installed: installed || runningAsService(), Server: server, ReconcileEvery: every, Log: streams.Err,
 			})
 		},
 	}

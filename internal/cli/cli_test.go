@@ -14,6 +14,8 @@ func runMain(args ...string) (int, string, string) {
 
 func TestExitCodes(t *testing.T) {
 	state := t.TempDir()
+	// No unit of this user's is in sight.
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	cases := []struct {
 		args []string
 		code int
@@ -25,7 +27,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"jobs", "--bogus-flag"}, ExitUsage, "unknown flag"},
 		{[]string{"activity", "--last", "-1", "--state-dir", state}, ExitUsage, "--last"},
 		{[]string{"activity", "--last", "5", "--state-dir", state}, ExitOK, ""},
-		{[]string{"status", "--state-dir", state}, ExitNotAlive, "not running"},
+		{[]string{"status", "--state-dir", state}, ExitNotAlive, "not installed"},
 		{[]string{"jobs", "show", "../x", "--state-dir", state}, ExitFailure, "no job matches"},
 		{[]string{"status", "--service", "a/b"}, ExitUsage, "invalid service name"},
 		{[]string{"install", "--service", "bad@name"}, ExitUsage, "--service"},

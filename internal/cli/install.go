@@ -1,19 +1,31 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/install"
+	"github.com/commandcore/commandcore/internal/statedir"
 )
 
-func installOptions(g *globalFlags) (install.Options, error) {
+// installOptions are the unit to write for these flags. The unit always
+// names the directories this CLI resolves ($XDG_STATE_HOME and
+// $XDG_CONFIG_HOME included): the user manager's environment may not have
+// the shell's, and the service and the CLI must agree about where state is.
+func installOptions(g *globalFlags) (install.Options, statedir.Dirs, error) {
 	name, err := install.ServiceName(g.serviceName())
 	if err != nil {
-		return install.Options{}, usageError("--service: %v", err)
+		return install.Options{}, statedir.Dirs{}, usageError("--service: %v", err)
 	}
-	return install.Options{Service: name, StateDir: g.stateDir, ConfigDir: g.configDir}, nil
+	dirs, err := g.dirs()
+	if err != nil {
+		return install.Options{}, dirs, err
+	}
+	return install.Options{Service: name, StateDir: dirs.State, ConfigDir: dirs.Config}, dirs, nil
 }
 
 func newInstallCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -22,7 +34,7 @@ func newInstallCmd(g *globalFlags, streams IO) *cobra.Command {
 		Short: "Write, enable and start the agent's systemd user unit (keeps an existing identity and jobs)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := installOptions(g)
+			o, dirs, err := installOptions(g)
 			if err != nil {
 				return err
 			}
@@ -30,13 +42,39 @@ func newInstallCmd(g *globalFlags, streams IO) *cobra.Command {
 				return err
 			}
 			path, _ := install.UnitPath(o)
-			fmt.Fprintf(streams.Out, "installed and started %s (%s)\n", o.Service, path)
+			fmt.Fprintf(streams.Out, "installed and started %s (%s)\nstate: %s\nconfig: %s\n", o.Service, path, dirs.State, dirs.Config)
 			if lingering, err := install.Lingering(); err == nil && !lingering {
 				fmt.Fprintln(streams.Out, "note: the agent runs only while you are logged in; to keep it running, run: sudo loginctl enable-linger \"$USER\"")
+			}
+			if _, err := enrollment.Load(dirs.Config); errors.Is(err, enrollment.ErrNotEnrolled) {
+				fmt.Fprintf(streams.Out, "next: the agent is not enrolled; get a code from your server and run: commandcore enroll --server URL --code CODE%s\n", dirFlags(g, o))
 			}
 			return nil
 		},
 	}
+}
+
+// dirFlags are the flags another command needs to reach the installation
+// o that these flags chose.
+func dirFlags(g *globalFlags, o install.Options) string {
+	var b strings.Builder
+	if o.Service != statedir.DefaultService {
+		b.WriteString(" --service " + shellQuote(o.Service))
+	}
+	if g.configDir != "" {
+		b.WriteString(" --config-dir " + shellQuote(o.ConfigDir))
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+=:,@", c))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func newUninstallCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -45,14 +83,26 @@ func newUninstallCmd(g *globalFlags, streams IO) *cobra.Command {
 		Short: "Stop, disable and remove the agent's user unit (state, identity and jobs stay)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := installOptions(g)
+			o, _, err := installOptions(g)
 			if err != nil {
 				return err
 			}
-			if err := install.Uninstall(cmd.Context(), o); err != nil {
-				return err
+			res, err := install.Uninstall(cmd.Context(), o)
+			if res != nil {
+				for _, f := range res.Removed {
+					fmt.Fprintf(streams.Out, "removed %s\n", f)
+				}
 			}
-			fmt.Fprintf(streams.Out, "uninstalled %s; state kept\n", o.Service)
+			switch {
+			case err != nil:
+				return err
+			case !res.Found:
+				fmt.Fprintf(streams.Out, "%s is not installed\n", o.Service)
+			case res.Stopped:
+				fmt.Fprintf(streams.Out, "stopped, disabled and uninstalled %s; state kept\n", o.Service)
+			default:
+				fmt.Fprintf(streams.Out, "uninstalled %s; state kept\n", o.Service)
+			}
 			return nil
 		},
 	}

@@ -1,12 +1,14 @@
 package cli
 
 import (
-	"context"
+	"cmp"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandcore/commandcore/internal/install"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/statedir"
 	"github.com/commandcore/commandcore/internal/status"
@@ -17,12 +19,13 @@ import (
 var errNotRunning = errors.New("no agent is running")
 
 type statusOptions struct {
-	IO  IO
-	Ctx context.Context
+	IO IO
 	// Dirs are the agent's resolved directories and unit name
 	// (statedir.Resolve fills the default name).
 	Dirs statedir.Dirs
-	JSON bool
+	// UnitFile is the agent's unit file; empty when it is not installed.
+	UnitFile string
+	JSON     bool
 	// Now is when the human form measures ages from.
 	Now func() time.Time
 }
@@ -34,11 +37,11 @@ func newStatusCmd(g *globalFlags, streams IO) *cobra.Command {
 		Short: "Show whether the agent runs, its last connection observation, jobs and policy",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dirs, err := g.dirs()
+			dirs, unit, err := installedDirs(g, streams)
 			if err != nil {
 				return err
 			}
-			o.Ctx, o.Dirs = cmd.Context(), dirs
+			o.Dirs, o.UnitFile = dirs, unit
 			return runStatus(o)
 		},
 	}
@@ -49,7 +52,7 @@ func newStatusCmd(g *globalFlags, streams IO) *cobra.Command {
 // runStatus prints the report; it returns an exit-3 error, already
 // reported, when no agent runs.
 func runStatus(o *statusOptions) error {
-	r := statusreport.Build(o.Ctx, o.Dirs.State, o.Dirs.Config, o.Dirs.Service, procid.Default())
+	r := statusreport.Build(statusreport.Input{StateDir: o.Dirs.State, ConfigDir: o.Dirs.Config, Service: o.Dirs.Service, UnitFile: o.UnitFile}, procid.Default())
 	var err error
 	if o.JSON {
 		err = writeJSON(o.IO.Out, r)
@@ -64,4 +67,34 @@ func runStatus(o *statusOptions) error {
 		return &exitError{code: ExitNotAlive, err: errNotRunning, quiet: true}
 	}
 	return nil
+}
+
+// installedDirs resolves the directories of the installation these flags
+// name: a directory flag first, then what the service's unit file gives
+// its agent, then the defaults. It also returns the unit file ("" when the
+// service is not installed); a unit whose directories cannot be read back
+// is reported on stderr and the defaults are used.
+func installedDirs(g *globalFlags, streams IO) (statedir.Dirs, string, error) {
+	name, err := install.ServiceName(g.serviceName())
+	if err != nil {
+		return statedir.Dirs{}, "", usageError("--service: %v", err)
+	}
+	want := statedir.Dirs{State: g.stateDir, Config: g.configDir, Service: name}
+	unit, err := install.Find(name)
+	switch {
+	case errors.Is(err, install.ErrNotInstalled):
+	case unit == nil:
+		return statedir.Dirs{}, "", err
+	case err != nil:
+		fmt.Fprintf(streams.Err, "commandcore: warning: %v; using the default directories\n", err)
+	default:
+		want.State = cmp.Or(want.State, unit.StateDir)
+		want.Config = cmp.Or(want.Config, unit.ConfigDir)
+	}
+	dirs, err := statedir.Resolve(want)
+	path := ""
+	if unit != nil {
+		path = unit.Path
+	}
+	return dirs, path, err
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -19,7 +18,7 @@ import (
 func TestStatus(t *testing.T) {
 	dirs := statedir.Dirs{State: t.TempDir(), Config: t.TempDir(), Service: statedir.DefaultService}
 	var out bytes.Buffer
-	o := &statusOptions{IO: IO{Out: &out, Err: &out}, Ctx: context.Background(), Dirs: dirs, JSON: true, Now: time.Now}
+	o := &statusOptions{IO: IO{Out: &out, Err: &out}, Dirs: dirs, JSON: true, Now: time.Now}
 	var ee *exitError
 	if err := runStatus(o); !errors.As(err, &ee) || ee.code != ExitNotAlive || !ee.quiet {
 		t.Fatalf("no agent: %v, want a quiet exit 3", err)

@@ -6,3 +6,6 @@ func SetLingerDir(dir string) func() {
 	lingerDir = dir
 	return func() { lingerDir = old }
 }
+
+// ParseExecStart reads back a unit's ExecStart= words.
+var ParseExecStart = parseExecStart

@@ -72,44 +72,92 @@ func Install(ctx context.Context, o Options) error {
 	return nil
 }
 
+// Uninstalled says what Uninstall found and did.
+type Uninstalled struct {
+	// Found: there was an installation to take away (a unit file, its
+	// enable link, or a unit the user manager still had loaded or running).
+	Found bool
+	// Removed are the files Uninstall removed.
+	Removed []string
+	// Stopped: the user manager stopped the agent's unit.
+	Stopped bool
+}
+
+// ErrManagerUnreachable reports a user manager Uninstall could not reach:
+// the files are gone, but the unit was neither stopped nor disabled.
+var ErrManagerUnreachable = errors.New("the systemd user manager is not reachable")
+
 // Uninstall stops and disables the unit, removes its file and reloads the
-// user manager. Uninstalling a unit that is not installed succeeds. The
-// state directory (identity, jobs, journal) and any drop-ins the owner wrote
-// in <unit>.d/ stay.
-func Uninstall(ctx context.Context, o Options) error {
+// user manager. Without a reachable manager it still removes the files it
+// owns (the unit file and the enable link in default.target.wants/) and
+// returns ErrManagerUnreachable, saying that the unit was not stopped. The
+// state directory (identity, jobs, journal) and any drop-ins the owner
+// wrote in <unit>.d/ stay.
+func Uninstall(ctx context.Context, o Options) (*Uninstalled, error) {
 	r, err := o.resolve()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	conn, err := connect(ctx)
-	if err != nil {
-		return err
+	res := &Uninstalled{}
+	conn, cerr := connect(ctx)
+	if cerr != nil {
+		if err := res.removeFiles(r); err != nil {
+			return res, err
+		}
+		if !res.Found {
+			// Nothing on disk is installed; whether the manager still runs
+			// a unit of that name cannot be asked.
+			return res, nil
+		}
+		return res, fmt.Errorf("could not stop or disable %s (%w: %v); once it is reachable, run `systemctl --user stop %s` and `systemctl --user daemon-reload`",
+			r.Service, ErrManagerUnreachable, cerr, r.Service)
 	}
 	defer conn.Close()
-	load, err := unitString(ctx, conn, r.Service, "LoadState")
+	props, err := conn.GetUnitPropertiesContext(ctx, r.Service)
 	if err != nil {
-		return fmt.Errorf("look up %s: %w", r.Service, err)
+		return res, fmt.Errorf("look up %s: %w", r.Service, err)
 	}
-	if load != "not-found" {
+	load, _ := props["LoadState"].(string)
+	active, _ := props["ActiveState"].(string)
+	if load != "not-found" || (active != "inactive" && active != "failed") {
+		res.Found = true
 		done := make(chan string, 1)
 		if _, err := conn.StopUnitContext(ctx, r.Service, "replace", done); err != nil {
-			return fmt.Errorf("stop %s: %w", r.Service, err)
+			return res, fmt.Errorf("stop %s: %w", r.Service, err)
 		}
 		if err := waitJob(ctx, done); err != nil {
-			return fmt.Errorf("stop %s: %w", r.Service, err)
+			return res, fmt.Errorf("stop %s: %w", r.Service, err)
 		}
+		res.Stopped = true
 	}
 	if _, err := conn.DisableUnitFilesContext(ctx, []string{r.Service}, false); err != nil && !isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit") {
-		return fmt.Errorf("disable %s: %w", r.Service, err)
+		return res, fmt.Errorf("disable %s: %w", r.Service, err)
 	}
-	if err := os.Remove(r.UnitPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove unit file: %w", err)
+	if err := res.removeFiles(r); err != nil {
+		return res, err
 	}
 	if err := conn.ReloadContext(ctx); err != nil {
-		return fmt.Errorf("reload the user manager: %w", err)
+		return res, fmt.Errorf("reload the user manager: %w", err)
 	}
 	// Forget a failed state so the name is clean; nothing to do otherwise.
 	_ = conn.ResetFailedUnitContext(ctx, r.Service)
+	return res, nil
+}
+
+// removeFiles removes the unit's enable link and its file, where present.
+func (res *Uninstalled) removeFiles(r *resolved) error {
+	link := filepath.Join(r.UnitDir, "default.target.wants", r.Service)
+	if fi, err := os.Lstat(link); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if err := os.Remove(link); err != nil {
+			return fmt.Errorf("remove the enable link: %w", err)
+		}
+		res.Found, res.Removed = true, append(res.Removed, link)
+	}
+	if err := os.Remove(r.UnitPath()); err == nil {
+		res.Found, res.Removed = true, append(res.Removed, r.UnitPath())
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove unit file: %w", err)
+	}
 	return nil
 }
 
@@ -232,19 +280,6 @@ func failureDetail(ctx context.Context, conn *sdbus.Conn, name string) string {
 		s += ")"
 	}
 	return s + fmt.Sprintf("; see `systemctl --user status %s` and `journalctl --user -u %s`", name, name)
-}
-
-// unitString reads one string property of a unit.
-func unitString(ctx context.Context, conn *sdbus.Conn, name, prop string) (string, error) {
-	p, err := conn.GetUnitPropertyContext(ctx, name, prop)
-	if err != nil {
-		return "", err
-	}
-	s, ok := p.Value.Value().(string)
-	if !ok {
-		return "", fmt.Errorf("%s of %s is not a string", prop, name)
-	}
-	return s, nil
 }
 
 // isDBusError reports whether err is the D-Bus error called name.

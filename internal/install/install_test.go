@@ -58,7 +58,7 @@ func options(t *testing.T) install.Options {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := install.Uninstall(ctx, o); err != nil {
+		if _, err := install.Uninstall(ctx, o); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -410,8 +410,8 @@ func TestInstallReinstallUninstall(t *testing.T) {
 	}
 	pid3 := checkInstalled(t, c, o)
 
-	if err := install.Uninstall(ctxFor(t), o); err != nil {
-		t.Fatal(err)
+	if res, err := install.Uninstall(ctxFor(t), o); err != nil || !res.Found || !res.Stopped || len(res.Removed) != 1 || res.Removed[0] != unitPath {
+		t.Fatalf("uninstall: %+v %v, want the running unit stopped (and disabled) and its file removed", res, err)
 	}
 	if _, err := os.Stat(unitPath); !os.IsNotExist(err) {
 		t.Errorf("unit file still there: %v", err)
@@ -438,8 +438,8 @@ func TestInstallReinstallUninstall(t *testing.T) {
 	}
 
 	// Uninstalling again is a no-op.
-	if err := install.Uninstall(ctxFor(t), o); err != nil {
-		t.Errorf("second uninstall: %v", err)
+	if res, err := install.Uninstall(ctxFor(t), o); err != nil || res.Found {
+		t.Errorf("second uninstall: %+v %v, want nothing found", res, err)
 	}
 }
 

@@ -119,3 +119,7 @@ func (s *Service) DeviceID() string { return s.deviceID }
 
 // JobsDir is the directory that holds this service's job directories.
 func (s *Service) JobsDir() string { return s.store.Root() }
+
+// Domain is the failure domain the next job would get, or
+// systemd_unavailable (launcher.Launcher.Domain).
+func (s *Service) Domain(ctx context.Context) (string, error) { return s.launcher.Domain(ctx) }

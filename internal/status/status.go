@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/strictjson"
 )
 
@@ -34,17 +37,34 @@ const (
 
 // Runtime is what a running agent records about itself.
 type Runtime struct {
-	Schema     int        `json:"schema"`
-	PID        int        `json:"pid"`
-	StartTicks uint64     `json:"start_ticks"`
-	BootID     string     `json:"boot_id"`
-	Version    string     `json:"version"`
-	StartedAt  time.Time  `json:"started_at"`
+	Schema     int       `json:"schema"`
+	PID        int       `json:"pid"`
+	StartTicks uint64    `json:"start_ticks"`
+	BootID     string    `json:"boot_id"`
+	Version    string    `json:"version"`
+	StartedAt  time.Time `json:"started_at"`
+	// Service is the systemd unit the agent runs as (from its own cgroup);
+	// empty when it is not a service (`make run`, a shell).
 	Service    string     `json:"service"`
 	Connection Connection `json:"connection"`
 	// AgentDirsHidden says that this agent's job units get its config and
 	// state directories made inaccessible (its start-up probe succeeded).
 	AgentDirsHidden bool `json:"agent_dirs_hidden"`
+	// Systemd is the agent's own last view of its user manager; nil in the
+	// record of an agent too old to write it.
+	Systemd *RuntimeSystemd `json:"systemd,omitempty"`
+	// StoppedAt is set by an agent that stopped cleanly, as its last write.
+	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+}
+
+// RuntimeSystemd is what the agent last saw of its user manager.
+type RuntimeSystemd struct {
+	// UserManager is ManagerReachable or ManagerUnreachable.
+	UserManager string `json:"user_manager"`
+	// FailureDomain is the domain the agent's next job gets, or
+	// DomainRefused.
+	FailureDomain string    `json:"failure_domain"`
+	ObservedAt    time.Time `json:"observed_at"`
 }
 
 // Connection is the agent's last local observation of its link.
@@ -77,6 +97,15 @@ func DecodeRuntime(data []byte) (*Runtime, error) {
 	return &rt, nil
 }
 
+// ReadRuntime reads and decodes the runtime record in stateDir.
+func ReadRuntime(stateDir string) (*Runtime, error) {
+	data, err := ownerfile.Read(filepath.Join(stateDir, RuntimeFile), limits.MaxMetadataBytes, ownerfile.SharedWrite)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeRuntime(data)
+}
+
 // Report is `commandcore status --json`.
 type Report struct {
 	SchemaVersion int            `json:"schema_version"`
@@ -86,6 +115,9 @@ type Report struct {
 	Systemd       Systemd        `json:"systemd"`
 	Policy        Policy         `json:"policy"`
 	Permissions   Permissions    `json:"permissions"`
+	// StateDir and ConfigDir are the directories this report read.
+	StateDir  string `json:"state_dir"`
+	ConfigDir string `json:"config_dir"`
 }
 
 // Agent describes the agent process.
@@ -94,10 +126,16 @@ type Agent struct {
 	PID       int        `json:"pid,omitempty"`
 	Version   string     `json:"version,omitempty"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
-	Service   string     `json:"service"`
+	// Service is the unit a running agent runs as (empty when it is not a
+	// service); when none runs, the unit status looked for.
+	Service string `json:"service"`
 	// Stale is set when a runtime record exists but its process is gone
-	// (or the PID now belongs to another process).
+	// (or the PID now belongs to another process) without having stopped.
 	Stale bool `json:"stale,omitempty"`
+	// Installed: the user has a unit file for Service (UnitFile), written
+	// by `commandcore install` or linked by `systemctl --user enable`.
+	Installed bool   `json:"installed"`
+	UnitFile  string `json:"unit_file,omitempty"`
 }
 
 // ConnectionView is the connection as last observed by the agent, with the
@@ -117,13 +155,16 @@ type Jobs struct {
 	Unread   int `json:"unread"`
 }
 
-// Systemd describes the user manager as seen from here.
+// Systemd describes the user manager as the running agent last saw it
+// (its runtime record), not as the CLI's own environment would: unknown
+// when no agent runs.
 type Systemd struct {
 	UserManager   string `json:"user_manager"`
 	FailureDomain string `json:"failure_domain"`
 	// AgentDirsHidden: the running agent's jobs cannot reach its config
 	// and state directories; false when no agent runs.
-	AgentDirsHidden bool `json:"agent_dirs_hidden"`
+	AgentDirsHidden bool       `json:"agent_dirs_hidden"`
+	ObservedAt      *time.Time `json:"observed_at,omitempty"`
 }
 
 // Policy is the owner's resource policy or why it is refused.
@@ -144,6 +185,17 @@ type Permissions struct {
 const (
 	ManagerReachable   = "reachable"
 	ManagerUnreachable = "unreachable"
+	// ManagerUnknown: no running agent observed it.
+	ManagerUnknown = "unknown"
+)
+
+// Failure domains status reports besides the job ones (jobmeta).
+const (
+	// DomainRefused: an installed agent without its user manager runs no
+	// new job (systemd_unavailable).
+	DomainRefused = "none"
+	// DomainUnknown: no running agent observed it.
+	DomainUnknown = "unknown"
 )
 
 // WriteHuman prints the friendly summary of r.
@@ -156,12 +208,20 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 	}
 	switch {
 	case r.Agent.Running:
-		p("Agent:       running (pid %d, %s, %s), up %s\n", r.Agent.PID, r.Agent.Version, r.Agent.Service, since(now, r.Agent.StartedAt))
+		as := "not a service"
+		if r.Agent.Service != "" {
+			as = "as " + r.Agent.Service
+		}
+		p("Agent:       running (pid %d, %s, %s), up %s\n", r.Agent.PID, r.Agent.Version, as, since(now, r.Agent.StartedAt))
 	case r.Agent.Stale:
-		p("Agent:       not running (stale record)\n")
+		p("Agent:       not running (stale record: pid %d ended without stopping)\n", r.Agent.PID)
+	case r.Agent.Installed:
+		p("Agent:       installed, not running (%s; start it with: systemctl --user start %s)\n", r.Agent.UnitFile, r.Agent.Service)
 	default:
-		p("Agent:       not running\n")
+		p("Agent:       not installed (no user unit %s)\n", r.Agent.Service)
 	}
+	p("State:       %s\n", r.StateDir)
+	p("Config:      %s\n", r.ConfigDir)
 	conn := r.Connection.State
 	if r.Connection.Server != "" {
 		prep := " to "
@@ -178,7 +238,20 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 	}
 	p("Connection:  %s\n", conn)
 	p("Jobs:        %d running, %d finished (%d unread)\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread)
-	p("systemd:     user manager %s; new jobs run as %s\n", r.Systemd.UserManager, r.Systemd.FailureDomain)
+	seen := ""
+	if r.Systemd.ObservedAt != nil {
+		seen = fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Systemd.ObservedAt))
+	}
+	switch {
+	case !r.Agent.Running:
+		p("systemd:     unknown (no agent runs to observe it)\n")
+	case r.Systemd.UserManager == ManagerUnknown:
+		p("systemd:     unknown (this agent does not record it)\n")
+	case r.Systemd.FailureDomain == DomainRefused:
+		p("systemd:     user manager %s; new jobs are refused (an installed agent runs jobs only under it)%s\n", r.Systemd.UserManager, seen)
+	default:
+		p("systemd:     user manager %s; new jobs run as %s%s\n", r.Systemd.UserManager, r.Systemd.FailureDomain, seen)
+	}
 	if r.Agent.Running {
 		if r.Systemd.AgentDirsHidden {
 			p("Isolation:   jobs cannot reach the agent's config and state directories\n")

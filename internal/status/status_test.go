@@ -20,12 +20,15 @@ func fixed() *Report {
 	mem := uint64(268435456)
 	return &Report{
 		SchemaVersion: SchemaVersion,
-		Agent:         Agent{Running: true, PID: 4242, Version: "1.2.3", StartedAt: &started, Service: "commandcore.service"},
-		Connection:    ConnectionView{State: ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
-		Jobs:          Jobs{Running: 2, Terminal: 5, Unread: 1},
-		Systemd:       Systemd{UserManager: ManagerReachable, FailureDomain: "systemd_unit"},
-		Policy:        Policy{MemoryMaxBytes: &mem},
-		Permissions:   Permissions{Present: true, Tools: []string{"process.*", "system.metrics"}},
+		Agent: Agent{Running: true, PID: 4242, Version: "1.2.3", StartedAt: &started, Service: "commandcore.service",
+			Installed: true, UnitFile: "/home/u/.config/systemd/user/commandcore.service"},
+		Connection:  ConnectionView{State: ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
+		Jobs:        Jobs{Running: 2, Terminal: 5, Unread: 1},
+		Systemd:     Systemd{UserManager: ManagerReachable, FailureDomain: "systemd_unit", ObservedAt: &observed},
+		Policy:      Policy{MemoryMaxBytes: &mem},
+		Permissions: Permissions{Present: true, Tools: []string{"process.*", "system.metrics"}},
+		StateDir:    "/home/u/.local/state/commandcore",
+		ConfigDir:   "/home/u/.config/commandcore",
 	}
 }
 
@@ -57,24 +60,80 @@ func TestHuman(t *testing.T) {
 	if err := WriteHuman(&buf, r, r.Agent.StartedAt.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"running (pid 4242", "up 2m0s", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "memory cap 268435456", "Permissions: only process.*, system.metrics"} {
+	for _, want := range []string{"running (pid 4242, 1.2.3, as commandcore.service), up 2m0s", "State:       /home/u/.local/state/commandcore\n", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "memory cap 268435456", "Permissions: only process.*, system.metrics"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("human status lacks %q:\n%s", want, buf.String())
 		}
 	}
-	buf.Reset()
-	WriteHuman(&buf, &Report{Agent: Agent{Stale: true}, Connection: ConnectionView{State: ConnUnknown}, Policy: Policy{Error: "malformed JSON"}}, time.Now())
-	if !strings.Contains(buf.String(), "not running (stale record)") || !strings.Contains(buf.String(), "INVALID") ||
-		!strings.Contains(buf.String(), "Permissions: every tool (no ceiling)") {
-		t.Errorf("stale human status:\n%s", buf.String())
+}
+
+// TestHumanNotRunning: the three ways no agent runs each have their own
+// words, and no systemd fact is claimed without an agent to observe it.
+func TestHumanNotRunning(t *testing.T) {
+	for _, tc := range []struct {
+		agent Agent
+		want  string
+	}{
+		{Agent{Service: "cc.service"}, "Agent:       not installed (no user unit cc.service)\n"},
+		{Agent{Service: "cc.service", Installed: true, UnitFile: "/u/cc.service"},
+			"Agent:       installed, not running (/u/cc.service; start it with: systemctl --user start cc.service)\n"},
+		{Agent{Service: "cc.service", Installed: true, Stale: true, PID: 77}, "Agent:       not running (stale record: pid 77 ended without stopping)\n"},
+	} {
+		var buf bytes.Buffer
+		r := &Report{Agent: tc.agent, Connection: ConnectionView{State: ConnUnknown},
+			Systemd:  Systemd{UserManager: ManagerUnknown, FailureDomain: DomainUnknown},
+			Policy:   Policy{Error: "malformed JSON"},
+			StateDir: "/s/cc", ConfigDir: "/c/cc"}
+		if err := WriteHuman(&buf, r, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		for _, want := range []string{tc.want, "State:       /s/cc\n", "Config:      /c/cc\n", "systemd:     unknown (no agent runs to observe it)\n",
+			"INVALID", "Permissions: every tool (no ceiling)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("human status lacks %q:\n%s", want, out)
+			}
+		}
+	}
+}
+
+// TestHumanSystemd: the user manager as the running agent recorded it.
+func TestHumanSystemd(t *testing.T) {
+	r := fixed()
+	now := r.Agent.StartedAt.Add(100 * time.Second)
+	for sd, want := range map[Systemd]string{
+		{UserManager: ManagerReachable, FailureDomain: "systemd_unit"}:           "user manager reachable; new jobs run as systemd_unit (as the agent last saw it, 10s ago)",
+		{UserManager: ManagerUnreachable, FailureDomain: "shared_parent_cgroup"}: "user manager unreachable; new jobs run as shared_parent_cgroup (as the agent last saw it, 10s ago)",
+		{UserManager: ManagerUnreachable, FailureDomain: DomainRefused}:          "user manager unreachable; new jobs are refused",
+		{UserManager: ManagerUnknown, FailureDomain: DomainUnknown}:              "systemd:     unknown (this agent does not record it)",
+	} {
+		r.Systemd = sd
+		if sd.UserManager != ManagerUnknown {
+			r.Systemd.ObservedAt = r.Connection.ObservedAt
+		}
+		var buf bytes.Buffer
+		WriteHuman(&buf, r, now)
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%+v: human status lacks %q:\n%s", sd, want, buf.String())
+		}
+	}
+	r.Agent.Service = ""
+	var buf bytes.Buffer
+	WriteHuman(&buf, r, now)
+	if !strings.Contains(buf.String(), "running (pid 4242, 1.2.3, not a service)") {
+		t.Errorf("an agent that is no service:\n%s", buf.String())
 	}
 }
 
 func TestDecodeRuntime(t *testing.T) {
 	good := `{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","version":"v","started_at":"2026-11-30T08:00:00Z","service":"commandcore.service","connection":{"state":"not_enrolled"}}`
 	rt, err := DecodeRuntime([]byte(good))
-	if err != nil || rt.PID != 10 || rt.Connection.State != ConnNotEnrolled {
+	if err != nil || rt.PID != 10 || rt.Connection.State != ConnNotEnrolled || rt.Systemd != nil || rt.StoppedAt != nil {
 		t.Fatalf("good record: %+v %v", rt, err)
+	}
+	stopped := good[:len(good)-1] + `,"systemd":{"user_manager":"reachable","failure_domain":"systemd_unit","observed_at":"2026-11-30T08:00:05Z"},"stopped_at":"2026-11-30T09:00:00Z"}`
+	if rt, err := DecodeRuntime([]byte(stopped)); err != nil || rt.Systemd == nil || rt.Systemd.FailureDomain != "systemd_unit" || rt.StoppedAt == nil {
+		t.Fatalf("record with systemd facts, stopped: %+v %v", rt, err)
 	}
 	for _, bad := range []string{``, `{}`, `[]`, `{"schema":1,"pid":-1,"start_ticks":5,"boot_id":"b"}`,
 		`{"schema":2,"pid":10,"start_ticks":5,"boot_id":"b"}`, good + `}`, good[:40]} {
@@ -87,6 +146,7 @@ func TestDecodeRuntime(t *testing.T) {
 func FuzzDecodeRuntime(f *testing.F) {
 	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b"}`))
 	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","connection":{"state":"x","observed_at":"2026-01-01T00:00:00Z"}}`))
+	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","systemd":{"user_manager":"unreachable","failure_domain":"none","observed_at":"2026-01-01T00:00:00Z"},"stopped_at":"2026-01-01T00:00:01Z"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rt, err := DecodeRuntime(data)
 		if err != nil {

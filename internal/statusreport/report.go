@@ -1,11 +1,11 @@
 // Package statusreport builds the `commandcore status` report: it verifies
-// the agent's runtime record and reads the jobs, the user manager, the
-// policy and the permission ceiling, creating nothing. It sits beside
-// status, which stays a leaf the link can import without these packages.
+// the agent's runtime record (which also carries the agent's view of its
+// user manager) and reads the jobs, the policy and the permission ceiling,
+// creating nothing and asking no bus. It sits beside status, which stays a
+// leaf the link can import without these packages.
 package statusreport
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,65 +13,58 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobstore"
-	"github.com/commandcore/commandcore/internal/launcher"
-	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
-// readRuntime reads the agent's runtime record; nil when absent or unreadable.
-func readRuntime(stateDir string) *status.Runtime {
-	data, err := ownerfile.Read(filepath.Join(stateDir, status.RuntimeFile), limits.MaxMetadataBytes, ownerfile.SharedWrite)
-	if err != nil {
-		return nil
-	}
-	rt, err := status.DecodeRuntime(data)
-	if err != nil {
-		return nil
-	}
-	return rt
+// Input says which installation status reports on.
+type Input struct {
+	StateDir, ConfigDir string
+	// Service is the agent's unit name; UnitFile is its unit file, empty
+	// when it is not installed.
+	Service, UnitFile string
 }
 
 // Build verifies the runtime record (PID alive with the recorded start
-// ticks and boot ID) and gathers jobs, systemd and policy.
-func Build(ctx context.Context, stateDir, configDir, service string, procs *procid.Source) *status.Report {
-	r := &status.Report{SchemaVersion: status.SchemaVersion, Agent: status.Agent{Service: service}}
+// ticks and boot ID) and gathers jobs, systemd and policy. The systemd
+// facts are the running agent's own (its record), never probed from here:
+// this process's environment may not even reach the user bus.
+func Build(in Input, procs *procid.Source) *status.Report {
+	stateDir := in.StateDir
+	r := &status.Report{SchemaVersion: status.SchemaVersion, StateDir: stateDir, ConfigDir: in.ConfigDir,
+		Agent: status.Agent{Service: in.Service, Installed: in.UnitFile != "", UnitFile: in.UnitFile}}
 	r.Connection.State = status.ConnUnknown
-	if rt := readRuntime(stateDir); rt != nil {
+	r.Systemd = status.Systemd{UserManager: status.ManagerUnknown, FailureDomain: status.DomainUnknown}
+	// A record of an agent that stopped cleanly says no more than no record.
+	if rt, err := status.ReadRuntime(stateDir); err == nil && rt.StoppedAt == nil {
 		boot, _ := procs.BootID()
 		alive, _ := procs.Alive(procid.Identity{PID: rt.PID, StartTicks: rt.StartTicks})
 		if alive && rt.BootID == boot {
 			started := rt.StartedAt
-			r.Agent = status.Agent{Running: true, PID: rt.PID, Version: rt.Version, StartedAt: &started, Service: rt.Service}
+			r.Agent.Running, r.Agent.PID, r.Agent.Version, r.Agent.StartedAt, r.Agent.Service = true, rt.PID, rt.Version, &started, rt.Service
 			c := rt.Connection
 			r.Connection = status.ConnectionView{State: c.State, Server: c.Server, ObservedAt: &c.ObservedAt, Since: &c.Since}
 			age := int64(time.Since(c.ObservedAt).Seconds())
 			r.Connection.AgeSeconds = &age
 			r.Systemd.AgentDirsHidden = rt.AgentDirsHidden
+			if sd := rt.Systemd; sd != nil {
+				at := sd.ObservedAt
+				r.Systemd.UserManager, r.Systemd.FailureDomain, r.Systemd.ObservedAt = sd.UserManager, sd.FailureDomain, &at
+			}
 		} else {
-			r.Agent.Stale = true
+			r.Agent.Stale, r.Agent.PID = true, rt.PID
 		}
 	}
 	r.Jobs = countJobs(stateDir, procs)
-	l := launcher.New("", false)
-	defer l.Close()
-	r.Systemd.UserManager = status.ManagerUnreachable
-	r.Systemd.FailureDomain = jobmeta.DomainSharedParentCgroup
-	if _, err := l.Bus(ctx); err == nil {
-		r.Systemd.UserManager = status.ManagerReachable
-		r.Systemd.FailureDomain = jobmeta.DomainSystemdUnit
-	}
 	if p, err := jobresources.Load(stateDir); err != nil {
 		r.Policy.Error = strings.TrimPrefix(err.Error(), jobresources.ErrInvalid.Error()+": ")
 	} else if p.MemoryMaxBytes > 0 {
 		m := p.MemoryMaxBytes
 		r.Policy.MemoryMaxBytes = &m
 	}
-	c, err := authz.LoadCeiling(configDir)
+	c, err := authz.LoadCeiling(in.ConfigDir)
 	r.Permissions = status.Permissions{Present: c.Present(), Tools: c.Tools()}
 	if err != nil {
 		r.Permissions.Error = strings.TrimPrefix(errcode.From(err).Message, "the local permission ceiling is invalid: ")

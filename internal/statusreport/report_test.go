@@ -1,7 +1,6 @@
 package statusreport
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,9 +15,14 @@ import (
 // runs, counts no jobs and leaves the directory as it found it.
 func TestNoAgentNoJobs(t *testing.T) {
 	state := t.TempDir()
-	r := Build(context.Background(), state, t.TempDir(), "commandcore.service", procid.Default())
-	if r.Agent.Running || r.Agent.Stale || r.Agent.Service != "commandcore.service" {
-		t.Fatalf("agent = %+v, want not running, not stale, the service named", r.Agent)
+	r := Build(Input{StateDir: state, ConfigDir: t.TempDir(), Service: "commandcore.service"}, procid.Default())
+	if r.Agent.Running || r.Agent.Stale || r.Agent.Installed || r.Agent.Service != "commandcore.service" || r.StateDir != state {
+		t.Fatalf("agent = %+v in %s, want not running, not stale, not installed, the service named, in %s", r.Agent, r.StateDir, state)
+	}
+	// With no agent to observe the user manager, status claims nothing
+	// about it (whatever this process could reach).
+	if r.Systemd.UserManager != "unknown" || r.Systemd.FailureDomain != "unknown" || r.Systemd.ObservedAt != nil {
+		t.Fatalf("systemd = %+v, want unknown", r.Systemd)
 	}
 	if r.Connection.State != status.ConnUnknown || r.Jobs != (status.Jobs{}) {
 		t.Fatalf("connection %q, jobs %+v; want unknown and none", r.Connection.State, r.Jobs)
@@ -46,15 +50,20 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 		Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
 		Version: "1.2.3", StartedAt: observed, Service: "cc.service", AgentDirsHidden: true,
 		Connection: status.Connection{State: status.ConnConnected, Server: "https://relay.example", ObservedAt: observed, Since: observed},
+		Systemd:    &status.RuntimeSystemd{UserManager: "unreachable", FailureDomain: "none", ObservedAt: observed},
 	}
+	stoppedAt := time.Now().UTC()
 	for _, tc := range []struct {
 		name    string
 		change  func(*status.Runtime)
 		running bool
+		stale   bool
 	}{
-		{"this process", func(*status.Runtime) {}, true},
-		{"reused PID", func(rt *status.Runtime) { rt.StartTicks++ }, false},
-		{"earlier boot", func(rt *status.Runtime) { rt.BootID += "-before" }, false},
+		{"this process", func(*status.Runtime) {}, true, false},
+		{"reused PID", func(rt *status.Runtime) { rt.StartTicks++ }, false, true},
+		{"earlier boot", func(rt *status.Runtime) { rt.BootID += "-before" }, false, true},
+		// An agent that stopped cleanly leaves no stale record behind.
+		{"stopped", func(rt *status.Runtime) { rt.StoppedAt = &stoppedAt }, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
@@ -67,18 +76,24 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(state, status.RuntimeFile), data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			r := Build(context.Background(), state, t.TempDir(), "commandcore.service", procs)
-			if r.Agent.Running != tc.running || r.Agent.Stale == tc.running {
-				t.Fatalf("agent = %+v, want running %v and stale %v", r.Agent, tc.running, !tc.running)
+			r := Build(Input{StateDir: state, ConfigDir: t.TempDir(), Service: "commandcore.service", UnitFile: "/u/commandcore.service"}, procs)
+			if r.Agent.Running != tc.running || r.Agent.Stale != tc.stale || !r.Agent.Installed || r.Agent.UnitFile != "/u/commandcore.service" {
+				t.Fatalf("agent = %+v, want running %v, stale %v, installed", r.Agent, tc.running, tc.stale)
 			}
 			if !tc.running {
-				if r.Connection.State != status.ConnUnknown || r.Systemd.AgentDirsHidden {
-					t.Fatalf("a stale record's connection %+v (dirs hidden %v) was believed", r.Connection, r.Systemd.AgentDirsHidden)
+				if r.Connection.State != status.ConnUnknown || r.Systemd.AgentDirsHidden || r.Systemd.UserManager != "unknown" {
+					t.Fatalf("a dead agent's connection %+v (systemd %+v) was believed", r.Connection, r.Systemd)
+				}
+				if r.Agent.Service != "commandcore.service" {
+					t.Fatalf("service %q, want the one asked about", r.Agent.Service)
 				}
 				return
 			}
 			if r.Agent.PID != self.PID || r.Agent.Version != "1.2.3" || r.Agent.Service != "cc.service" || !r.Systemd.AgentDirsHidden {
 				t.Fatalf("agent %+v, dirs hidden %v: not the record's", r.Agent, r.Systemd.AgentDirsHidden)
+			}
+			if r.Systemd.UserManager != "unreachable" || r.Systemd.FailureDomain != "none" || r.Systemd.ObservedAt == nil || !r.Systemd.ObservedAt.Equal(observed) {
+				t.Fatalf("systemd = %+v, want the record's facts", r.Systemd)
 			}
 			if r.Connection.State != status.ConnConnected || r.Connection.Server != "https://relay.example" ||
 				r.Connection.AgeSeconds == nil || *r.Connection.AgeSeconds < 60 {

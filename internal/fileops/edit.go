@@ -89,22 +89,13 @@ func EditFile(own *owndirs.Set, req EditRequest) (*EditResult, error) {
 		return nil, err
 	}
 	defer t.close()
-	st, ok, err := t.lstat()
+	f, st, err := t.openExisting(unix.O_RDONLY)
 	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, ErrNotFound
-	}
-	if err := kindError(st.Mode); err != nil {
 		return nil, err
 	}
 	if st.Size > limits.FileEditMaxBytes {
+		f.Close()
 		return nil, invalid("the file is larger than the %d bytes files.edit holds; use files.write", limits.FileEditMaxBytes)
-	}
-	f, err := t.openRegular(st, unix.O_RDONLY)
-	if err != nil {
-		return nil, err
 	}
 	old, err := io.ReadAll(io.LimitReader(f, limits.FileEditMaxBytes+1))
 	f.Close()

@@ -178,6 +178,30 @@ func (t *target) lstat() (st unix.Stat_t, ok bool, err error) {
 	return st, true, nil
 }
 
+// openExisting opens the target, which must exist and be a regular file,
+// and returns it with its stat. A file replaced between the lstat and the
+// open (an atomic overwrite by someone else) is looked up again, a few
+// times, rather than answered with conflict.
+func (t *target) openExisting(flags int) (*os.File, unix.Stat_t, error) {
+	for attempt := 0; ; attempt++ {
+		st, ok, err := t.lstat()
+		if err != nil {
+			return nil, st, err
+		}
+		if !ok {
+			return nil, st, ErrNotFound
+		}
+		f, err := t.openRegular(st, flags)
+		if errcode.Is(err, errcode.Conflict) && attempt < replacedRetries {
+			continue
+		}
+		return f, st, err
+	}
+}
+
+// replacedRetries is how often openExisting looks a replaced file up again.
+const replacedRetries = 3
+
 // openRegular opens the target, which lstat found to be the regular file
 // st, with flags; fstat must find the same file.
 func (t *target) openRegular(st unix.Stat_t, flags int) (*os.File, error) {

@@ -79,14 +79,7 @@ func Read(ctx context.Context, own *owndirs.Set, req ReadRequest) (*ReadResult, 
 		return nil, err
 	}
 	defer t.close()
-	st, ok, err := t.lstat()
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, ErrNotFound
-	}
-	f, err := t.openRegular(st, unix.O_RDONLY)
+	f, st, err := t.openExisting(unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}

@@ -480,6 +480,22 @@ func (s *Service) List(who principal.Principal) ([]*jobmeta.Record, error) {
 	return mine, nil
 }
 
+// Summaries lists the summaries of who's jobs, newest first (process.jobs):
+// unlike List it does not derive the jobs that have ended for good.
+func (s *Service) Summaries(who principal.Principal) ([]jobmeta.Summary, error) {
+	all, err := s.store.Summaries()
+	if err != nil {
+		return nil, err
+	}
+	mine := all[:0]
+	for _, sum := range all {
+		if who.Sees(sum.Owner) {
+			mine = append(mine, sum)
+		}
+	}
+	return mine, nil
+}
+
 // Forget deletes a terminal job.
 func (s *Service) Forget(who principal.Principal, id string) (*jobmeta.Record, error) {
 	if _, err := s.get(who, id); err != nil {

@@ -20,7 +20,7 @@ const indexFile = ".index.json"
 
 // indexSchema is the index format this build writes and reads; another
 // one is rebuilt.
-const indexSchema = 1
+const indexSchema = 2
 
 // maxIndexBytes bounds the index read; a full table's is a few tens of KiB.
 const maxIndexBytes = 4 << 20
@@ -31,14 +31,13 @@ type index struct {
 	Jobs   map[string]indexEntry `json:"jobs"`
 }
 
-// indexEntry is what a final job contributes to admission and retention.
+// indexEntry is what a final job contributes to admission, retention and
+// listings: its summary, whose Read can only go from false to true (a
+// false is checked against read.json before it is relied on), and when it
+// ended.
 type indexEntry struct {
-	State     jobmeta.State `json:"state"`
-	CreatedAt time.Time     `json:"created_at"`
-	EndedAt   time.Time     `json:"ended_at"`
-	// Read can only go from false to true; a false is checked against
-	// read.json before retention relies on it.
-	Read bool `json:"read"`
+	jobmeta.Summary
+	EndedAt time.Time `json:"ended_at"`
 }
 
 // readIndex returns the index, or an empty one when it is missing, corrupt
@@ -54,11 +53,63 @@ func (s *Store) readIndex() *index {
 		return empty
 	}
 	for id, e := range idx.Jobs {
-		if !jobmeta.ValidID(id) || !e.State.Terminal() {
+		if !jobmeta.ValidID(id) || e.ProcessID != id || !e.State.Terminal() || !e.Terminal {
 			return empty
 		}
 	}
 	return &idx
+}
+
+// entryOf is the index entry of a final job's record.
+func entryOf(r *jobmeta.Record) indexEntry {
+	return indexEntry{Summary: r.Summary(), EndedAt: endTime(r)}
+}
+
+// indexed returns the index entry of job id with its read mark brought up
+// to date, and whether the index has one; updated reports a read mark the
+// index did not know of.
+func (s *Store) indexed(idx *index, id string) (e indexEntry, ok, updated bool) {
+	e, ok = idx.Jobs[id]
+	if ok && !e.Read {
+		if _, err := os.Lstat(s.file(id, jobmeta.ReadMarkFile)); err == nil {
+			e.Read, updated = true, true
+		}
+	}
+	return e, ok, updated
+}
+
+// Summaries returns every job's summary, newest first: the final jobs'
+// from the index, the others derived from their files. It does not write
+// the index (listing takes no lock); the next launch brings it up to date.
+func (s *Store) Summaries() ([]jobmeta.Summary, error) {
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	idx := s.readIndex()
+	recs := make([]*jobmeta.Record, 0, len(ids))
+	for _, id := range ids {
+		if e, ok, _ := s.indexed(idx, id); ok {
+			sum := e.Summary
+			recs = append(recs, &jobmeta.Record{ProcessID: id, Name: sum.Name, Owner: sum.Owner, State: sum.State, Terminal: true,
+				CreatedAt: sum.CreatedAt, CompletedAt: sum.CompletedAt, ExitCode: sum.ExitCode, Read: sum.Read})
+			continue
+		}
+		r, err := s.record(id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	sortNewestFirst(recs)
+	out := make([]jobmeta.Summary, len(recs))
+	for i, r := range recs {
+		out[i] = r.Summary()
+	}
+	return out, nil
 }
 
 // writeIndex replaces the index. A failure costs only speed: the next
@@ -91,12 +142,8 @@ func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 	changed := false
 	recs := make([]*jobmeta.Record, 0, len(ids))
 	for _, id := range ids {
-		if e, ok := idx.Jobs[id]; ok {
-			if !e.Read {
-				if _, err := os.Lstat(s.file(id, jobmeta.ReadMarkFile)); err == nil {
-					e.Read, changed = true, true
-				}
-			}
+		if e, ok, updated := s.indexed(idx, id); ok {
+			changed = changed || updated
 			fresh.Jobs[id] = e
 			ended := e.EndedAt
 			recs = append(recs, &jobmeta.Record{ProcessID: id, State: e.State, Terminal: true, CreatedAt: e.CreatedAt, CompletedAt: &ended, Read: e.Read})
@@ -111,7 +158,7 @@ func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 		}
 		recs = append(recs, r)
 		if r.State.Terminal() && s.final(id) {
-			fresh.Jobs[id] = indexEntry{State: r.State, CreatedAt: r.CreatedAt, EndedAt: endTime(r), Read: r.Read}
+			fresh.Jobs[id] = entryOf(r)
 			changed = true
 		}
 	}

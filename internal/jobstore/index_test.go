@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -80,6 +81,31 @@ func TestAdmissionIndexDecidesAsAFullScan(t *testing.T) {
 			t.Fatalf("round %d: with the index %v, by a full scan %v", round, got, want)
 		}
 		sameDirs(t, "after admission", f.dirs(), scan.dirs())
+
+		// Listings from the index say what a full derivation says.
+		if rng.Intn(2) == 0 {
+			for _, j := range terminals {
+				if _, err := os.Stat(f.st.Dir(j)); err == nil && rng.Intn(4) == 0 {
+					f.write(j, jobmeta.ReadMarkFile, &jobmeta.ReadMark{Schema: jobmeta.SchemaVersion, ReadAt: f.now})
+				}
+			}
+		}
+		sums, err := f.st.Summaries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := f.st.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sums) != len(recs) {
+			t.Fatalf("round %d: %d summaries, %d records", round, len(sums), len(recs))
+		}
+		for i, r := range recs {
+			if want := r.Summary(); !reflect.DeepEqual(sums[i], want) {
+				t.Fatalf("round %d: summary %+v, derived %+v", round, sums[i], want)
+			}
+		}
 	}
 }
 

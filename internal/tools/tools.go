@@ -145,15 +145,11 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 		})
 	add(r, "process.jobs", "List managed jobs, newest first.",
 		func(_ context.Context, c Call, _ NoArgs) (*JobList, error) {
-			recs, err := svc.List(c.Who)
+			sums, err := svc.Summaries(c.Who)
 			if err != nil {
 				return nil, err
 			}
-			out := JobList{Jobs: make([]jobmeta.Summary, 0, len(recs))}
-			for _, r := range recs {
-				out.Jobs = append(out.Jobs, r.Summary())
-			}
-			return &out, nil
+			return &JobList{Jobs: append(make([]jobmeta.Summary, 0, len(sums)), sums...)}, nil
 		})
 	add(r, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
 		func(ctx context.Context, _ Call, in search.Request) (*search.Result, error) {

@@ -2,10 +2,12 @@ package jobs
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,10 +16,21 @@ import (
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/supervisor"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
-func TestMain(m *testing.M) { systemdtest.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary doubles as the supervisor (`EXE supervise DIR`), so
+	// launches from here run the real one.
+	if len(os.Args) == 3 && os.Args[1] == "supervise" {
+		if err := supervisor.Run(os.Args[2], os.Stdin, procid.Default()); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	systemdtest.Main(m)
+}
 
 // service returns a Service whose launcher re-executes exe instead of
 // commandcore, to cause launch failures for real.
@@ -133,5 +146,108 @@ func TestLedgerReleasesInReverseOrder(t *testing.T) {
 	}
 	if len(l.releaseAll()) != 0 {
 		t.Fatal("a second release released again")
+	}
+}
+
+// takeOverNotifySocket binds a socket of its own at the user manager's
+// notify socket path, as a second `systemd --user` on the same runtime
+// directory does: from then on a unit's READY=1 reaches it, not the unit's
+// manager. It returns how many datagrams went astray; cleanup puts the
+// manager's socket back.
+func takeOverNotifySocket(t *testing.T) func() int {
+	t.Helper()
+	path := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "systemd", "notify")
+	aside := path + ".manager"
+	if err := os.Rename(path, aside); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		os.Rename(aside, path)
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o777)
+	var astray atomic.Int32
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+			astray.Add(1)
+		}
+	}()
+	t.Cleanup(func() {
+		conn.Close()
+		os.Remove(path)
+		if err := os.Rename(aside, path); err != nil {
+			t.Errorf("restoring the manager's notify socket: %v", err)
+		}
+	})
+	return func() int { return int(astray.Load()) }
+}
+
+// TestReadyAstrayAnswersFromTheClaim: with the unit's READY going to
+// another manager's notify socket, its start job never completes; the
+// supervisor's claim on disk answers process.start all the same, the job
+// keeps running past the claim timeout and ends as its supervisor
+// recorded, never launch_failed.
+func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
+	systemdtest.Exclusive(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service(t, exe)
+	astray := takeOverNotifySocket(t)
+	var units []string
+	t.Cleanup(func() {
+		// Units that never got their READY end failed and stay loaded.
+		for _, u := range units {
+			for deadline := time.Now().Add(5 * time.Second); unitLoadState(t, u) != "not-found" && time.Now().Before(deadline); {
+				svc.launcher.ResetUnit(context.Background(), u)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+
+	quick, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "echo hello; exit 3", WaitMS: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	units = append(units, quick.Unit)
+	if quick.State != jobmeta.Exited || quick.ExitCode == nil || *quick.ExitCode != 3 || quick.Error != "" {
+		t.Fatalf("a job whose READY went astray ended %s exit %v error %q; want exited 3", quick.State, quick.ExitCode, quick.Error)
+	}
+	if out := quick.Output.Stdout; out.Encoding != "utf-8" || out.Data != "hello\n" {
+		t.Fatalf("its output: %+v", out)
+	}
+
+	long, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "exec sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	units = append(units, long.Unit)
+	if long.State != jobmeta.Running {
+		t.Fatalf("a running job whose READY went astray: %s, want running", long.State)
+	}
+	if astray() < 2 {
+		t.Fatalf("%d READY messages reached the other socket; the test did not take it over", astray())
+	}
+	// Past the claim timeout nothing rolled it back.
+	time.Sleep(svc.claimTimeout + 500*time.Millisecond)
+	rec, err := svc.Status(principal.Local, long.ProcessID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != jobmeta.Running {
+		t.Fatalf("after the claim timeout the job is %s (%s), want running", rec.State, rec.Error)
+	}
+	if _, err := svc.Stop(principal.Local, long.ProcessID); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = svc.awaitTerminal(context.Background(), long.ProcessID, 10*time.Second)
+	if err != nil || rec.State != jobmeta.StoppedByRequest {
+		t.Fatalf("stopping it: %v %v", rec.State, err)
 	}
 }

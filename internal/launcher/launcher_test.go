@@ -112,3 +112,26 @@ func TestUnitBackstopOnlyWithALimit(t *testing.T) {
 		t.Errorf("2 s limit, RuntimeMaxUSec = %v, want 10000000", got)
 	}
 }
+
+// TestBusSocketPath: the socket whose replacement is watched is the one
+// godbus dials: the address's unix path (unescaped), else
+// $XDG_RUNTIME_DIR/bus; none for an abstract socket or another transport.
+func TestBusSocketPath(t *testing.T) {
+	for _, c := range []struct{ addr, runtime, want string }{
+		{"unix:path=/run/user/1000/bus", "/x", "/run/user/1000/bus"},
+		{"unix:path=/tmp/a%20b,guid=0123", "", "/tmp/a b"},
+		{"unix:guid=0123,path=/p;unix:path=/q", "", "/p"},
+		{"", "/run/user/7", "/run/user/7/bus"},
+		{"autolaunch:", "/run/user/7", "/run/user/7/bus"},
+		{"unix:abstract=/tmp/dbus-x", "/run/user/7", ""},
+		{"tcp:host=localhost,port=1", "", ""},
+		{"unix:path=/bad%zz", "", ""},
+		{"", "", ""},
+	} {
+		t.Setenv("DBUS_SESSION_BUS_ADDRESS", c.addr)
+		t.Setenv("XDG_RUNTIME_DIR", c.runtime)
+		if got := busSocketPath(); got != c.want {
+			t.Errorf("address %q runtime %q: %q, want %q", c.addr, c.runtime, got, c.want)
+		}
+	}
+}

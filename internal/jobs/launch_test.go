@@ -2,12 +2,10 @@ package jobs
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,44 +147,6 @@ func TestLedgerReleasesInReverseOrder(t *testing.T) {
 	}
 }
 
-// takeOverNotifySocket binds a socket of its own at the user manager's
-// notify socket path, as a second `systemd --user` on the same runtime
-// directory does: from then on a unit's READY=1 reaches it, not the unit's
-// manager. It returns how many datagrams went astray; cleanup puts the
-// manager's socket back.
-func takeOverNotifySocket(t *testing.T) func() int {
-	t.Helper()
-	path := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "systemd", "notify")
-	aside := path + ".manager"
-	if err := os.Rename(path, aside); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		os.Rename(aside, path)
-		t.Fatal(err)
-	}
-	os.Chmod(path, 0o777)
-	var astray atomic.Int32
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := conn.Read(buf); err != nil {
-				return
-			}
-			astray.Add(1)
-		}
-	}()
-	t.Cleanup(func() {
-		conn.Close()
-		os.Remove(path)
-		if err := os.Rename(aside, path); err != nil {
-			t.Errorf("restoring the manager's notify socket: %v", err)
-		}
-	})
-	return func() int { return int(astray.Load()) }
-}
-
 // TestReadyAstrayAnswersFromTheClaim: with the unit's READY going to
 // another manager's notify socket, its start job never completes; the
 // supervisor's claim on disk answers process.start all the same, the job
@@ -194,12 +154,24 @@ func takeOverNotifySocket(t *testing.T) func() int {
 // recorded, never launch_failed.
 func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 	systemdtest.Exclusive(t)
+	m, err := systemdtest.Ensure()
+	if err != nil {
+		t.Fatal(err)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc := service(t, exe)
-	astray := takeOverNotifySocket(t)
+	notify, err := m.TakeOverNotifySocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := notify.Release(); err != nil {
+			t.Error(err)
+		}
+	})
 	var units []string
 	t.Cleanup(func() {
 		// Units that never got their READY end failed and stay loaded.
@@ -231,8 +203,8 @@ func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 	if long.State != jobmeta.Running {
 		t.Fatalf("a running job whose READY went astray: %s, want running", long.State)
 	}
-	if astray() < 2 {
-		t.Fatalf("%d READY messages reached the other socket; the test did not take it over", astray())
+	if n := notify.Astray(); n < 2 {
+		t.Fatalf("%d READY messages reached the other socket; the test did not take it over", n)
 	}
 	// Past the claim timeout nothing rolled it back.
 	time.Sleep(svc.claimTimeout + 500*time.Millisecond)

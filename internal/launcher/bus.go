@@ -41,6 +41,9 @@ type ManagerChange struct {
 	Lost LossReason
 	// Reachable reports whether a user manager answers now.
 	Reachable bool
+	// Domain is the failure domain new jobs now get; empty when they are
+	// refused (an installed agent without its manager).
+	Domain string
 }
 
 // busConnectTimeout bounds connecting to the user bus. The handshake has no
@@ -87,7 +90,8 @@ func (l *Launcher) Bus(_ context.Context) (*sdbus.Conn, error) {
 		l.bus = nil
 	}
 	b, err := l.connect()
-	l.report(ManagerChange{Lost: lost, Reachable: err == nil})
+	domain, _ := l.domain(err)
+	l.report(ManagerChange{Lost: lost, Reachable: err == nil, Domain: domain})
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +102,14 @@ func (l *Launcher) Bus(_ context.Context) (*sdbus.Conn, error) {
 // stale says why the cached connection no longer leads to the user's
 // current manager, or "" when it does.
 func (l *Launcher) stale() LossReason {
-	if !l.bus.conn.Connected() {
-		return LostBus
-	}
+	// The manager first: its bus usually goes with it.
 	if l.Procs != nil && l.bus.manager.PID > 0 {
 		if alive, err := l.Procs.Alive(l.bus.manager); err == nil && !alive {
 			return LostManager
 		}
+	}
+	if !l.bus.conn.Connected() {
+		return LostBus
 	}
 	if l.bus.socket != (fileID{}) && socketID(busSocketPath()) != l.bus.socket {
 		return LostSocket

@@ -85,10 +85,17 @@ func (l *Launcher) Close() {
 // Domain returns the failure domain new jobs get, or systemd_unavailable
 // for an installed service without its user manager.
 func (l *Launcher) Domain(ctx context.Context) (string, error) {
-	if _, err := l.Bus(ctx); err == nil {
+	_, err := l.Bus(ctx)
+	return l.domain(err)
+}
+
+// domain is the failure domain given the outcome of reaching the bus.
+func (l *Launcher) domain(busErr error) (string, error) {
+	switch {
+	case busErr == nil:
 		return jobmeta.DomainSystemdUnit, nil
-	} else if l.Installed {
-		return "", errcode.Wrap(errcode.SystemdUnavailable, err,
+	case l.Installed:
+		return "", errcode.Wrap(errcode.SystemdUnavailable, busErr,
 			"the systemd user manager is not reachable; an installed agent does not run jobs outside it")
 	}
 	return jobmeta.DomainSharedParentCgroup, nil
@@ -209,11 +216,27 @@ func (l *Launcher) startUnit(ctx context.Context, sp Spec) (*Started, error) {
 	return started, nil
 }
 
-// refused reports an error reply of the manager, as opposed to no reply.
+// refused reports an error reply of the manager, as opposed to no reply:
+// the bus answers NoReply or Disconnected for a manager that went away
+// with the request, which it may have carried out.
 func refused(err error) bool {
+	var name string
 	var v dbus.Error
 	var p *dbus.Error
-	return errors.As(err, &v) || errors.As(err, &p)
+	switch {
+	case errors.As(err, &v):
+		name = v.Name
+	case errors.As(err, &p):
+		name = p.Name
+	default:
+		return false
+	}
+	switch name {
+	case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected",
+		"org.freedesktop.DBus.Error.Timeout", "org.freedesktop.DBus.Error.TimedOut":
+		return false
+	}
+	return true
 }
 
 // stopUnit stops and resets the unit of an abandoned launch, through the

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/godbus/dbus/v5"
 )
 
 // TestBusThatNeverAnswers: a user bus socket that accepts connections but
@@ -132,6 +134,28 @@ func TestBusSocketPath(t *testing.T) {
 		t.Setenv("XDG_RUNTIME_DIR", c.runtime)
 		if got := busSocketPath(); got != c.want {
 			t.Errorf("address %q runtime %q: %q, want %q", c.addr, c.runtime, got, c.want)
+		}
+	}
+}
+
+// TestRefusedIsAnAnswer: only the manager's own error reply means a unit
+// was not started; no reply at all, or the bus's word that the manager
+// went away with the request, may hide a unit that runs.
+func TestRefusedIsAnAnswer(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{dbus.Error{Name: "org.freedesktop.systemd1.UnitExists"}, true},
+		{fmt.Errorf("start: %w", dbus.Error{Name: "org.freedesktop.DBus.Error.InvalidArgs"}), true},
+		{&dbus.Error{Name: "org.freedesktop.DBus.Error.AccessDenied"}, true},
+		{dbus.Error{Name: "org.freedesktop.DBus.Error.NoReply"}, false},
+		{dbus.Error{Name: "org.freedesktop.DBus.Error.Disconnected"}, false},
+		{dbus.ErrClosed, false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := refused(c.err); got != c.want {
+			t.Errorf("refused(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
 // TestBusThatNeverAnswers: a user bus socket that accepts connections but
@@ -157,5 +160,63 @@ func TestRefusedIsAnAnswer(t *testing.T) {
 		if got := refused(c.err); got != c.want {
 			t.Errorf("refused(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// TestBusSocketTakenOverIsNoticed: when another bus takes over the user bus
+// socket while the launcher's manager lives on (a second `systemd --user`
+// booted on the same runtime directory), the launcher abandons its
+// connection, says why, and goes to whatever now answers on the socket;
+// once a manager answers there again it is reachable again.
+func TestBusSocketTakenOverIsNoticed(t *testing.T) {
+	systemdtest.Exclusive(t)
+	m, err := systemdtest.Ensure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []ManagerChange
+	l := &Launcher{Procs: procid.Default(), ConnectTimeout: 500 * time.Millisecond, OnManagerChange: func(c ManagerChange) { changes = append(changes, c) }}
+	defer l.Close()
+	if _, err := l.Bus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Bus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(changes) != "[{ true systemd_unit}]" {
+		t.Fatalf("first connection reported %v", changes)
+	}
+
+	sock := filepath.Join(m.RuntimeDir(), "bus")
+	if err := os.Rename(sock, sock+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			os.Remove(sock)
+			if err := os.Rename(sock+".aside", sock); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer restore()
+	// The taker accepts and never answers.
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := l.Bus(context.Background()); err == nil {
+		t.Fatal("the launcher kept talking to a manager whose bus socket another bus took over")
+	}
+	ln.Close()
+	restore()
+	if _, err := l.Bus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(changes) != "[{ true systemd_unit} {bus_replaced false shared_parent_cgroup} { true systemd_unit}]" {
+		t.Fatalf("reported %v", changes)
 	}
 }

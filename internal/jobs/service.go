@@ -396,6 +396,11 @@ func (s *Service) phaseClock(id string) func(activity.Phase, string) {
 	}
 }
 
+// readyGrace is how long a launch whose claim is on disk waits for its
+// unit's READY, so that the unit is active when process.start answers. A
+// READY that went astray costs this much, never the job.
+const readyGrace = 250 * time.Millisecond
+
 // awaitClaim waits until the supervisor's identity claim is on disk. The
 // start job's completion (READY, sent after the claim) ends the wait at
 // once; its failure ends it unless the claim is there after all.
@@ -409,6 +414,16 @@ func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.S
 	defer t.Stop()
 	for {
 		if claimed() {
+			if ready != nil {
+				grace := time.NewTimer(readyGrace)
+				select {
+				case <-ready:
+				case <-started.Failed:
+				case <-grace.C:
+				case <-ctx.Done():
+				}
+				grace.Stop()
+			}
 			return nil
 		}
 		select {

@@ -74,11 +74,6 @@ func Run(ctx context.Context, cfg Config) error {
 		Connection:      status.Connection{State: status.ConnNotEnrolled, ObservedAt: now, Since: now},
 		AgentDirsHidden: hidden,
 	})
-	// A replaced, lost or returning user manager is recorded as the agent
-	// notices it: at a launch or a tick.
-	svc.WatchUserManager(rt.setSystemd)
-	reachable, domain := svc.UserManager(ctx)
-	rt.setSystemd(reachable, domain)
 	if err := rt.write(); err != nil {
 		return err
 	}
@@ -95,7 +90,6 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	loop(ctx, every, func() {
-		svc.UserManager(ctx)
 		ends.observe(svc)
 		rt.observe()
 		up.pickUp(ctx)

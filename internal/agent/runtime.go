@@ -54,16 +54,3 @@ func (r *runtimeRecord) setConnection(state string, at time.Time) {
 	c.ObservedAt = at
 	r.write()
 }
-
-// setSystemd records what the agent now sees of its user manager.
-func (r *runtimeRecord) setSystemd(reachable bool, domain string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rt.Systemd.UserManager = status.ManagerUnreachable
-	if reachable {
-		r.rt.Systemd.UserManager = status.ManagerReachable
-	}
-	r.rt.Systemd.FailureDomain = domain
-	r.rt.Systemd.AgentDirsHidden = r.rt.AgentDirsHidden
-	r.write()
-}

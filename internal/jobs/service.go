@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -56,8 +55,6 @@ type Service struct {
 	// claimTimeout bounds the wait for the supervisor's identity claim;
 	// zero means limits.ClaimTimeout.
 	claimTimeout time.Duration
-	// managerWatch is told of changes in the user manager.
-	managerWatch atomic.Pointer[func(reachable bool, domain string)]
 }
 
 // serviceVars are variables of the launching process's own service that

@@ -41,9 +41,6 @@ type ManagerChange struct {
 	Lost LossReason
 	// Reachable reports whether a user manager answers now.
 	Reachable bool
-	// Domain is the failure domain new jobs now get; empty when they are
-	// refused (an installed agent without its manager).
-	Domain string
 }
 
 // busConnectTimeout bounds connecting to the user bus. The handshake has no
@@ -90,8 +87,7 @@ func (l *Launcher) Bus(_ context.Context) (*sdbus.Conn, error) {
 		l.bus = nil
 	}
 	b, err := l.connect()
-	domain, _ := l.domain(err)
-	l.report(ManagerChange{Lost: lost, Reachable: err == nil, Domain: domain})
+	l.report(ManagerChange{Lost: lost, Reachable: err == nil})
 	if err != nil {
 		return nil, err
 	}

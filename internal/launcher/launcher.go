@@ -85,17 +85,10 @@ func (l *Launcher) Close() {
 // Domain returns the failure domain new jobs get, or systemd_unavailable
 // for an installed service without its user manager.
 func (l *Launcher) Domain(ctx context.Context) (string, error) {
-	_, err := l.Bus(ctx)
-	return l.domain(err)
-}
-
-// domain is the failure domain given the outcome of reaching the bus.
-func (l *Launcher) domain(busErr error) (string, error) {
-	switch {
-	case busErr == nil:
+	if _, err := l.Bus(ctx); err == nil {
 		return jobmeta.DomainSystemdUnit, nil
-	case l.Installed:
-		return "", errcode.Wrap(errcode.SystemdUnavailable, busErr,
+	} else if l.Installed {
+		return "", errcode.Wrap(errcode.SystemdUnavailable, err,
 			"the systemd user manager is not reachable; an installed agent does not run jobs outside it")
 	}
 	return jobmeta.DomainSharedParentCgroup, nil

@@ -45,10 +45,6 @@ type Runtime struct {
 	// AgentDirsHidden says that this agent's job units get its config and
 	// state directories made inaccessible (its start-up probe succeeded).
 	AgentDirsHidden bool `json:"agent_dirs_hidden"`
-	// Systemd is the user manager as the agent last saw it; it changes
-	// when the agent finds its manager replaced, gone or back. Its
-	// FailureDomain is empty when the agent refuses new jobs.
-	Systemd Systemd `json:"systemd"`
 }
 
 // Connection is the agent's last local observation of its link.

@@ -58,6 +58,12 @@ const (
 	// the README. Reason names the kind of end, duration is how long the link
 	// was up, outcome is ok only for a local shutdown (see [LinkEndEvent]).
 	KindLinkEnd Kind = "link_end"
+	// KindUserManager: the agent abandoned its connection to the systemd
+	// user manager (the manager was replaced, its bus closed or was taken
+	// over) and reconnected to the current one. Reason says which; outcome
+	// is failed when no manager answered then (see [UserManagerEvent]). A
+	// recovery entry: it is kept by the errors-only view.
+	KindUserManager Kind = "user_manager"
 )
 
 // Tool is an MCP tool name (docs/tools.md).
@@ -138,6 +144,17 @@ const (
 	ReasonDeviceBusy Reason = "device_busy"
 )
 
+// The closed set of reasons the agent abandoned its user manager (the
+// launcher's words, launcher.LossReason).
+const (
+	// ReasonUserManagerGone: the recorded manager (PID and start ticks) is gone.
+	ReasonUserManagerGone Reason = "user_manager_gone"
+	// ReasonBusClosed: the connection to the user bus closed.
+	ReasonBusClosed Reason = "bus_closed"
+	// ReasonBusReplaced: another bus took over the user bus socket.
+	ReasonBusReplaced Reason = "bus_replaced"
+)
+
 // Event is one journal entry. Its JSON form is what `commandcore activity
 // --json` prints, one object per line; every key is always present.
 //
@@ -164,7 +181,7 @@ type Event struct {
 // Allowlists. An empty value is allowed for every field but Kind.
 var (
 	kinds = set(KindAgentStart, KindAgentStop, KindToolCall, KindLaunchPhase,
-		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd)
+		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd, KindUserManager)
 	tools = set(ToolProcessStart, ToolProcessStatus, ToolProcessOutput, ToolProcessStop,
 		ToolProcessWait, ToolProcessInput, ToolProcessResize, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
 		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList,
@@ -188,7 +205,8 @@ var (
 		string(jobmeta.LaunchFailed), string(jobmeta.Corrupt),
 	)
 	reasons = set(ReasonRemoteClose, ReasonSendTimeout, ReasonSilenceTimeout, ReasonProtocolError,
-		ReasonAuthFailure, ReasonLocalShutdown, ReasonNetworkError, ReasonDeviceBusy)
+		ReasonAuthFailure, ReasonLocalShutdown, ReasonNetworkError, ReasonDeviceBusy,
+		ReasonUserManagerGone, ReasonBusClosed, ReasonBusReplaced)
 )
 
 func set[T ~string](vs ...T) map[T]struct{} {
@@ -258,13 +276,13 @@ func canonicalJobID(id string) string {
 }
 
 // isFailureOrRecovery reports whether an event belongs to the errors-only
-// view: a failed outcome or a recovery (reconcile) entry. It matches
-// errorsOnlySQL.
+// view: a failed outcome or a recovery (reconcile, user_manager) entry. It
+// matches errorsOnlySQL.
 func isFailureOrRecovery(e Event) bool {
-	return e.Outcome == OutcomeFailed || e.Kind == KindReconcile
+	return e.Outcome == OutcomeFailed || e.Kind == KindReconcile || e.Kind == KindUserManager
 }
 
-const errorsOnlySQL = `(outcome = 'failed' OR kind = 'reconcile')`
+const errorsOnlySQL = `(outcome = 'failed' OR kind IN ('reconcile', 'user_manager'))`
 
 // ToolCallEvent describes a finished tool call. err, when not nil, sets the
 // outcome to failed and the error code to its errcode.Code (never its text).
@@ -312,6 +330,16 @@ func LinkEndEvent(reason Reason, up time.Duration) Event {
 	e := Event{Kind: KindLinkEnd, Reason: reason, Outcome: OutcomeFailed, DurationMS: up.Milliseconds()}
 	if reason == ReasonLocalShutdown {
 		e.Outcome = OutcomeOK
+	}
+	return e
+}
+
+// UserManagerEvent describes the agent abandoning its connection to a user
+// manager for reason, and whether a manager answered when it reconnected.
+func UserManagerEvent(reason Reason, reachable bool) Event {
+	e := Event{Kind: KindUserManager, Reason: reason, Outcome: OutcomeOK}
+	if !reachable {
+		e.Outcome = OutcomeFailed
 	}
 	return e
 }

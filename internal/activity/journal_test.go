@@ -680,12 +680,15 @@ func TestAllowlistedValuesSurvive(t *testing.T) {
 			return Event{Kind: KindLinkEnd, Reason: k}, Event{Kind: KindLinkEnd, Reason: k}
 		})
 	}
-	if len(tools) != 18 || len(kinds) != 8 {
-		t.Fatalf("allowlist sizes changed: %d tools, %d kinds", len(tools), len(kinds))
+	if len(tools) != 18 || len(kinds) != 9 || len(reasons) != 11 {
+		t.Fatalf("allowlist sizes changed: %d tools, %d kinds, %d reasons", len(tools), len(kinds), len(reasons))
 	}
 	if JobEndEvent(jobA, jobmeta.WorkerLost).Outcome != OutcomeFailed || JobEndEvent(jobA, jobmeta.StoppedByRequest).Outcome != OutcomeOK ||
 		JobEndEvent(jobA, jobmeta.TimedOut).Outcome != OutcomeOK {
 		t.Fatal("JobEndEvent outcome")
+	}
+	if UserManagerEvent(ReasonBusReplaced, true).Outcome != OutcomeOK || UserManagerEvent(ReasonUserManagerGone, false).Outcome != OutcomeFailed {
+		t.Fatal("UserManagerEvent outcome")
 	}
 	if LinkEndEvent(ReasonLocalShutdown, 0).Outcome != OutcomeOK || LinkEndEvent(ReasonRemoteClose, 0).Outcome != OutcomeFailed {
 		t.Fatal("LinkEndEvent outcome")

@@ -14,10 +14,21 @@ import (
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/supervisor"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
-func TestMain(m *testing.M) { systemdtest.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary doubles as the supervisor (`EXE supervise DIR`), so
+	// launches from here run the real one.
+	if len(os.Args) == 3 && os.Args[1] == "supervise" {
+		if err := supervisor.Run(os.Args[2], os.Stdin, procid.Default()); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	systemdtest.Main(m)
+}
 
 // service returns a Service whose launcher re-executes exe instead of
 // commandcore, to cause launch failures for real.
@@ -133,5 +144,82 @@ func TestLedgerReleasesInReverseOrder(t *testing.T) {
 	}
 	if len(l.releaseAll()) != 0 {
 		t.Fatal("a second release released again")
+	}
+}
+
+// TestReadyAstrayAnswersFromTheClaim: with the unit's READY going to
+// another manager's notify socket, its start job never completes; the
+// supervisor's claim on disk answers process.start all the same, the job
+// keeps running past the claim timeout and ends as its supervisor
+// recorded, never launch_failed.
+func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
+	systemdtest.Exclusive(t)
+	m, err := systemdtest.Ensure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service(t, exe)
+	notify, err := m.TakeOverNotifySocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := notify.Release(); err != nil {
+			t.Error(err)
+		}
+	})
+	var units []string
+	t.Cleanup(func() {
+		// Units that never got their READY end failed and stay loaded.
+		for _, u := range units {
+			for deadline := time.Now().Add(5 * time.Second); unitLoadState(t, u) != "not-found" && time.Now().Before(deadline); {
+				svc.launcher.ResetUnit(context.Background(), u)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+
+	quick, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "echo hello; exit 3", WaitMS: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	units = append(units, quick.Unit)
+	if quick.State != jobmeta.Exited || quick.ExitCode == nil || *quick.ExitCode != 3 || quick.Error != "" {
+		t.Fatalf("a job whose READY went astray ended %s exit %v error %q; want exited 3", quick.State, quick.ExitCode, quick.Error)
+	}
+	if out := quick.Output.Stdout; out.Encoding != "utf-8" || out.Data != "hello\n" {
+		t.Fatalf("its output: %+v", out)
+	}
+
+	long, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "exec sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	units = append(units, long.Unit)
+	if long.State != jobmeta.Running {
+		t.Fatalf("a running job whose READY went astray: %s, want running", long.State)
+	}
+	if n := notify.Astray(); n < 2 {
+		t.Fatalf("%d READY messages reached the other socket; the test did not take it over", n)
+	}
+	// Past the claim timeout nothing rolled it back.
+	time.Sleep(svc.claimTimeout + 500*time.Millisecond)
+	rec, err := svc.Status(principal.Local, long.ProcessID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != jobmeta.Running {
+		t.Fatalf("after the claim timeout the job is %s (%s), want running", rec.State, rec.Error)
+	}
+	if _, err := svc.Stop(principal.Local, long.ProcessID); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = svc.awaitTerminal(context.Background(), long.ProcessID, 10*time.Second)
+	if err != nil || rec.State != jobmeta.StoppedByRequest {
+		t.Fatalf("stopping it: %v %v", rec.State, err)
 	}
 }

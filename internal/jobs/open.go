@@ -71,6 +71,7 @@ func assemble(stateDir, device, exe string, installed bool, procs *procid.Source
 		return nil, err
 	}
 	l := launcher.New(exe, installed)
+	l.Procs = procs
 	store.UnitEvidence = func(unit string) (*reconcile.UnitEvidence, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
 		defer cancel()
@@ -83,6 +84,12 @@ func assemble(stateDir, device, exe string, installed bool, procs *procid.Source
 	}
 	store.OnReconciled = func(id string, state jobmeta.State) {
 		journal.Record(activity.ReconcileEvent(id, state))
+	}
+	// A replaced or lost user manager is journalled once, when noticed.
+	l.OnManagerChange = func(c launcher.ManagerChange) {
+		if c.Lost != "" {
+			journal.Record(activity.UserManagerEvent(activity.Reason(c.Lost), c.Reachable))
+		}
 	}
 	return &Service{
 		hostHealth: func() *metrics.HostHealth { return host.Health(stateDir).Summary() },

@@ -356,16 +356,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 
 	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps, Timeout: env.Timeout()})
 	if err != nil {
-		// A systemd unit's start job ends with the claim (Type=notify), so
-		// its failures are the supervisor's as often as the unit's.
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			failCode = jobmeta.LaunchErrClaimTimeout
-		case errors.Is(err, launcher.ErrSupervisorFailed):
-			failCode = jobmeta.LaunchErrSupervisor
-		default:
-			failCode = jobmeta.LaunchErrUnit
-		}
+		failCode = jobmeta.LaunchErrUnit
 		phase(activity.PhaseUnitStart, failCode)
 		fail()
 		return id, nil
@@ -373,7 +364,10 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	phase(activity.PhaseUnitStart, "")
 	led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
 
-	if err := s.awaitClaim(ctx, id, started.Failed); err != nil {
+	// The claim on disk decides, not the start job: a READY that went
+	// astray or a start-job reply that was lost must not fail (and stop)
+	// a job whose supervisor runs.
+	if err := s.awaitClaim(ctx, id, started); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			failCode = jobmeta.LaunchErrClaimTimeout
 		} else {
@@ -399,16 +393,34 @@ func (s *Service) phaseClock(id string) func(activity.Phase, string) {
 	}
 }
 
-// awaitClaim waits until the supervisor's identity claim is on disk.
-func (s *Service) awaitClaim(ctx context.Context, id string, failed <-chan struct{}) error {
+// readyGrace is how long a launch whose claim is on disk waits for its
+// unit's READY, so that the unit is active when process.start answers. A
+// READY that went astray costs this much, never the job.
+const readyGrace = 250 * time.Millisecond
+
+// awaitClaim waits until the supervisor's identity claim is on disk. The
+// start job's completion (READY, sent after the claim) ends the wait at
+// once; its failure ends it unless the claim is there after all.
+func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.Started) error {
 	path := filepath.Join(s.store.Dir(id), jobmeta.ClaimFile)
 	claimed := func() bool { _, err := os.Stat(path); return err == nil }
+	ready := started.Ready
 	// Claims normally land within a few milliseconds: poll finely first.
 	interval := 500 * time.Microsecond
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		if claimed() {
+			if ready != nil {
+				grace := time.NewTimer(readyGrace)
+				select {
+				case <-ready:
+				case <-started.Failed:
+				case <-grace.C:
+				case <-ctx.Done():
+				}
+				grace.Stop()
+			}
 			return nil
 		}
 		select {
@@ -417,11 +429,14 @@ func (s *Service) awaitClaim(ctx context.Context, id string, failed <-chan struc
 				return nil
 			}
 			return ctx.Err()
-		case <-failed:
+		case <-started.Failed:
 			if claimed() {
 				return nil
 			}
 			return errors.New("supervisor ended before claiming its identity")
+		case <-ready:
+			// Checked at the top; keep polling should it not be visible.
+			ready = nil
 		case <-t.C:
 			if interval < pollInterval {
 				interval *= 2

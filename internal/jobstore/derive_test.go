@@ -358,3 +358,45 @@ func TestUnreadableBootIDConcludesNoReboot(t *testing.T) {
 		t.Errorf("lost job: %s, reconciled %+v, %v; want worker_lost by supervisor_gone", r.State, rc, err)
 	}
 }
+
+// TestAbandonedLaunchThatRanEndsAsRecorded: a launch its launcher gave up
+// on (no claim seen in time, or a start job that reported failure) whose
+// supervisor claimed and ran the shell all the same is judged by the
+// supervisor's records: running while it runs, then its real end, never
+// launch_failed with an exit code.
+func TestAbandonedLaunchThatRanEndsAsRecorded(t *testing.T) {
+	f := newFixture(t)
+	leader := groupLeader(t, f)
+	dead := procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1}
+	abandon := func(jid string) {
+		t.Helper()
+		if err := f.st.Admit(f.newJob(jid)); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.st.MarkLaunchFailed(jid, jobmeta.LaunchErrSupervisor); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	abandon(id(1)) // the supervisor ran the shell and is still supervising it
+	f.withChild(id(1), f.self, leader)
+	abandon(id(2)) // it ran the shell to its end
+	f.withChild(id(2), dead, leader)
+	seven := 7
+	f.write(id(2), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &seven, CompletedAt: f.now})
+	abandon(id(3)) // it claimed but never ran the shell
+	f.identity(id(3), f.self, f.bootID)
+	abandon(id(4)) // it never claimed
+
+	if r := f.get(id(1)); r.State != jobmeta.Running || r.Terminal || r.Error != "" {
+		t.Errorf("abandoned launch whose shell runs: %s terminal %v error %q, want running", r.State, r.Terminal, r.Error)
+	}
+	if r := f.get(id(2)); r.State != jobmeta.Exited || r.ExitCode == nil || *r.ExitCode != 7 || r.Error != "" || r.CompletedAt == nil {
+		t.Errorf("abandoned launch that ran to its end: %s exit %v error %q, want exited 7", r.State, r.ExitCode, r.Error)
+	}
+	for _, jid := range []string{id(3), id(4)} {
+		if r := f.get(jid); r.State != jobmeta.LaunchFailed || r.Error != jobmeta.LaunchErrSupervisor || r.ExitCode != nil {
+			t.Errorf("abandoned launch %s that never ran: %s error %q exit %v, want launch_failed", jid, r.State, r.Error, r.ExitCode)
+		}
+	}
+}

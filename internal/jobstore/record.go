@@ -118,7 +118,7 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 			r.StoppedBy = "service_manager"
 		}
 	}
-	if f.job.LaunchFailed {
+	if f.job.LaunchFailed && r.State == jobmeta.LaunchFailed && f.result == nil {
 		r.Error = f.job.LaunchError
 	}
 	if rc := f.reconciled; rc != nil {
@@ -139,13 +139,15 @@ func (s *Store) corrupt(id string) *jobmeta.Record {
 // classify decides the state of a job, persisting a conclusion drawn from
 // evidence (reconciled.json) so that it never changes afterwards.
 func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
+	// The supervisor's records win over the launcher's: a launch given up
+	// on (a missed READY, a lost start-job reply) may have run all the same.
 	switch {
-	case f.job.LaunchFailed:
-		return jobmeta.LaunchFailed
 	case f.result != nil:
 		return s.classifyResult(f)
 	case f.reconciled != nil:
 		return f.reconciled.State
+	case f.job.LaunchFailed && (f.claim == nil || f.claim.Child == nil):
+		return reconcile.Classify(reconcile.Evidence{LaunchAbandoned: true, Claim: f.claim}).State
 	case f.claim == nil:
 		if s.Now().Sub(f.job.CreatedAt) < orphanAfter {
 			return jobmeta.Starting

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/procid"
 )
 
 // OOMScoreAdjust makes a job's processes preferred OOM victims over the
@@ -50,8 +52,19 @@ type Launcher struct {
 	// job unit (set only where ProbeHiding found that this works).
 	Hide *Hidden
 
-	mu   sync.Mutex
-	conn *sdbus.Conn
+	// Procs identifies the user manager, so that its replacement is
+	// noticed; nil skips that check.
+	Procs *procid.Source
+	// OnManagerChange, when set, is told when the launcher abandons its
+	// connection to a user manager (and whether another answers), and
+	// when a manager becomes reachable or unreachable. It is called in
+	// order, holding the launcher's lock: it must not call the launcher.
+	OnManagerChange func(ManagerChange)
+
+	mu  sync.Mutex
+	bus *userBus
+	// reachable is what OnManagerChange was last told; nil before that.
+	reachable *bool
 }
 
 // New returns a Launcher that re-executes exe.
@@ -63,79 +76,9 @@ func New(exe string, installed bool) *Launcher {
 func (l *Launcher) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn != nil {
-		l.conn.Close()
-		l.conn = nil
-	}
-}
-
-// Bus returns a connection to the user manager, reconnecting if the last
-// one broke (the manager may have restarted), or an error when none is
-// reachable.
-func (l *Launcher) Bus(_ context.Context) (*sdbus.Conn, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.conn != nil && l.conn.Connected() {
-		return l.conn, nil
-	}
-	if l.conn != nil {
-		l.conn.Close()
-		l.conn = nil
-	}
-	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" && os.Getenv("XDG_RUNTIME_DIR") == "" {
-		return nil, errors.New("no user bus address in the environment")
-	}
-	c, err := connectBounded(func() (*sdbus.Conn, error) {
-		// go-systemd ties the connection's lifetime to the context it was
-		// made with, so the cached connection must not use a request's.
-		return sdbus.NewUserConnectionContext(context.Background())
-	}, l.connectTimeout())
-	if err != nil {
-		return nil, fmt.Errorf("connect to the user bus: %w", err)
-	}
-	l.conn = c
-	return c, nil
-}
-
-// busConnectTimeout bounds connecting to the user bus. The handshake has no
-// deadline of its own, and a bus that accepts but never answers would
-// otherwise hold every caller of Bus (launches and status alike) forever.
-const busConnectTimeout = 5 * time.Second
-
-func (l *Launcher) connectTimeout() time.Duration {
-	if l.ConnectTimeout > 0 {
-		return l.ConnectTimeout
-	}
-	return busConnectTimeout
-}
-
-// errBusTimeout reports a bus that did not complete its handshake in time.
-var errBusTimeout = errors.New("the user bus did not answer in time")
-
-// connectBounded runs connect, giving up after d; a connection that
-// completes later is closed.
-func connectBounded(connect func() (*sdbus.Conn, error), d time.Duration) (*sdbus.Conn, error) {
-	type result struct {
-		c   *sdbus.Conn
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, err := connect()
-		done <- result{c, err}
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case r := <-done:
-		return r.c, r.err
-	case <-t.C:
-		go func() {
-			if r := <-done; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return nil, errBusTimeout
+	if l.bus != nil {
+		l.bus.conn.Close()
+		l.bus = nil
 	}
 }
 
@@ -151,10 +94,6 @@ func (l *Launcher) Domain(ctx context.Context) (string, error) {
 	return jobmeta.DomainSharedParentCgroup, nil
 }
 
-// ErrSupervisorFailed reports a supervisor that ended before it claimed
-// its identity.
-var ErrSupervisorFailed = errors.New("supervisor ended before claiming its identity")
-
 // Spec is one supervisor to start.
 type Spec struct {
 	Unit      string // unit name; empty for the fallback
@@ -166,11 +105,16 @@ type Spec struct {
 	Timeout time.Duration
 }
 
-// Started is a started supervisor. Stop ends it on a failed launch.
+// Started is a started supervisor, or one that may have started: its
+// identity claim on disk is what decides. Stop ends it on a failed launch.
 type Started struct {
-	// Failed is closed when the supervisor is known to have ended before
-	// claiming its identity (fallback path; a unit's start job reports
-	// that itself).
+	// Ready is closed when the unit's start job completed, which for a
+	// Type=notify unit is the supervisor's READY=1, sent after its claim.
+	// It never closes for the fallback, or when READY goes astray (another
+	// manager took over the notify socket).
+	Ready <-chan struct{}
+	// Failed is closed when the supervisor is known to have ended, or the
+	// unit to have failed, before READY.
 	Failed <-chan struct{}
 	stop   func(context.Context) error
 }
@@ -195,6 +139,11 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 		// notify: the supervisor sends READY=1 once its identity claim is
 		// on disk, so the start job's completion is the claim.
 		sdbus.PropType("notify"),
+		// No start timeout: a READY that goes astray (another manager took
+		// over the notify socket) must not get a running job killed. The
+		// launcher's own claim timeout bounds the start, rolling back a
+		// unit whose supervisor never claims.
+		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(math.MaxUint64))},
 		sdbus.PropExecStart([]string{l.Exe, "supervise", sp.JobDir}, false),
 		{Name: "StandardInputFileDescriptor", Value: dbus.MakeVariant(dbus.UnixFD(sp.Stdin.Fd()))},
 		{Name: "NoNewPrivileges", Value: dbus.MakeVariant(true)},
@@ -224,45 +173,87 @@ func Backstop(limit time.Duration) time.Duration {
 	return limit + limits.StopEscalation + limits.TimeoutBackstopMargin
 }
 
+// startUnit asks the user manager to start the job's unit and returns
+// without waiting for it: the supervisor's claim on disk, the start job's
+// result, or the launch's deadline, whichever comes first, decides. A
+// request the manager refused fails here; one that got no answer (the
+// manager or its bus went away, the deadline passed) may have started the
+// unit all the same, so it is returned as started.
 func (l *Launcher) startUnit(ctx context.Context, sp Spec) (*Started, error) {
 	conn, err := l.Bus(ctx)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.SystemdUnavailable, err, "the systemd user manager is not reachable")
 	}
+	ready, failed := make(chan struct{}), make(chan struct{})
+	started := &Started{Ready: ready, Failed: failed, stop: func(ctx context.Context) error { return l.stopUnit(ctx, sp.Unit) }}
 	done := make(chan string, 1)
 	if _, err := conn.StartTransientUnitContext(ctx, sp.Unit, "fail", l.UnitProperties(sp), done); err != nil {
-		return nil, fmt.Errorf("start transient unit: %w", err)
+		if refused(err) {
+			return nil, fmt.Errorf("start transient unit: %w", err)
+		}
+		return started, nil
 	}
-	stop := func(ctx context.Context) error {
-		// Bounded on its own: callers pass contexts whose deadline has
-		// already passed (a claim timeout) with it removed.
-		ctx, cancel := context.WithTimeout(ctx, unitStopTimeout)
-		defer cancel()
-		ch := make(chan string, 1)
-		if _, err := conn.StopUnitContext(ctx, sp.Unit, "replace", ch); err == nil {
-			select {
-			case <-ch:
-			case <-ctx.Done():
+	go func() {
+		select {
+		case res := <-done:
+			if res == "done" {
+				close(ready)
+			} else {
+				close(failed)
 			}
+		case <-ctx.Done():
+			// The launch is over; a late result (a READY that went
+			// astray never brings one) concerns nobody.
 		}
-		// A failed unit stays loaded until reset; an abandoned launch
-		// leaves nothing behind.
-		conn.ResetFailedUnitContext(ctx, sp.Unit)
-		return nil
+	}()
+	return started, nil
+}
+
+// refused reports an error reply of the manager, as opposed to no reply:
+// the bus answers NoReply or Disconnected for a manager that went away
+// with the request, which it may have carried out.
+func refused(err error) bool {
+	var name string
+	var v dbus.Error
+	var p *dbus.Error
+	switch {
+	case errors.As(err, &v):
+		name = v.Name
+	case errors.As(err, &p):
+		name = p.Name
+	default:
+		return false
 	}
-	select {
-	case res := <-done:
-		if res != "done" {
-			stop(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("%w (start job %q)", ErrSupervisorFailed, res)
+	switch name {
+	case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected",
+		"org.freedesktop.DBus.Error.Timeout", "org.freedesktop.DBus.Error.TimedOut":
+		return false
+	}
+	return true
+}
+
+// stopUnit stops and resets the unit of an abandoned launch, through the
+// current manager.
+func (l *Launcher) stopUnit(ctx context.Context, unit string) error {
+	// Bounded on its own: callers pass contexts whose deadline has already
+	// passed (a claim timeout) with it removed.
+	ctx, cancel := context.WithTimeout(ctx, unitStopTimeout)
+	defer cancel()
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return err
+	}
+	ch := make(chan string, 1)
+	if _, err := conn.StopUnitContext(ctx, unit, "replace", ch); err == nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
 		}
-	case <-ctx.Done():
-		stop(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("wait for the identity claim: %w", ctx.Err())
 	}
-	// The start job completed with the supervisor's READY=1, sent after
-	// its claim: nothing is left to watch for.
-	return &Started{Failed: make(chan struct{}), stop: stop}, nil
+	// A failed unit stays loaded until reset; an abandoned launch leaves
+	// nothing behind.
+	conn.ResetFailedUnitContext(ctx, unit)
+	return nil
 }
 
 func (l *Launcher) startFallback(sp Spec) (*Started, error) {

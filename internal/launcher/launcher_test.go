@@ -9,6 +9,11 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
 // TestBusThatNeverAnswers: a user bus socket that accepts connections but
@@ -110,5 +115,108 @@ func TestUnitBackstopOnlyWithALimit(t *testing.T) {
 	}
 	if got := runtimeMax(Spec{Unit: "u.service", JobDir: "/j", Stdin: r, Timeout: 2 * time.Second}); got != uint64(10_000_000) {
 		t.Errorf("2 s limit, RuntimeMaxUSec = %v, want 10000000", got)
+	}
+}
+
+// TestBusSocketPath: the socket whose replacement is watched is the one
+// godbus dials: the address's unix path (unescaped), else
+// $XDG_RUNTIME_DIR/bus; none for an abstract socket or another transport.
+func TestBusSocketPath(t *testing.T) {
+	for _, c := range []struct{ addr, runtime, want string }{
+		{"unix:path=/run/user/1000/bus", "/x", "/run/user/1000/bus"},
+		{"unix:path=/tmp/a%20b,guid=0123", "", "/tmp/a b"},
+		{"unix:guid=0123,path=/p;unix:path=/q", "", "/p"},
+		{"", "/run/user/7", "/run/user/7/bus"},
+		{"autolaunch:", "/run/user/7", "/run/user/7/bus"},
+		{"unix:abstract=/tmp/dbus-x", "/run/user/7", ""},
+		{"tcp:host=localhost,port=1", "", ""},
+		{"unix:path=/bad%zz", "", ""},
+		{"", "", ""},
+	} {
+		t.Setenv("DBUS_SESSION_BUS_ADDRESS", c.addr)
+		t.Setenv("XDG_RUNTIME_DIR", c.runtime)
+		if got := busSocketPath(); got != c.want {
+			t.Errorf("address %q runtime %q: %q, want %q", c.addr, c.runtime, got, c.want)
+		}
+	}
+}
+
+// TestRefusedIsAnAnswer: only the manager's own error reply means a unit
+// was not started; no reply at all, or the bus's word that the manager
+// went away with the request, may hide a unit that runs.
+func TestRefusedIsAnAnswer(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{dbus.Error{Name: "org.freedesktop.systemd1.UnitExists"}, true},
+		{fmt.Errorf("start: %w", dbus.Error{Name: "org.freedesktop.DBus.Error.InvalidArgs"}), true},
+		{&dbus.Error{Name: "org.freedesktop.DBus.Error.AccessDenied"}, true},
+		{dbus.Error{Name: "org.freedesktop.DBus.Error.NoReply"}, false},
+		{dbus.Error{Name: "org.freedesktop.DBus.Error.Disconnected"}, false},
+		{dbus.ErrClosed, false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := refused(c.err); got != c.want {
+			t.Errorf("refused(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestBusSocketTakenOverIsNoticed: when another bus takes over the user bus
+// socket while the launcher's manager lives on (a second `systemd --user`
+// booted on the same runtime directory), the launcher abandons its
+// connection, says why, and goes to whatever now answers on the socket;
+// once a manager answers there again it is reachable again.
+func TestBusSocketTakenOverIsNoticed(t *testing.T) {
+	systemdtest.Exclusive(t)
+	m, err := systemdtest.Ensure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []ManagerChange
+	l := &Launcher{Procs: procid.Default(), ConnectTimeout: 500 * time.Millisecond, OnManagerChange: func(c ManagerChange) { changes = append(changes, c) }}
+	defer l.Close()
+	if _, err := l.Bus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Bus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(changes) != "[{ true}]" {
+		t.Fatalf("first connection reported %v", changes)
+	}
+
+	sock := filepath.Join(m.RuntimeDir(), "bus")
+	if err := os.Rename(sock, sock+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			os.Remove(sock)
+			if err := os.Rename(sock+".aside", sock); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer restore()
+	// The taker accepts and never answers.
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := l.Bus(context.Background()); err == nil {
+		t.Fatal("the launcher kept talking to a manager whose bus socket another bus took over")
+	}
+	ln.Close()
+	restore()
+	if _, err := l.Bus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(changes) != "[{ true} {bus_replaced false} { true}]" {
+		t.Fatalf("reported %v", changes)
 	}
 }

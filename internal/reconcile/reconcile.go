@@ -4,17 +4,22 @@
 //  1. the supervisor's terminal record (exited, stopped_by_request,
 //     timed_out, or launch_failed when the shell never started). A job its service
 //     manager stopped unasked is host_rebooted when the boot ID has since
-//     changed and user_manager_lost when that manager is gone;
-//  2. a live supervisor whose PID, start ticks and boot ID match (running,
+//     changed and user_manager_lost when that manager is gone. It wins over
+//     the launcher's own view: a launch abandoned on a missed READY or a
+//     lost start-job reply whose supervisor ran the shell all the same ends
+//     as the supervisor recorded;
+//  2. an abandoned launch whose shell never ran (launch_failed); one whose
+//     shell ran is judged by the rules below like any other job;
+//  3. a live supervisor whose PID, start ticks and boot ID match (running,
 //     or stopping once a stop was requested);
-//  3. the unit's retained Result for the recorded InvocationID
+//  4. the unit's retained Result for the recorded InvocationID
 //     (oom-kill → workload_oom; timeout of a time-limited job →
 //     timed_out, its RuntimeMaxSec backstop; any other failure →
 //     worker_lost);
-//  4. a changed boot ID (host_rebooted); a current boot ID that could not
+//  5. a changed boot ID (host_rebooted); a current boot ID that could not
 //     be read never counts as changed;
-//  5. the recorded user manager gone (user_manager_lost);
-//  6. otherwise worker_lost.
+//  6. the recorded user manager gone (user_manager_lost);
+//  7. otherwise worker_lost.
 //
 // It is pure: callers gather the evidence, so every rule is testable
 // without the failure it describes.
@@ -37,6 +42,9 @@ type UnitEvidence struct {
 type Evidence struct {
 	Result *jobmeta.Result
 	Claim  *jobmeta.Claim
+	// LaunchAbandoned reports a launch its launcher gave up on (it found no
+	// identity claim in time) and rolled back.
+	LaunchAbandoned bool
 	// StopRequested reports a stop request on file.
 	StopRequested bool
 	// SupervisorAlive reports that the recorded supervisor PID is alive
@@ -66,6 +74,7 @@ type Verdict struct {
 const (
 	ByResult       = "terminal_record"
 	ByStartError   = "start_error"
+	ByAbandoned    = "launch_abandoned"
 	BySupervisor   = "live_supervisor"
 	ByBootID       = "boot_id_changed"
 	ByUnitSettling = "unit_settling"
@@ -76,8 +85,9 @@ const (
 	ByNoSupervisor = "supervisor_gone"
 )
 
-// Classify applies the priority to e. Claim must be set unless Result is;
-// with a Result, BootID and ManagerAlive matter only for a manager's stop.
+// Classify applies the priority to e. Claim must be set unless Result or
+// LaunchAbandoned is; with a Result, BootID and ManagerAlive matter only for
+// a manager's stop.
 func Classify(e Evidence) Verdict {
 	id := e.Claim
 	if r := e.Result; r != nil {
@@ -98,6 +108,9 @@ func Classify(e Evidence) Verdict {
 		default:
 			return Verdict{jobmeta.Exited, ByResult}
 		}
+	}
+	if e.LaunchAbandoned && (id == nil || id.Child == nil) {
+		return Verdict{jobmeta.LaunchFailed, ByAbandoned}
 	}
 	sameBoot := id != nil && (e.BootID == "" || id.BootID == e.BootID)
 	if e.SupervisorAlive && sameBoot {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/procid"
 )
 
 func claim(inv string) *jobmeta.Claim {
@@ -14,6 +15,9 @@ func claim(inv string) *jobmeta.Claim {
 func TestPriority(t *testing.T) {
 	yes, no := true, false
 	code := 0
+	seven := 7
+	ran := claim("i")
+	ran.Child = &procid.Identity{PID: 42, StartTicks: 4242}
 	cases := []struct {
 		name     string
 		e        Evidence
@@ -54,6 +58,12 @@ func TestPriority(t *testing.T) {
 		{"supervisor gone, current boot unknown", Evidence{Claim: claim("i")}, jobmeta.WorkerLost, ByNoSupervisor},
 		{"oom, current boot unknown", Evidence{Claim: claim("i"), Unit: &UnitEvidence{InvocationID: "i", Result: "oom-kill"}}, jobmeta.WorkloadOOM, ByUnitOOM},
 		{"manager's stop, no identity", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, BootID: "boot-b", ManagerAlive: &yes}, jobmeta.Exited, ByResult},
+		{"an abandoned launch that never claimed", Evidence{LaunchAbandoned: true, BootID: "boot-a"}, jobmeta.LaunchFailed, ByAbandoned},
+		{"an abandoned launch whose shell never ran", Evidence{LaunchAbandoned: true, Claim: claim("i"), SupervisorAlive: true, BootID: "boot-a"}, jobmeta.LaunchFailed, ByAbandoned},
+		{"an abandoned launch that ran to its end", Evidence{LaunchAbandoned: true, Result: &jobmeta.Result{ExitCode: &seven}, Claim: ran, BootID: "boot-a"}, jobmeta.Exited, ByResult},
+		{"an abandoned launch whose shell could not start", Evidence{LaunchAbandoned: true, Result: &jobmeta.Result{StartError: "shell_start_failed"}, Claim: claim("i")}, jobmeta.LaunchFailed, ByStartError},
+		{"an abandoned launch whose shell runs", Evidence{LaunchAbandoned: true, Claim: ran, SupervisorAlive: true, BootID: "boot-a"}, jobmeta.Running, BySupervisor},
+		{"an abandoned launch whose supervisor was lost", Evidence{LaunchAbandoned: true, Claim: ran, BootID: "boot-a", ManagerAlive: &yes}, jobmeta.WorkerLost, ByNoSupervisor},
 		{"manager's stop, no manager recorded", Evidence{Result: &jobmeta.Result{StoppedByManager: true}, Claim: claim("i"), BootID: "boot-a"}, jobmeta.Exited, ByResult},
 	}
 	for _, c := range cases {
@@ -67,7 +77,7 @@ func TestPriority(t *testing.T) {
 // records written by one version are read by the next.
 func TestEvidenceWords(t *testing.T) {
 	for got, want := range map[string]string{
-		ByResult: "terminal_record", ByStartError: "start_error", BySupervisor: "live_supervisor",
+		ByResult: "terminal_record", ByStartError: "start_error", ByAbandoned: "launch_abandoned", BySupervisor: "live_supervisor",
 		ByBootID: "boot_id_changed", ByUnitSettling: "unit_settling", ByUnitOOM: "unit_result_oom_kill", ByUnitTimeout: "unit_result_timeout",
 		ByUnitFailure: "unit_result_failure", ByManagerGone: "user_manager_gone", ByNoSupervisor: "supervisor_gone",
 	} {

@@ -257,8 +257,10 @@ func TestRelayEndToEnd(t *testing.T) {
 	c.ok("system.metrics", nil, nil)
 	os.Remove(ceiling)
 
-	// Revocation takes effect on the next operation, in an open session.
+	// Revocation takes effect within 1 s (limits.ClientTokenRecheck), in
+	// an open session.
 	e.relayCmd("token", "revoke", tokenID)
+	time.Sleep(time.Second)
 	if _, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs"}); err == nil {
 		t.Fatal("a revoked token still reaches the device")
 	}

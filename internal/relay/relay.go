@@ -24,8 +24,9 @@ import (
 
 // Server is a running relay.
 type Server struct {
-	store *relaystate.Store
-	key   ed25519.PrivateKey
+	store  *relaystate.Store
+	tokens *tokenCache
+	key    ed25519.PrivateKey
 	// Now is the clock; tests move it.
 	Now func() time.Time
 	// Link tunes device links; zero values are docs/limits.md's bounds.
@@ -87,7 +88,7 @@ func New(store *relaystate.Store) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
+	return &Server{store: store, tokens: newTokenCache(store), key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
 		held: map[string]*transport.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates()}, nil
 }
 

@@ -270,27 +270,23 @@ func (s *Server) forwarder(tool string) mcp.ToolHandler {
 		if !deviceAllowed(tok, dev) {
 			return toolresult.Failure(errNoDevice), nil
 		}
-		l := s.connected(dev.ID)
-		if l == nil {
-			return toolresult.Failure(errDeviceOffline), nil
-		}
 		g, err := authz.MintGrant(s.key, dev.ID, tool, tok.Principal, s.Now())
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
 		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{authz.GrantMetaKey: g}}
 		var target *progressTarget
+		var progress func(*mcp.ProgressNotificationParams)
 		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
-			id := randomID()
 			target = &progressTarget{ctx: ctx, session: req.Session, token: pt}
-			s.progress.Store(id, target)
-			defer s.progress.Delete(id)
-			params.SetProgressToken(id)
+			progress = target.forward
 		}
-		res, err := l.session.CallTool(ctx, params)
+		res, err := s.router().Call(ctx, dev.ID, params, progress)
 		var werr *jsonrpc.Error
 		switch {
 		case err == nil:
+		case errors.Is(err, ErrNoRoute):
+			return toolresult.Failure(errDeviceOffline), nil
 		case errors.Is(context.Cause(ctx), errCallTimeout):
 			return toolresult.Failure(s.errDeviceTimeout()), nil
 		case ctx.Err() != nil:

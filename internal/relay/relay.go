@@ -46,6 +46,9 @@ type Server struct {
 	Timeouts Timeouts
 	// CallTimeout bounds a forwarded call; zero means limits.ForwardTimeout.
 	CallTimeout time.Duration
+	// Router carries forwarded calls to their devices; nil means through
+	// the links this process holds.
+	Router Router
 
 	gates gates
 
@@ -58,7 +61,7 @@ type Server struct {
 	rotations  rotations
 
 	// progress maps the progress token the relay gave a forwarded call to
-	// the client session and token it must reach.
+	// the function that takes its notifications (localRouter).
 	progress sync.Map
 
 	// Observer, when set before serving, is told of calls, link ends and

@@ -158,7 +158,7 @@ func waitOnline(t *testing.T, c *client, args map[string]any) {
 
 // TestRelayEndToEnd: an ordinary MCP client reaches an enrolled agent's
 // tools through the relay, with live output, while the job outlives the
-// agent process; revocation and the owner's ceiling refuse the next call.
+// agent process; revocation refuses calls within 1 s, the owner's ceiling the next call.
 func TestRelayEndToEnd(t *testing.T) {
 	e := startRelay(t)
 	e.enrollAgent("dev1")

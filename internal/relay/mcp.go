@@ -50,19 +50,25 @@ var (
 )
 
 func (s *Server) mcpHandler() http.Handler {
+	single, multi := s.endpointServers()
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		// Stateless: every HTTP request is authenticated on its own, so a
+		// revocation (within limits.ClientTokenRecheck) or a new device
+		// link is seen at once, and both older clients and the current
+		// protocol are served. The servers are shared: what a request may
+		// reach travels in its context (clientKey).
 		c, _ := r.Context().Value(clientKey{}).(*client)
-		if c == nil {
+		switch {
+		case c == nil:
 			return nil
+		case c.device == nil:
+			return multi
 		}
-		return s.sessionServer(c)
-		// Stateless: every HTTP request is authenticated and builds its
-		// server afresh, so a revocation or a new device link is seen at
-		// once, and both older clients and the current protocol are served.
+		return single
 	}, &mcp.StreamableHTTPOptions{Stateless: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at, start := s.Now(), time.Now()
-		tok, err := s.store.AuthToken(bearer(r.Header), at)
+		tok, err := s.tokens.auth(bearer(r.Header), at)
 		if err != nil {
 			s.refused(at, start, nil, nil, errToken)
 			w.Header().Set("WWW-Authenticate", "Bearer")
@@ -91,23 +97,71 @@ func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
 	return authz.MatchScope(tok.Devices, dev.ID) || !relaystate.IsDeviceID(dev.Name) && authz.MatchScope(tok.Devices, dev.Name)
 }
 
-// sessionServer builds the MCP server one client session talks to.
-func (s *Server) sessionServer(c *client) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
-	srv.AddReceivingMiddleware(s.observeCalls(c))
-	tools, multi := endpointTools()
-	if c.device == nil {
-		tools = multi
-	}
-	for _, t := range tools {
-		if authz.MatchScope(c.token.Tools, t.Name) {
-			srv.AddTool(t, s.forwarder(c, t.Name))
+// endpointServers builds the MCP servers of the two endpoints, once: every
+// device tool of the table, and on the multi-device endpoint devices.list.
+// Each request's session sees only the tools its token's scope names
+// (inScope); building a server per request would rebuild and re-check
+// every schema each time.
+func (s *Server) endpointServers() (single, multi *mcp.Server) {
+	tools, multiTools := endpointTools()
+	build := func(tools []*mcp.Tool, devicesList bool) *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
+		// observeCalls is outermost, so it audits the scope's refusals too.
+		srv.AddReceivingMiddleware(s.observeCalls, inScope)
+		for _, t := range tools {
+			srv.AddTool(t, s.forwarder(t.Name))
 		}
+		if devicesList {
+			srv.AddTool(devicesListDef(), s.devicesList)
+		}
+		return srv
 	}
-	if c.device == nil {
-		srv.AddTool(devicesListDef(), s.devicesList(c))
+	return build(tools, false), build(multiTools, true)
+}
+
+// clientOf is the client a request's context carries (mcpHandler puts it
+// there; the SDK keeps the HTTP request's values in a session's contexts).
+func clientOf(ctx context.Context) *client {
+	c, _ := ctx.Value(clientKey{}).(*client)
+	return c
+}
+
+// visible reports whether a client's session shows the tool.
+func (c *client) visible(tool string) bool {
+	return tool == DevicesListTool && c.device == nil || authz.MatchScope(c.token.Tools, tool)
+}
+
+// inScope gives each session only the tools its token may call: tools/list
+// lists those, and a call of any other tool is answered as the SDK answers a
+// tool a server does not have.
+func inScope(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		c := clientOf(ctx)
+		if c == nil {
+			return nil, errToken
+		}
+		switch r := req.(type) {
+		case *mcp.CallToolRequest:
+			if r.Params != nil && !c.visible(r.Params.Name) {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", r.Params.Name)}
+			}
+		case *mcp.ListToolsRequest:
+			res, err := next(ctx, method, req)
+			list, ok := res.(*mcp.ListToolsResult)
+			if err != nil || !ok {
+				return res, err
+			}
+			out := *list
+			out.Tools = []*mcp.Tool{}
+			for _, t := range list.Tools {
+				if c.visible(t.Name) {
+					out.Tools = append(out.Tools, t)
+				}
+			}
+			return &out, nil
+		}
+		return next(ctx, method, req)
 	}
-	return srv
 }
 
 // devicesListDef is the relay's own tool, defined as the device tools are:
@@ -149,14 +203,14 @@ func withDevice(schema any) any {
 	return m
 }
 
-// authorize re-reads the client's token for every call, so a revocation
-// takes effect on the next operation, and refuses a session used with
+// authorize checks the client's token again for every call (a cached check
+// is at most limits.ClientTokenRecheck old), and refuses a session used with
 // another token than the one that opened it.
 func (s *Server) authorize(c *client, req *mcp.CallToolRequest, tool string) (*relaystate.Token, error) {
-	if req.Extra == nil {
+	if c == nil || req.Extra == nil {
 		return nil, errToken
 	}
-	tok, err := s.store.AuthToken(bearer(req.Extra.Header), s.Now())
+	tok, err := s.tokens.auth(bearer(req.Extra.Header), s.Now())
 	if err != nil || tok.ID != c.token.ID {
 		return nil, errToken
 	}
@@ -166,35 +220,34 @@ func (s *Server) authorize(c *client, req *mcp.CallToolRequest, tool string) (*r
 	return tok, nil
 }
 
-func (s *Server) devicesList(c *client) mcp.ToolHandler {
-	return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		tok, err := s.authorize(c, req, DevicesListTool)
-		if err != nil {
-			return toolresult.Failure(err), nil
-		}
-		if a := req.Params.Arguments; len(a) > 0 && string(a) != "{}" && string(a) != "null" {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(a, &m) != nil || len(m) > 0 {
-				return toolresult.Failure(errcode.New(errcode.InvalidArgument, "devices.list takes no arguments")), nil
-			}
-		}
-		all, err := s.store.Devices()
-		if err != nil {
-			return toolresult.Failure(err), nil
-		}
-		out := DeviceList{Devices: []relaystate.Device{}}
-		for i := range all {
-			if deviceAllowed(tok, &all[i]) {
-				out.Devices = append(out.Devices, all[i])
-			}
-		}
-		return toolresult.Success(out), nil
+func (s *Server) devicesList(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	tok, err := s.authorize(clientOf(ctx), req, DevicesListTool)
+	if err != nil {
+		return toolresult.Failure(err), nil
 	}
+	if a := req.Params.Arguments; len(a) > 0 && string(a) != "{}" && string(a) != "null" {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(a, &m) != nil || len(m) > 0 {
+			return toolresult.Failure(errcode.New(errcode.InvalidArgument, "devices.list takes no arguments")), nil
+		}
+	}
+	all, err := s.store.Devices()
+	if err != nil {
+		return toolresult.Failure(err), nil
+	}
+	out := DeviceList{Devices: []relaystate.Device{}}
+	for i := range all {
+		if deviceAllowed(tok, &all[i]) {
+			out.Devices = append(out.Devices, all[i])
+		}
+	}
+	return toolresult.Success(out), nil
 }
 
 // forwarder sends one tool's calls to the device with a fresh grant.
-func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
+func (s *Server) forwarder(tool string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		c := clientOf(ctx)
 		tok, err := s.authorize(c, req, tool)
 		if err != nil {
 			return toolresult.Failure(err), nil
@@ -217,27 +270,23 @@ func (s *Server) forwarder(c *client, tool string) mcp.ToolHandler {
 		if !deviceAllowed(tok, dev) {
 			return toolresult.Failure(errNoDevice), nil
 		}
-		l := s.connected(dev.ID)
-		if l == nil {
-			return toolresult.Failure(errDeviceOffline), nil
-		}
 		g, err := authz.MintGrant(s.key, dev.ID, tool, tok.Principal, s.Now())
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
 		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{authz.GrantMetaKey: g}}
 		var target *progressTarget
+		var progress func(*mcp.ProgressNotificationParams)
 		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
-			id := randomID()
 			target = &progressTarget{ctx: ctx, session: req.Session, token: pt}
-			s.progress.Store(id, target)
-			defer s.progress.Delete(id)
-			params.SetProgressToken(id)
+			progress = target.forward
 		}
-		res, err := l.session.CallTool(ctx, params)
+		res, err := s.router().Call(ctx, dev.ID, params, progress)
 		var werr *jsonrpc.Error
 		switch {
 		case err == nil:
+		case errors.Is(err, ErrNoRoute):
+			return toolresult.Failure(errDeviceOffline), nil
 		case errors.Is(context.Cause(ctx), errCallTimeout):
 			return toolresult.Failure(s.errDeviceTimeout()), nil
 		case ctx.Err() != nil:

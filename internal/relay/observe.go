@@ -70,27 +70,26 @@ func noteDevice(ctx context.Context, id string) {
 // observeCalls audits every tools/call of a client session and counts it,
 // whatever answers it: a tool handler, or the SDK refusing a tool the
 // session does not serve.
-func (s *Server) observeCalls(c *client) mcp.Middleware {
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			call, ok := req.(*mcp.CallToolRequest)
-			if !ok {
-				return next(ctx, method, req)
-			}
-			rec := &callRecord{}
-			if c.device != nil {
-				rec.device = c.device.ID
-			}
-			at, start := s.Now(), time.Now()
-			res, err := next(context.WithValue(ctx, callKey{}, rec), method, req)
-			name := ""
-			if call.Params != nil {
-				name = call.Params.Name
-			}
-			tool := auditTool(name)
-			s.observe(at, time.Since(start), c.token, rec.device, tool, callCode(c.token, tool, res, err))
-			return res, err
+func (s *Server) observeCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		call, ok := req.(*mcp.CallToolRequest)
+		c := clientOf(ctx)
+		if !ok || c == nil {
+			return next(ctx, method, req)
 		}
+		rec := &callRecord{}
+		if c.device != nil {
+			rec.device = c.device.ID
+		}
+		at, start := s.Now(), time.Now()
+		res, err := next(context.WithValue(ctx, callKey{}, rec), method, req)
+		name := ""
+		if call.Params != nil {
+			name = call.Params.Name
+		}
+		tool := auditTool(name)
+		s.observe(at, time.Since(start), c.token, rec.device, tool, callCode(c.token, tool, res, err))
+		return res, err
 	}
 }
 

@@ -57,10 +57,8 @@ func (p *progressTap) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// forwardProgress passes one progress notification on to the client whose
-// call caused it. Delivery to one client is bounded by the send timeout,
-// so a stalled client cannot hold the device's link for long; what it
-// missed is recorded against its call.
+// forwardProgress hands one progress notification to the call whose
+// token it carries.
 func (s *Server) forwardProgress(raw json.RawMessage) {
 	var params mcp.ProgressNotificationParams
 	if json.Unmarshal(raw, &params) != nil {
@@ -70,18 +68,23 @@ func (s *Server) forwardProgress(raw json.RawMessage) {
 	if !ok {
 		return
 	}
-	v, ok := s.progress.Load(tok)
-	if !ok {
-		return
+	if to, ok := s.progress.Load(tok); ok {
+		to.(func(*mcp.ProgressNotificationParams))(&params)
 	}
-	t := v.(*progressTarget)
+}
+
+// forward passes one progress notification on to the client whose call
+// caused it. Delivery to one client is bounded by the send timeout, so a
+// stalled client cannot hold the device's link for long; what it missed
+// is recorded against its call.
+func (t *progressTarget) forward(params *mcp.ProgressNotificationParams) {
 	if t.lost.Load() {
 		return
 	}
 	params.ProgressToken = t.token
 	ctx, cancel := context.WithTimeout(t.ctx, limits.SendTimeout)
 	defer cancel()
-	if err := t.session.NotifyProgress(ctx, &params); err != nil {
+	if err := t.session.NotifyProgress(ctx, params); err != nil {
 		t.lost.Store(true)
 	}
 }

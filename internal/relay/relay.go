@@ -24,8 +24,9 @@ import (
 
 // Server is a running relay.
 type Server struct {
-	store *relaystate.Store
-	key   ed25519.PrivateKey
+	store  *relaystate.Store
+	tokens *tokenCache
+	key    ed25519.PrivateKey
 	// Now is the clock; tests move it.
 	Now func() time.Time
 	// Link tunes device links; zero values are docs/limits.md's bounds.
@@ -45,6 +46,9 @@ type Server struct {
 	Timeouts Timeouts
 	// CallTimeout bounds a forwarded call; zero means limits.ForwardTimeout.
 	CallTimeout time.Duration
+	// Router carries forwarded calls to their devices; nil means through
+	// the links this process holds.
+	Router Router
 
 	gates gates
 
@@ -57,7 +61,7 @@ type Server struct {
 	rotations  rotations
 
 	// progress maps the progress token the relay gave a forwarded call to
-	// the client session and token it must reach.
+	// the function that takes its notifications (localRouter).
 	progress sync.Map
 
 	// Observer, when set before serving, is told of calls, link ends and
@@ -87,7 +91,7 @@ func New(store *relaystate.Store) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: store, key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
+	return &Server{store: store, tokens: newTokenCache(store), key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
 		held: map[string]*transport.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates()}, nil
 }
 

@@ -390,12 +390,23 @@ func TestHelperKilledWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out io.Writer = w
+	if os.Getenv("CAPTURE_TEST_KILL_DRAIN") != "" {
+		// Through a pipe, as the supervisor captures: Drain splices it
+		// and publishes lazily.
+		r, pw, err := Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go Drain(w, r)
+		out = pw
+	}
 	rng := rand.New(rand.NewPCG(9, 9))
 	buf := make([]byte, slackBytes)
 	for pos := int64(0); ; {
 		c := buf[:1+rng.IntN(len(buf))]
 		fillPos(c, pos)
-		w.Write(c)
+		out.Write(c)
 		pos += int64(len(c))
 	}
 }
@@ -403,9 +414,14 @@ func TestHelperKilledWriter(t *testing.T) {
 // TestSIGKILLedWriter kills a writer process mid-stream and checks that what
 // it left on disk is exactly what its last header describes.
 func TestSIGKILLedWriter(t *testing.T) {
+	t.Run("write", func(t *testing.T) { killWriter(t) })
+	t.Run("drain", func(t *testing.T) { killWriter(t, "CAPTURE_TEST_KILL_DRAIN=1") })
+}
+
+func killWriter(t *testing.T, env ...string) {
 	path := filepath.Join(t.TempDir(), "stdout.cap")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperKilledWriter$")
-	cmd.Env = append(os.Environ(), "CAPTURE_TEST_KILL_PATH="+path)
+	cmd.Env = append(append(os.Environ(), "CAPTURE_TEST_KILL_PATH="+path), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@ import (
 var errWriterDone = fmt.Errorf("capture: write after seal or close: %w", os.ErrClosed)
 
 // Writer appends one stream to a capture file. It is safe for concurrent use,
-// though a stream normally has a single producer (Drain).
+// though a stream normally has a single producer (Drain); a Write waits for
+// a splice of Drain's that is under way.
 type Writer struct {
 	// prod serialises producers. Drain's splice holds it, and not mu, while
 	// the kernel stores bytes past h.stored.

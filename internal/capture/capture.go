@@ -14,10 +14,16 @@
 //
 // The writer stores data first and publishes the header after it, with one
 // pwrite, so a reader — or the file left behind by a SIGKILLed writer — never
-// sees a header that claims bytes not yet on disk. The ring is one read chunk
-// larger than the tail so the chunk being written past the published end
-// never touches the published tail window; a reader re-reads the header after
-// reading ring bytes and drops any the writer may have lapped since.
+// sees a header that claims bytes not yet on disk. The ring is
+// limits.CaptureRingSlack larger than the tail, and the writer never stores
+// more than that past the published end, so those bytes never touch the
+// published tail window; a reader re-reads the header after reading ring
+// bytes and drops any the writer may have lapped since.
+//
+// Write publishes before it returns. Drain, the supervisor's copy loop,
+// publishes at a bounded rate instead: before it would store more than the
+// slack past the published end, and within limits.CapturePublishInterval of
+// any output, even when the producer then goes quiet.
 package capture
 
 import (
@@ -44,8 +50,9 @@ var (
 const (
 	headBytes  = limits.CaptureHeadBytes
 	tailBytes  = limits.CaptureTailBytes
-	chunkBytes = limits.CaptureReadChunk
-	ringBytes  = tailBytes + chunkBytes
+	slackBytes = limits.CaptureRingSlack
+	ringBytes  = tailBytes + slackBytes
+	readBytes  = limits.CaptureReadBytes
 
 	headerSize    = 4096
 	ringOffset    = headerSize + headBytes
@@ -113,7 +120,7 @@ func (h *header) encode(b []byte) {
 	le.PutUint32(b[offFlags:], h.flags)
 	le.PutUint32(b[offHeadBytes:], headBytes)
 	le.PutUint32(b[offTailBytes:], tailBytes)
-	le.PutUint32(b[offSlackBytes:], chunkBytes)
+	le.PutUint32(b[offSlackBytes:], slackBytes)
 	le.PutUint32(b[offHeaderSize:], headerSize)
 	le.PutUint64(b[offObserved:], uint64(h.observed))
 	le.PutUint64(b[offStored:], uint64(h.stored))
@@ -133,7 +140,7 @@ func decodeHeader(b []byte) (header, error) {
 		return header{}, errChecksum
 	}
 	if le.Uint32(b[offHeadBytes:]) != headBytes || le.Uint32(b[offTailBytes:]) != tailBytes ||
-		le.Uint32(b[offSlackBytes:]) != chunkBytes || le.Uint32(b[offHeaderSize:]) != headerSize {
+		le.Uint32(b[offSlackBytes:]) != slackBytes || le.Uint32(b[offHeaderSize:]) != headerSize {
 		return header{}, fmt.Errorf("%w: unexpected layout sizes", ErrCorrupt)
 	}
 	observed, stored := le.Uint64(b[offObserved:]), le.Uint64(b[offStored:])

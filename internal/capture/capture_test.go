@@ -142,7 +142,7 @@ func TestFiveMiBKeepsHeadAndTail(t *testing.T) {
 	w, path := newWriter(t)
 	start := time.Now()
 	// Chunks up to twice the read chunk exercise Write's internal split.
-	writeRandomChunks(t, w, data, rand.New(rand.NewPCG(1, 2)), 2*chunkBytes)
+	writeRandomChunks(t, w, data, rand.New(rand.NewPCG(1, 2)), 2*slackBytes)
 	want, wantGaps := expectRetained(data)
 
 	if got := readAll(t, path, 1<<20); got.eof {
@@ -164,7 +164,7 @@ func TestFiveMiBKeepsHeadAndTail(t *testing.T) {
 	if wm := w.Meta(); wm != m {
 		t.Fatalf("writer meta %+v != file meta %+v", wm, m)
 	}
-	for _, maxBytes := range []int{1000, 4096, chunkBytes, 77777, headBytes, 1 << 20, 4 << 20} {
+	for _, maxBytes := range []int{1000, 4096, slackBytes, 77777, headBytes, 1 << 20, 4 << 20} {
 		got := readAll(t, path, maxBytes)
 		if !got.eof {
 			t.Fatalf("max %d: no EOF on the last page", maxBytes)
@@ -184,7 +184,7 @@ func TestSmallStreams(t *testing.T) {
 	for _, n := range sizes {
 		data := randomStream(uint64(n), n)
 		w, path := newWriter(t)
-		writeRandomChunks(t, w, data, rand.New(rand.NewPCG(uint64(n), 0)), chunkBytes)
+		writeRandomChunks(t, w, data, rand.New(rand.NewPCG(uint64(n), 0)), slackBytes)
 		if err := w.Seal(); err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestSmallStreams(t *testing.T) {
 		}
 		checkMeta(t, m, int64(n), int64(len(want)), true)
 		for _, maxBytes := range []int{1, 333, 1 << 20} {
-			if maxBytes == 1 && n > 2*chunkBytes {
+			if maxBytes == 1 && n > 2*slackBytes {
 				continue // a million one-byte pages add nothing over 333
 			}
 			got := readAll(t, path, maxBytes)
@@ -215,7 +215,7 @@ func TestReadPageOffsets(t *testing.T) {
 	const total = 3 << 20
 	data := randomStream(3, total)
 	w, path := newWriter(t)
-	writeRandomChunks(t, w, data, rand.New(rand.NewPCG(3, 3)), chunkBytes)
+	writeRandomChunks(t, w, data, rand.New(rand.NewPCG(3, 3)), slackBytes)
 	tailStart := int64(total - tailBytes)
 
 	// Inside the gap: continue at the first tail byte.
@@ -282,16 +282,12 @@ func TestReadPageOffsets(t *testing.T) {
 // streams position-derived data through the ring many times, aiming reads
 // at the oldest tail bytes, the ones the writer is about to overwrite.
 func TestConcurrentReaderNeverSeesLappedBytes(t *testing.T) {
-	wantPages := 1000
-	if testing.Short() {
-		wantPages = 300
-	}
 	w, path := newWriter(t)
 	var stop atomic.Bool
 	done := make(chan error, 1)
 	go func() {
 		rng := rand.New(rand.NewPCG(7, 7))
-		buf := make([]byte, 2*chunkBytes)
+		buf := make([]byte, 2*slackBytes)
 		for pos := int64(0); !stop.Load(); {
 			c := buf[:1+rng.IntN(len(buf))]
 			fillPos(c, pos)
@@ -303,14 +299,24 @@ func TestConcurrentReaderNeverSeesLappedBytes(t *testing.T) {
 		}
 		done <- w.Seal()
 	}()
+	pageWhileWriting(t, w, path, func() error { stop.Store(true); return <-done })
+}
 
+// pageWhileWriting pages path while its writer w runs, checking every byte
+// against the position-derived stream, then calls finish (which must stop
+// the writer and seal the capture) and pages the sealed file once more.
+func pageWhileWriting(t *testing.T, w *Writer, path string, finish func() error) {
+	t.Helper()
+	wantPages := 1000
+	if testing.Short() {
+		wantPages = 300
+	}
 	rng := rand.New(rand.NewPCG(8, 8))
 	var pages, bytesChecked int
 	var follow int64
 	for finished := false; !finished; {
 		if pages == wantPages {
-			stop.Store(true)
-			if err := <-done; err != nil {
+			if err := finish(); err != nil {
 				t.Fatal(err)
 			}
 			finished = true // one more page against the sealed file
@@ -354,7 +360,7 @@ func TestUnsealedCaptureIsIncompleteButConsistent(t *testing.T) {
 	const total = headBytes + tailBytes + 12345
 	data := randomStream(4, total)
 	w, path := newWriter(t)
-	writeRandomChunks(t, w, data, rand.New(rand.NewPCG(4, 4)), chunkBytes)
+	writeRandomChunks(t, w, data, rand.New(rand.NewPCG(4, 4)), slackBytes)
 	// As a crash would: the file is left without a final header.
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -384,12 +390,23 @@ func TestHelperKilledWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out io.Writer = w
+	if os.Getenv("CAPTURE_TEST_KILL_DRAIN") != "" {
+		// Through a pipe, as the supervisor captures: Drain splices it
+		// and publishes lazily.
+		r, pw, err := Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go Drain(w, r)
+		out = pw
+	}
 	rng := rand.New(rand.NewPCG(9, 9))
-	buf := make([]byte, chunkBytes)
+	buf := make([]byte, slackBytes)
 	for pos := int64(0); ; {
 		c := buf[:1+rng.IntN(len(buf))]
 		fillPos(c, pos)
-		w.Write(c)
+		out.Write(c)
 		pos += int64(len(c))
 	}
 }
@@ -397,9 +414,14 @@ func TestHelperKilledWriter(t *testing.T) {
 // TestSIGKILLedWriter kills a writer process mid-stream and checks that what
 // it left on disk is exactly what its last header describes.
 func TestSIGKILLedWriter(t *testing.T) {
+	t.Run("write", func(t *testing.T) { killWriter(t) })
+	t.Run("drain", func(t *testing.T) { killWriter(t, "CAPTURE_TEST_KILL_DRAIN=1") })
+}
+
+func killWriter(t *testing.T, env ...string) {
 	path := filepath.Join(t.TempDir(), "stdout.cap")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperKilledWriter$")
-	cmd.Env = append(os.Environ(), "CAPTURE_TEST_KILL_PATH="+path)
+	cmd.Env = append(append(os.Environ(), "CAPTURE_TEST_KILL_PATH="+path), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +464,7 @@ func TestSIGKILLedWriter(t *testing.T) {
 
 func TestCorruptFiles(t *testing.T) {
 	w, path := newWriter(t)
-	writeRandomChunks(t, w, randomStream(5, 100000), rand.New(rand.NewPCG(5, 5)), chunkBytes)
+	writeRandomChunks(t, w, randomStream(5, 100000), rand.New(rand.NewPCG(5, 5)), slackBytes)
 	if err := w.Seal(); err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +536,7 @@ func TestCorruptFiles(t *testing.T) {
 	// Files cut inside the ring: every byte the header claims must be there.
 	for _, n := range []int{headBytes + 5000, headBytes + ringBytes + 5000} {
 		w, path := newWriter(t)
-		writeRandomChunks(t, w, randomStream(5, n), rand.New(rand.NewPCG(5, 6)), chunkBytes)
+		writeRandomChunks(t, w, randomStream(5, n), rand.New(rand.NewPCG(5, 6)), slackBytes)
 		if err := w.Seal(); err != nil {
 			t.Fatal(err)
 		}
@@ -574,7 +596,7 @@ func TestDiskFullStopsRetentionHonestly(t *testing.T) {
 		w, path := newWriter(t)
 		disk := &faultyDisk{real: w.pwrite, budget: allowed}
 		w.pwrite = disk.pwrite
-		writeRandomChunks(t, w, data, rand.New(rand.NewPCG(6, uint64(allowed))), 2*chunkBytes)
+		writeRandomChunks(t, w, data, rand.New(rand.NewPCG(6, uint64(allowed))), 2*slackBytes)
 		if err := w.Seal(); err != nil {
 			t.Fatal(err)
 		}
@@ -592,7 +614,7 @@ func TestDiskFullStopsRetentionHonestly(t *testing.T) {
 		// stored is where the last fully written piece ended: within one
 		// piece (at most a chunk) of the budget.
 		stored := disk.storedEnd(t, path)
-		if stored > int64(allowed) || stored <= int64(allowed-chunkBytes) {
+		if stored > int64(allowed) || stored <= int64(allowed-slackBytes) {
 			t.Fatalf("allowed %d: stored end %d", allowed, stored)
 		}
 		want, wantGaps := expectRetained(data[:stored])
@@ -670,7 +692,7 @@ func TestHeaderWriteFailureStopsData(t *testing.T) {
 }
 
 func TestDrain(t *testing.T) {
-	data := randomStream(10, headBytes+3*chunkBytes+17)
+	data := randomStream(10, headBytes+3*slackBytes+17)
 	w, path := newWriter(t)
 	if err := Drain(w, iotest.HalfReader(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)
@@ -710,7 +732,7 @@ func TestCreateMode(t *testing.T) {
 
 func TestWriteDoesNotAllocate(t *testing.T) {
 	w, _ := newWriter(t)
-	chunk := make([]byte, chunkBytes)
+	chunk := make([]byte, slackBytes)
 	if a := testing.AllocsPerRun(50, func() { w.Write(chunk) }); a != 0 {
 		t.Fatalf("Write allocates %.1f times per call", a)
 	}
@@ -718,8 +740,8 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 
 func BenchmarkWrite64KiB(b *testing.B) {
 	w, _ := newWriter(b)
-	chunk := randomStream(11, chunkBytes)
-	b.SetBytes(chunkBytes)
+	chunk := randomStream(11, slackBytes)
+	b.SetBytes(slackBytes)
 	b.ReportAllocs()
 	for b.Loop() {
 		w.Write(chunk)
@@ -728,15 +750,15 @@ func BenchmarkWrite64KiB(b *testing.B) {
 
 func BenchmarkReadPage64KiB(b *testing.B) {
 	w, path := newWriter(b)
-	writeRandomChunks(b, w, randomStream(12, 5<<20), rand.New(rand.NewPCG(12, 12)), chunkBytes)
+	writeRandomChunks(b, w, randomStream(12, 5<<20), rand.New(rand.NewPCG(12, 12)), slackBytes)
 	if err := w.Seal(); err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(chunkBytes)
+	b.SetBytes(slackBytes)
 	b.ReportAllocs()
 	var off int64
 	for b.Loop() {
-		p, _, err := ReadPage(path, off, chunkBytes)
+		p, _, err := ReadPage(path, off, slackBytes)
 		if err != nil {
 			b.Fatal(err)
 		}

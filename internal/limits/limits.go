@@ -17,10 +17,18 @@ const (
 	CaptureHeadBytes = 512 << 10
 	// CaptureTailBytes is the retained suffix of each output stream.
 	CaptureTailBytes = 512 << 10
-	// CaptureReadChunk is the largest single read the supervisor takes from a
-	// job's pipe; the on-disk tail ring keeps this much slack so a reader of
-	// the published window never sees a slot overwritten mid-read.
-	CaptureReadChunk = 64 << 10
+	// CaptureRingSlack is the most a capture writer stores past its
+	// published header; the on-disk tail ring keeps this much slack so a
+	// reader of the published window never sees a slot overwritten mid-read.
+	// It is part of the capture file format.
+	CaptureRingSlack = 64 << 10
+	// CaptureReadBytes is the largest single read the supervisor takes from
+	// a job's output (when it cannot splice the pipe into the file).
+	CaptureReadBytes = 256 << 10
+	// CapturePublishInterval bounds how long captured output may wait
+	// before the capture header that makes it visible to readers is
+	// published; a busy stream publishes every CaptureRingSlack bytes.
+	CapturePublishInterval = time.Millisecond
 
 	// OutputPageDefault and OutputPageMax bound process.output's max_bytes per stream.
 	OutputPageDefault = 64 << 10

@@ -23,8 +23,10 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxRetainedTerminalJobs": {MaxRetainedTerminalJobs, 100}, // README, Managed jobs: up to 100
 	"CaptureHeadBytes":        {CaptureHeadBytes, 512 * kib},  // README, Managed jobs: first 512 KiB
 	"CaptureTailBytes":        {CaptureTailBytes, 512 * kib},  // README, Managed jobs: last 512 KiB
-	// Internal: the supervisor's pipe read and the tail ring's slack.
-	"CaptureReadChunk":  {CaptureReadChunk, 64 * kib},
+	// Internal, capture file format: the tail ring's slack (header field).
+	"CaptureRingSlack": {CaptureRingSlack, 64 * kib},
+	// Internal: the supervisor's read from a job's output.
+	"CaptureReadBytes":  {CaptureReadBytes, 256 * kib},
 	"OutputPageDefault": {OutputPageDefault, 64 * kib}, // process.output's schema: default 65536
 	"OutputPageMax":     {OutputPageMax, 1 * mib},      // process.output's schema: at most 1048576
 	"LiveChunkBytes":    {LiveChunkBytes, 8 * kib},     // README, Tools and The relay and the link: 8 KiB
@@ -72,13 +74,16 @@ var counts = map[string]struct{ got, want int64 }{
 
 // durations pins every time bound the same way.
 var durations = map[string]struct{ got, want time.Duration }{
-	"TerminalJobRetention": {TerminalJobRetention, 7 * day},       // README, Managed jobs: 7 days
-	"MaxWait":              {MaxWait, 30 * time.Second},           // process.output's schema: wait_ms 0-30000
-	"RunTimeoutDefault":    {RunTimeoutDefault, 60 * time.Second}, // process.run's schema: default 60000
-	"RunTimeoutMax":        {RunTimeoutMax, 600 * time.Second},    // process.run's schema: 1-600000
-	"ForwardTimeout":       {ForwardTimeout, 11 * time.Minute},    // README: a silent device's call ends after 11 min
-	"SendTimeout":          {SendTimeout, 15 * time.Second},       // README, The relay and the link: 15 s
-	"SilenceTimeout":       {SilenceTimeout, 45 * time.Second},    // README, The relay and the link: 45 s
+	"TerminalJobRetention": {TerminalJobRetention, 7 * day}, // README, Managed jobs: 7 days
+	"MaxWait":              {MaxWait, 30 * time.Second},     // process.output's schema: wait_ms 0-30000
+	// Internal: captured output is visible to readers within 1 ms, far
+	// below the 20 ms at which the agent re-reads a live capture.
+	"CapturePublishInterval": {CapturePublishInterval, time.Millisecond},
+	"RunTimeoutDefault":      {RunTimeoutDefault, 60 * time.Second}, // process.run's schema: default 60000
+	"RunTimeoutMax":          {RunTimeoutMax, 600 * time.Second},    // process.run's schema: 1-600000
+	"ForwardTimeout":         {ForwardTimeout, 11 * time.Minute},    // README: a silent device's call ends after 11 min
+	"SendTimeout":            {SendTimeout, 15 * time.Second},       // README, The relay and the link: 15 s
+	"SilenceTimeout":         {SilenceTimeout, 45 * time.Second},    // README, The relay and the link: 45 s
 	// Internal: three heartbeats fit in one 45 s silence timeout.
 	"HeartbeatInterval": {HeartbeatInterval, 15 * time.Second},
 	// Internal: the agent's reconnect backoff.

@@ -33,10 +33,10 @@ type outputs struct {
 func openOutputs() (*outputs, error) {
 	o := &outputs{}
 	var err error
-	if o.r[0], o.w[0], err = os.Pipe(); err != nil {
+	if o.r[0], o.w[0], err = capture.Pipe(); err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
-	if o.r[1], o.w[1], err = os.Pipe(); err != nil {
+	if o.r[1], o.w[1], err = capture.Pipe(); err != nil {
 		o.closeWriters()
 		o.closeReaders()
 		return nil, fmt.Errorf("stderr pipe: %w", err)
@@ -51,7 +51,7 @@ func openOutputs() (*outputs, error) {
 func terminalOutputs(master *os.File) (*outputs, error) {
 	o := &outputs{}
 	var err error
-	if o.r[1], o.w[1], err = os.Pipe(); err != nil {
+	if o.r[1], o.w[1], err = capture.Pipe(); err != nil {
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
 	o.r[0] = master
@@ -97,8 +97,8 @@ func (o *outputs) finish(ws [2]*capture.Writer) {
 }
 
 // growPipe asks for a larger pipe buffer. It goes through SyscallConn:
-// File.Fd would switch the descriptor to blocking mode, and a blocking
-// read could then not be interrupted when capture has to give up on EOF.
+// File.Fd would switch a terminal's master, which stays on the netpoller,
+// to blocking mode.
 func growPipe(f *os.File) {
 	if rc, err := f.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
@@ -112,7 +112,7 @@ func drain(w *capture.Writer, r io.Reader) <-chan error {
 }
 
 // finishCapture waits for the stream's EOF until grace ends, then seals it
-// (EOF reached) or leaves it finalised as incomplete.
+// (EOF reached) or finalises it as incomplete.
 func finishCapture(r *os.File, done <-chan error, w *capture.Writer, graceEnd time.Time) {
 	t := time.NewTimer(time.Until(graceEnd))
 	defer t.Stop()
@@ -125,6 +125,11 @@ func finishCapture(r *os.File, done <-chan error, w *capture.Writer, graceEnd ti
 		return
 	case <-t.C:
 	}
+	// Descendants still hold the pipe, and a blocking read cannot be
+	// interrupted: Close publishes what was counted and makes the drain
+	// refuse anything its read returns later, so the result published from
+	// w.Meta is final. The read ends when the descendants do or when this
+	// process exits.
+	w.Close()
 	r.Close()
-	<-done
 }

@@ -15,10 +15,10 @@ import (
 )
 
 // Stats summarises samples: median (mean of the two middle samples for an
-// even count), p90 (nearest rank), min and max.
+// even count), p90 and p99 (nearest rank), min and max.
 type Stats struct {
-	N                  int
-	P50, P90, Min, Max time.Duration
+	N                       int
+	P50, P90, P99, Min, Max time.Duration
 }
 
 // Summarize returns the Stats of samples; it does not reorder them.
@@ -33,8 +33,8 @@ func Summarize(samples []time.Duration) Stats {
 	if n%2 == 0 {
 		p50 = (s[n/2-1] + s[n/2]) / 2
 	}
-	rank := int(math.Ceil(0.9*float64(n))) - 1
-	return Stats{N: n, P50: p50, P90: s[rank], Min: s[0], Max: s[n-1]}
+	rank := func(p float64) time.Duration { return s[int(math.Ceil(p*float64(n)))-1] }
+	return Stats{N: n, P50: p50, P90: rank(0.9), P99: rank(0.99), Min: s[0], Max: s[n-1]}
 }
 
 // MS is d in (fractional) milliseconds.

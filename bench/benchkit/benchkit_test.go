@@ -15,6 +15,13 @@ func TestSummarize(t *testing.T) {
 	if in[0] != 9*ms {
 		t.Fatal("Summarize reordered its input")
 	}
+	var hundred []time.Duration
+	for i := 100; i >= 1; i-- {
+		hundred = append(hundred, time.Duration(i)*ms)
+	}
+	if h := Summarize(hundred); h.P90 != 90*ms || h.P99 != 99*ms || h.Max != 100*ms {
+		t.Fatalf("100 samples: %+v", h)
+	}
 	if odd := Summarize([]time.Duration{3 * ms, 1 * ms, 2 * ms}); odd.P50 != 2*ms || odd.P90 != 3*ms {
 		t.Fatalf("odd count: %+v", odd)
 	}

@@ -51,7 +51,7 @@ func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 // openRelayState opens the relay's database in the state directory.
-func openRelayState(g *globalFlags) (*relaystate.Store, error) {
+func openRelayState(g *globalFlags) (relaystate.State, error) {
 	dirs, err := g.dirs()
 	if err != nil {
 		return nil, err
@@ -63,16 +63,16 @@ func openRelayState(g *globalFlags) (*relaystate.Store, error) {
 // they write, how they open the relay's database, and their clock.
 type relayOptions struct {
 	IO    IO
-	State func() (*relaystate.Store, error)
+	State func() (relaystate.State, error)
 	Now   func() time.Time
 }
 
 func newRelayOptions(g *globalFlags, streams IO) relayOptions {
-	return relayOptions{IO: streams, State: func() (*relaystate.Store, error) { return openRelayState(g) }, Now: time.Now}
+	return relayOptions{IO: streams, State: func() (relaystate.State, error) { return openRelayState(g) }, Now: time.Now}
 }
 
 // withState runs fn on the relay's database and closes it after.
-func (o *relayOptions) withState(fn func(*relaystate.Store) error) error {
+func (o *relayOptions) withState(fn func(relaystate.State) error) error {
 	st, err := o.State()
 	if err != nil {
 		return err
@@ -218,7 +218,7 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 				return err
 			}
 			o := newRelayOptions(g, streams)
-			return o.withState(func(st *relaystate.Store) error {
+			return o.withState(func(st relaystate.State) error {
 				code, err := st.CreateEnrollCode(name, d, o.Now())
 				if err == nil {
 					fmt.Fprintln(streams.Out, code)
@@ -272,7 +272,7 @@ func runTokenCreate(o *tokenCreateOptions) error {
 	if err != nil {
 		return usageError("--tools: %v", err)
 	}
-	return o.withState(func(st *relaystate.Store) error {
+	return o.withState(func(st relaystate.State) error {
 		tok, secret, err := st.CreateToken(relaystate.TokenSpec{Name: o.Name, Devices: devs, Tools: tls, Principal: o.Principal, TTL: d}, o.Now())
 		if err != nil {
 			return err
@@ -303,7 +303,7 @@ func newTokenListCmd(g *globalFlags, streams IO) *cobra.Command {
 
 func runTokenList(o *tokenListOptions) error {
 	var toks []relaystate.Token
-	err := o.withState(func(st *relaystate.Store) (err error) {
+	err := o.withState(func(st relaystate.State) (err error) {
 		toks, err = st.Tokens()
 		return err
 	})
@@ -347,7 +347,7 @@ func newTokenRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runTokenRevoke(o *tokenRevokeOptions) error {
-	if err := o.withState(func(st *relaystate.Store) error { return st.RevokeToken(o.ID, o.Now()) }); err != nil {
+	if err := o.withState(func(st relaystate.State) error { return st.RevokeToken(o.ID, o.Now()) }); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(o.IO.Out, "revoked %s\n", o.ID)
@@ -374,7 +374,7 @@ func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
 
 func runDevices(o *devicesOptions) error {
 	var devs []relaystate.Device
-	err := o.withState(func(st *relaystate.Store) (err error) {
+	err := o.withState(func(st relaystate.State) (err error) {
 		devs, err = st.Devices()
 		return err
 	})
@@ -405,7 +405,7 @@ func newDeviceRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 			var d *relaystate.Device
 			var revoked bool
 			o := newRelayOptions(g, streams)
-			err := o.withState(func(st *relaystate.Store) (err error) {
+			err := o.withState(func(st relaystate.State) (err error) {
 				d, revoked, err = st.RevokeDevice(args[0], o.Now())
 				return err
 			})

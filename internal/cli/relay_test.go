@@ -19,7 +19,7 @@ func relayAt(t *testing.T, now time.Time, out, errOut *bytes.Buffer) relayOption
 	t.Helper()
 	state := t.TempDir()
 	return relayOptions{IO: IO{Out: out, Err: errOut}, Now: func() time.Time { return now },
-		State: func() (*relaystate.Store, error) { return relaystate.Open(state) }}
+		State: func() (relaystate.State, error) { return relaystate.Open(state) }}
 }
 
 var bearerRE = regexp.MustCompile(`^cct_tok_[0-9a-f]{12}_[A-Za-z0-9_-]{43}\n$`)

@@ -39,7 +39,7 @@ func runAudit(o *auditOptions) error {
 		return usageError("--last must be between 1 and %d", limits.AuditMaxEntries)
 	}
 	var entries []relaystate.AuditEntry
-	err := o.withState(func(st *relaystate.Store) (err error) {
+	err := o.withState(func(st relaystate.State) (err error) {
 		entries, err = st.Audit(o.Last)
 		return err
 	})

@@ -23,7 +23,7 @@ const (
 // A writer goroutine runs only while entries wait, so an idle relay (or a
 // closed one) holds none.
 type auditLog struct {
-	store *relaystate.Store
+	store relaystate.State
 
 	mu      sync.Mutex
 	pending []relaystate.AuditEntry
@@ -37,7 +37,7 @@ type auditLog struct {
 
 // openAudit returns the relay's audit log, pruned of what aged out while
 // the relay was not running.
-func openAudit(store *relaystate.Store) (*auditLog, error) {
+func openAudit(store relaystate.State) (*auditLog, error) {
 	if err := store.AppendAudit(nil, time.Now()); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 
 // Server is a running relay.
 type Server struct {
-	store  *relaystate.Store
+	store  relaystate.State
 	tokens *tokenCache
 	key    ed25519.PrivateKey
 	// Now is the clock; tests move it.
@@ -77,7 +77,7 @@ type deviceLink struct {
 }
 
 // New returns a relay over store.
-func New(store *relaystate.Store) (*Server, error) {
+func New(store relaystate.State) (*Server, error) {
 	key, err := store.GrantKey()
 	if err != nil {
 		return nil, err

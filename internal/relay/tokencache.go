@@ -20,7 +20,7 @@ const maxCachedTokens = 1024
 // remembered token's expiry is checked on every use. A failed check is
 // never remembered.
 type tokenCache struct {
-	store *relaystate.Store
+	store relaystate.State
 	mu    sync.Mutex
 	m     map[[sha256.Size]byte]checkedToken
 }
@@ -30,7 +30,7 @@ type checkedToken struct {
 	at  time.Time // when the store last vouched for it
 }
 
-func newTokenCache(store *relaystate.Store) *tokenCache {
+func newTokenCache(store relaystate.State) *tokenCache {
 	return &tokenCache{store: store, m: map[[sha256.Size]byte]checkedToken{}}
 }
 

@@ -1,0 +1,48 @@
+package relaystate
+
+import (
+	"crypto/ed25519"
+	"time"
+)
+
+// State is the relay's persistent state as the relay server and its
+// administration commands use it: devices and their credentials, client
+// tokens, the audit log and the grant key. *Store, over SQLite, is the
+// embedded implementation; docs/scaling.md describes the shared one a
+// fleet of relay replicas would use instead. Every implementation keeps
+// the contracts the methods of *Store document: errors are *errcode.Error
+// values with content-free messages, secrets are kept only as hashes
+// (except device heartbeat secrets), an enrollment code is consumed
+// exactly once, a rotation commits only while its old token is current,
+// and a revocation by any process takes effect on the next operation
+// (nothing but the grant key is cached).
+type State interface {
+	// GrantKey returns the key the relay signs grants with; it never
+	// changes once created.
+	GrantKey() (ed25519.PrivateKey, error)
+
+	// Enrollment and devices.
+	CreateEnrollCode(name string, ttl time.Duration, now time.Time) (string, error)
+	Enroll(code, proposedName string, now time.Time) (dev *Device, token string, secret []byte, err error)
+	AuthDevice(token string, now time.Time) (*Device, []byte, error)
+	RotateDeviceToken(id, current, next string, now time.Time) error
+	RevokeDevice(idOrName string, now time.Time) (*Device, bool, error)
+	FindDevice(idOrName string) (*Device, error)
+	Devices() ([]Device, error)
+	SetConnected(id string, connected bool, at time.Time) error
+	DisconnectAll() error
+
+	// Client tokens.
+	CreateToken(spec TokenSpec, now time.Time) (*Token, string, error)
+	AuthToken(bearer string, now time.Time) (*Token, error)
+	Tokens() ([]Token, error)
+	RevokeToken(id string, now time.Time) error
+
+	// The audit log of client calls.
+	AppendAudit(entries []AuditEntry, now time.Time) error
+	Audit(n int) ([]AuditEntry, error)
+
+	Close() error
+}
+
+var _ State = (*Store)(nil)

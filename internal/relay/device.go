@@ -165,32 +165,10 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		s.deviceEvent(dev.ID, "link down ("+string(conn.End())+") after "+time.Since(up).Round(time.Millisecond).String())
 	}()
-	// A live link has carried a frame within the silence timeout, so its
-	// device was seen; recording that now and then keeps last-seen honest
-	// even if this relay dies without marking the device gone.
-	every := s.SeenEvery
-	if every <= 0 {
-		every = lastSeenEvery
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	standing := time.NewTicker(StandingPoll)
-	defer standing.Stop()
-	for alive := true; alive; {
-		select {
-		case <-conn.Done():
-			alive = false
-		case <-tick.C:
-			if s.connected(dev.ID) == l {
-				s.store.SetConnected(dev.ID, true, s.Now())
-			}
-		case <-standing.C:
-			if ok, st := s.mayLink(dev.ID); !ok {
-				s.endDevice(dev.ID, st)
-				standing.Stop() // once is enough; the link is ending
-			}
-		}
-	}
+	// One watcher for all links keeps last-seen and standing up to date
+	// (watch.go); a link only waits for its end.
+	s.watchOnce.Do(func() { go s.watchLinks() })
+	<-conn.Done()
 	s.mu.Lock()
 	current := s.links[dev.ID] == l
 	if current {

@@ -54,6 +54,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	links map[string]*deviceLink // by device ID, once serving
+	// watchOnce starts watchLinks with the first link; stopWatch ends it.
+	watchOnce, stopOnce sync.Once
+	stopWatch           chan struct{}
 	// held is every device's link from its upgrade to its end, and
 	// admissions the devices being admitted (standing.go).
 	held       map[string]*transport.Conn
@@ -92,7 +95,7 @@ func New(store relaystate.State) (*Server, error) {
 		return nil, err
 	}
 	return &Server{store: store, tokens: newTokenCache(store), key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
-		held: map[string]*transport.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates()}, nil
+		held: map[string]*transport.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates(), stopWatch: make(chan struct{})}, nil
 }
 
 // Handler serves the relay's HTTP surface, with the bounds of http.go.
@@ -110,6 +113,7 @@ func (s *Server) Handler() http.Handler {
 // Close ends every device link and writes the audit entries of the calls
 // that ended. Calls that end later are still recorded.
 func (s *Server) Close() {
+	s.stopOnce.Do(func() { close(s.stopWatch) })
 	s.mu.Lock()
 	links := make([]*transport.Conn, 0, len(s.held))
 	for _, c := range s.held {

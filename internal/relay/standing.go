@@ -128,19 +128,6 @@ func (s *Server) letGo(device string, conn *transport.Conn) {
 	}
 }
 
-// mayLink reports whether the device may keep its link: it exists and is
-// active. A database that cannot answer ends no link.
-func (s *Server) mayLink(device string) (bool, string) {
-	d, err := s.store.FindDevice(device)
-	switch {
-	case errcode.Is(err, errcode.NotFound):
-		return false, "gone"
-	case err != nil:
-		return true, ""
-	}
-	return d.Standing == relaystate.StandingActive, d.Standing
-}
-
 // endDevice closes the device's link, if it has one, because its standing
 // is no longer active, and forgets its pending rotation.
 func (s *Server) endDevice(device, standing string) {

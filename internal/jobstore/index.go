@@ -95,7 +95,7 @@ func (s *Store) Summaries() ([]jobmeta.Summary, error) {
 				CreatedAt: sum.CreatedAt, CompletedAt: sum.CompletedAt, ExitCode: sum.ExitCode, Read: sum.Read})
 			continue
 		}
-		r, err := s.record(id)
+		r, err := s.derive(id, false)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}

@@ -59,7 +59,12 @@ func (s *Store) load(id string) (*files, error) {
 
 // record derives the record of job id. A missing job.json returns
 // os.ErrNotExist; unreadable metadata yields a record in state corrupt.
-func (s *Store) record(id string) (*jobmeta.Record, error) {
+func (s *Store) record(id string) (*jobmeta.Record, error) { return s.derive(id, true) }
+
+// derive is record; without full it leaves out what a summary does not
+// show (capture counters, a fallback job's survivors), which costs reads
+// of the capture files and of /proc.
+func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
 	f, err := s.load(id)
 	if errors.Is(err, os.ErrNotExist) {
 		// Only job.json is mandatory. A directory without it is being
@@ -98,11 +103,13 @@ func (s *Store) record(id string) (*jobmeta.Record, error) {
 	}
 	r.State = s.classify(id, f, r)
 	r.Terminal = r.State.Terminal()
-	if r.Terminal && f.job.FailureDomain == jobmeta.DomainSharedParentCgroup && f.claim != nil && f.claim.Child != nil {
+	if full && r.Terminal && f.job.FailureDomain == jobmeta.DomainSharedParentCgroup && f.claim != nil && f.claim.Child != nil {
 		// No unit cleans up after a fallback job: report what is left.
 		r.Survivors, _ = s.procs.GroupSurvivors(*f.claim.Child)
 	}
-	r.Capture = s.captureOf(id, f)
+	if full {
+		r.Capture = s.captureOf(id, f)
+	}
 	if res := f.result; res != nil {
 		t := res.CompletedAt
 		r.CompletedAt = &t

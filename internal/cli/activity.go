@@ -48,7 +48,7 @@ func newActivityCmd(g *globalFlags, streams IO) *cobra.Command {
 			if o.Once && o.Last < 0 {
 				return usageError("--last must not be negative")
 			}
-			dirs, err := g.dirs()
+			dirs, err := g.agentDirs(streams)
 			if err != nil {
 				return err
 			}

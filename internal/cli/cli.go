@@ -91,6 +91,18 @@ func (g *globalFlags) serviceName() string {
 	return g.service
 }
 
+// agentDirs resolves the directories of an agent to inspect: with an
+// explicit --service, those its installed unit names (unless a directory
+// flag says otherwise), so `jobs` and `activity` read what that agent
+// writes; else as dirs does.
+func (g *globalFlags) agentDirs(streams IO) (statedir.Dirs, error) {
+	if g.service == "" {
+		return g.dirs()
+	}
+	d, _, err := installedDirs(g, streams)
+	return d, err
+}
+
 // dirs resolves the state and config directories.
 func (g *globalFlags) dirs() (statedir.Dirs, error) {
 	d, err := statedir.Resolve(statedir.Dirs{State: g.stateDir, Config: g.configDir, Service: g.service})

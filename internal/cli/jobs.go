@@ -47,7 +47,7 @@ type jobsStopOptions struct {
 }
 
 func newJobsCmd(g *globalFlags, streams IO) *cobra.Command {
-	o := &jobsOptions{IO: streams, Jobs: func() (*jobs.Service, error) { return openJobs(g) }}
+	o := &jobsOptions{IO: streams, Jobs: func() (*jobs.Service, error) { return openJobs(g, streams) }}
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "The local job ledger: list, show, output, input, wait, stop",
@@ -331,7 +331,7 @@ func newJobsReconcileCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Comman
 		Short: "Show (and with --kill, end) processes a lost fallback job left behind",
 		Args:  exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			svc, err := openJobs(g)
+			svc, err := openJobs(g, streams)
 			if err != nil {
 				return err
 			}

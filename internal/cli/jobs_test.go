@@ -110,7 +110,7 @@ func (f *jobsFixture) capture(t *testing.T, id, name, data string) jobmeta.Strea
 // options returns jobs options over the fixture that write to out and errOut.
 func (f *jobsFixture) options(asJSON bool, out, errOut *bytes.Buffer) jobsOptions {
 	g := &globalFlags{stateDir: f.state, configDir: filepath.Join(f.state, "config")}
-	return jobsOptions{IO: IO{Out: out, Err: errOut}, JSON: asJSON, Jobs: func() (*jobs.Service, error) { return openJobs(g) }}
+	return jobsOptions{IO: IO{Out: out, Err: errOut}, JSON: asJSON, Jobs: func() (*jobs.Service, error) { return openJobs(g, IO{Err: errOut}) }}
 }
 
 func TestJobsList(t *testing.T) {

@@ -40,7 +40,7 @@ does not exist).`, limits.WaitTimeoutMax),
 			if timeout < 0 || timeout > limits.WaitTimeoutMax {
 				return usageError("--timeout must be between 0 and %s", limits.WaitTimeoutMax)
 			}
-			svc, err := openJobs(g)
+			svc, err := openJobs(g, streams)
 			if err != nil {
 				return err
 			}

@@ -21,11 +21,11 @@ func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
 	return jobs.Open(dirs.State, exe, installed)
 }
 
-// openJobs opens the job core over the jobs an agent left in the resolved
-// state directory, for the jobs commands: it creates nothing, and a
-// missing state directory is an error naming it.
-func openJobs(g *globalFlags) (*jobs.Service, error) {
-	dirs, err := g.dirs()
+// openJobs opens the job core over the jobs an agent left in its state
+// directory (globalFlags.agentDirs), for the jobs commands: it creates
+// nothing, and a missing state directory is an error naming it.
+func openJobs(g *globalFlags, streams IO) (*jobs.Service, error) {
+	dirs, err := g.agentDirs(streams)
 	if err != nil {
 		return nil, err
 	}

@@ -103,6 +103,19 @@ func TestCLIInstallWithDirectoriesStatusUninstall(t *testing.T) {
 		}
 	}
 
+	// jobs and activity read the same agent's directories through its
+	// unit, whatever the shell's own defaults are (here: nothing).
+	elsewhere := append([]string{"XDG_STATE_HOME=" + t.TempDir()}, noBus...)
+	if out, errOut, code := runEnv(t, elsewhere, "jobs", "list", "--json", "--service", o.Service); code != 0 {
+		t.Errorf("jobs list --service %s: exit %d\n%s%s", o.Service, code, out, errOut)
+	}
+	if out, errOut, code := runEnv(t, elsewhere, "activity", "--last", "20", "--service", o.Service); code != 0 || !strings.Contains(out, "agent_start") {
+		t.Errorf("activity --service %s: exit %d, want the agent's own journal\n%s%s", o.Service, code, out, errOut)
+	}
+	if _, _, code := runEnv(t, elsewhere, "jobs", "list"); code != 1 {
+		t.Errorf("jobs list without --service in an empty home: exit %d, want 1 (a missing state directory)", code)
+	}
+
 	// Stopped, the unit is installed, not running.
 	stopped := make(chan string, 1)
 	if _, err := bus(t).StopUnitContext(context.Background(), o.Service, "replace", stopped); err != nil || <-stopped != "done" {

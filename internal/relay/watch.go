@@ -29,9 +29,8 @@ func (s *Server) watchLinks() {
 		case <-s.stopWatch:
 			return
 		case <-seen.C:
-			now := s.Now()
-			for _, id := range s.linkedDevices() {
-				s.store.SetConnected(id, true, now)
+			if ids := s.linkedDevices(); len(ids) > 0 {
+				s.store.SetSeen(ids, s.Now())
 			}
 		case <-standing.C:
 			s.checkStanding()

@@ -350,6 +350,28 @@ func (s *Store) SetConnected(id string, connected bool, at time.Time) error {
 	return s.updateOne(errNoDevice, `UPDATE devices SET connected = ?, last_seen = ? WHERE id = ?`, c, at.UnixNano(), id)
 }
 
+// SetSeen records that the devices ids, all linked, were seen at at: one
+// transaction for all of them, where SetConnected would take one each. A
+// device that no longer exists is skipped.
+func (s *Store) SetSeen(ids []string, at time.Time) error {
+	if err := checkNow(at); err != nil {
+		return err
+	}
+	return s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `UPDATE devices SET connected = 1, last_seen = ? WHERE id = ?`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, id := range ids {
+			if _, err := st.ExecContext(ctx, at.UnixNano(), id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // DisconnectAll marks every connected device disconnected. A relay server
 // calls it when it starts, so devices left "connected" by a server that
 // died are not reported as connected. Their last-seen time stays what the

@@ -333,6 +333,19 @@ func TestFindDeviceAndConnection(t *testing.T) {
 			t.Fatalf("after DisconnectAll: %+v", d)
 		}
 	}
+
+	// SetSeen records many devices at once and skips one that is gone.
+	later := at.Add(time.Minute)
+	if err := s.SetSeen([]string{a.ID, "no-such-id", b.ID}, later); err != nil {
+		t.Fatal(err)
+	}
+	devs, _ = cli.Devices()
+	for _, d := range devs {
+		if !d.Connected || !d.LastSeen.Equal(later) {
+			t.Fatalf("after SetSeen: %+v", d)
+		}
+	}
+	wantCode(t, s.SetSeen([]string{a.ID}, time.Time{}), errcode.InvalidArgument)
 }
 
 func TestDevicesEmpty(t *testing.T) {

@@ -30,6 +30,7 @@ type State interface {
 	FindDevice(idOrName string) (*Device, error)
 	Devices() ([]Device, error)
 	SetConnected(id string, connected bool, at time.Time) error
+	SetSeen(ids []string, at time.Time) error
 	DisconnectAll() error
 
 	// Client tokens.

@@ -57,12 +57,12 @@ func (s *Server) checkStanding() {
 	if len(linked) == 0 {
 		return
 	}
-	devs, err := s.store.Devices()
+	all, err := s.store.Standings()
 	if err != nil {
 		return
 	}
-	standing := make(map[string]string, len(devs))
-	for _, d := range devs {
+	standing := make(map[string]string, len(all))
+	for _, d := range all {
 		standing[d.ID] = d.Standing
 	}
 	for _, id := range linked {

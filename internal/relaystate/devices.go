@@ -336,6 +336,24 @@ func (s *Store) Devices() ([]Device, error) {
 		func(r rowScanner) (*Device, error) { return scanDevice(r) })
 }
 
+// Standing is a device's ID and standing, all a relay's link watcher needs.
+type Standing struct {
+	ID       string
+	Standing string
+}
+
+// Standings returns every device's standing: Devices without the columns
+// a link watcher does not read, for a query it makes every second.
+func (s *Store) Standings() ([]Standing, error) {
+	return queryAll(s, `SELECT id, standing FROM devices`, func(r rowScanner) (*Standing, error) {
+		var st Standing
+		if err := r.Scan(&st.ID, &st.Standing); err != nil {
+			return nil, err
+		}
+		return &st, nil
+	})
+}
+
 // SetConnected records that device id connected (or disconnected) at at:
 // it sets the connection state and the last-seen time. NotFound if there
 // is no such device.

@@ -346,6 +346,16 @@ func TestFindDeviceAndConnection(t *testing.T) {
 		}
 	}
 	wantCode(t, s.SetSeen([]string{a.ID}, time.Time{}), errcode.InvalidArgument)
+
+	sts, err := cli.Standings()
+	if err != nil || len(sts) != 2 {
+		t.Fatalf("Standings %v %v", sts, err)
+	}
+	for _, st := range sts {
+		if (st.ID != a.ID && st.ID != b.ID) || st.Standing != StandingActive {
+			t.Fatalf("standing %+v", st)
+		}
+	}
 }
 
 func TestDevicesEmpty(t *testing.T) {

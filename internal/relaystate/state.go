@@ -31,6 +31,7 @@ type State interface {
 	Devices() ([]Device, error)
 	SetConnected(id string, connected bool, at time.Time) error
 	SetSeen(ids []string, at time.Time) error
+	Standings() ([]Standing, error)
 	DisconnectAll() error
 
 	// Client tokens.

@@ -117,6 +117,7 @@ func waitFile(path string, every, timeout time.Duration) error {
 type mcpClient struct {
 	session *mcp.ClientSession
 	state   string
+	cmd     *exec.Cmd
 }
 
 func newMCP(b *testing.B, state string) *mcpClient {
@@ -130,7 +131,7 @@ func newMCP(b *testing.B, state string) *mcpClient {
 		b.Fatalf("connect to commandcore mcp: %v", err)
 	}
 	b.Cleanup(func() { s.Close() })
-	return &mcpClient{session: s, state: state}
+	return &mcpClient{session: s, state: state, cmd: cmd}
 }
 
 // callRaw invokes a tool and returns the SDK's result undecoded, so the

@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobs"
+)
+
+// stormBytes is what each storm job writes: on this 2-vCPU machine 31 of
+// them take about 50 s together, past the 30 s the target names.
+const stormBytes = 8 << 30
+
+// BenchmarkOutputStorm: 32 live jobs each writing stormBytes to stdout at
+// full speed. While they run, the `commandcore mcp` process's RSS is
+// sampled every 250 ms and one job's output is paged with process.output
+// (64 KiB pages from its tail); the same paging before the storm is the
+// idle baseline. Afterwards every job's observed_bytes must equal what it
+// wrote. Targets (issue 14): RSS flat (±10 %), counters exact, paging p50
+// during the storm ≤ 2× idle.
+func BenchmarkOutputStorm(b *testing.B) {
+	for range b.N {
+		c := newMCP(b, stateDir(b))
+		var probe jobs.StartResult
+		if err := c.call("process.start", map[string]any{"command": "printf 'x%.0s' $(seq 1 100000); exec sleep 600"}, &probe); err != nil {
+			b.Fatal(err)
+		}
+		page := func() time.Duration {
+			t0 := time.Now()
+			if err := c.call("process.output", map[string]any{"process_id": probe.ProcessID, "stdout_offset": 30000, "max_bytes": 65536}, nil); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(t0)
+		}
+		time.Sleep(500 * time.Millisecond)
+		var idle []time.Duration
+		for range 50 {
+			idle = append(idle, page())
+		}
+		var ids []string
+		for range 31 {
+			var res jobs.StartResult
+			if err := c.call("process.start", map[string]any{"command": fmt.Sprintf("exec head -c %d /dev/zero", stormBytes)}, &res); err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, res.ProcessID)
+		}
+		t0 := time.Now()
+		var storm []time.Duration
+		var rss []int64
+		lastSample := time.Time{}
+		for {
+			ended := 0
+			for _, id := range ids {
+				if _, err := os.Stat(filepath.Join(jobDir(c.state, id), jobmeta.ResultFile)); err == nil {
+					ended++
+				}
+			}
+			if ended == len(ids) {
+				break
+			}
+			if time.Since(t0) > 5*time.Minute {
+				b.Fatal("the storm did not end within 5 minutes")
+			}
+			storm = append(storm, page())
+			if time.Since(lastSample) >= 250*time.Millisecond {
+				if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid)); err == nil {
+					rss = append(rss, statusFields(data)["VmRSS"])
+				}
+				lastSample = time.Now()
+			}
+		}
+		took := time.Since(t0)
+		exact := 0
+		for _, id := range ids {
+			var rec record
+			if err := c.call("process.status", map[string]any{"process_id": id}, &rec); err != nil {
+				b.Fatal(err)
+			}
+			if o := rec.Capture.Stdout.ObservedBytes; o != nil && *o == stormBytes && rec.Capture.Stdout.Complete {
+				exact++
+			}
+		}
+		c.call("process.stop", map[string]any{"process_id": probe.ProcessID}, nil)
+		waitStopped(c, probe.ProcessID)
+		si, ss := summarize(idle), summarize(storm)
+		sort.Slice(rss, func(i, j int) bool { return rss[i] < rss[j] })
+		var lo, hi, med int64
+		if len(rss) > 0 {
+			lo, hi, med = rss[0], rss[len(rss)-1], rss[len(rss)/2]
+		}
+		b.ReportMetric(ms(si.P50), "idle-page-p50-ms")
+		b.ReportMetric(ms(ss.P50), "storm-page-p50-ms")
+		b.ReportMetric(ms(ss.P50)/ms(si.P50), "storm/idle")
+		b.ReportMetric(float64(exact), "jobs-exact")
+		b.ReportMetric(float64(med), "mcp-rss-median-KiB")
+		fmt.Printf("storm: 31 jobs × %d MiB + 1 pager job in %v; pages p50 idle %.2f ms, storm %.2f ms (%.2f×, %d pages); "+
+			"mcp RSS min %d / median %d / max %d KiB over %d samples (max/min %.2f); %d of 31 counters exact and sealed\n",
+			stormBytes>>20, took.Round(time.Second), ms(si.P50), ms(ss.P50), ms(ss.P50)/ms(si.P50), len(storm),
+			lo, med, hi, len(rss), float64(hi)/float64(max(lo, 1)), exact)
+	}
+}

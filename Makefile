@@ -10,7 +10,7 @@ USERMGR   := $(GO) run ./internal/systemdtest/cmd/usermgr
 # with "context deadline exceeded" when time runs out mid-input.
 FUZZTIME  ?= 10000x
 # Every fuzz target, as package:Target.
-FUZZ      := ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
+FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./internal/relay:FuzzTake ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeClaim \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \

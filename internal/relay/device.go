@@ -141,13 +141,13 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 	go s.rotate(conn, dev.ID, token)
 	client := mcp.NewClient(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
 	ctx := r.Context()
-	session, err := client.Connect(ctx, &progressTap{Conn: conn, relay: s}, nil)
+	session, err := client.Connect(ctx, conn, nil)
 	if err != nil {
 		conn.Close()
 		return
 	}
 	defer session.Close()
-	l := &deviceLink{conn: conn, session: session}
+	l := newDeviceLink(conn, session)
 	s.mu.Lock()
 	// A link closed while it started (taken over, or its device refused)
 	// never serves.

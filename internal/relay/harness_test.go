@@ -75,6 +75,12 @@ func newHarness(tb testing.TB, tune func(*Server)) *harness {
 // handed over current.
 func (h *harness) link(tb testing.TB, device *mcp.Server) *transport.Conn {
 	tb.Helper()
+	return h.linkVia(tb, device, func(c *transport.Conn) mcp.Transport { return c })
+}
+
+// linkVia is link, with the device serving over via(its end of the link).
+func (h *harness) linkVia(tb testing.TB, device *mcp.Server, via func(*transport.Conn) mcp.Transport) *transport.Conn {
+	tb.Helper()
 	ws, err := transport.Dial(context.Background(), h.hs.URL, h.current())
 	if err != nil {
 		tb.Fatal(err)
@@ -82,7 +88,7 @@ func (h *harness) link(tb testing.TB, device *mcp.Server) *transport.Conn {
 	var next atomic.Value
 	conn := transport.Agent(ws, h.secret, transport.Options{Rotate: func(tok string) error { next.Store(tok); return nil }})
 	tb.Cleanup(func() { conn.Close() })
-	if _, err := device.Connect(context.Background(), conn, nil); err != nil {
+	if _, err := device.Connect(context.Background(), via(conn), nil); err != nil {
 		tb.Fatal(err)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {

@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jsonspan"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/toolresult"
@@ -85,6 +88,23 @@ func (s *Server) mcpHandler() http.Handler {
 				return
 			}
 			c.device = dev
+		}
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
+			var tooLarge *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooLarge):
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+				return
+			case err != nil:
+				http.Error(w, "failed to read body", http.StatusBadRequest)
+				return
+			}
+			if dc, ok := readDirect(r, body, c); ok {
+				s.serveDirect(w, r, c, dc)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, c)))
 	})
@@ -244,7 +264,7 @@ func (s *Server) devicesList(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return toolresult.Success(out), nil
 }
 
-// forwarder sends one tool's calls to the device with a fresh grant.
+// forwarder serves one tool's calls that direct.go leaves to the SDK.
 func (s *Server) forwarder(tool string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := clientOf(ctx)
@@ -252,73 +272,110 @@ func (s *Server) forwarder(tool string) mcp.ToolHandler {
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
-		ctx, cancel := s.callContext(ctx)
-		defer cancel()
-		defer context.AfterFunc(c.request, cancel)()
-		args := req.Params.Arguments
-		dev := c.device
-		if dev == nil {
-			var name string
-			if name, args, err = splitDevice(args); err != nil {
-				return toolresult.Failure(err), nil
-			}
-			if dev, err = s.store.FindDevice(name); err != nil {
-				return toolresult.Failure(errNoDevice), nil
-			}
-			noteDevice(ctx, dev.ID)
-		}
-		if !deviceAllowed(tok, dev) {
-			return toolresult.Failure(errNoDevice), nil
-		}
-		g, err := authz.MintGrant(s.key, dev.ID, tool, tok.Principal, s.Now())
-		if err != nil {
-			return toolresult.Failure(err), nil
-		}
-		params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: mcp.Meta{authz.GrantMetaKey: g}}
 		var target *progressTarget
-		var progress func(*mcp.ProgressNotificationParams)
+		var progress func([]byte)
 		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
 			target = &progressTarget{ctx: ctx, session: req.Session, token: pt}
 			progress = target.forward
 		}
-		res, err := s.router().Call(ctx, dev.ID, params, progress)
-		var werr *jsonrpc.Error
+		raw, device, err := s.forward(ctx, c, tok, tool, req.Params.Arguments, progress)
+		noteDevice(ctx, device)
 		switch {
-		case err == nil:
-		case errors.Is(err, ErrNoRoute):
-			return toolresult.Failure(errDeviceOffline), nil
-		case errors.Is(context.Cause(ctx), errCallTimeout):
-			return toolresult.Failure(s.errDeviceTimeout()), nil
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case errors.As(err, &werr) && werr.Code == transport.CodeResultTooLarge:
-			return toolresult.Failure(errcode.New(errcode.ResultTooLarge,
-				"the device's result is larger than the link carries (%d MiB); ask for less, e.g. a smaller max_bytes or max_results", limits.MaxFrameBytes>>20)), nil
-		default:
-			return toolresult.Failure(errcode.New(errcode.DeviceOffline, "the link to the device ended during the call")), nil
+		case isCancel(err):
+			return nil, err
+		case err != nil:
+			return toolresult.Failure(err), nil
 		}
 		if target != nil && target.lost.Load() {
-			markIncomplete(res)
+			raw = markIncomplete(raw)
 		}
-		return res, nil
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return toolresult.Failure(errcode.New(errcode.Internal, "the device's result could not be read")), nil
+		}
+		return &res, nil
 	}
 }
 
-// splitDevice takes the device argument out of a multi-device call's
-// arguments and returns the rest for the device.
-func splitDevice(args json.RawMessage) (string, json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if len(args) == 0 || json.Unmarshal(args, &m) != nil || m == nil {
-		return "", nil, errcode.New(errcode.InvalidArgument, "arguments must be a JSON object with a device")
+// isCancel reports whether err says the client went away: such a call
+// gets no answer.
+func isCancel(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// forward resolves a call's device, mints its grant and routes it. It
+// returns the device's result as the device encoded it; or an error to
+// answer the client with as a failed call; or, when the client went away,
+// a context error (isCancel). device is the device's ID once known.
+func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, tool string, args json.RawMessage, progress func([]byte)) (result []byte, device string, err error) {
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.request, cancel)()
+	dev := c.device
+	if dev == nil {
+		var name string
+		if name, args, err = splitDevice(args); err != nil {
+			return nil, "", err
+		}
+		if dev, err = s.store.FindDevice(name); err != nil {
+			return nil, "", errNoDevice
+		}
 	}
-	var name string
-	if json.Unmarshal(m["device"], &name) != nil || name == "" {
+	if !deviceAllowed(tok, dev) {
+		return nil, dev.ID, errNoDevice
+	}
+	g, err := authz.MintGrant(s.key, dev.ID, tool, tok.Principal, s.Now())
+	if err != nil {
+		return nil, dev.ID, err
+	}
+	result, err = s.router().Call(ctx, dev.ID, Call{Tool: tool, Arguments: args, Grant: g}, progress)
+	var werr *jsonrpc.Error
+	switch {
+	case err == nil:
+		return result, dev.ID, nil
+	case errors.Is(err, ErrNoRoute):
+		err = errDeviceOffline
+	case errors.Is(context.Cause(ctx), errCallTimeout):
+		err = s.errDeviceTimeout()
+	case ctx.Err() != nil:
+		err = context.Canceled
+	case errors.As(err, &werr) && werr.Code == transport.CodeResultTooLarge:
+		err = errcode.New(errcode.ResultTooLarge,
+			"the device's result is larger than the link carries (%d MiB); ask for less, e.g. a smaller max_bytes or max_results", limits.MaxFrameBytes>>20)
+	case errors.As(err, &werr):
+		err = errcode.New(errcode.Internal, "the device refused the call (JSON-RPC error %d)", werr.Code)
+	default:
+		err = errcode.New(errcode.DeviceOffline, "the link to the device ended during the call")
+	}
+	return nil, dev.ID, err
+}
+
+// splitDevice takes the device argument out of a multi-device call's
+// arguments and returns the rest, as the client wrote them, for the
+// device. Arguments a later decoder could read otherwise (a repeated or
+// escaped key) are refused.
+func splitDevice(args json.RawMessage) (string, json.RawMessage, error) {
+	ms, err := jsonspan.Object(args)
+	if err != nil {
+		return "", nil, errcode.New(errcode.InvalidArgument, "arguments must be a JSON object with a device, each key once and unescaped")
+	}
+	name, ok := jsonspan.String(jsonspan.Find(ms, "device"))
+	if !ok || name == "" {
 		return "", nil, errcode.New(errcode.InvalidArgument, "argument \"device\" must name a device (see devices.list)")
 	}
-	delete(m, "device")
-	rest, err := json.Marshal(m)
-	if err != nil {
-		return "", nil, errcode.New(errcode.InvalidArgument, "arguments could not be re-encoded")
+	rest := make([]byte, 0, len(args))
+	rest = append(rest, '{')
+	for _, m := range ms {
+		if m.Key == "device" {
+			continue
+		}
+		if len(rest) > 1 {
+			rest = append(rest, ',')
+		}
+		rest = append(rest, '"')
+		rest = append(rest, m.Key...)
+		rest = append(rest, `":`...)
+		rest = append(rest, m.Value...)
 	}
-	return name, rest, nil
+	return name, append(rest, '}'), nil
 }

@@ -62,7 +62,7 @@ type callRecord struct{ device string }
 
 // noteDevice records the device a call is for.
 func noteDevice(ctx context.Context, id string) {
-	if r, ok := ctx.Value(callKey{}).(*callRecord); ok {
+	if r, ok := ctx.Value(callKey{}).(*callRecord); ok && id != "" {
 		r.device = id
 	}
 }

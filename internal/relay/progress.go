@@ -5,16 +5,14 @@ import (
 	"encoding/json"
 	"sync/atomic"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/jsonspan"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/transport"
 )
 
-const methodProgress = "notifications/progress"
-
-// progressTarget is where a forwarded call's progress goes.
+// progressTarget passes a forwarded call's progress to a client whose
+// call the SDK serves (the requests direct.go leaves to it).
 type progressTarget struct {
 	// ctx is the client's request context: the HTTP transport sends a
 	// notification on the stream of the request whose context it carries.
@@ -25,83 +23,72 @@ type progressTarget struct {
 	lost atomic.Bool
 }
 
-// progressTap reads a device link for the relay's MCP client and forwards
-// progress notifications itself, in the reader, before any later message.
-// The SDK would queue them behind the call's response and could answer the
-// client before its live output was delivered; here the response cannot
-// overtake them, and a slow client slows the link (backpressure) instead
-// of growing a queue.
-type progressTap struct {
-	*transport.Conn
-	relay *Server
-}
-
-func (p *progressTap) Connect(ctx context.Context) (mcp.Connection, error) {
-	if _, err := p.Conn.Connect(ctx); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *progressTap) Read(ctx context.Context) (jsonrpc.Message, error) {
-	for {
-		msg, err := p.Conn.Read(ctx)
-		if err != nil {
-			return nil, err
-		}
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok || req.IsCall() || req.Method != methodProgress {
-			return msg, nil
-		}
-		p.relay.forwardProgress(req.Params)
-	}
-}
-
-// forwardProgress hands one progress notification to the call whose
-// token it carries.
-func (s *Server) forwardProgress(raw json.RawMessage) {
-	var params mcp.ProgressNotificationParams
-	if json.Unmarshal(raw, &params) != nil {
-		return
-	}
-	tok, ok := params.ProgressToken.(string)
-	if !ok {
-		return
-	}
-	if to, ok := s.progress.Load(tok); ok {
-		to.(func(*mcp.ProgressNotificationParams))(&params)
-	}
-}
-
 // forward passes one progress notification on to the client whose call
 // caused it. Delivery to one client is bounded by the send timeout, so a
 // stalled client cannot hold the device's link for long; what it missed
 // is recorded against its call.
-func (t *progressTarget) forward(params *mcp.ProgressNotificationParams) {
+func (t *progressTarget) forward(raw []byte) {
 	if t.lost.Load() {
+		return
+	}
+	var params mcp.ProgressNotificationParams
+	if json.Unmarshal(raw, &params) != nil {
 		return
 	}
 	params.ProgressToken = t.token
 	ctx, cancel := context.WithTimeout(t.ctx, limits.SendTimeout)
 	defer cancel()
-	if err := t.session.NotifyProgress(ctx, params); err != nil {
+	if err := t.session.NotifyProgress(ctx, &params); err != nil {
 		t.lost.Store(true)
 	}
 }
 
+// appendWithToken appends a progress notification's params with the
+// client's token (a JSON value) in place of the router's.
+func appendWithToken(dst, params, token []byte) ([]byte, bool) {
+	ms, err := jsonspan.Object(params)
+	if err != nil {
+		return dst, false
+	}
+	dst = append(dst, `{"progressToken":`...)
+	dst = append(dst, token...)
+	for _, m := range ms {
+		if m.Key == "progressToken" {
+			continue
+		}
+		dst = append(dst, `,"`...)
+		dst = append(dst, m.Key...)
+		dst = append(dst, `":`...)
+		dst = append(dst, m.Value...)
+	}
+	return append(dst, '}'), true
+}
+
 // markIncomplete makes a process.run result admit that its live output did
-// not all reach the client: the device could only vouch for the link.
-func markIncomplete(res *mcp.CallToolResult) {
+// not all reach the client: the device could only vouch for the link. It
+// decodes the result, which only a call that lost output pays for.
+func markIncomplete(raw []byte) []byte {
+	var res mcp.CallToolResult
+	if json.Unmarshal(raw, &res) != nil {
+		return raw
+	}
 	m, ok := res.StructuredContent.(map[string]any)
 	if !ok {
-		return
+		return raw
 	}
 	oc, ok := m["output_capture"].(map[string]any)
 	if !ok {
-		return
+		return raw
 	}
 	oc["transport_complete"] = false
-	if text, err := json.Marshal(m); err == nil {
-		res.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
+	text, err := json.Marshal(m)
+	if err != nil {
+		return raw
 	}
+	res.Content = []mcp.Content{&mcp.TextContent{Text: string(text)}}
+	out, err := json.Marshal(&res)
+	if err != nil {
+		return raw
+	}
+	return out
 }

@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -63,20 +61,10 @@ type Server struct {
 	admissions map[string]chan struct{}
 	rotations  rotations
 
-	// progress maps the progress token the relay gave a forwarded call to
-	// the function that takes its notifications (localRouter).
-	progress sync.Map
-
 	// Observer, when set before serving, is told of calls, link ends and
 	// enrollment refusals (metrics).
 	Observer Observer
 	audit    *auditLog
-}
-
-// deviceLink is one connected device.
-type deviceLink struct {
-	conn    *transport.Conn
-	session *mcp.ClientSession
 }
 
 // New returns a relay over store.

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/commandcore/commandcore/internal/errcode"
 )
 
@@ -54,23 +52,29 @@ func FuzzSplitDevice(f *testing.F) {
 }
 
 func TestMarkIncompleteAdmitsLostOutput(t *testing.T) {
-	res := &mcp.CallToolResult{StructuredContent: map[string]any{
-		"exit_code":      0,
-		"output_capture": map[string]any{"observed_bytes": 10, "transport_complete": true},
-	}}
-	markIncomplete(res)
-	oc := res.StructuredContent.(map[string]any)["output_capture"].(map[string]any)
-	if oc["transport_complete"] != false || oc["observed_bytes"] != 10 {
+	raw := markIncomplete([]byte(`{"content":[{"type":"text","text":"exit 0"}],"structuredContent":{"exit_code":0,"output_capture":{"observed_bytes":10,"transport_complete":true}},"resultType":"complete"}`))
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		StructuredContent struct {
+			OutputCapture map[string]any `json:"output_capture"`
+		} `json:"structuredContent"`
+		ResultType string `json:"resultType"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	if oc := res.StructuredContent.OutputCapture; oc["transport_complete"] != false || oc["observed_bytes"] != 10.0 {
 		t.Fatalf("output_capture: %v", oc)
 	}
-	if len(res.Content) != 1 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"transport_complete":false`) {
-		t.Fatalf("text content: %v", res.Content)
+	if len(res.Content) != 1 || !strings.Contains(res.Content[0].Text, `"transport_complete":false`) || res.ResultType != "complete" {
+		t.Fatalf("result: %s", raw)
 	}
 	// A result without output_capture is left alone.
-	other := &mcp.CallToolResult{StructuredContent: map[string]any{"jobs": []any{}}}
-	markIncomplete(other)
-	if other.Content != nil {
-		t.Fatal("a result without output_capture was rewritten")
+	other := `{"content":[],"structuredContent":{"jobs":[]}}`
+	if got := markIncomplete([]byte(other)); string(got) != other {
+		t.Fatalf("a result without output_capture was rewritten: %s", got)
 	}
 }
 

@@ -2,46 +2,51 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// Call is one tool call as the relay forwards it.
+type Call struct {
+	// Tool is a tool of the relay's table.
+	Tool string
+	// Arguments are the client's, as it wrote them (on the multi-device
+	// endpoint without the device argument); nil when it sent none.
+	Arguments json.RawMessage
+	// Grant is the grant minted for this call.
+	Grant string
+}
 
 // Router carries a forwarded call to the link that holds its device. The
 // relay authorizes the call, mints its grant and shapes the answer; the
-// router only moves it. The default is this process's own links; relays
-// run as several replicas would route to the one that holds the link
-// (docs/scaling.md).
+// router only moves bytes, which it neither decodes nor re-encodes. The
+// default is this process's own links; relays run as several replicas
+// would route to the one that holds the link (docs/scaling.md).
 type Router interface {
-	// Call sends params, grant included, to the device and returns its
-	// result. When progress is not nil, every progress notification the
-	// device sends for the call reaches it, in order and before Call
-	// returns (its token is the router's own, not the client's). A call
-	// whose ctx ends is cancelled on the device. ErrNoRoute: no link holds
-	// the device.
-	Call(ctx context.Context, deviceID string, params *mcp.CallToolParams, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error)
+	// Call sends call to the device and returns the JSON-RPC result the
+	// device answered with, as it encoded it (a valid JSON object). When
+	// progress is not nil, every progress notification the device sends
+	// for the call reaches it as the params object the device encoded
+	// (whose progressToken is the router's, not the client's), in order
+	// and before Call returns. A call whose ctx ends is cancelled on the
+	// device. Errors: ErrNoRoute when no link holds the device, a
+	// *jsonrpc.Error the device answered with, another error when the link
+	// ended during the call.
+	Call(ctx context.Context, deviceID string, call Call, progress func(params []byte)) ([]byte, error)
 }
 
 // ErrNoRoute is a Router's answer for a device no link holds.
 var ErrNoRoute = errors.New("no link holds the device")
 
-// localRouter routes through the links this process holds (device.go).
+// localRouter routes through the links this process holds (wire.go).
 type localRouter struct{ s *Server }
 
-func (r localRouter) Call(ctx context.Context, deviceID string, params *mcp.CallToolParams, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+func (r localRouter) Call(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
 	l := r.s.connected(deviceID)
 	if l == nil {
 		return nil, ErrNoRoute
 	}
-	if progress != nil {
-		// The link's reader hands the call's notifications to progress
-		// (progressTap), found by a token no other call has.
-		id := randomID()
-		r.s.progress.Store(id, progress)
-		defer r.s.progress.Delete(id)
-		params.SetProgressToken(id)
-	}
-	return l.session.CallTool(ctx, params)
+	return l.call(ctx, call, progress)
 }
 
 // router is the Router calls go through.

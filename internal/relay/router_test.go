@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/commandcore/commandcore/internal/authz"
 )
 
 // replicaRouter simulates a relay replica that does not hold the device's
@@ -22,15 +20,15 @@ type replicaRouter struct {
 	unreachable atomic.Bool
 }
 
-func (r *replicaRouter) Call(ctx context.Context, deviceID string, params *mcp.CallToolParams, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+func (r *replicaRouter) Call(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
 	r.calls.Add(1)
 	if r.unreachable.Load() {
 		return nil, ErrNoRoute
 	}
-	if _, ok := params.Meta[authz.GrantMetaKey].(string); !ok {
+	if call.Grant == "" {
 		return nil, ErrNoRoute
 	}
-	return r.holder.Call(ctx, deviceID, params, func(p *mcp.ProgressNotificationParams) {
+	return r.holder.Call(ctx, deviceID, call, func(p []byte) {
 		r.notes.Add(1)
 		progress(p)
 	})

@@ -118,7 +118,18 @@ type Conn struct {
 	rotDone  chan struct{} // closed when the agent acknowledges it
 
 	verified atomic.Int64 // server: heartbeat acks verified (for tests)
+
+	tap atomic.Pointer[func([]byte) bool] // SetTap
 }
+
+// SetTap has the reader offer every inbound text frame to tap, before it
+// decodes it; a frame tap takes (returns true for) goes no further. tap
+// runs on the reader, so a slow tap slows the link (backpressure), and it
+// must not keep the frame after it returns unless it owns it: each frame
+// is a fresh slice. The relay takes its forwarded calls' responses and
+// progress this way; heartbeats and everything else it declines go on as
+// before.
+func (c *Conn) SetTap(tap func(frame []byte) bool) { c.tap.Store(&tap) }
 
 // Agent wraps the device's end: it answers heartbeats with
 // HMAC-SHA256(secret, nonce) and never forwards them to the MCP session.
@@ -243,6 +254,9 @@ func (c *Conn) readFrames() {
 		if err != nil {
 			c.finish(readEnd(err))
 			return
+		}
+		if tap := c.tap.Load(); tap != nil && typ == websocket.TextMessage && (*tap)(data) {
+			continue
 		}
 		f, bad := classify(typ, data)
 		if bad != "" {

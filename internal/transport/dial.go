@@ -63,7 +63,7 @@ func AgentURL(serverURL string) (string, error) {
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return "", errors.New("link: the server URL must not carry a query or fragment")
 	}
-	if u.Scheme == "ws" && !isLoopbackHost(u.Hostname()) {
+	if u.Scheme == "ws" && !IsLoopbackHost(u.Hostname()) {
 		return "", ErrInsecure
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + AgentPath
@@ -71,9 +71,9 @@ func AgentURL(serverURL string) (string, error) {
 	return u.String(), nil
 }
 
-// isLoopbackHost reports whether host (no port, no brackets) is "localhost"
+// IsLoopbackHost reports whether host (no port, no brackets) is "localhost"
 // or a loopback IP literal. Names other than "localhost" are not resolved.
-func isLoopbackHost(host string) bool {
+func IsLoopbackHost(host string) bool {
 	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
 		return true
 	}

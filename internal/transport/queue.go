@@ -53,6 +53,29 @@ func (c *Conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			return errors.New("link: cannot encode message")
 		}
 	}
+	return c.enqueue(ctx, frame)
+}
+
+// WriteFrame queues one request or notification the caller encoded itself
+// (it must be one valid JSON-RPC message), as Write does: a frame over
+// MaxFrameBytes is ErrFrameTooLarge. The relay forwards calls this way,
+// without decoding and re-encoding what it passes on.
+func (c *Conn) WriteFrame(ctx context.Context, frame []byte) error {
+	select {
+	case <-c.done:
+		return c.ended()
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if int64(len(frame)) > c.opt.MaxFrameBytes {
+		return ErrFrameTooLarge
+	}
+	return c.enqueue(ctx, frame)
+}
+
+func (c *Conn) enqueue(ctx context.Context, frame []byte) error {
 	select {
 	case c.out <- frame:
 		return nil

@@ -294,3 +294,50 @@ func FuzzTake(f *testing.F) {
 		}
 	})
 }
+
+// TestStalledClientLosesOutputNotTheLink: a client that stops reading its
+// answer while the device streams live output holds the device's link no
+// longer than one write's bound: the device's call runs to its end, and
+// the next client's call on the same link is answered.
+func TestStalledClientLosesOutputNotTheLink(t *testing.T) {
+	h := newHarness(t, func(s *Server) { s.Timeouts.Write = 300 * time.Millisecond })
+	var finished atomic.Bool
+	d := fakeDevice()
+	d.AddTool(&mcp.Tool{Name: "process.run", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		chunk := strings.Repeat("x", 8<<10)
+		for i := range 4096 { // 32 MiB: more than loopback's socket buffers hold
+			if req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: chunk}) != nil {
+				break
+			}
+		}
+		finished.Store(true)
+		return toolresult.Success(map[string]any{"output_capture": map[string]any{"transport_complete": true}}), nil
+	})
+	d.AddTool(&mcp.Tool{Name: "process.jobs", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return toolresult.Success(map[string]any{"jobs": []any{}}), nil
+	})
+	h.link(t, d)
+	_, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", h.hs.URL+"/mcp/dev", strings.NewReader(callBody("1", "process.run", "2025-11-25", `"p"`, "")))
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() // never read: the client has stalled
+	for deadline := time.Now().Add(30 * time.Second); !finished.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the device's call is still held by a client that stopped reading")
+		}
+	}
+	_, events := post(t, h, "/mcp/dev", bearer, "2025-11-25", "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process.jobs"}}`)
+	if len(events) != 1 || events[0]["id"] != 2.0 {
+		t.Fatalf("the next call on the link: %v", events)
+	}
+}

@@ -90,6 +90,14 @@ fi
 # --server: the relay's address may have changed since the device enrolled.
 "$bin" agent --server "$url" --state-dir "$dir/agent" --config-dir "$dir/agent-config" >"$dir/agent.log" 2>&1 &
 agent=$!
+# The last run's token, while the relay lists it active; a new one once it
+# has expired (30 days) or was revoked.
+if [ -s "$dir/client-token" ]; then
+	id=$(sed -n 's/^cct_\(tok_[0-9a-f]*\)_.*/\1/p' "$dir/client-token")
+	if [ -z "$id" ] || ! "$bin" relay token list --state-dir "$dir/relay" | grep -q "^$id .* active\$"; then
+		rm -f "$dir/client-token"
+	fi
+fi
 if [ ! -s "$dir/client-token" ]; then
 	"$bin" relay token create --name local --state-dir "$dir/relay" >"$dir/client-token.new" 2>/dev/null
 	mv "$dir/client-token.new" "$dir/client-token"

@@ -135,7 +135,8 @@ func (r *runLocal) wait() int {
 // TestRunLocalKeepsStateAndStopsThePair: `make run` twice gives the same
 // device and client token from its named directory; the logs record the
 // link and the call without their content; killing its agent says which
-// process died and how, and stops the relay; FRESH=1 starts over.
+// process died and how, and stops the relay; a token no longer active is
+// replaced; FRESH=1 starts over.
 func TestRunLocalKeepsStateAndStopsThePair(t *testing.T) {
 	dir := t.TempDir()
 	first := startRunLocal(t, dir, "LISTEN=127.0.0.1:0")
@@ -186,6 +187,23 @@ func TestRunLocalKeepsStateAndStopsThePair(t *testing.T) {
 	if processExists(second.relayPID) {
 		t.Error("the relay outlived its agent's death")
 	}
+
+	// A token the relay no longer lists as active (revoked here, as it is
+	// once its 30 days are over) is replaced by a new one, which answers
+	// (startRunLocal calls the device with it).
+	id := regexp.MustCompile(`^cct_(tok_[0-9a-f]+)_`).FindStringSubmatch(first.token)
+	if id == nil {
+		t.Fatal("the printed token has no ID")
+	}
+	if out, err := exec.Command(bin, "relay", "token", "revoke", id[1], "--state-dir", filepath.Join(dir, "relay")).CombinedOutput(); err != nil {
+		t.Fatalf("revoke: %v\n%s", err, out)
+	}
+	third := startRunLocal(t, dir)
+	if third.token == first.token {
+		t.Error("run-local printed its revoked token again")
+	}
+	third.cmd.Process.Signal(syscall.SIGINT)
+	third.wait()
 
 	fresh := startRunLocal(t, dir, "FRESH=1")
 	if fresh.token == first.token || strings.Contains(readFile(t, filepath.Join(dir, "agent-config", "identity.json")), deviceID(t, device)) {

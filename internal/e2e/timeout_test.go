@@ -55,11 +55,18 @@ func TestTimeoutStopsTheJob(t *testing.T) {
 }
 
 // TestTimeoutEscalatesToSIGKILL: a job ignoring SIGTERM is killed 3 s
-// after its limit, exactly as process.stop escalates.
+// after its limit, exactly as process.stop escalates, and shows stopping
+// meanwhile.
 func TestTimeoutEscalatesToSIGKILL(t *testing.T) {
 	c := newClient(t, t.TempDir(), nil)
 	res := c.start(map[string]any{"command": `trap '' TERM; echo ready; sleep 60`, "timeout_s": 2})
 	t.Cleanup(func() { c.stopAndWait(res.ProcessID) })
+	// Past the limit, during the escalation, the job shows it is being
+	// stopped.
+	time.Sleep(3 * time.Second)
+	if st := c.status(res.ProcessID); st.State != "stopping" {
+		t.Fatalf("1 s into the escalation the job is %s, want stopping", st.State)
+	}
 	rec := c.waitTimed(res.ProcessID, 20*time.Second)
 	if rec.State != "timed_out" || rec.Signal != "SIGKILL" || rec.StoppedBy != "timeout" {
 		t.Fatalf("job ended %s by %q (stopped_by %q), want timed_out by SIGKILL", rec.State, rec.Signal, rec.StoppedBy)

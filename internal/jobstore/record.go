@@ -3,6 +3,7 @@ package jobstore
 import (
 	"errors"
 	"os"
+	"time"
 
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/jobmeta"
@@ -163,6 +164,9 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 		return jobmeta.LaunchFailed
 	}
 	e := reconcile.Evidence{Claim: f.claim, StopRequested: f.stop != nil, TimeLimited: f.job.TimeoutS > 0}
+	// The supervisor's deadline is its claim's start plus the limit.
+	e.TimeLimitPassed = e.TimeLimited && f.claim.StartedAt != nil &&
+		!s.Now().Before(f.claim.StartedAt.Add(time.Duration(f.job.TimeoutS)*time.Second))
 	e.BootID, _ = s.procs.BootID()
 	e.SupervisorAlive, _ = s.procs.Alive(f.claim.Supervisor)
 	if m := f.claim.Manager; m != nil {

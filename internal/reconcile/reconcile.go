@@ -62,6 +62,9 @@ type Evidence struct {
 	// has a RuntimeMaxSec, so only its Result "timeout" means the limit
 	// (systemd reports a stop that took too long the same way).
 	TimeLimited bool
+	// TimeLimitPassed reports a time-limited job past its limit: its
+	// supervisor is stopping it.
+	TimeLimitPassed bool
 }
 
 // Verdict is the classification and the evidence that decided it.
@@ -114,14 +117,14 @@ func Classify(e Evidence) Verdict {
 	}
 	sameBoot := id != nil && (e.BootID == "" || id.BootID == e.BootID)
 	if e.SupervisorAlive && sameBoot {
-		if e.StopRequested {
+		if e.StopRequested || e.TimeLimitPassed {
 			return Verdict{jobmeta.Stopping, BySupervisor}
 		}
 		return Verdict{jobmeta.Running, BySupervisor}
 	}
 	if u := e.Unit; u != nil && u.Settling && sameBoot {
 		// Judge once systemd has: the job is still winding down.
-		if e.StopRequested {
+		if e.StopRequested || e.TimeLimitPassed {
 			return Verdict{jobmeta.Stopping, ByUnitSettling}
 		}
 		return Verdict{jobmeta.Running, ByUnitSettling}

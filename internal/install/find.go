@@ -50,7 +50,7 @@ func Find(service string) (*Installed, error) {
 			err = errors.New("not a regular file")
 		}
 		if err == nil {
-			err = in.read()
+			err = in.read(dir, name)
 		}
 		if err != nil {
 			return in, fmt.Errorf("unit file %s: %w", path, err)
@@ -60,25 +60,51 @@ func Find(service string) (*Installed, error) {
 	return nil, ErrNotInstalled
 }
 
-func (in *Installed) read() error {
-	f, err := os.Open(in.Path)
+// read reads the unit's ExecStart back, then that of its drop-ins beside
+// it (NAME.d/*.conf, in name order, as systemd applies them; `systemctl
+// --user edit` writes one there), so an override of ExecStart is what
+// counts.
+func (in *Installed) read(dir, name string) error {
+	data, err := readUnitFile(in.Path)
 	if err != nil {
 		return err
+	}
+	words, found, err := execStart(data, nil, false)
+	if err != nil {
+		return err
+	}
+	dropIns, _ := filepath.Glob(filepath.Join(dir, name+".d", "*.conf"))
+	for _, path := range dropIns {
+		data, err := readUnitFile(path)
+		if err != nil {
+			return fmt.Errorf("drop-in %s: %w", path, err)
+		}
+		if words, found, err = execStart(data, words, found); err != nil {
+			return fmt.Errorf("drop-in %s: %w", path, err)
+		}
+	}
+	if !found {
+		return errors.New("no ExecStart= in [Service]")
+	}
+	in.StateDir, in.ConfigDir = flagValue(words, "--state-dir"), flagValue(words, "--config-dir")
+	return nil
+}
+
+// readUnitFile reads one unit file or drop-in, bounded.
+func readUnitFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxUnitBytes+1))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(data) > maxUnitBytes {
-		return fmt.Errorf("larger than %d bytes", maxUnitBytes)
+		return nil, fmt.Errorf("larger than %d bytes", maxUnitBytes)
 	}
-	args, err := parseExecStart(data)
-	if err != nil {
-		return err
-	}
-	in.StateDir, in.ConfigDir = flagValue(args, "--state-dir"), flagValue(args, "--config-dir")
-	return nil
+	return data, nil
 }
 
 // flagValue is the value of --name in args ("--name v" or "--name=v").
@@ -100,8 +126,17 @@ func flagValue(args []string, name string) string {
 // line it cannot read exactly (a specifier, a variable, another escape, a
 // continuation) is an error rather than a guess.
 func parseExecStart(unit []byte) ([]string, error) {
-	var words []string
-	found, section := false, ""
+	words, found, err := execStart(unit, nil, false)
+	if err == nil && !found {
+		err = errors.New("no ExecStart= in [Service]")
+	}
+	return words, err
+}
+
+// execStart applies one unit file's ExecStart= lines to the words so far:
+// each one replaces them, and an empty one resets them, as in a drop-in.
+func execStart(unit []byte, words []string, found bool) ([]string, bool, error) {
+	section := ""
 	sc := bufio.NewScanner(bytes.NewReader(unit))
 	sc.Buffer(make([]byte, 0, 4096), maxUnitBytes)
 	for sc.Scan() {
@@ -119,18 +154,14 @@ func parseExecStart(unit []byte) ([]string, error) {
 		}
 		w, err := splitExec(value)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		// An empty ExecStart= resets the list, as in a drop-in.
 		words, found = w, len(w) > 0
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if !found {
-		return nil, errors.New("no ExecStart= in [Service]")
-	}
-	return words, nil
+	return words, found, nil
 }
 
 // splitExec splits one ExecStart= value into its words.

@@ -13,7 +13,8 @@ import (
 
 // TestFindReadsTheUnitsDirectories: a unit install wrote gives back the
 // directories its agent uses, however odd their names; a service without a
-// unit is not installed; a unit enabled from elsewhere is found by its link.
+// unit is not installed; a drop-in's ExecStart overrides the unit's; a unit
+// enabled from elsewhere is found by its link.
 func TestFindReadsTheUnitsDirectories(t *testing.T) {
 	cfg := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", cfg)
@@ -35,6 +36,25 @@ func TestFindReadsTheUnitsDirectories(t *testing.T) {
 	if err != nil || in.Path != filepath.Join(unitDir, "cc-find.service") || in.StateDir != o.StateDir || in.ConfigDir != o.ConfigDir {
 		t.Fatalf("Find = %+v, %v; want the unit's directories %q and %q", in, err, o.StateDir, o.ConfigDir)
 	}
+
+	// An override (what `systemctl --user edit` writes) resets ExecStart
+	// and sets another: its directories count. Drop-ins apply in name
+	// order, and one without ExecStart changes nothing.
+	dropIns := filepath.Join(unitDir, "cc-find.service.d")
+	os.MkdirAll(dropIns, 0o755)
+	os.WriteFile(filepath.Join(dropIns, "10-first.conf"), []byte("[Service]\nExecStart=\nExecStart=/bin/commandcore agent --state-dir /first\n"), 0o644)
+	os.WriteFile(filepath.Join(dropIns, "override.conf"), []byte("[Service]\nExecStart=\nExecStart=/bin/commandcore agent --state-dir /srv/cc-state --config-dir=/srv/cc-config\n"), 0o644)
+	os.WriteFile(filepath.Join(dropIns, "zz-env.conf"), []byte("[Service]\nEnvironment=A=1\n"), 0o644)
+	os.WriteFile(filepath.Join(dropIns, "ignored.txt"), []byte("[Service]\nExecStart=/bin/other --state-dir /nope\n"), 0o644)
+	if in, err := install.Find("cc-find"); err != nil || in.StateDir != "/srv/cc-state" || in.ConfigDir != "/srv/cc-config" {
+		t.Fatalf("Find with an override = %+v, %v; want /srv/cc-state and /srv/cc-config", in, err)
+	}
+	// A drop-in it cannot read back is an error, not a guess.
+	os.WriteFile(filepath.Join(dropIns, "zzz-odd.conf"), []byte("[Service]\nExecStart=\nExecStart=/bin/commandcore agent --state-dir %h/x\n"), 0o644)
+	if in, err := install.Find("cc-find"); in == nil || err == nil || !strings.Contains(err.Error(), "zzz-odd.conf") {
+		t.Fatalf("Find with an unreadable drop-in = %+v, %v", in, err)
+	}
+	os.RemoveAll(dropIns)
 
 	// The packaged unit, enabled with `systemctl --user enable`: a link,
 	// and no directories (the agent uses its defaults).

@@ -58,22 +58,30 @@ type linkAnswer struct {
 
 // newDeviceLink is the link once its session is open.
 func newDeviceLink(conn *transport.Conn, session *mcp.ClientSession) *deviceLink {
-	l := &deviceLink{conn: conn, session: session, calls: map[string]*linkCall{}}
-	if res := session.InitializeResult(); res != nil && res.ProtocolVersion >= "2026-07-28" {
+	l := &deviceLink{conn: conn, session: session}
+	if res := session.InitializeResult(); res != nil && res.ProtocolVersion >= statelessProtocol {
 		l.meta = protocolMeta(res.ProtocolVersion)
 	}
 	conn.SetTap(l.take)
 	return l
 }
 
+// protocolMetas holds protocolMeta's answers, one per version: every link
+// of a version shares its bytes.
+var protocolMetas sync.Map
+
 // protocolMeta is the _meta triple of the stateless protocol revisions
 // (SEP-2575): every request names its version, client and capabilities.
 func protocolMeta(protocol string) []byte {
+	if m, ok := protocolMetas.Load(protocol); ok {
+		return m.([]byte)
+	}
 	info, _ := json.Marshal(mcp.Implementation{Name: "commandcore-relay", Version: version.Version})
 	pv, _ := json.Marshal(protocol)
-	return []byte(`,"` + mcp.MetaKeyProtocolVersion + `":` + string(pv) +
-		`,"io.modelcontextprotocol/clientInfo":` + string(info) +
-		`,"io.modelcontextprotocol/clientCapabilities":{}`)
+	m, _ := protocolMetas.LoadOrStore(protocol, []byte(`,"`+mcp.MetaKeyProtocolVersion+`":`+string(pv)+
+		`,"io.modelcontextprotocol/clientInfo":`+string(info)+
+		`,"io.modelcontextprotocol/clientCapabilities":{}`))
+	return m.([]byte)
 }
 
 // call writes call's request on the link and waits for its answer.
@@ -85,6 +93,10 @@ func (l *deviceLink) call(ctx context.Context, call Call, progress func([]byte))
 	}
 	c := &linkCall{progress: progress, answer: make(chan linkAnswer, 1)}
 	l.mu.Lock()
+	if l.calls == nil {
+		// Made with the link's first call: an idle link holds no map.
+		l.calls = map[string]*linkCall{}
+	}
 	l.calls[id] = c
 	l.mu.Unlock()
 	defer l.forget(id)

@@ -354,6 +354,22 @@ func (s *Store) Standings() ([]Standing, error) {
 	})
 }
 
+// StandingChanges returns the standing-change counter: a number that
+// changes whenever Standings would return something else (a device
+// enrolled or deleted, or its standing changed, by any process), and not
+// when only last-seen, connection state or a token changes. A link
+// watcher reads it every second and reads the standings only when it
+// moved: one integer rather than every device.
+func (s *Store) StandingChanges() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT n FROM standing_changes`).Scan(&n); err != nil {
+		return 0, dbErr(err)
+	}
+	return n, nil
+}
+
 // SetConnected records that device id connected (or disconnected) at at:
 // it sets the connection state and the last-seen time. NotFound if there
 // is no such device.

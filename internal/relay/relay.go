@@ -61,7 +61,10 @@ type Server struct {
 	// admissions the devices being admitted (standing.go).
 	held       map[string]*transport.Conn
 	admissions map[string]chan struct{}
-	rotations  rotations
+	// holds counts the links ever taken into held, so the link watcher
+	// knows when it holds one it has not checked (watch.go).
+	holds     uint64
+	rotations rotations
 
 	// progress maps the progress token the relay gave a forwarded call to
 	// the function that takes its notifications (localRouter).

@@ -54,7 +54,7 @@ func TestAgentAnswersHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb, _ := heartbeatFrame(nonce)
+	hb := heartbeatFrame(nonce)
 	writeText(t, peer, string(hb))
 	writeText(t, peer, `{"jsonrpc":"2.0","method":"notifications/commandcore/heartbeat_ack","params":{"nonce":"AAAA","mac":"x"}}`)
 	nextIsAfter(t, peer, agent)
@@ -109,7 +109,7 @@ func TestServerVerifiesAck(t *testing.T) {
 	if hb.Method != MethodHeartbeat || err != nil || len(raw) != nonceBytes {
 		t.Fatalf("heartbeat %+v", hb)
 	}
-	ack, _ := heartbeatAckFrame(secret, hb.Params.Nonce)
+	ack := heartbeatAckFrame(secret, hb.Params.Nonce)
 	writeText(t, peer, string(ack))
 	nextIsAfter(t, peer, server)
 	if server.verified.Load() != 1 {
@@ -127,11 +127,11 @@ func TestServerRejectsBadAcks(t *testing.T) {
 	for name, mk := range map[string]func(string) string{
 		"unknown nonce": func(string) string {
 			n, _ := newNonce()
-			b, _ := heartbeatAckFrame(secret, n)
+			b := heartbeatAckFrame(secret, n)
 			return string(b)
 		},
 		"wrong mac": func(n string) string {
-			b, _ := heartbeatAckFrame(otherSecret, n)
+			b := heartbeatAckFrame(otherSecret, n)
 			return string(b)
 		},
 		"undecodable mac": func(n string) string {
@@ -180,7 +180,7 @@ func TestPendingBound(t *testing.T) {
 	if n != maxPending {
 		t.Fatalf("pending %d, want %d", n, maxPending)
 	}
-	ack, _ := heartbeatAckFrame(secret, first)
+	ack := heartbeatAckFrame(secret, first)
 	writeText(t, peer, string(ack))
 	writeText(t, peer, `{"jsonrpc":"2.0","method":"x/after"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), patience)

@@ -109,6 +109,9 @@ type Conn struct {
 
 	connected atomic.Bool
 
+	hbMu    sync.Mutex
+	hbTimer *time.Timer // server: the next heartbeat (heartbeat.go)
+
 	pendMu  sync.Mutex
 	pending []string                 // server: unanswered nonces
 	waiters map[string]chan struct{} // server: Alive calls by nonce
@@ -165,10 +168,7 @@ func start(ws *websocket.Conn, secret []byte, opt Options, r role) *Conn {
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
-	if r == roleServer && opt.HeartbeatInterval > 0 {
-		c.wg.Add(1)
-		go c.heartbeatLoop()
-	}
+	c.startHeartbeats()
 	return c
 }
 

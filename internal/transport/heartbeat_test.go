@@ -225,3 +225,35 @@ func TestAlive(t *testing.T) {
 		t.Fatalf("a failed probe ended the link: %s", silent.End())
 	}
 }
+
+// TestHeartbeatsEveryIntervalUntilTheEnd: the server end keeps sending
+// heartbeats, one an interval, and none once the link has ended.
+func TestHeartbeatsEveryIntervalUntilTheEnd(t *testing.T) {
+	sws, peer := pipeWS(t)
+	const every = 20 * time.Millisecond
+	server := Server(sws, secret, Options{HeartbeatInterval: every})
+	d := drain(peer)
+	for beats := 0; beats < 3; {
+		select {
+		case b := <-d.msgs:
+			if in, _ := classify(websocket.TextMessage, b); in.kind == frameHeartbeat {
+				beats++
+			}
+		case <-time.After(patience):
+			t.Fatalf("%d heartbeats came", beats)
+		}
+	}
+	server.Close()
+	server.pendMu.Lock()
+	sent := len(server.pending)
+	server.pendMu.Unlock()
+	if sent >= maxPending {
+		t.Fatalf("%d heartbeats unanswered already", sent)
+	}
+	time.Sleep(10 * every)
+	server.pendMu.Lock()
+	defer server.pendMu.Unlock()
+	if len(server.pending) != sent {
+		t.Fatalf("%d heartbeats sent after the end", len(server.pending)-sent)
+	}
+}

@@ -109,8 +109,8 @@ type Conn struct {
 
 	connected atomic.Bool
 
-	hbMu    sync.Mutex
-	hbTimer *time.Timer // server: the next heartbeat (heartbeat.go)
+	beats    *wheel // server: the wheel that beats this link (wheel.go)
+	beatSlot int
 
 	pendMu  sync.Mutex
 	pending []string                 // server: unanswered nonces
@@ -165,10 +165,10 @@ func start(ws *websocket.Conn, secret []byte, opt Options, r role) *Conn {
 	})
 	// gorilla's default close handler echoes a peer's close frame; the reader
 	// then sees the *websocket.CloseError and records EndRemoteClose.
+	c.startHeartbeats() // before an end can take it off its wheel
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
-	c.startHeartbeats()
 	return c
 }
 

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"time"
 )
 
 // maxPending bounds the server's unanswered heartbeat nonces; while
@@ -42,43 +41,6 @@ func (c *Conn) checkHeartbeatAck(nonce, mac string) bool {
 	c.verified.Add(1)
 	c.answered(nonce)
 	return true
-}
-
-// startHeartbeats arms the server end's heartbeats: a timer that beats
-// every HeartbeatInterval until the link ends, each beat on the timer's
-// own brief goroutine, so an idle link holds no goroutine for its
-// heartbeats (one was a sixth of an idle relay's goroutines).
-func (c *Conn) startHeartbeats() {
-	if c.role != roleServer || c.opt.HeartbeatInterval <= 0 {
-		return
-	}
-	c.hbMu.Lock()
-	defer c.hbMu.Unlock()
-	c.hbTimer = time.AfterFunc(c.opt.HeartbeatInterval, c.tick)
-}
-
-// tick is one beat of the heartbeat timer, which it re-arms while the
-// link is up.
-func (c *Conn) tick() {
-	c.hbMu.Lock()
-	defer c.hbMu.Unlock()
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	c.beat()
-	c.hbTimer.Reset(c.opt.HeartbeatInterval)
-}
-
-// stopHeartbeats stops the heartbeat timer once the link has ended: no
-// beat runs after it returns.
-func (c *Conn) stopHeartbeats() {
-	c.hbMu.Lock()
-	defer c.hbMu.Unlock()
-	if c.hbTimer != nil {
-		c.hbTimer.Stop()
-	}
 }
 
 // beat sends one heartbeat with a fresh nonce. It skips the beat when

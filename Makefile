@@ -19,6 +19,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/authz:FuzzVerify ./internal/authz:FuzzParse \
              ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
              ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \
+             ./internal/transport:FuzzReadLinkFrame \
              ./internal/relay:FuzzSplitDevice ./internal/relay:FuzzDecodeEnrollRequest \
              ./internal/relay:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \

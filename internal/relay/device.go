@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/strictjson"
+	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
@@ -130,17 +133,25 @@ func bearer(h http.Header) string {
 	return ""
 }
 
-// agent accepts a device's link and keeps it until it ends.
+// agent accepts a device's link; serveLink keeps it until it ends. The
+// request's handler returns at once: the link outlives the request, and
+// net/http then lets go of what it held for it for the link's life (its
+// buffers, the request, a goroutine with the handlers' deep stack;
+// BENCHMARKS.md, relay capacity).
 func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 	dev, conn, token := s.admitLink(w, r)
 	if conn == nil {
 		return
 	}
+	go s.serveLink(context.WithoutCancel(r.Context()), dev, conn, token)
+}
+
+// serveLink serves a device's accepted link until it ends.
+func (s *Server) serveLink(ctx context.Context, dev *relaystate.Device, conn *transport.Conn, token string) {
 	defer s.linkEnded(conn)
 	defer s.letGo(dev.ID, conn)
 	go s.rotate(conn, dev.ID, token)
 	client := mcp.NewClient(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, nil)
-	ctx := r.Context()
 	session, err := client.Connect(ctx, conn, nil)
 	if err != nil {
 		conn.Close()

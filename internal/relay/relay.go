@@ -59,7 +59,10 @@ type Server struct {
 	// admissions the devices being admitted (standing.go).
 	held       map[string]*transport.Conn
 	admissions map[string]chan struct{}
-	rotations  rotations
+	// holds counts the links ever taken into held, so the link watcher
+	// knows when it holds one it has not checked (watch.go).
+	holds     uint64
+	rotations rotations
 
 	// Observer, when set before serving, is told of calls, link ends and
 	// enrollment refusals (metrics).

@@ -26,8 +26,9 @@ import (
 const (
 	// busyProbe is how long the old link has to answer its heartbeat.
 	busyProbe = 2 * time.Second
-	// StandingPoll is how often a linked device's standing is read: a
-	// revocation by another process ends the link within it.
+	// StandingPoll is how often the standings of linked devices are
+	// checked (watch.go): a revocation by another process ends the link
+	// within it.
 	StandingPoll = time.Second
 )
 
@@ -68,10 +69,17 @@ func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*relaystate.
 	if err != nil {
 		return nil, nil, ""
 	}
-	s.mu.Lock()
-	s.held[dev.ID] = conn
-	s.mu.Unlock()
+	s.hold(dev.ID, conn)
 	return dev, conn, token
+}
+
+// hold takes conn as the device's link, the one endDevice closes, until
+// letGo.
+func (s *Server) hold(device string, conn *transport.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held[device] = conn
+	s.holds++
 }
 
 // refuseLink answers a link whose credentials were not accepted: 403 for a

@@ -32,6 +32,7 @@ type State interface {
 	SetConnected(id string, connected bool, at time.Time) error
 	SetSeen(ids []string, at time.Time) error
 	Standings() ([]Standing, error)
+	StandingChanges() (int64, error)
 	DisconnectAll() error
 
 	// Client tokens.

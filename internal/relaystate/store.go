@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -120,8 +120,27 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE INDEX IF NOT EXISTS audit_at ON audit(at);
 `
 
+// schemaV3 adds the standing-change counter (StandingChanges): triggers
+// bump it whenever a device row comes or goes or its ID or standing
+// changes, whoever writes (this relay, the CLI in another process, the
+// sqlite3 shell), so a relay that finds it unchanged knows every device's
+// standing is what it last read without reading them.
+const schemaV3 = `
+CREATE TABLE IF NOT EXISTS standing_changes (
+	one INTEGER PRIMARY KEY CHECK (one = 1),
+	n   INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO standing_changes(one, n) VALUES (1, 0);
+CREATE TRIGGER IF NOT EXISTS devices_standing_insert AFTER INSERT ON devices
+	BEGIN UPDATE standing_changes SET n = n + 1; END;
+CREATE TRIGGER IF NOT EXISTS devices_standing_delete AFTER DELETE ON devices
+	BEGIN UPDATE standing_changes SET n = n + 1; END;
+CREATE TRIGGER IF NOT EXISTS devices_standing_update AFTER UPDATE OF id, standing ON devices
+	BEGIN UPDATE standing_changes SET n = n + 1; END;
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2}
+var migrations = []string{schema, schemaV2, schemaV3}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

@@ -62,7 +62,7 @@ func TestOpenModesAndSchema(t *testing.T) {
 	if err := s.db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode %q %v", mode, err)
 	}
-	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 2 {
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 3 {
 		t.Fatalf("user_version %d %v", version, err)
 	}
 	var busy int
@@ -321,8 +321,12 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Turn it back into a schema-1 database: drop what schema 2 added.
+	// Turn it back into a schema-1 database: drop what schemas 2 and 3 added.
 	for _, q := range []string{
+		`DROP TRIGGER devices_standing_insert`,
+		`DROP TRIGGER devices_standing_delete`,
+		`DROP TRIGGER devices_standing_update`,
+		`DROP TABLE standing_changes`,
 		`ALTER TABLE tokens DROP COLUMN principal`,
 		`ALTER TABLE devices DROP COLUMN standing`,
 		`ALTER TABLE devices DROP COLUMN standing_at`,
@@ -341,7 +345,7 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	defer s.Close()
 	var version int
-	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 2 {
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 3 {
 		t.Fatalf("user_version %d %v", version, err)
 	}
 	list, err := s.Tokens()
@@ -351,5 +355,11 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	var n int
 	if err := s.db.QueryRow(`SELECT count(*) FROM audit`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("audit table after migration: %d %v", n, err)
+	}
+	// The standing-change counter works on a migrated database.
+	before := changes(t, s)
+	enrollT(t, s, "migrated", "")
+	if after := changes(t, s); after == before {
+		t.Fatalf("an enrollment left the counter at %d after migration", after)
 	}
 }

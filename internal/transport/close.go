@@ -74,6 +74,7 @@ func (c *Conn) finish(e End) {
 		c.end = e
 		c.endMu.Unlock()
 		close(c.done)
+		c.stopHeartbeats()
 		code := websocket.CloseGoingAway
 		switch e {
 		case EndLocalShutdown:

@@ -109,6 +109,9 @@ type Conn struct {
 
 	connected atomic.Bool
 
+	beats    *wheel // server: the wheel that beats this link (wheel.go)
+	beatSlot int
+
 	pendMu  sync.Mutex
 	pending []string                 // server: unanswered nonces
 	waiters map[string]chan struct{} // server: Alive calls by nonce
@@ -173,13 +176,10 @@ func start(ws *websocket.Conn, secret []byte, opt Options, r role) *Conn {
 	})
 	// gorilla's default close handler echoes a peer's close frame; the reader
 	// then sees the *websocket.CloseError and records EndRemoteClose.
+	c.startHeartbeats() // before an end can take it off its wheel
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
-	if r == roleServer && opt.HeartbeatInterval > 0 {
-		c.wg.Add(1)
-		go c.heartbeatLoop()
-	}
 	return c
 }
 

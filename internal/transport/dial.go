@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/gorilla/websocket"
 
@@ -123,8 +124,13 @@ func Dial(ctx context.Context, serverURL, token string) (*websocket.Conn, error)
 }
 
 // upgrader accepts agents' links. Agents are not browsers; there is no
-// origin to check.
-var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+// origin to check. Write buffers come from a pool for the time of a
+// write, so an idle link holds none (gorilla would otherwise keep the
+// request's 4 KiB write buffer for the link's life).
+var upgrader = websocket.Upgrader{
+	CheckOrigin:     func(*http.Request) bool { return true },
+	WriteBufferPool: &sync.Pool{},
+}
 
 // Accept upgrades an agent's request for AgentPath to the server's end of a
 // link (Server). On failure the request has been answered.

@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"testing"
 
 	"github.com/gorilla/websocket"
@@ -26,8 +28,8 @@ func TestMAC(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
-	hb, _ := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
-	ack, _ := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
+	hb := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
+	ack := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
 	longest := nonceEncoding.EncodeToString(make([]byte, maxNonceBytes))
 	tooLong := nonceEncoding.EncodeToString(make([]byte, maxNonceBytes+1))
 	rot, _ := rotateFrame("ccd_t")
@@ -51,10 +53,15 @@ func TestClassify(t *testing.T) {
 		{"no version", websocket.TextMessage, `{"method":"x"}`, 0, EndProtocol},
 		{"response without id", websocket.TextMessage, `{"jsonrpc":"2.0","result":{}}`, 0, EndProtocol},
 		{"heartbeat as call", websocket.TextMessage, `{"jsonrpc":"2.0","id":7,"method":"` + MethodHeartbeat + `","params":{"nonce":"AAAA"}}`, 0, EndProtocol},
+		{"heartbeat nonce with a line break", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"AAAA\nAAAA"}}`, 0, EndProtocol},
 		{"heartbeat bad nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"a+b/"}}`, 0, EndProtocol},
 		{"heartbeat longest nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"` + longest + `"}}`, frameHeartbeat, ""},
 		{"heartbeat long nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":{"nonce":"` + tooLong + `"}}`, 0, EndProtocol},
 		{"heartbeat params array", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeat + `","params":[1]}`, 0, EndProtocol},
+		{"ack spaced out", websocket.TextMessage, `{"jsonrpc": "2.0", "method": "` + MethodHeartbeatAck + `", "params": {"mac": "AAAA", "nonce": "AAAA"}}`, frameHeartbeatAck, ""},
+		{"ack escaped", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"AA\u0041A","mac":"AAAA"}}`, frameHeartbeatAck, ""},
+		{"ack with an id", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"AAAA","mac":"AAAA"},"id":1}`, 0, EndProtocol},
+		{"ack cut short", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"AAAA","mac":"AAAA"}`, 0, EndProtocol},
 		{"ack without mac", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"AAAA"}}`, 0, EndProtocol},
 		{"ack without nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"mac":"AAAA"}}`, 0, EndProtocol},
 		{"ack bad nonce", websocket.TextMessage, `{"jsonrpc":"2.0","method":"` + MethodHeartbeatAck + `","params":{"nonce":"a+b/","mac":"AAAA"}}`, 0, EndProtocol},
@@ -83,9 +90,56 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestLinkFramesAsEncodingJSONWritesThem: the heartbeat and ack frames are what
+// encoding/json writes for them, the form every earlier agent and relay
+// sent, so readLinkFrame reads what peers send.
+func TestLinkFramesAsEncodingJSONWritesThem(t *testing.T) {
+	nonce, err := newNonce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, _ := json.Marshal(notification{JSONRPC: "2.0", Method: MethodHeartbeat, Params: heartbeatParams{Nonce: nonce}})
+	ack, _ := json.Marshal(notification{JSONRPC: "2.0", Method: MethodHeartbeatAck,
+		Params: heartbeatAckParams{Nonce: nonce, MAC: MAC(secret, nonce)}})
+	if got := heartbeatFrame(nonce); !bytes.Equal(got, hb) {
+		t.Fatalf("heartbeat %s, encoding/json %s", got, hb)
+	}
+	if got := heartbeatAckFrame(secret, nonce); !bytes.Equal(got, ack) {
+		t.Fatalf("ack %s, encoding/json %s", got, ack)
+	}
+	for _, frame := range [][]byte{hb, ack} {
+		if _, ok := readLinkFrame(frame); !ok {
+			t.Fatalf("%s is not read without the JSON-RPC decoder", frame)
+		}
+	}
+	if in, ok := readLinkFrame(ack); in.kind != frameHeartbeatAck || in.nonce != nonce || in.mac != MAC(secret, nonce) || !ok {
+		t.Fatalf("ack read as %+v", in)
+	}
+}
+
+// FuzzReadLinkFrame: whatever readLinkFrame accepts, the JSON-RPC decoder
+// reads the same way.
+func FuzzReadLinkFrame(f *testing.F) {
+	f.Add(heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA"))
+	f.Add(heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA"))
+	f.Add([]byte(heartbeatAckPrefix + "AAAA" + heartbeatAckMiddle + heartbeatAckMiddle + "AAAA" + heartbeatAckSuffix))
+	f.Add([]byte(heartbeatPrefix + "AA\"AA" + heartbeatSuffix))
+	f.Add([]byte(heartbeatPrefix + heartbeatSuffix))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in, ok := readLinkFrame(data)
+		if !ok {
+			return
+		}
+		want, end := decodeFrame(data)
+		if end != "" || in != want {
+			t.Fatalf("read as %+v, decoded as %+v (%q)", in, want, end)
+		}
+	})
+}
+
 func FuzzInbound(f *testing.F) {
-	hb, _ := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
-	ack, _ := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
+	hb := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
+	ack := heartbeatAckFrame(secret, "AAAAAAAAAAAAAAAAAAAAAA")
 	rot, _ := rotateFrame("ccd_t")
 	rotAck, _ := rotateAckFrame(secret, "ccd_t")
 	for _, s := range []string{

@@ -54,7 +54,7 @@ func TestAgentAnswersHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb, _ := heartbeatFrame(nonce)
+	hb := heartbeatFrame(nonce)
 	writeText(t, peer, string(hb))
 	writeText(t, peer, `{"jsonrpc":"2.0","method":"notifications/commandcore/heartbeat_ack","params":{"nonce":"AAAA","mac":"x"}}`)
 	nextIsAfter(t, peer, agent)
@@ -109,7 +109,7 @@ func TestServerVerifiesAck(t *testing.T) {
 	if hb.Method != MethodHeartbeat || err != nil || len(raw) != nonceBytes {
 		t.Fatalf("heartbeat %+v", hb)
 	}
-	ack, _ := heartbeatAckFrame(secret, hb.Params.Nonce)
+	ack := heartbeatAckFrame(secret, hb.Params.Nonce)
 	writeText(t, peer, string(ack))
 	nextIsAfter(t, peer, server)
 	if server.verified.Load() != 1 {
@@ -127,11 +127,11 @@ func TestServerRejectsBadAcks(t *testing.T) {
 	for name, mk := range map[string]func(string) string{
 		"unknown nonce": func(string) string {
 			n, _ := newNonce()
-			b, _ := heartbeatAckFrame(secret, n)
+			b := heartbeatAckFrame(secret, n)
 			return string(b)
 		},
 		"wrong mac": func(n string) string {
-			b, _ := heartbeatAckFrame(otherSecret, n)
+			b := heartbeatAckFrame(otherSecret, n)
 			return string(b)
 		},
 		"undecodable mac": func(n string) string {
@@ -180,7 +180,7 @@ func TestPendingBound(t *testing.T) {
 	if n != maxPending {
 		t.Fatalf("pending %d, want %d", n, maxPending)
 	}
-	ack, _ := heartbeatAckFrame(secret, first)
+	ack := heartbeatAckFrame(secret, first)
 	writeText(t, peer, string(ack))
 	writeText(t, peer, `{"jsonrpc":"2.0","method":"x/after"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
@@ -223,5 +223,37 @@ func TestAlive(t *testing.T) {
 	}
 	if silent.End() != "" {
 		t.Fatalf("a failed probe ended the link: %s", silent.End())
+	}
+}
+
+// TestHeartbeatsEveryIntervalUntilTheEnd: the server end keeps sending
+// heartbeats, one an interval, and none once the link has ended.
+func TestHeartbeatsEveryIntervalUntilTheEnd(t *testing.T) {
+	sws, peer := pipeWS(t)
+	const every = 20 * time.Millisecond
+	server := Server(sws, secret, Options{HeartbeatInterval: every})
+	d := drain(peer)
+	for beats := 0; beats < 3; {
+		select {
+		case b := <-d.msgs:
+			if in, _ := classify(websocket.TextMessage, b); in.kind == frameHeartbeat {
+				beats++
+			}
+		case <-time.After(patience):
+			t.Fatalf("%d heartbeats came", beats)
+		}
+	}
+	server.Close()
+	server.pendMu.Lock()
+	sent := len(server.pending)
+	server.pendMu.Unlock()
+	if sent >= maxPending {
+		t.Fatalf("%d heartbeats unanswered already", sent)
+	}
+	time.Sleep(10 * every)
+	server.pendMu.Lock()
+	defer server.pendMu.Unlock()
+	if len(server.pending) != sent {
+		t.Fatalf("%d heartbeats sent after the end", len(server.pending)-sent)
 	}
 }

@@ -112,7 +112,7 @@ func TestHeartbeatBypassesFullQueue(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	hb, _ := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
+	hb := heartbeatFrame("AAAAAAAAAAAAAAAAAAAAAA")
 	c.ctrl <- hb
 	got := drain(peer)
 	// The writer's stalled frame comes first, then the heartbeat jumps the queue.

@@ -169,6 +169,9 @@ func loopbackAddr(hostport string) bool {
 func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request, c *client, dc *directCall) {
 	at, start := s.Now(), time.Now()
 	out := &eventStream{w: w}
+	// The link's reader may still be handing over a progress notification
+	// when the call ends; none may touch the response after the handler.
+	defer out.end()
 	var progress func([]byte)
 	if dc.progress != nil {
 		progress = func(params []byte) { out.progress(dc.progress, params) }
@@ -276,6 +279,14 @@ func (e *eventStream) progress(token, params []byte) {
 	if e.write(e.buf) != nil {
 		e.lost.Store(true)
 	}
+}
+
+// end ends the stream: it waits for a progress write under way, and no
+// other follows.
+func (e *eventStream) end() {
+	e.mu.Lock()
+	e.done = true
+	e.mu.Unlock()
 }
 
 // answer writes the call's response.

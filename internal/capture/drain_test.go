@@ -432,7 +432,8 @@ func BenchmarkDrainPipe(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+					// The supervisor's pipe size (supervisor.pipeSize).
+					unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 256<<10)
 					cmd := exec.Command("/bin/sh", "-c", p.cmd)
 					cmd.Stdout = pw
 					if err := cmd.Start(); err != nil {

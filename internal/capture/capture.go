@@ -23,7 +23,11 @@
 // Write publishes before it returns. Drain, the supervisor's copy loop,
 // publishes at a bounded rate instead: before it would store more than the
 // slack past the published end, and within limits.CapturePublishInterval of
-// any output, even when the producer then goes quiet.
+// any output, even when the producer then goes quiet. It moves a pipe
+// with no user-space buffer: spliced into the file until the ring
+// has been stored once, then read straight into a shared mapping of the
+// ring. Every byte is stored, even those the ring overwrites before the
+// stream ends: the slack rule leaves no way to skip them (see reserve).
 package capture
 
 import (

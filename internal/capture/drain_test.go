@@ -202,7 +202,7 @@ func TestDrainStoresAtMostTheSlackPastTheHeader(t *testing.T) {
 					worst.Store(ahead)
 				}
 			}
-			realPwrite, realSplice := w.pwrite, w.splice
+			realPwrite, realSplice, realRead := w.pwrite, w.splice, w.read
 			w.pwrite = func(p []byte, off int64) (int, error) {
 				n, err := realPwrite(p, off)
 				if off == 0 {
@@ -221,6 +221,13 @@ func TestDrainStoresAtMostTheSlackPastTheHeader(t *testing.T) {
 				k, err := realSplice(rfd, roff, wfd, woff, n, flags)
 				if k > 0 {
 					check(k)
+				}
+				return k, err
+			}
+			w.read = func(fd int, p []byte) (int, error) {
+				k, err := realRead(fd, p)
+				if k > 0 {
+					check(int64(k))
 				}
 				return k, err
 			}
@@ -244,12 +251,30 @@ func TestDrainStoresAtMostTheSlackPastTheHeader(t *testing.T) {
 	}
 }
 
-// spliceDisk is a splice seam that fills the disk: once budget bytes are
-// stored it returns a short count, then ENOSPC, as a full file system does.
+// spliceDisk is a splice and read seam that fills the disk: once budget
+// bytes are stored it returns a short count, then fails as a full file
+// system does: splice with ENOSPC, a read into the ring's mapping with
+// EFAULT (its page cannot be made writable).
 type spliceDisk struct {
 	budget int64
-	calls  int // splices attempted after the failure
+	calls  int // splices and reads attempted after the failure
+	reads  int // reads into the mapping
 	failed bool
+}
+
+func (d *spliceDisk) read(fd int, p []byte) (int, error) {
+	d.reads++
+	if d.failed {
+		d.calls++
+		return 0, syscall.EFAULT
+	}
+	if d.budget == 0 {
+		d.failed = true
+		return 0, syscall.EFAULT
+	}
+	k, err := unix.Read(fd, p[:min(int64(len(p)), d.budget)])
+	d.budget -= int64(max(k, 0))
+	return k, err
 }
 
 func (d *spliceDisk) splice(rfd int, roff *int64, wfd int, woff *int64, n int, flags int) (int64, error) {
@@ -267,13 +292,15 @@ func (d *spliceDisk) splice(rfd int, roff *int64, wfd int, woff *int64, n int, f
 }
 
 // TestDiskFullWhileSplicing: retention stops where the disk filled, exactly,
-// and Drain goes on counting the rest of the stream.
+// and Drain goes on counting the rest of the stream, whether the disk fills
+// while the pipe is spliced (head, first lap of the ring) or while it is
+// read into the ring's mapping (later laps).
 func TestDiskFullWhileSplicing(t *testing.T) {
 	const total = 3 << 20
-	for _, allowed := range []int64{1000, headBytes + 1, headBytes + tailBytes + 100000, headBytes + 2*ringBytes} {
+	for _, allowed := range []int64{1000, headBytes + 1, headBytes + tailBytes + 100000, headBytes + ringBytes, headBytes + ringBytes + 1, headBytes + 2*ringBytes} {
 		w, file := newWriter(t)
 		disk := &spliceDisk{budget: allowed}
-		w.splice = disk.splice
+		w.splice, w.read = disk.splice, disk.read
 		pw, drained := drainPipe(t, w, drainPaths["splice"])
 		data := randomStream(23, total)
 		produce(t, pw, data, rand.New(rand.NewPCG(23, uint64(allowed))), 2*slackBytes)
@@ -285,7 +312,10 @@ func TestDiskFullWhileSplicing(t *testing.T) {
 			t.Fatal(err)
 		}
 		if disk.calls != 0 {
-			t.Fatalf("allowed %d: %d splices after the disk filled", allowed, disk.calls)
+			t.Fatalf("allowed %d: %d splices or reads after the disk filled", allowed, disk.calls)
+		}
+		if mapped := disk.reads > 0; mapped != (allowed >= headBytes+ringBytes) {
+			t.Fatalf("allowed %d: %d reads into the ring's mapping", allowed, disk.reads)
 		}
 		m, err := ReadMeta(file)
 		if err != nil {
@@ -335,14 +365,16 @@ func TestDrainOfAFileCopies(t *testing.T) {
 
 // TestCloseUnderABlockedDrain is giving up on EOF: the producer's pipe stays
 // open and quiet, so Drain is blocked in the kernel when the writer is
-// closed. Close publishes what was counted; what the pipe delivers later is
-// refused, not counted, and Drain ends.
+// closed (in a splice, or in a read into the ring's mapping once the stream
+// is past the first lap). Close publishes what was counted; what the pipe
+// delivers later is refused, not counted, and leaves the retained bytes
+// alone, and Drain ends.
 func TestCloseUnderABlockedDrain(t *testing.T) {
 	for name, path := range drainPaths {
 		t.Run(name, func(t *testing.T) {
 			w, file := newWriter(t)
 			pw, drained := drainPipe(t, w, path)
-			data := randomStream(25, 5000)
+			data := randomStream(25, headBytes+ringBytes+5000)
 			if _, err := pw.Write(data); err != nil {
 				t.Fatal(err)
 			}
@@ -370,6 +402,10 @@ func TestCloseUnderABlockedDrain(t *testing.T) {
 			if m, err := ReadMeta(file); err != nil || m != final || w.Meta() != final {
 				t.Fatalf("late output changed the capture: header %+v (%v), writer %+v, final %+v", m, err, w.Meta(), final)
 			}
+			want, _ := expectRetained(data)
+			if got := readAll(t, file, 1<<20); !bytes.Equal(got.data, want) {
+				t.Fatal("late output changed the retained bytes")
+			}
 		})
 	}
 }
@@ -396,7 +432,8 @@ func BenchmarkDrainPipe(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+					// The supervisor's pipe size (supervisor.pipeSize).
+					unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 256<<10)
 					cmd := exec.Command("/bin/sh", "-c", p.cmd)
 					cmd.Stdout = pw
 					if err := cmd.Start(); err != nil {

@@ -17,16 +17,19 @@ var errWriterDone = fmt.Errorf("capture: write after seal or close: %w", os.ErrC
 
 // Writer appends one stream to a capture file. It is safe for concurrent use,
 // though a stream normally has a single producer (Drain); a Write waits for
-// a splice of Drain's that is under way.
+// a piece of Drain's that is under way.
 type Writer struct {
-	// prod serialises producers. Drain's splice holds it, and not mu, while
-	// the kernel stores bytes past h.stored.
+	// prod serialises producers. Drain holds it, and not mu, while the
+	// kernel stores bytes past h.stored (a splice, or a read into the
+	// ring's mapping).
 	prod   sync.Mutex
 	mu     sync.Mutex
 	f      *os.File
 	pwrite func(p []byte, off int64) (int, error) // f.WriteAt; a seam for fault tests
-	// splice is unix.Splice; a seam for tests that fill the disk.
+	// splice is unix.Splice and read unix.Read (into the ring's mapping);
+	// seams for tests that fill the disk.
 	splice func(rfd int, roff *int64, wfd int, woff *int64, n int, flags int) (int64, error)
+	read   func(fd int, p []byte) (int, error)
 	h      header
 	buf    [fieldsLen]byte // header encoding, reused so Write does not allocate
 	sealed bool
@@ -49,11 +52,12 @@ type Writer struct {
 // Create creates a new capture file at path (mode 0600; it must not exist)
 // and publishes an empty header.
 func Create(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	// Read access too: Drain maps the ring (a shared mapping needs it).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{f: f, pwrite: f.WriteAt, splice: unix.Splice, lastPublish: time.Now()}
+	w := &Writer{f: f, pwrite: f.WriteAt, splice: unix.Splice, read: unix.Read, lastPublish: time.Now()}
 	// The whole header region is written once so the file is never shorter
 	// than a header, even before the first output.
 	region := make([]byte, headerSize)
@@ -252,7 +256,7 @@ func (w *Writer) Meta() Meta {
 	return w.h.meta()
 }
 
-// Drain copies r into w until EOF: a pipe is spliced into the file (see
+// Drain copies r into w until EOF: a pipe by the kernel alone (see
 // splicePipe), anything else read in pieces of up to limits.CaptureReadBytes,
 // publishing at a bounded rate (see drainWrite) and once more when r ends.
 // It returns r's error other than io.EOF, or an error once w is sealed or

@@ -17,9 +17,15 @@ import (
 // as incomplete; the unit's cleanup ends such descendants.
 const captureGrace = time.Second
 
-// pipeSize is the capacity asked for the job's output pipes (the default
-// maximum an unprivileged process may set).
-const pipeSize = 1 << 20
+// pipeSize is the capacity asked for the job's output pipes: four of the
+// capture's pieces (capture.Drain takes at most the ring's 64 KiB slack at a
+// time). Larger than the default 64 KiB, so that a producer of small writes
+// (head's 8 KiB) runs ahead while the supervisor is descheduled; far smaller
+// than the 1 MiB an unprivileged process may set, because a producer of big
+// writes (dd's 1 MiB) holds the pipe's lock while it fills whatever room
+// there is, and the supervisor's next piece spins on that lock
+// (BENCHMARKS.md, capture at pipe speed).
+const pipeSize = 256 << 10
 
 // outputs are the shell's stdout and stderr pipes, captured into the
 // job's capture files.
@@ -81,8 +87,7 @@ func (o *outputs) closeReaders() {
 // drain captures both streams into ws until their EOF.
 func (o *outputs) drain(ws [2]*capture.Writer) {
 	for i := range o.r {
-		// A larger pipe lets a fast writer run ahead between our reads,
-		// halving wake-ups; failure only costs throughput.
+		// Failure only costs throughput.
 		growPipe(o.r[i])
 		o.done[i] = drain(ws[i], o.src[i])
 	}

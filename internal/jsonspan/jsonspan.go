@@ -38,47 +38,29 @@ type Member struct {
 func Object(data []byte) ([]Member, error) {
 	s := scanner{data: data}
 	s.space()
-	if s.i >= len(s.data) || s.data[s.i] != '{' {
+	if s.peek() != '{' {
 		return nil, ErrSyntax
 	}
-	s.i++
 	var members []Member
-	s.space()
-	if s.peek() == '}' {
-		s.i++
-	} else {
-		for {
-			s.space()
-			key, err := s.key()
-			if err != nil {
-				return nil, err
-			}
-			s.space()
-			if s.peek() != ':' {
-				return nil, ErrSyntax
-			}
-			s.i++
-			s.space()
-			start := s.i
-			if err := s.value(1); err != nil {
-				return nil, err
-			}
-			for _, m := range members {
-				if m.Key == key {
-					return nil, ErrAmbiguous
-				}
-			}
-			members = append(members, Member{Key: key, Value: data[start:s.i]})
-			s.space()
-			c := s.peek()
-			s.i++
-			if c == '}' {
-				break
-			}
-			if c != ',' {
-				return nil, ErrSyntax
+	err := s.list('}', func() error {
+		key, escaped, value, err := s.member(1)
+		if err != nil {
+			return err
+		}
+		k := string(key)
+		if escaped || !utf8.ValidString(k) {
+			return ErrAmbiguous
+		}
+		for _, m := range members {
+			if m.Key == k {
+				return ErrAmbiguous
 			}
 		}
+		members = append(members, Member{Key: k, Value: data[value:s.i]})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	s.space()
 	if s.i != len(s.data) {
@@ -140,20 +122,52 @@ func (s *scanner) space() {
 	}
 }
 
-// key reads an object key: a string without escapes, in valid UTF-8
-// (encoding/json reads every invalid byte as U+FFFD, so two different
-// keys could become one).
-func (s *scanner) key() (string, error) {
+// member reads one object member inside depth containers: its key as
+// written between the quotes, whether the key held an escape, and where
+// the value starts (it ends at s.i). Object counts an escaped key, or one
+// not valid UTF-8, as ambiguous: encoding/json reads every invalid byte as
+// U+FFFD, so two different keys could become one.
+func (s *scanner) member(depth int) (key []byte, escaped bool, value int, err error) {
 	start := s.i
-	escaped, err := s.str()
-	if err != nil {
-		return "", err
+	if escaped, err = s.str(); err != nil {
+		return nil, false, 0, err
 	}
-	key := s.data[start+1 : s.i-1]
-	if escaped || !utf8.Valid(key) {
-		return "", ErrAmbiguous
+	key = s.data[start+1 : s.i-1]
+	s.space()
+	if s.peek() != ':' {
+		return nil, false, 0, ErrSyntax
 	}
-	return string(key), nil
+	s.i++
+	s.space()
+	value = s.i
+	return key, escaped, value, s.value(depth)
+}
+
+// list reads the rest of an object or array from its opening byte: items,
+// separated by commas, up to close.
+func (s *scanner) list(close byte, item func() error) error {
+	s.i++
+	s.space()
+	if s.peek() == close {
+		s.i++
+		return nil
+	}
+	for {
+		s.space()
+		if err := item(); err != nil {
+			return err
+		}
+		s.space()
+		c := s.peek()
+		s.i++
+		switch c {
+		case close:
+			return nil
+		case ',':
+		default:
+			return ErrSyntax
+		}
+	}
 }
 
 // value reads one value inside depth containers.
@@ -184,65 +198,14 @@ func (s *scanner) value(depth int) error {
 }
 
 func (s *scanner) object(depth int) error {
-	s.i++ // '{'
-	s.space()
-	if s.peek() == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		s.space()
-		if s.peek() != '"' {
-			return ErrSyntax
-		}
-		if _, err := s.str(); err != nil {
-			return err
-		}
-		s.space()
-		if s.peek() != ':' {
-			return ErrSyntax
-		}
-		s.i++
-		s.space()
-		if err := s.value(depth); err != nil {
-			return err
-		}
-		s.space()
-		c := s.peek()
-		s.i++
-		switch c {
-		case '}':
-			return nil
-		case ',':
-		default:
-			return ErrSyntax
-		}
-	}
+	return s.list('}', func() error {
+		_, _, _, err := s.member(depth)
+		return err
+	})
 }
 
 func (s *scanner) array(depth int) error {
-	s.i++ // '['
-	s.space()
-	if s.peek() == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		s.space()
-		if err := s.value(depth); err != nil {
-			return err
-		}
-		s.space()
-		c := s.peek()
-		s.i++
-		switch c {
-		case ']':
-			return nil
-		case ',':
-		default:
-			return ErrSyntax
-		}
-	}
+	return s.list(']', func() error { return s.value(depth) })
 }
 
 func (s *scanner) literal(word string) error {

@@ -32,12 +32,7 @@ var resultTooLarge = &jsonrpc.Error{Code: CodeResultTooLarge, Message: "the resu
 // there is room, ctx is done (returning ctx.Err()) or the link ends
 // (returning an error wrapping ErrEnded).
 func (c *Conn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	select {
-	case <-c.done:
-		return c.ended()
-	default:
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return err
 	}
 	frame, err := jsonrpc.EncodeMessage(msg)
@@ -61,18 +56,23 @@ func (c *Conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // MaxFrameBytes is ErrFrameTooLarge. The relay forwards calls this way,
 // without decoding and re-encoding what it passes on.
 func (c *Conn) WriteFrame(ctx context.Context, frame []byte) error {
-	select {
-	case <-c.done:
-		return c.ended()
-	default:
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return err
 	}
 	if int64(len(frame)) > c.opt.MaxFrameBytes {
 		return ErrFrameTooLarge
 	}
 	return c.enqueue(ctx, frame)
+}
+
+// writable is nil while the link is up and ctx not done.
+func (c *Conn) writable(ctx context.Context) error {
+	select {
+	case <-c.done:
+		return c.ended()
+	default:
+	}
+	return ctx.Err()
 }
 
 func (c *Conn) enqueue(ctx context.Context, frame []byte) error {

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"time"
 
@@ -163,6 +164,12 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 			sdbus.Property{Name: "MemorySwapMax", Value: dbus.MakeVariant(uint64(0))},
 		)
 	}
+	if n := sp.Resources.Nice; n != nil {
+		props = append(props, sdbus.Property{Name: "Nice", Value: dbus.MakeVariant(int32(*n))})
+	}
+	if w := sp.Resources.CPUWeight; w > 0 {
+		props = append(props, sdbus.Property{Name: "CPUWeight", Value: dbus.MakeVariant(w)})
+	}
 	return props
 }
 
@@ -264,8 +271,8 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 	// not be mistaken for the supervisor's.
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start supervisor: %w", err)
+	if err := startNiced(cmd, sp.Resources.Nice); err != nil {
+		return nil, err
 	}
 	failed := make(chan struct{})
 	// Reap the supervisor when it ends; if the launcher exits first, init
@@ -280,4 +287,57 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 		return cmd.Process.Kill()
 	}
 	return &Started{Failed: failed, stop: stop}, nil
+}
+
+// startNiced starts cmd at the owner's niceness, if any, as a unit's Nice=
+// would: the supervisor and the job it starts inherit it. Niceness belongs
+// to a thread and a child inherits the forking thread's, so the fork runs on
+// a thread of its own that is niced first and then discarded (a goroutine
+// that ends locked to its thread takes the thread with it), leaving the
+// agent's other threads as they were.
+func startNiced(cmd *exec.Cmd, nice *int) error {
+	if nice == nil {
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start supervisor: %w", err)
+		}
+		return nil
+	}
+	done := make(chan error, 1)
+	go startOnNicedThread(cmd, *nice, done)
+	return <-done
+}
+
+// startOnNicedThread runs in a goroutine of its own and ends locked to its
+// thread.
+func startOnNicedThread(cmd *exec.Cmd, nice int, done chan<- error) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The runtime never ends the main thread (it parks it for good
+		// instead), so a niced one would stay niced: hold it while another
+		// thread, which cannot be this one, does the start.
+		inner := make(chan error, 1)
+		go startOnNicedThread(cmd, nice, inner)
+		err := <-inner
+		runtime.UnlockOSThread()
+		done <- err
+		return
+	}
+	done <- func() error {
+		// getpriority(2) answers 20 - nice. A thread may only lower its
+		// priority: an agent already nicer than the policy leaves the job
+		// at its own, which is lower priority still.
+		raw, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+		if err != nil {
+			return fmt.Errorf("read niceness: %w", err)
+		}
+		if 20-raw < nice {
+			if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
+				return fmt.Errorf("set niceness: %w", err)
+			}
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start supervisor: %w", err)
+		}
+		return nil
+	}()
 }

@@ -47,6 +47,11 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
 	// Internal: the owner's job-resources.json is a few bytes.
 	"MaxJobResourcesBytes": {MaxJobResourcesBytes, 64 * kib},
+	// README, Managed jobs: nice 0–19, cpu_weight 1–10000 (the kernel's and
+	// systemd's ranges).
+	"JobNiceMax":      {JobNiceMax, 19},
+	"JobCPUWeightMin": {JobCPUWeightMin, 1},
+	"JobCPUWeightMax": {JobCPUWeightMax, 10000},
 	// Internal: any job metadata file read from disk.
 	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
 	// docs/tools.md process.wait: process_ids 1–32; docs/limits.md.

@@ -1,14 +1,17 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobs"
 )
 
@@ -22,10 +25,30 @@ const stormBytes = 8 << 30
 // (64 KiB pages from its tail); the same paging before the storm is the
 // idle baseline. Afterwards every job's observed_bytes must equal what it
 // wrote. Targets (issue 14): RSS flat (±10 %), counters exact, paging p50
-// during the storm ≤ 2× idle.
+// during the storm ≤ 2× idle. STORM_NICE=N writes {"nice": N} to the
+// state directory's job-resources.json first, so every job (the probe too)
+// runs at that niceness.
 func BenchmarkOutputStorm(b *testing.B) {
+	var caps jobresources.Caps
+	if v := os.Getenv("STORM_NICE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("STORM_NICE=%q: %v", v, err)
+		}
+		caps.Nice = &n
+	}
 	for range b.N {
-		c := newMCP(b, stateDir(b))
+		state := stateDir(b)
+		if caps.Nice != nil {
+			pol, err := json.Marshal(caps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(state, jobresources.FileName), pol, 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c := newMCP(b, state)
 		var probe jobs.StartResult
 		if err := c.call("process.start", map[string]any{"command": "printf 'x%.0s' $(seq 1 100000); exec sleep 600"}, &probe); err != nil {
 			b.Fatal(err)
@@ -99,9 +122,13 @@ func BenchmarkOutputStorm(b *testing.B) {
 		b.ReportMetric(ms(ss.P50)/ms(si.P50), "storm/idle")
 		b.ReportMetric(float64(exact), "jobs-exact")
 		b.ReportMetric(float64(med), "mcp-rss-median-KiB")
-		fmt.Printf("storm: 31 jobs × %d MiB + 1 pager job in %v; pages p50 idle %.2f ms, storm %.2f ms (%.2f×, %d pages); "+
+		policy := "no policy"
+		if caps.Nice != nil {
+			policy = fmt.Sprintf("nice %d", *caps.Nice)
+		}
+		fmt.Printf("storm (%s): 31 jobs × %d MiB + 1 pager job in %v; pages p50 idle %.2f ms, storm %.2f ms (%.2f×, %d pages); "+
 			"mcp RSS min %d / median %d / max %d KiB over %d samples (max/min %.2f); %d of 31 counters exact and sealed\n",
-			stormBytes>>20, took.Round(time.Second), ms(si.P50), ms(ss.P50), ms(ss.P50)/ms(si.P50), len(storm),
+			policy, stormBytes>>20, took.Round(time.Second), ms(si.P50), ms(ss.P50), ms(ss.P50)/ms(si.P50), len(storm),
 			lo, med, hi, len(rss), float64(hi)/float64(max(lo, 1)), exact)
 	}
 }

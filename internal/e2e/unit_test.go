@@ -123,8 +123,59 @@ func TestPolicyPriority(t *testing.T) {
 		t.Errorf("nice 10, cpu_weight 50: unit has Nice=%s CPUWeight=%s", p["Nice"], p["CPUWeight"])
 	}
 	waitOutput(t, c, res.ProcessID, "10\n")
-	if n := procNice(t, c.status(res.ProcessID).Identity.Supervisor.PID); n != "10" {
+	rec := c.status(res.ProcessID)
+	if n := procNice(t, rec.Identity.Supervisor.PID); n != "10" {
 		t.Errorf("the supervisor runs at niceness %s, want 10", n)
+	}
+	// Where the kernel shares CPU between sessions first (autogroups), each
+	// job's session is as nice as the job; a terminal job is a session of
+	// its own. The job without a policy keeps the default.
+	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
+		t.Skip("this kernel has no autogroups")
+	}
+	waitAutogroupNice(t, childPID(t, c, res.ProcessID), "10")
+	term := c.start(map[string]any{"command": "exec sleep 60", "pty": map[string]int{"cols": 80, "rows": 24}})
+	t.Cleanup(func() { c.stopAndWait(term.ProcessID) })
+	waitAutogroupNice(t, childPID(t, c, term.ProcessID), "10")
+	waitAutogroupNice(t, c.status(term.ProcessID).Identity.Supervisor.PID, "10")
+	waitAutogroupNice(t, childPID(t, c, plain.ProcessID), "0")
+}
+
+// childPID waits for a job's recorded child and returns its PID.
+func childPID(t *testing.T, c *client, id string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if rec := c.status(id); rec.Identity != nil && rec.Identity.Child != nil {
+			return rec.Identity.Child.PID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s recorded no child within 10 s", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitAutogroupNice waits until process pid's autogroup (/proc/PID/autogroup,
+// "/autogroup-N nice M") has niceness want: the supervisor sets it just
+// after the shell starts, retrying while the kernel's rate limit refuses.
+func waitAutogroupNice(t *testing.T, pid int, want string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var got string
+	for {
+		data, err := os.ReadFile("/proc/" + itoa(int64(pid)) + "/autogroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(data))
+		if got = f[len(f)-1]; got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d: autogroup %q, want nice %s", pid, data, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -262,6 +313,12 @@ func TestFallbackWithoutUserManager(t *testing.T) {
 	}
 	if n := procNice(t, cn.cmd.Process.Pid); n != "0" {
 		t.Errorf("the agent runs at niceness %s after launching a niced job", n)
+	}
+	if _, err := os.Stat("/proc/self/autogroup"); err == nil {
+		long := cn.start(map[string]any{"command": "exec sleep 60"})
+		waitAutogroupNice(t, childPID(t, cn, long.ProcessID), "10")
+		cn.ok("process.stop", map[string]any{"process_id": long.ProcessID}, nil)
+		cn.waitTerminal(long.ProcessID, 10*time.Second)
 	}
 	writePolicy(t, state, `{"nice": 3}`, 0o600)
 	cmd := exec.Command("nice", "-n", "5", bin, "mcp", "--state-dir", state, "--config-dir", t.TempDir())

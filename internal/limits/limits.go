@@ -153,6 +153,10 @@ const (
 	// job units: the range of systemd's CPUWeight=.
 	JobCPUWeightMin = 1
 	JobCPUWeightMax = 10000
+	// SessionNiceTimeout bounds how long a niced supervisor keeps retrying
+	// to give its job's sessions its niceness (the kernel takes one such
+	// change every 100 ms from an unprivileged user).
+	SessionNiceTimeout = 10 * time.Second
 	// MaxMetadataBytes bounds any job metadata file read from disk.
 	MaxMetadataBytes = 1 << 20
 

@@ -114,6 +114,8 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"JournalMaxAge":    {JournalMaxAge, 30 * day},          // README, What is here: of the last 30 days
 	"AuditMaxAge":      {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
 	"GPUProbeTimeout":  {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
+	// Internal: room for 32 jobs' changes (two for a terminal job) at one per 100 ms, machine-wide.
+	"SessionNiceTimeout": {SessionNiceTimeout, 10 * time.Second},
 	// Internal: how long process.start waits for the supervisor's claim.
 	"ClaimTimeout": {ClaimTimeout, 10 * time.Second},
 	// docs/tools.md process.wait: timeout_ms 0–600000, default 60000, progress

@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/niceness"
 	"github.com/commandcore/commandcore/internal/procid"
 )
 
@@ -292,52 +292,27 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 // startNiced starts cmd at the owner's niceness, if any, as a unit's Nice=
 // would: the supervisor and the job it starts inherit it. Niceness belongs
 // to a thread and a child inherits the forking thread's, so the fork runs on
-// a thread of its own that is niced first and then discarded (a goroutine
-// that ends locked to its thread takes the thread with it), leaving the
+// a thread of its own, niced first and discarded afterwards, leaving the
 // agent's other threads as they were.
 func startNiced(cmd *exec.Cmd, nice *int) error {
+	start := func() error {
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start supervisor: %w", err)
+		}
+		return nil
+	}
 	if nice == nil {
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start supervisor: %w", err)
-		}
-		return nil
+		return start()
 	}
-	done := make(chan error, 1)
-	go startOnNicedThread(cmd, *nice, done)
-	return <-done
-}
-
-// startOnNicedThread runs in a goroutine of its own and ends locked to its
-// thread.
-func startOnNicedThread(cmd *exec.Cmd, nice int, done chan<- error) {
-	runtime.LockOSThread()
-	if unix.Gettid() == unix.Getpid() {
-		// The runtime never ends the main thread (it parks it for good
-		// instead), so a niced one would stay niced: hold it while another
-		// thread, which cannot be this one, does the start.
-		inner := make(chan error, 1)
-		go startOnNicedThread(cmd, nice, inner)
-		err := <-inner
-		runtime.UnlockOSThread()
-		done <- err
-		return
-	}
-	done <- func() error {
-		// getpriority(2) answers 20 - nice. A thread may only lower its
-		// priority: an agent already nicer than the policy leaves the job
-		// at its own, which is lower priority still.
-		raw, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
-		if err != nil {
-			return fmt.Errorf("read niceness: %w", err)
+	var err error
+	niceness.OnOwnThread(func() {
+		// An agent already nicer than the policy leaves the job at its
+		// own niceness, which is lower priority still.
+		if err = niceness.Lower(*nice); err != nil {
+			err = fmt.Errorf("lower niceness: %w", err)
+			return
 		}
-		if 20-raw < nice {
-			if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
-				return fmt.Errorf("set niceness: %w", err)
-			}
-		}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start supervisor: %w", err)
-		}
-		return nil
-	}()
+		err = start()
+	})
+	return err
 }

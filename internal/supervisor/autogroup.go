@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/niceness"
 )
 
 // autogroupRetry is how long to wait after the kernel refused a change for
@@ -34,12 +35,11 @@ type sessionNice struct {
 // its own supervisor, not to the agent. It returns nil when there is
 // nothing to do or no autogroup to change.
 func openSessionNice(shell int, terminal bool) *sessionNice {
-	raw, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
-	// getpriority(2) answers 20 - nice.
-	if err != nil || 20-raw <= 0 {
+	n, err := niceness.Current()
+	if err != nil || n <= 0 {
 		return nil
 	}
-	s := &sessionNice{nice: 20 - raw}
+	s := &sessionNice{nice: n}
 	pids := []int{unix.Getpid()}
 	if terminal {
 		pids = append(pids, shell)

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // unitShow returns `systemctl --user show` of a unit as a map.
@@ -67,6 +70,14 @@ func TestPolicy(t *testing.T) {
 		{"malformed", `{"memory_max_bytes": `, 0o600},
 		{"unknown field", `{"memory_max_bytes": 268435456, "cpus": 2}`, 0o600},
 		{"group writable", `{"memory_max_bytes": 268435456}`, 0o660},
+		{"negative nice", `{"nice": -5}`, 0o600},
+		{"nice over 19", `{"nice": 20}`, 0o600},
+		{"fractional nice", `{"nice": 2.5}`, 0o600},
+		{"nice as string", `{"nice": "10"}`, 0o600},
+		{"cpu_weight 0", `{"cpu_weight": 0}`, 0o600},
+		{"cpu_weight over 10000", `{"cpu_weight": 10001}`, 0o600},
+		{"fractional cpu_weight", `{"cpu_weight": 1.5}`, 0o600},
+		{"unknown priority field", `{"nice": 10, "cpu_shares": 512}`, 0o600},
 	} {
 		t.Run(bad.name, func(t *testing.T) {
 			state := t.TempDir()
@@ -91,6 +102,92 @@ func TestPolicy(t *testing.T) {
 			t.Fatalf("unit has MemoryMax=%s MemorySwapMax=%s", p["MemoryMax"], p["MemorySwapMax"])
 		}
 	})
+}
+
+// TestPolicyPriority: with nice and cpu_weight in the owner's policy, a new
+// job unit carries Nice= and CPUWeight=, and the job and its supervisor run
+// at that niceness; without them the unit sets neither.
+func TestPolicyPriority(t *testing.T) {
+	state := t.TempDir()
+	c := newClient(t, state, nil)
+	plain := c.start(map[string]any{"command": "exec sleep 60"})
+	t.Cleanup(func() { c.stopAndWait(plain.ProcessID) })
+	if p := unitShow(t, plain.Unit, "Nice", "CPUWeight"); p["Nice"] != "0" || p["CPUWeight"] != "[not set]" {
+		t.Errorf("no policy: unit has Nice=%s CPUWeight=%s", p["Nice"], p["CPUWeight"])
+	}
+
+	writePolicy(t, state, `{"nice": 10, "cpu_weight": 50}`, 0o600)
+	res := c.start(map[string]any{"command": "cut -d' ' -f19 /proc/self/stat; exec sleep 60"})
+	t.Cleanup(func() { c.stopAndWait(res.ProcessID) })
+	if p := unitShow(t, res.Unit, "Nice", "CPUWeight"); p["Nice"] != "10" || p["CPUWeight"] != "50" {
+		t.Errorf("nice 10, cpu_weight 50: unit has Nice=%s CPUWeight=%s", p["Nice"], p["CPUWeight"])
+	}
+	waitOutput(t, c, res.ProcessID, "10\n")
+	rec := c.status(res.ProcessID)
+	if n := procNice(t, rec.Identity.Supervisor.PID); n != "10" {
+		t.Errorf("the supervisor runs at niceness %s, want 10", n)
+	}
+	// Where the kernel shares CPU between sessions first (autogroups), each
+	// job's session is as nice as the job; a terminal job is a session of
+	// its own. The job without a policy keeps the default.
+	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
+		t.Skip("this kernel has no autogroups")
+	}
+	waitAutogroupNice(t, childPID(t, c, res.ProcessID), "10")
+	term := c.start(map[string]any{"command": "exec sleep 60", "pty": map[string]int{"cols": 80, "rows": 24}})
+	t.Cleanup(func() { c.stopAndWait(term.ProcessID) })
+	waitAutogroupNice(t, childPID(t, c, term.ProcessID), "10")
+	waitAutogroupNice(t, c.status(term.ProcessID).Identity.Supervisor.PID, "10")
+	waitAutogroupNice(t, childPID(t, c, plain.ProcessID), "0")
+}
+
+// childPID waits for a job's recorded child and returns its PID.
+func childPID(t *testing.T, c *client, id string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if rec := c.status(id); rec.Identity != nil && rec.Identity.Child != nil {
+			return rec.Identity.Child.PID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s recorded no child within 10 s", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitAutogroupNice waits until process pid's autogroup (/proc/PID/autogroup,
+// "/autogroup-N nice M") has niceness want: the supervisor sets it just
+// after the shell starts, retrying while the kernel's rate limit refuses.
+func waitAutogroupNice(t *testing.T, pid int, want string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var got string
+	for {
+		data, err := os.ReadFile("/proc/" + itoa(int64(pid)) + "/autogroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(data))
+		if got = f[len(f)-1]; got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d: autogroup %q, want nice %s", pid, data, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// procNice is field 19 of /proc/PID/stat.
+func procNice(t *testing.T, pid int) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + itoa(int64(pid)) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the parenthesised command: field 3 is the first.
+	return strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))[16]
 }
 
 func writePolicy(t *testing.T, state, content string, mode os.FileMode) {
@@ -203,6 +300,38 @@ func TestFallbackWithoutUserManager(t *testing.T) {
 	c.ok("process.stop", map[string]any{"process_id": long.ProcessID}, nil)
 	if rec := c.waitTerminal(long.ProcessID, 10*time.Second); rec.State != "stopped_by_request" {
 		t.Fatalf("fallback stop ended %s", rec.State)
+	}
+
+	// The owner's nice reaches fallback jobs too; an agent that is nicer
+	// already leaves its jobs at its own niceness, never above it.
+	state := t.TempDir()
+	writePolicy(t, state, `{"nice": 10, "cpu_weight": 50}`, 0o600)
+	cn := newClient(t, state, append(noBus, "INVOCATION_ID="))
+	niced := cn.start(map[string]any{"command": "cut -d' ' -f19 /proc/self/stat", "wait_ms": 10000})
+	if niced.FailureDomain != "shared_parent_cgroup" || niced.Output == nil || niced.Output.Stdout.Data != "10\n" {
+		t.Fatalf("fallback job under nice 10: domain %q, output %+v", niced.FailureDomain, niced.Output)
+	}
+	if n := procNice(t, cn.cmd.Process.Pid); n != "0" {
+		t.Errorf("the agent runs at niceness %s after launching a niced job", n)
+	}
+	if _, err := os.Stat("/proc/self/autogroup"); err == nil {
+		long := cn.start(map[string]any{"command": "exec sleep 60"})
+		waitAutogroupNice(t, childPID(t, cn, long.ProcessID), "10")
+		cn.ok("process.stop", map[string]any{"process_id": long.ProcessID}, nil)
+		cn.waitTerminal(long.ProcessID, 10*time.Second)
+	}
+	writePolicy(t, state, `{"nice": 3}`, 0o600)
+	cmd := exec.Command("nice", "-n", "5", bin, "mcp", "--state-dir", state, "--config-dir", t.TempDir())
+	cmd.Env = append(append(os.Environ(), noBus...), "INVOCATION_ID=")
+	cmd.Stderr = os.Stderr
+	k, err := testkit.Dial(t, "e2e", testkit.Stdio(cmd), nil)
+	if err != nil {
+		t.Fatalf("connect to commandcore mcp under nice: %v", err)
+	}
+	var under jobs.StartResult
+	k.OK("process.start", map[string]any{"command": "cut -d' ' -f19 /proc/self/stat", "wait_ms": 10000}, &under)
+	if under.Output == nil || under.Output.Stdout.Data != "5\n" {
+		t.Fatalf("an agent at niceness 5 with nice 3 in the policy: job output %+v", under.Output)
 	}
 
 	for name, env := range map[string][]string{

@@ -30,7 +30,12 @@ const minMemoryMax = 16 << 20
 type Caps struct {
 	// MemoryMaxBytes caps each newly launched systemd job (MemoryMax, with
 	// MemorySwapMax=0); 0 means no cap.
-	MemoryMaxBytes uint64 `json:"memory_max_bytes"`
+	MemoryMaxBytes uint64 `json:"memory_max_bytes,omitempty"`
+	// Nice is each new job's niceness (the unit's Nice=, or the fallback
+	// supervisor's own); nil leaves it as it is.
+	Nice *int `json:"nice,omitempty"`
+	// CPUWeight is each new job unit's CPUWeight=; 0 leaves it unset.
+	CPUWeight uint64 `json:"cpu_weight,omitempty"`
 }
 
 // ErrInvalid is wrapped by every reason a present file is refused.
@@ -48,30 +53,54 @@ func Load(stateDir string) (Caps, error) {
 	return Decode(data)
 }
 
-// Decode parses a job-resources document strictly: only memory_max_bytes, given
-// at most once and in exactly that spelling.
+// Decode parses a job-resources document strictly: only memory_max_bytes,
+// nice and cpu_weight, each given at most once and in exactly that spelling,
+// each an integer within its bounds.
 func Decode(data []byte) (Caps, error) {
 	var doc struct {
 		MemoryMaxBytes json.RawMessage `json:"memory_max_bytes"`
+		Nice           json.RawMessage `json:"nice"`
+		CPUWeight      json.RawMessage `json:"cpu_weight"`
 	}
 	if err := strictjson.Decode(data, &doc, limits.MaxJobResourcesBytes, strictjson.ExactKeys); err != nil {
 		return Caps{}, fmt.Errorf("%w: %s", ErrInvalid, describe(err))
 	}
 	var p Caps
-	if doc.MemoryMaxBytes == nil {
-		return p, nil
+	if doc.MemoryMaxBytes != nil {
+		if err := number(doc.MemoryMaxBytes, &p.MemoryMaxBytes); errors.Is(err, errNull) {
+			return Caps{}, fmt.Errorf("%w: memory_max_bytes must be a number", ErrInvalid)
+		} else if err != nil {
+			return Caps{}, fmt.Errorf("%w: memory_max_bytes must be a non-negative integer", ErrInvalid)
+		}
+		if p.MemoryMaxBytes < minMemoryMax {
+			return Caps{}, fmt.Errorf("%w: memory_max_bytes must be at least %d", ErrInvalid, minMemoryMax)
+		}
 	}
-	// Unmarshalling null into a number is silently a no-op; refuse it.
-	if string(bytes.TrimSpace(doc.MemoryMaxBytes)) == "null" {
-		return Caps{}, fmt.Errorf("%w: memory_max_bytes must be a number", ErrInvalid)
+	if doc.Nice != nil {
+		var n int
+		if err := number(doc.Nice, &n); err != nil || n < 0 || n > limits.JobNiceMax {
+			return Caps{}, fmt.Errorf("%w: nice must be an integer from 0 to %d", ErrInvalid, limits.JobNiceMax)
+		}
+		p.Nice = &n
 	}
-	if err := json.Unmarshal(doc.MemoryMaxBytes, &p.MemoryMaxBytes); err != nil {
-		return Caps{}, fmt.Errorf("%w: memory_max_bytes must be a non-negative integer", ErrInvalid)
-	}
-	if p.MemoryMaxBytes < minMemoryMax {
-		return Caps{}, fmt.Errorf("%w: memory_max_bytes must be at least %d", ErrInvalid, minMemoryMax)
+	if doc.CPUWeight != nil {
+		if err := number(doc.CPUWeight, &p.CPUWeight); err != nil || p.CPUWeight < limits.JobCPUWeightMin || p.CPUWeight > limits.JobCPUWeightMax {
+			return Caps{}, fmt.Errorf("%w: cpu_weight must be an integer from %d to %d", ErrInvalid, limits.JobCPUWeightMin, limits.JobCPUWeightMax)
+		}
 	}
 	return p, nil
+}
+
+var errNull = errors.New("null")
+
+// number decodes one integer field; it refuses null, which json.Unmarshal
+// would silently skip, and fractions and exponents, which it refuses for an
+// integer destination.
+func number(raw json.RawMessage, dst any) error {
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return errNull
+	}
+	return json.Unmarshal(raw, dst)
 }
 
 // describe turns a decoding error into a message that names the problem
@@ -84,7 +113,7 @@ func describe(err error) string {
 		// The name stays local: the message reaches remote clients.
 		return "a field is given twice"
 	case errors.As(err, &field):
-		return "unknown field (only memory_max_bytes is allowed)"
+		return "unknown field (only memory_max_bytes, nice and cpu_weight are allowed)"
 	case errors.Is(err, strictjson.ErrTooLarge):
 		return fmt.Sprintf("larger than %d bytes", limits.MaxJobResourcesBytes)
 	case errors.Is(err, strictjson.ErrNotObject):

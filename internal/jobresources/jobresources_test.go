@@ -1,9 +1,12 @@
 package jobresources
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,8 +41,16 @@ func TestValid(t *testing.T) {
 	if p.MemoryMaxBytes != 268435456 {
 		t.Fatalf("got %d", p.MemoryMaxBytes)
 	}
-	if p, err := Load(write(t, `{}`, 0o644)); err != nil || p.MemoryMaxBytes != 0 {
+	if p, err := Load(write(t, `{}`, 0o644)); err != nil || p.MemoryMaxBytes != 0 || p.Nice != nil || p.CPUWeight != 0 {
 		t.Fatalf("empty object: %+v %v", p, err)
+	}
+	p, err = Load(write(t, `{"nice": 10, "cpu_weight": 50}`, 0o600))
+	if err != nil || p.Nice == nil || *p.Nice != 10 || p.CPUWeight != 50 || p.MemoryMaxBytes != 0 {
+		t.Fatalf("nice and cpu_weight: %+v, %v", p, err)
+	}
+	// nice 0 is a choice (run jobs at niceness 0), not the absence of one.
+	if p, err := Decode([]byte(`{"nice": 0}`)); err != nil || p.Nice == nil || *p.Nice != 0 {
+		t.Fatalf("nice 0: %+v, %v", p, err)
 	}
 }
 
@@ -53,10 +64,10 @@ func TestFailsClosed(t *testing.T) {
 	}{
 		{"malformed", `{"memory_max_bytes": `, 0o600, "empty or truncated JSON"},
 		{"syntax error", `{"memory_max_bytes": x}`, 0o600, "malformed JSON at byte 22"},
-		{"unknown field", `{"memory_max_bytes": 268435456, "cpu": 2}`, 0o600, "unknown field (only memory_max_bytes is allowed)"},
+		{"unknown field", `{"memory_max_bytes": 268435456, "cpu": 2}`, 0o600, "unknown field (only memory_max_bytes, nice and cpu_weight are allowed)"},
 		// A misspelt key with a plausible cap must not become the cap.
-		{"misspelt field", `{"memory_max": 268435456}`, 0o600, "unknown field (only memory_max_bytes is allowed)"},
-		{"case-folded field", `{"Memory_Max_Bytes": 268435456}`, 0o600, "unknown field (only memory_max_bytes is allowed)"},
+		{"misspelt field", `{"memory_max": 268435456}`, 0o600, "unknown field (only memory_max_bytes, nice and cpu_weight are allowed)"},
+		{"case-folded field", `{"Memory_Max_Bytes": 268435456}`, 0o600, "unknown field (only memory_max_bytes, nice and cpu_weight are allowed)"},
 		{"field given twice", `{"memory_max_bytes": 1, "memory_max_bytes": 268435456}`, 0o600, "a field is given twice"},
 		{"wrong type", `{"memory_max_bytes": "256M"}`, 0o600, "memory_max_bytes must be a non-negative integer"},
 		{"fraction", `{"memory_max_bytes": 2.5e8}`, 0o600, "memory_max_bytes must be a non-negative integer"},
@@ -64,6 +75,27 @@ func TestFailsClosed(t *testing.T) {
 		{"null", `{"memory_max_bytes": null}`, 0o600, "memory_max_bytes must be a number"},
 		{"too small", `{"memory_max_bytes": 1}`, 0o600, "memory_max_bytes must be at least 16777216"},
 		{"just under 16 MiB", `{"memory_max_bytes": 16777215}`, 0o600, "memory_max_bytes must be at least 16777216"},
+		// Jobs may be made lower priority than the agent, never higher.
+		{"negative nice", `{"nice": -1}`, 0o600, "nice must be an integer from 0 to 19"},
+		{"nice over 19", `{"nice": 20}`, 0o600, "nice must be an integer from 0 to 19"},
+		{"fractional nice", `{"nice": 10.5}`, 0o600, "nice must be an integer from 0 to 19"},
+		{"nice as exponent", `{"nice": 1e1}`, 0o600, "nice must be an integer from 0 to 19"},
+		{"nice as string", `{"nice": "10"}`, 0o600, "nice must be an integer from 0 to 19"},
+		{"nice null", `{"nice": null}`, 0o600, "nice must be an integer from 0 to 19"},
+		{"nice as bool", `{"nice": true}`, 0o600, "nice must be an integer from 0 to 19"},
+		{"nice overflowing", `{"nice": 18446744073709551626}`, 0o600, "nice must be an integer from 0 to 19"},
+		{"nice given twice", `{"nice": 19, "nice": 0}`, 0o600, "a field is given twice"},
+		{"case-folded nice", `{"Nice": 10}`, 0o600, "unknown field (only memory_max_bytes, nice and cpu_weight are allowed)"},
+		{"cpu_weight 0", `{"cpu_weight": 0}`, 0o600, "cpu_weight must be an integer from 1 to 10000"},
+		{"negative cpu_weight", `{"cpu_weight": -5}`, 0o600, "cpu_weight must be an integer from 1 to 10000"},
+		{"cpu_weight over 10000", `{"cpu_weight": 10001}`, 0o600, "cpu_weight must be an integer from 1 to 10000"},
+		{"fractional cpu_weight", `{"cpu_weight": 100.0}`, 0o600, "cpu_weight must be an integer from 1 to 10000"},
+		{"cpu_weight as string", `{"cpu_weight": "idle"}`, 0o600, "cpu_weight must be an integer from 1 to 10000"},
+		{"cpu_weight null", `{"cpu_weight": null}`, 0o600, "cpu_weight must be an integer from 1 to 10000"},
+		{"cpu_weight given twice", `{"cpu_weight": 1, "cpu_weight": 100}`, 0o600, "a field is given twice"},
+		{"misspelt cpu_weight", `{"CPUWeight": 100}`, 0o600, "unknown field (only memory_max_bytes, nice and cpu_weight are allowed)"},
+		// One bad field refuses the whole file, not only itself.
+		{"good cap, bad nice", `{"memory_max_bytes": 268435456, "nice": -20}`, 0o600, "nice must be an integer from 0 to 19"},
 		{"trailing", `{} {}`, 0o600, "trailing data after the JSON object"},
 		{"empty file", ``, 0o600, "empty or truncated JSON"},
 		// A null document is not "no policy": the file exists, so it fails closed.
@@ -108,6 +140,17 @@ func TestBounds(t *testing.T) {
 	}
 	if p, err := Decode([]byte(padded(64 << 10))); err != nil || p.MemoryMaxBytes != 256<<20 {
 		t.Fatalf("Decode of 64 KiB: %+v, %v", p, err)
+	}
+	// nice 0–19 and cpu_weight 1–10000, both ends included.
+	for _, n := range []int{0, 19} {
+		if p, err := Decode(fmt.Appendf(nil, `{"nice": %d}`, n)); err != nil || p.Nice == nil || *p.Nice != n {
+			t.Fatalf("nice %d: %+v, %v", n, p, err)
+		}
+	}
+	for _, w := range []uint64{1, 10000} {
+		if p, err := Decode(fmt.Appendf(nil, `{"cpu_weight": %d}`, w)); err != nil || p.CPUWeight != w {
+			t.Fatalf("cpu_weight %d: %+v, %v", w, p, err)
+		}
 	}
 }
 
@@ -162,6 +205,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"memory_max_bytes": 268435456}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"x":1}`))
+	f.Add([]byte(`{"nice": 10, "cpu_weight": 100}`))
+	f.Add([]byte(`{"nice": -1}`))
+	f.Add([]byte(`{"cpu_weight": 10001}`))
+	f.Add([]byte(`{"memory_max_bytes": 268435456, "nice": 19, "cpu_weight": 1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Decode(data)
 		if err != nil {
@@ -172,6 +219,21 @@ func FuzzDecode(f *testing.F) {
 		}
 		if p.MemoryMaxBytes != 0 && p.MemoryMaxBytes < minMemoryMax {
 			t.Fatalf("accepted a cap below the minimum: %d", p.MemoryMaxBytes)
+		}
+		if p.Nice != nil && (*p.Nice < 0 || *p.Nice > 19) {
+			t.Fatalf("accepted nice %d", *p.Nice)
+		}
+		if p.CPUWeight != 0 && (p.CPUWeight < 1 || p.CPUWeight > 10000) {
+			t.Fatalf("accepted cpu_weight %d", p.CPUWeight)
+		}
+		// Whatever was accepted reads back the same (the vmtest guest and
+		// the benchmark write policies by marshalling Caps).
+		again, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q, err := Decode(again); err != nil || !reflect.DeepEqual(p, q) {
+			t.Fatalf("%s reads back as %+v, %v", again, q, err)
 		}
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/niceness"
 	"github.com/commandcore/commandcore/internal/procid"
 )
 
@@ -163,6 +164,12 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 			sdbus.Property{Name: "MemorySwapMax", Value: dbus.MakeVariant(uint64(0))},
 		)
 	}
+	if n := sp.Resources.Nice; n != nil {
+		props = append(props, sdbus.Property{Name: "Nice", Value: dbus.MakeVariant(int32(*n))})
+	}
+	if w := sp.Resources.CPUWeight; w > 0 {
+		props = append(props, sdbus.Property{Name: "CPUWeight", Value: dbus.MakeVariant(w)})
+	}
 	return props
 }
 
@@ -264,8 +271,8 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 	// not be mistaken for the supervisor's.
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start supervisor: %w", err)
+	if err := startNiced(cmd, sp.Resources.Nice); err != nil {
+		return nil, err
 	}
 	failed := make(chan struct{})
 	// Reap the supervisor when it ends; if the launcher exits first, init
@@ -280,4 +287,32 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 		return cmd.Process.Kill()
 	}
 	return &Started{Failed: failed, stop: stop}, nil
+}
+
+// startNiced starts cmd at the owner's niceness, if any, as a unit's Nice=
+// would: the supervisor and the job it starts inherit it. Niceness belongs
+// to a thread and a child inherits the forking thread's, so the fork runs on
+// a thread of its own, niced first and discarded afterwards, leaving the
+// agent's other threads as they were.
+func startNiced(cmd *exec.Cmd, nice *int) error {
+	start := func() error {
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start supervisor: %w", err)
+		}
+		return nil
+	}
+	if nice == nil {
+		return start()
+	}
+	var err error
+	niceness.OnOwnThread(func() {
+		// An agent already nicer than the policy leaves the job at its
+		// own niceness, which is lower priority still.
+		if err = niceness.Lower(*nice); err != nil {
+			err = fmt.Errorf("lower niceness: %w", err)
+			return
+		}
+		err = start()
+	})
+	return err
 }

@@ -1,17 +1,22 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
@@ -116,6 +121,102 @@ func TestUnitBackstopOnlyWithALimit(t *testing.T) {
 	if got := runtimeMax(Spec{Unit: "u.service", JobDir: "/j", Stdin: r, Timeout: 2 * time.Second}); got != uint64(10_000_000) {
 		t.Errorf("2 s limit, RuntimeMaxUSec = %v, want 10000000", got)
 	}
+}
+
+// TestUnitPriorityOnlyFromPolicy: a unit gets Nice= and CPUWeight= when the
+// owner's policy sets them (nice 0 included: it is a choice) and neither
+// otherwise, so the default is the manager's.
+func TestUnitPriorityOnlyFromPolicy(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	l := &Launcher{Exe: "/bin/commandcore"}
+	props := func(res jobresources.Caps) map[string]any {
+		m := map[string]any{}
+		for _, p := range l.UnitProperties(Spec{Unit: "u.service", JobDir: "/j", Stdin: r, Resources: res}) {
+			m[p.Name] = p.Value.Value()
+		}
+		return m
+	}
+	if p := props(jobresources.Caps{}); p["Nice"] != nil || p["CPUWeight"] != nil {
+		t.Errorf("no policy: Nice=%v CPUWeight=%v", p["Nice"], p["CPUWeight"])
+	}
+	ten, zero := 10, 0
+	if p := props(jobresources.Caps{Nice: &ten, CPUWeight: 50}); p["Nice"] != int32(10) || p["CPUWeight"] != uint64(50) {
+		t.Errorf("nice 10, cpu_weight 50: Nice=%#v CPUWeight=%#v", p["Nice"], p["CPUWeight"])
+	}
+	if p := props(jobresources.Caps{Nice: &zero}); p["Nice"] != int32(0) || p["CPUWeight"] != nil {
+		t.Errorf("nice 0: Nice=%#v CPUWeight=%#v", p["Nice"], p["CPUWeight"])
+	}
+}
+
+// TestStartNicedLeavesTheAgentAlone: the fallback's child runs at the
+// policy's niceness, and no thread of the starting process keeps it.
+func TestStartNicedLeavesTheAgentAlone(t *testing.T) {
+	base := threadNiceness(t)[strconv.Itoa(os.Getpid())]
+	if base > 10 {
+		t.Skipf("the test runs at niceness %d already", base)
+	}
+	for _, want := range []int{10, 19} {
+		var out bytes.Buffer
+		cmd := exec.Command("/bin/sh", "-c", "cut -d' ' -f19 /proc/self/stat")
+		cmd.Stdout = &out
+		if err := startNiced(cmd, &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(out.String()); got != strconv.Itoa(want) {
+			t.Errorf("nice %d: the child runs at niceness %s", want, got)
+		}
+	}
+	// The niced thread exits after the start returned; then no thread may
+	// be niced.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		niced := map[string]int{}
+		for tid, n := range threadNiceness(t) {
+			if n != base {
+				niced[tid] = n
+			}
+		}
+		if len(niced) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads of the starting process stay niced: %v", niced)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// threadNiceness is field 19 of /proc/self/task/*/stat, by thread ID.
+func threadNiceness(t *testing.T) map[string]int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int{}
+	for _, task := range tasks {
+		data, err := os.ReadFile("/proc/self/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended
+		}
+		// Fields after the parenthesised command, which may hold spaces:
+		// field 3 (state) is the first, so 19 (nice) is the 17th.
+		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+		n, err := strconv.Atoi(f[16])
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[task.Name()] = n
+	}
+	return m
 }
 
 // TestBusSocketPath: the socket whose replacement is watched is the one

@@ -146,6 +146,17 @@ const (
 	ClaimTimeout = 10 * time.Second
 	// MaxJobResourcesBytes bounds the owner's job-resources.json.
 	MaxJobResourcesBytes = 64 << 10
+	// JobNiceMax bounds the owner's nice for jobs (from 0: a job may be made
+	// lower priority than the agent, never higher); the kernel's own maximum.
+	JobNiceMax = 19
+	// JobCPUWeightMin and JobCPUWeightMax bound the owner's cpu_weight for
+	// job units: the range of systemd's CPUWeight=.
+	JobCPUWeightMin = 1
+	JobCPUWeightMax = 10000
+	// SessionNiceTimeout bounds how long a niced supervisor keeps retrying
+	// to give its job's sessions its niceness (the kernel takes one such
+	// change every 100 ms from an unprivileged user).
+	SessionNiceTimeout = 10 * time.Second
 	// MaxMetadataBytes bounds any job metadata file read from disk.
 	MaxMetadataBytes = 1 << 20
 

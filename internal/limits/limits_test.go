@@ -47,6 +47,11 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
 	// Internal: the owner's job-resources.json is a few bytes.
 	"MaxJobResourcesBytes": {MaxJobResourcesBytes, 64 * kib},
+	// README, Managed jobs: nice 0–19, cpu_weight 1–10000 (the kernel's and
+	// systemd's ranges).
+	"JobNiceMax":      {JobNiceMax, 19},
+	"JobCPUWeightMin": {JobCPUWeightMin, 1},
+	"JobCPUWeightMax": {JobCPUWeightMax, 10000},
 	// Internal: any job metadata file read from disk.
 	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
 	// docs/tools.md process.wait: process_ids 1–32; docs/limits.md.
@@ -109,6 +114,8 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"JournalMaxAge":    {JournalMaxAge, 30 * day},          // README, What is here: of the last 30 days
 	"AuditMaxAge":      {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
 	"GPUProbeTimeout":  {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
+	// Internal: room for 32 jobs' changes (two for a terminal job) at one per 100 ms, machine-wide.
+	"SessionNiceTimeout": {SessionNiceTimeout, 10 * time.Second},
 	// Internal: how long process.start waits for the supervisor's claim.
 	"ClaimTimeout": {ClaimTimeout, 10 * time.Second},
 	// docs/tools.md process.wait: timeout_ms 0–600000, default 60000, progress

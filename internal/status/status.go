@@ -170,6 +170,8 @@ type Systemd struct {
 // Policy is the owner's resource policy or why it is refused.
 type Policy struct {
 	MemoryMaxBytes *uint64 `json:"memory_max_bytes,omitempty"`
+	Nice           *int    `json:"nice,omitempty"`
+	CPUWeight      *uint64 `json:"cpu_weight,omitempty"`
 	Error          string  `json:"error,omitempty"`
 }
 
@@ -262,10 +264,8 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 	switch {
 	case r.Policy.Error != "":
 		p("Policy:      INVALID (%s): launches are refused\n", r.Policy.Error)
-	case r.Policy.MemoryMaxBytes != nil:
-		p("Policy:      memory cap %d bytes per job\n", *r.Policy.MemoryMaxBytes)
 	default:
-		p("Policy:      no memory cap\n")
+		p("Policy:      %s\n", policyLine(r.Policy))
 	}
 	switch {
 	case r.Permissions.Error != "":
@@ -293,4 +293,19 @@ func age(now, t time.Time) string {
 		d = 0
 	}
 	return d.String()
+}
+
+// policyLine says what the owner's job-resources.json imposes on new jobs.
+func policyLine(pol Policy) string {
+	parts := []string{"no memory cap"}
+	if pol.MemoryMaxBytes != nil {
+		parts[0] = fmt.Sprintf("memory cap %d bytes per job", *pol.MemoryMaxBytes)
+	}
+	if pol.Nice != nil {
+		parts = append(parts, fmt.Sprintf("jobs at nice %d", *pol.Nice))
+	}
+	if pol.CPUWeight != nil {
+		parts = append(parts, fmt.Sprintf("job units at CPU weight %d", *pol.CPUWeight))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -17,7 +17,7 @@ func fixed() *Report {
 	started := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	observed := started.Add(90 * time.Second)
 	age := int64(30)
-	mem := uint64(268435456)
+	mem, nice, weight := uint64(268435456), 10, uint64(50)
 	return &Report{
 		SchemaVersion: SchemaVersion,
 		Agent: Agent{Running: true, PID: 4242, Version: "1.2.3", StartedAt: &started, Service: "commandcore.service",
@@ -25,7 +25,7 @@ func fixed() *Report {
 		Connection:  ConnectionView{State: ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
 		Jobs:        Jobs{Running: 2, Terminal: 5, Unread: 1},
 		Systemd:     Systemd{UserManager: ManagerReachable, FailureDomain: "systemd_unit", ObservedAt: &observed},
-		Policy:      Policy{MemoryMaxBytes: &mem},
+		Policy:      Policy{MemoryMaxBytes: &mem, Nice: &nice, CPUWeight: &weight},
 		Permissions: Permissions{Present: true, Tools: []string{"process.*", "system.metrics"}},
 		StateDir:    "/home/u/.local/state/commandcore",
 		ConfigDir:   "/home/u/.config/commandcore",
@@ -60,7 +60,7 @@ func TestHuman(t *testing.T) {
 	if err := WriteHuman(&buf, r, r.Agent.StartedAt.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"running (pid 4242, 1.2.3, as commandcore.service), up 2m0s", "State:       /home/u/.local/state/commandcore\n", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "memory cap 268435456", "Permissions: only process.*, system.metrics"} {
+	for _, want := range []string{"running (pid 4242, 1.2.3, as commandcore.service), up 2m0s", "State:       /home/u/.local/state/commandcore\n", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "Policy:      memory cap 268435456 bytes per job; jobs at nice 10; job units at CPU weight 50\n", "Permissions: only process.*, system.metrics"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("human status lacks %q:\n%s", want, buf.String())
 		}

@@ -60,9 +60,16 @@ func Build(in Input, procs *procid.Source) *status.Report {
 	r.Jobs = countJobs(stateDir, procs)
 	if p, err := jobresources.Load(stateDir); err != nil {
 		r.Policy.Error = strings.TrimPrefix(err.Error(), jobresources.ErrInvalid.Error()+": ")
-	} else if p.MemoryMaxBytes > 0 {
-		m := p.MemoryMaxBytes
-		r.Policy.MemoryMaxBytes = &m
+	} else {
+		if p.MemoryMaxBytes > 0 {
+			m := p.MemoryMaxBytes
+			r.Policy.MemoryMaxBytes = &m
+		}
+		if p.CPUWeight > 0 {
+			w := p.CPUWeight
+			r.Policy.CPUWeight = &w
+		}
+		r.Policy.Nice = p.Nice
 	}
 	c, err := authz.LoadCeiling(in.ConfigDir)
 	r.Permissions = status.Permissions{Present: c.Present(), Tools: c.Tools()}

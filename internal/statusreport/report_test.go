@@ -102,3 +102,26 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyReported: status shows each of the owner's caps it finds in
+// job-resources.json, and only those.
+func TestPolicyReported(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"nice": 10, "cpu_weight": 50}`, `{"nice":10,"cpu_weight":50}`},
+		{`{"memory_max_bytes": 268435456, "nice": 0}`, `{"memory_max_bytes":268435456,"nice":0}`},
+		{`{}`, `{}`},
+	} {
+		state := t.TempDir()
+		if err := os.WriteFile(filepath.Join(state, "job-resources.json"), []byte(tc.doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := Build(Input{StateDir: state, ConfigDir: t.TempDir(), Service: "commandcore.service"}, procid.Default())
+		got, err := json.Marshal(r.Policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("%s: status policy %s, want %s", tc.doc, got, tc.want)
+		}
+	}
+}

@@ -146,6 +146,9 @@ func (s *sup) supervise(env *envelope.Envelope, input *jobinput.Listener, sigs <
 		std.closeAll()
 		return s.finishUnstarted(StartErrShell, startErr)
 	}
+	if sn := openSessionNice(proc.Pid, std.pty); sn != nil {
+		go sn.apply()
+	}
 	if input != nil {
 		input.Serve(jobinput.Sink{W: std.input, Terminal: env.PTY != nil, Offsets: s.offsets})
 	}

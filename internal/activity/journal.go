@@ -176,7 +176,6 @@ func openJournal(path string, o options) (*Journal, error) {
 		done:   make(chan struct{}),
 	}
 	j.insert = j.insertBatch
-	j.prune() // best effort: a read-only journal still opens
 	if o.noWriter {
 		close(j.done)
 	} else {
@@ -322,6 +321,10 @@ func (j *Journal) flush() {
 // run is the writer goroutine.
 func (j *Journal) run() {
 	defer close(j.done)
+	// The first prune is the writer's, not Open's: another agent frozen
+	// inside a write holds the lock for up to busyTimeoutMS, and an agent
+	// starting beside it must not wait that out before it links.
+	j.prune()
 	tick := time.NewTicker(pruneTick)
 	defer tick.Stop()
 	batch := make([]Event, 0, maxBatch)

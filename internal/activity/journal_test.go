@@ -742,3 +742,49 @@ func (l lockedBuffer) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
+
+// An agent started beside one frozen inside a write (SIGSTOP, a debugger)
+// opens its journal without waiting for that lock, and what it records
+// meanwhile is written once the lock is gone.
+func TestOpenDoesNotWaitForAnotherWriter(t *testing.T) {
+	path := dbPath(t)
+	first := openT(t, path, options{})
+	first.Close()
+
+	other, err := sql.Open("sqlite", dsn(path, url.Values{"_txlock": {"immediate"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	held, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Exec(`INSERT INTO events (ts, kind) VALUES (1, 'agent_start')`); err != nil {
+		t.Fatal(err)
+	}
+
+	opened := make(chan *Journal, 1)
+	go func() {
+		j, err := openJournal(path, options{})
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- j
+	}()
+	var j *Journal
+	select {
+	case j = <-opened:
+	case <-time.After(busyTimeoutMS * time.Millisecond / 2):
+		held.Rollback()
+		t.Fatalf("Open waited on another connection's write lock")
+	}
+	j.Record(Event{Kind: KindAgentStart})
+	held.Rollback()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := j.Stats(); st.Recorded != 1 {
+		t.Fatalf("stats %+v: the event recorded while the lock was held is lost", st)
+	}
+}

@@ -37,8 +37,8 @@ func TestUnitProperties(t *testing.T) {
 	c := newClient(t, t.TempDir(), nil)
 	res := c.start(map[string]any{"command": "exec sleep 60"})
 	t.Cleanup(func() { c.stopAndWait(res.ProcessID) })
-	p := unitShow(t, res.Unit, "NoNewPrivileges", "OOMScoreAdjust", "OOMPolicy", "KillMode", "MemoryMax", "MemorySwapMax", "ActiveState", "MainPID", "InvocationID")
-	want := map[string]string{"NoNewPrivileges": "yes", "OOMScoreAdjust": "500", "OOMPolicy": "kill", "KillMode": "control-group", "MemoryMax": "infinity", "ActiveState": "active"}
+	p := unitShow(t, res.Unit, "NoNewPrivileges", "OOMScoreAdjust", "OOMPolicy", "KillMode", "MemoryMax", "MemorySwapMax", "ActiveState", "MainPID", "InvocationID", "Slice")
+	want := map[string]string{"NoNewPrivileges": "yes", "OOMScoreAdjust": "500", "OOMPolicy": "kill", "KillMode": "control-group", "MemoryMax": "infinity", "ActiveState": "active", "Slice": "commandcore-jobs.slice"}
 	for k, v := range want {
 		if p[k] != v {
 			t.Errorf("%s = %q, want %q", k, p[k], v)

@@ -184,6 +184,11 @@ func keepsJobsOf(t *testing.T, old string) {
 	for _, j := range []started{running, orphan} {
 		unit := j.Unit
 		t.Cleanup(func() { exec.Command("systemctl", "--user", "stop", unit).Run() })
+		// Earlier builds left their units in the manager's default slice,
+		// not commandcore-jobs.slice.
+		if s := unitShow(t, unit, "Slice")["Slice"]; s != "app.slice" {
+			t.Fatalf("the earlier build's job unit is in %q, want app.slice", s)
+		}
 	}
 	// Both live jobs have written their output and recorded their shell,
 	// and the ended one has its result, before the earlier build goes.

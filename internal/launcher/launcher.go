@@ -34,6 +34,14 @@ const OOMScoreAdjust = 500
 // sends SIGTERM, then SIGKILL after the unit's own stop timeout.
 const unitStopTimeout = 10 * time.Second
 
+// JobSlice is the slice every job unit starts in. By systemd's naming its
+// parent is commandcore.slice, a child of the user manager's root slice
+// beside app.slice, where the agent's service (and, without Slice=, every
+// transient unit) runs: all jobs together then weigh as one unit against
+// app.slice, the agent with the user's other applications, instead of one
+// unit each, and a job's CPUWeight= weighs it among the jobs only.
+const JobSlice = "commandcore-jobs.slice"
+
 // UnitName returns the transient unit name of a job.
 func UnitName(deviceID, jobID string) string {
 	return jobmeta.UnitPrefix + deviceID + "-" + jobID + ".service"
@@ -49,6 +57,9 @@ type Launcher struct {
 	// ConnectTimeout bounds connecting to the user bus; zero means
 	// busConnectTimeout.
 	ConnectTimeout time.Duration
+	// Slice is the slice job units start in, JobSlice from New; empty
+	// leaves them in the manager's default, as agents before JobSlice did.
+	Slice string
 	// Hide, when set, are the agent's own directories, hidden from every
 	// job unit (set only where ProbeHiding found that this works).
 	Hide *Hidden
@@ -70,7 +81,7 @@ type Launcher struct {
 
 // New returns a Launcher that re-executes exe.
 func New(exe string, installed bool) *Launcher {
-	return &Launcher{Exe: exe, Installed: installed}
+	return &Launcher{Exe: exe, Installed: installed, Slice: JobSlice}
 }
 
 // Close releases the bus connection.
@@ -151,6 +162,9 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 		{Name: "OOMScoreAdjust", Value: dbus.MakeVariant(int32(OOMScoreAdjust))},
 		{Name: "OOMPolicy", Value: dbus.MakeVariant("kill")},
 		{Name: "KillMode", Value: dbus.MakeVariant("control-group")},
+	}
+	if l.Slice != "" {
+		props = append(props, sdbus.PropSlice(l.Slice))
 	}
 	if l.Hide != nil {
 		props = append(props, hideProperties(*l.Hide, sp.JobDir)...)

@@ -97,6 +97,26 @@ func TestUnitPropertiesHideTheAgentsDirectories(t *testing.T) {
 	}
 }
 
+// TestUnitPropertiesPutEveryJobInTheJobsSlice: a launcher from New starts
+// every job unit in commandcore-jobs.slice.
+func TestUnitPropertiesPutEveryJobInTheJobsSlice(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var slices []any
+	for _, p := range New("/bin/commandcore", false).UnitProperties(Spec{Unit: "u.service", JobDir: "/j", Stdin: r}) {
+		if p.Name == "Slice" {
+			slices = append(slices, p.Value.Value())
+		}
+	}
+	if fmt.Sprint(slices) != "[commandcore-jobs.slice]" {
+		t.Fatalf("Slice properties: %v", slices)
+	}
+}
+
 // TestUnitBackstopOnlyWithALimit: a job with a time limit gets RuntimeMaxSec
 // = limit + 3 s escalation + 5 s margin as a backstop; one without gets none.
 func TestUnitBackstopOnlyWithALimit(t *testing.T) {

@@ -5,6 +5,8 @@
 //	oom                 a job over its owner memory cap ends workload_oom
 //	reboot-1, crash-1   start a long job before an orderly / abrupt power-off
 //	reboot-2, crash-2   on the next boot, that job reads host_rebooted
+//	storm label=path... process.output under an output storm, per build
+//	                    (a benchmark: test/vm/storm.sh)
 //
 // Each phase prints "PASS <phase>" or "FAIL <phase>: <reason>" to
 // /dev/ttyS1, which the host reads as a file.
@@ -40,13 +42,15 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: guest oom|reboot-1|reboot-2|crash-1|crash-2")
+	if len(os.Args) < 2 || (len(os.Args) > 2 && os.Args[1] != "storm") {
+		fmt.Fprintln(os.Stderr, "usage: guest oom|reboot-1|reboot-2|crash-1|crash-2|storm label=path...")
 		os.Exit(2)
 	}
 	phase := os.Args[1]
 	var err error
 	switch phase {
+	case "storm":
+		err = stormPhase(os.Args[2:])
 	case "oom":
 		err = run(testOOM)
 	case "reboot-1", "crash-1":

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Benchmark on a cgroup v2 host with the cpu controller delegated to the
+# user manager (the disposable Debian guest of run.sh): process.output p50
+# idle and under an output storm, for a base build and this tree's, in one
+# boot, alternating (internal/vmtest/guest/storm.go; BENCHMARKS.md "Jobs in
+# one slice"). Prints the guest's HOST and RESULT lines.
+#
+#   test/vm/storm.sh [BASE]      BASE: the git revision to compare (main)
+#
+# Needs the guest tree run.sh caches (`test/vm/run.sh --image-only`); copies
+# it, so the cache stays as it was. Environment: VMTEST_CACHE, VMTEST_KEEP=1.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+base=${1:-main}
+cache=${VMTEST_CACHE:-/var/tmp/commandcore-vmtest}
+start=$(date +%s)
+qemu_pid=
+
+log() { printf '[vm-storm %4ds] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
+
+[ "$(id -u)" = 0 ] || { echo "vm-storm: must run as root" >&2; exit 2; }
+[ -d "$cache/root" ] || { echo "vm-storm: no guest tree in $cache; run test/vm/run.sh --image-only" >&2; exit 2; }
+
+work=$(mktemp -d /var/tmp/commandcore-vmstorm.XXXXXX)
+cleanup() {
+	# Only the qemu this script started, by its PID.
+	if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
+		kill "$qemu_pid" 2>/dev/null || true
+		wait "$qemu_pid" 2>/dev/null || true
+	fi
+	if [ "${VMTEST_KEEP:-0}" = 1 ]; then
+		log "work directory kept: $work"
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+
+log "building $base and this tree (static)"
+mkdir "$work/base-src"
+git -C "$repo" archive "$base" | tar -x -C "$work/base-src"
+(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -o "$work/commandcore-base" ./cmd/commandcore)
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$work/commandcore-tree" ./cmd/commandcore)
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$work/cctest-guest" ./internal/vmtest/guest)
+
+root=$work/root
+cp -a "$cache/root" "$root"
+install -m 0755 "$work/commandcore-base" "$work/commandcore-tree" "$work/cctest-guest" "$root/usr/local/bin/"
+# The unit file an install writes, not enabled: the guest reads its Slice.
+install -D -m 0644 "$repo/install/commandcore.service" "$root/root/.config/systemd/user/commandcore.service"
+cat >"$root/usr/local/bin/cctest-run" <<-'EOF'
+	#!/bin/sh
+	export XDG_RUNTIME_DIR=/run/user/0
+	export DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus
+	export HOME=/root
+	/usr/local/bin/cctest-guest storm base=/usr/local/bin/commandcore-base tree=/usr/local/bin/commandcore-tree
+	exit 0
+EOF
+chmod 0755 "$root/usr/local/bin/cctest-run"
+cat >"$root/etc/systemd/system/cctest.service" <<-'EOF'
+	[Unit]
+	Description=CommandCore VM storm benchmark
+	Wants=user@0.service
+	After=user@0.service systemd-user-sessions.service
+	SuccessAction=poweroff
+	FailureAction=poweroff
+
+	[Service]
+	Type=oneshot
+	TimeoutStartSec=900
+	ExecStart=/usr/local/bin/cctest-run
+	StandardOutput=journal+console
+	StandardError=journal+console
+EOF
+mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
+ln -sf /etc/systemd/system/cctest.service "$root/etc/systemd/system/multi-user.target.wants/cctest.service"
+rm -rf "$root"/var/lib/cctest*
+mkfs.ext4 -q -F -d "$root" "$work/disk.img" 2G
+rm -rf "$root"
+
+log "boot ($(nproc) host CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
+timeout 1000 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 1024 -smp 2 \
+	-display none -monitor none -no-reboot -nic none \
+	-kernel "$cache/vmlinuz" -initrd "$cache/initrd.img" \
+	-append 'root=/dev/vda rw console=ttyS0 panic=1 quiet' \
+	-drive file="$work/disk.img",format=raw,if=virtio \
+	-serial file:"$work/console.log" \
+	-chardev file,id=res,path="$work/results.txt" -device isa-serial,chardev=res &
+qemu_pid=$!
+rc=0
+wait "$qemu_pid" || rc=$?
+qemu_pid=
+log "guest ended (qemu exit $rc, load $(cut -d' ' -f1-3 /proc/loadavg))"
+tr -d '\r' <"$work/results.txt"
+if ! grep -q '^PASS storm' "$work/results.txt"; then
+	echo "--- console (tail) ---" >&2
+	tail -40 "$work/console.log" >&2 || true
+	exit 1
+fi

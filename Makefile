@@ -38,7 +38,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/authz internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport
 
-.PHONY: build test fuzz vet docs run bench clean package package-test vm-test inspector-test mutation
+.PHONY: build test fuzz vet docs run bench clean package package-test vm-test vm-storm inspector-test mutation
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -106,6 +106,12 @@ package-test: package
 # Debian mirror and takes minutes.
 vm-test:
 	test/vm/run.sh
+
+# A benchmark on the same VM (cgroup v2, cpu delegated): process.output under
+# an output storm, main's build against this tree's, in one boot (~5-7 min;
+# BENCHMARKS.md "Jobs in one slice"). Needs the image vm-test caches.
+vm-storm:
+	test/vm/storm.sh
 
 clean:
 	rm -rf bin dist

@@ -203,9 +203,10 @@ func TestPrunesOlderThanMaxAge(t *testing.T) {
 	}
 	j.Close()
 
-	// Opening prunes too.
+	// A newly opened journal's writer prunes before anything else.
 	c2 := newClock(t0.Add(3 * limits.JournalMaxAge))
 	j2 := openT(t, path, options{now: c2.now})
+	j2.flush()
 	if n, _, _ := rawCount(t, path); n != 0 {
 		t.Fatalf("%d rows after reopen, want 0", n)
 	}

@@ -26,7 +26,8 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply \
              ./internal/install:FuzzParseExecStart \
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
-             ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs
+             ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
+             ./internal/procid:FuzzParseStat
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,22 +157,27 @@ func resultTable(b *testing.B, c *mcpClient) string {
 	return probe.ProcessID
 }
 
-// procCPU is the user and system time process pid has used, all threads.
+// procCPU is the time process pid has run on a CPU, all its threads: the
+// sum of their /proc/<pid>/task/<tid>/schedstat run times, exact to the
+// nanosecond where /proc/<pid>/stat counts in 10 ms ticks. (A thread that
+// exits takes its time with it; the Go runtime keeps its threads.)
 func procCPU(b *testing.B, pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("threads of %d: %v", pid, err)
 	}
-	// The fields after the command name, which is parenthesised and may
-	// hold spaces: utime and stime are the 14th and 15th of the line.
-	rest := string(data[strings.LastIndexByte(string(data), ')')+2:])
-	f := strings.Fields(rest)
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: %q", pid, data)
+	var sum time.Duration
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(data))
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			b.Fatalf("%s: %q", t, data)
+		}
+		sum += time.Duration(ns)
 	}
-	// Linux reports both in USER_HZ, 100 a second on every architecture Go
-	// builds for here.
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return sum
 }

@@ -21,9 +21,9 @@ const resultRound = 10
 // 64 KiB process.output page (ASCII, from a live job) and a process.jobs
 // listing of 130 jobs (31 live, 99 terminal and read). Each of b.N rounds
 // makes resultRound calls of each and reads the `commandcore mcp`
-// process's CPU time (utime + stime, every thread) around them, so besides
-// each call's latency it reports the agent's CPU per call, which other
-// load on the machine moves far less than latency. With
+// process's CPU time (procCPU) around them, so besides each call's
+// latency it reports the agent's CPU per call, which other load on the
+// machine moves less than latency; and the agent's peak RSS (VmHWM). With
 // COMMANDCORE_BASE_BIN set, a second server of that binary gets the same
 // calls, the two alternating round by round (which one goes first too), so
 // outside load falls on both alike; its metrics are prefixed base-.
@@ -102,12 +102,18 @@ func BenchmarkResultCost(b *testing.B) {
 		b.ReportMetric(ms(s.outCPU)/calls, s.prefix+"output-cpu-ms")
 		b.ReportMetric(ms(j.P50), s.prefix+"jobs-p50-ms")
 		b.ReportMetric(ms(s.jobCPU)/calls, s.prefix+"jobs-cpu-ms")
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.c.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		hwm := statusFields(data)["VmHWM"]
+		b.ReportMetric(float64(hwm), s.prefix+"agent-peak-rss-KiB")
 		name := "this build"
 		if s.prefix != "" {
 			name = "base"
 		}
-		fmt.Printf("%s: process.output 64 KiB p50 %.2f ms, agent CPU %.2f ms a call; process.jobs (130) p50 %.2f ms, agent CPU %.2f ms a call\n",
-			name, ms(o.P50), ms(s.outCPU)/calls, ms(j.P50), ms(s.jobCPU)/calls)
+		fmt.Printf("%s: process.output 64 KiB p50 %.2f ms, agent CPU %.2f ms a call; process.jobs (130) p50 %.2f ms, agent CPU %.2f ms a call; agent peak RSS %d KiB\n",
+			name, ms(o.P50), ms(s.outCPU)/calls, ms(j.P50), ms(s.jobCPU)/calls, hwm)
 	}
 }
 

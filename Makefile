@@ -11,7 +11,7 @@ USERMGR   := $(GO) run ./internal/systemdtest/cmd/usermgr
 FUZZTIME  ?= 10000x
 # Every fuzz target, as package:Target.
 FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./internal/relay:FuzzTake ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
-             ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeClaim \
+             ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeClaim ./internal/jobmeta:FuzzValidID \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
              ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \

@@ -122,7 +122,13 @@ type mcpClient struct {
 
 func newMCP(b *testing.B, state string) *mcpClient {
 	b.Helper()
-	cmd := exec.Command(ccBin, "mcp", "--state-dir", state)
+	return newMCPOf(b, ccBin, state)
+}
+
+// newMCPOf is newMCP for the commandcore binary bin.
+func newMCPOf(b *testing.B, bin, state string) *mcpClient {
+	b.Helper()
+	cmd := exec.Command(bin, "mcp", "--state-dir", state)
 	cmd.Stderr = os.Stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

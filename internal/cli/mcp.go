@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"os/signal"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -9,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/mcpwire"
 	"github.com/commandcore/commandcore/internal/tools"
 	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/version"
@@ -40,7 +42,7 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			tools.Register(srv, svc, host, authz.LocalGate(dirs.Config))
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 			defer stop()
-			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+			if err := srv.Run(ctx, &mcpwire.Stdio{In: os.Stdin, Out: os.Stdout}); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("serve mcp: %w", err)
 			}
 			return nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -17,12 +16,29 @@ import (
 // ErrCorrupt reports metadata that exists but cannot be trusted.
 var ErrCorrupt = errors.New("corrupt metadata")
 
-// idPattern is the canonical lowercase UUID form of job and device IDs.
-var idPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-// ValidID reports whether s is a canonical job or device ID; only such
-// strings are ever joined into a path.
-func ValidID(s string) bool { return idPattern.MatchString(s) }
+// ValidID reports whether s is a canonical job or device ID, a lowercase
+// UUID (8-4-4-4-12 hex digits); only such strings are ever joined into a
+// path. A loop, not a regular expression: a listing checks every job
+// directory's name (FuzzValidID holds it to the pattern).
+func ValidID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // WriteAtomic writes v as JSON to path with mode 0600, atomically (see
 // atomicfile.Write).

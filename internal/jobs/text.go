@@ -36,6 +36,8 @@ func (r *StartResult) Text() string {
 // Text summarises an output page.
 func (o *Output) Text() string {
 	var b strings.Builder
+	// The pages and a line each: one allocation for a full page.
+	b.Grow(len(o.Stdout.Data) + len(o.Stderr.Data) + 128)
 	fmt.Fprintf(&b, "%s\n", o.State)
 	writePages(&b, o.Stdout, o.Stderr)
 	return b.String()
@@ -101,12 +103,18 @@ func writePages(b *strings.Builder, pages ...StreamPage) {
 			b.WriteString(" more")
 		}
 		if p.Encoding == textenc.Base64 {
-			fmt.Fprintf(b, ": %d bytes as base64 in the structured result\n", len(p.Data)*3/4)
+			fmt.Fprintf(b, ": %d bytes as base64 in the structured result\n", base64Len(p.Data))
 			continue
 		}
-		b.WriteString(":\n" + p.Data)
+		b.WriteString(":\n")
+		b.WriteString(p.Data)
 		if !strings.HasSuffix(p.Data, "\n") {
 			b.WriteByte('\n')
 		}
 	}
+}
+
+// base64Len is how many bytes padded base64 text d holds.
+func base64Len(d string) int {
+	return len(d)/4*3 - (len(d) - len(strings.TrimRight(d, "=")))
 }

@@ -2,9 +2,13 @@ package jobstore
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/strictjson"
@@ -40,11 +44,47 @@ type indexEntry struct {
 	EndedAt time.Time `json:"ended_at"`
 }
 
+// indexCache keeps the index last decoded and the identity of the file it
+// came from, so a listing decodes it again only after it changed: the
+// index is replaced by a rename (a new inode) and anything else that
+// writes it changes its size or times. Were a change ever missed, the
+// stale index would still hold only facts of final jobs, which do not
+// change (a read mark it lacks is checked on disk, a job it lacks is
+// derived, one it has counts only while its directory exists).
+type indexCache struct {
+	mu  sync.Mutex
+	key fileKey
+	idx *index
+}
+
+// fileKey tells one version of a file from another.
+type fileKey struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime unix.Timespec
+}
+
 // readIndex returns the index, or an empty one when it is missing, corrupt
-// or of another schema.
+// or of another schema. The index returned may be shared: callers only
+// read it.
 func (s *Store) readIndex() *index {
 	empty := &index{Schema: indexSchema, Jobs: map[string]indexEntry{}}
-	data, err := os.ReadFile(filepath.Join(s.root, indexFile))
+	f, err := os.Open(filepath.Join(s.root, indexFile))
+	if err != nil {
+		return empty
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Size > maxIndexBytes {
+		return empty
+	}
+	key := fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+	s.indexCache.mu.Lock()
+	defer s.indexCache.mu.Unlock()
+	if s.indexCache.idx != nil && s.indexCache.key == key {
+		return s.indexCache.idx
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxIndexBytes+1))
 	if err != nil || len(data) > maxIndexBytes {
 		return empty
 	}
@@ -57,6 +97,7 @@ func (s *Store) readIndex() *index {
 			return empty
 		}
 	}
+	s.indexCache.key, s.indexCache.idx = key, &idx
 	return &idx
 }
 

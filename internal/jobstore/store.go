@@ -44,6 +44,8 @@ type Store struct {
 	// ResetUnit, when set, clears a failed unit after its evidence has been
 	// persisted in the job's reconciled record.
 	ResetUnit func(unit string) error
+
+	indexCache indexCache
 }
 
 // Open returns the store under stateDir, creating <stateDir>/jobs (0700).

@@ -4,13 +4,15 @@
 package procid
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,25 +25,29 @@ type Identity struct {
 // Source reads process identities from a proc file system. The boot ID is
 // read through BootIDFunc so tests can simulate a reboot.
 type Source struct {
-	fs         procfs.FS
 	root       string
 	BootIDFunc func() (string, error)
+
+	// The boot ID cannot change under a running process, so it is read
+	// once: a listing asks for it once per live job.
+	bootOnce sync.Once
+	bootID   string
+	bootErr  error
 }
 
 // NewSource returns a Source over the proc file system mounted at root.
 func NewSource(root string) (*Source, error) {
-	fs, err := procfs.NewFS(root)
-	if err != nil {
-		return nil, fmt.Errorf("procfs %s: %w", root, err)
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("proc file system %s: not a directory (%v)", root, err)
 	}
-	s := &Source{fs: fs, root: root}
+	s := &Source{root: root}
 	s.BootIDFunc = s.readBootID
 	return s, nil
 }
 
 // Default is the Source over /proc.
 func Default() *Source {
-	s, err := NewSource(procfs.DefaultMountPoint)
+	s, err := NewSource("/proc")
 	if err != nil {
 		// /proc is always there on Linux; without it nothing here can work.
 		panic(err)
@@ -50,11 +56,15 @@ func Default() *Source {
 }
 
 func (s *Source) readBootID() (string, error) {
-	b, err := os.ReadFile(filepath.Join(s.root, "sys/kernel/random/boot_id"))
-	if err != nil {
-		return "", fmt.Errorf("read boot id: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
+	s.bootOnce.Do(func() {
+		b, err := os.ReadFile(filepath.Join(s.root, "sys/kernel/random/boot_id"))
+		if err != nil {
+			s.bootErr = fmt.Errorf("read boot id: %w", err)
+			return
+		}
+		s.bootID = strings.TrimSpace(string(b))
+	})
+	return s.bootID, s.bootErr
 }
 
 // BootID returns the current boot ID.
@@ -69,18 +79,86 @@ func (s *Source) Lookup(pid int) (Identity, bool, error) {
 	if pid <= 0 {
 		return Identity{}, false, ErrGone
 	}
-	p, err := s.fs.Proc(pid)
+	st, err := s.stat(pid)
 	if err != nil {
-		return Identity{}, false, ErrGone
+		return Identity{}, false, err
 	}
-	st, err := p.Stat()
+	return Identity{PID: pid, StartTicks: st.startTicks}, st.state == 'Z', nil
+}
+
+// procStat is what this package reads of /proc/<pid>/stat.
+type procStat struct {
+	state      byte
+	pgrp       int
+	startTicks uint64
+}
+
+// statMax bounds a stat line: 52 numeric fields of at most 20 digits and a
+// command name of at most 64 bytes fit with room to spare.
+const statMax = 2048
+
+// stat reads process pid's stat file; ErrGone when there is no such
+// process (also when it went between the open and the read). It reads with
+// plain system calls, one read into a buffer on the stack: os.File would
+// also stat the file and try to register it with the poller, and a listing
+// does this for every live job.
+func (s *Source) stat(pid int) (procStat, error) {
+	path := filepath.Join(s.root, strconv.Itoa(pid), "stat")
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err == unix.ENOENT || err == unix.ESRCH {
+		return procStat{}, ErrGone
+	}
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return Identity{}, false, ErrGone
-		}
-		return Identity{}, false, fmt.Errorf("stat pid: %w", err)
+		return procStat{}, fmt.Errorf("stat pid: %w", err)
 	}
-	return Identity{PID: pid, StartTicks: st.Starttime}, st.State == "Z", nil
+	var buf [statMax]byte
+	n, err := unix.Read(fd, buf[:])
+	for err == unix.EINTR {
+		n, err = unix.Read(fd, buf[:])
+	}
+	unix.Close(fd)
+	if err == unix.ESRCH {
+		return procStat{}, ErrGone
+	}
+	if err != nil {
+		return procStat{}, fmt.Errorf("stat pid: %w", err)
+	}
+	st, err := parseStat(buf[:max(n, 0)])
+	if err != nil {
+		return procStat{}, fmt.Errorf("stat pid: %w", err)
+	}
+	return st, nil
+}
+
+var errStatFormat = errors.New("malformed stat line")
+
+// parseStat reads a stat line's state (field 3), process group (field 5)
+// and start time in clock ticks (field 22). The command name (field 2) is
+// parenthesised and may hold anything, spaces and ')' too, so the fields
+// after it start at its last ')'. It replaces procfs's parser, which scans
+// every field with fmt and was most of a process.jobs listing's CPU.
+func parseStat(data []byte) (procStat, error) {
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return procStat{}, errStatFormat
+	}
+	// After the name: state is field 3, so field n is rest[n-3].
+	rest := bytes.Fields(data[i+1:])
+	if len(rest) < 22-2 || len(rest[0]) != 1 {
+		return procStat{}, errStatFormat
+	}
+	pgrp, err := strconv.Atoi(string(rest[5-3]))
+	if err != nil {
+		return procStat{}, errStatFormat
+	}
+	start, err := strconv.ParseUint(string(rest[22-3]), 10, 64)
+	if err != nil {
+		return procStat{}, errStatFormat
+	}
+	return procStat{state: rest[0][0], pgrp: pgrp, startTicks: start}, nil
 }
 
 // Self returns the calling process's identity.
@@ -143,21 +221,25 @@ func (s *Source) GroupSurvivors(leader Identity) ([]Identity, error) {
 	if cur, zombie, err := s.Lookup(leader.PID); err == nil && !zombie && cur.StartTicks != leader.StartTicks {
 		return nil, nil
 	}
-	procs, err := s.fs.AllProcs()
+	entries, err := os.ReadDir(s.root)
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	var out []Identity
-	for _, p := range procs {
-		st, err := p.Stat()
-		if err != nil || st.PGRP != leader.PID || st.State == "Z" {
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		st, err := s.stat(pid)
+		if err != nil || st.pgrp != leader.PID || st.state == 'Z' {
 			continue
 		}
 		// Members of our group started no earlier than its leader.
-		if st.Starttime < leader.StartTicks {
+		if st.startTicks < leader.StartTicks {
 			continue
 		}
-		out = append(out, Identity{PID: p.PID, StartTicks: st.Starttime})
+		out = append(out, Identity{PID: pid, StartTicks: st.startTicks})
 	}
 	return out, nil
 }

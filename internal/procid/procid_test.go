@@ -2,7 +2,9 @@ package procid
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -92,4 +94,59 @@ func TestGroupSurvivors(t *testing.T) {
 	if len(got) != 1 || got[0] != mid {
 		t.Fatalf("after the leader died: %+v, want only %+v", got, mid)
 	}
+}
+
+func TestParseStat(t *testing.T) {
+	// A command name may hold spaces and parentheses: the fields after it
+	// start at its last ')'. Fields from the kernel's format (proc(5)).
+	line := "4242 (a) b (c)) S 1 4240 4240 0 -1 4194304 101 0 0 0 0 0 0 0 20 0 1 0 2750746 3133440 394 18446744073709551615 0 0\n"
+	st, err := parseStat([]byte(line))
+	if err != nil || st != (procStat{state: 'S', pgrp: 4240, startTicks: 2750746}) {
+		t.Fatalf("parseStat = %+v, %v", st, err)
+	}
+	for _, bad := range []string{
+		"",
+		"4242 (sleep S 1 4240", // no end of the name
+		"4242 (sleep) S 1 4240 4240 0 -1 4194304 101 0",                                    // cut before the start time
+		"4242 (sleep) S 1 x 4240 0 -1 4194304 101 0 0 0 0 0 0 0 20 0 1 0 2750746 3133440",  // process group not a number
+		"4242 (sleep) S 1 4240 4240 0 -1 4194304 101 0 0 0 0 0 0 0 20 0 1 0 -3 3133440",    // negative start
+		"4242 (sleep) SS 1 4240 4240 0 -1 4194304 101 0 0 0 0 0 0 0 20 0 1 0 2750746 3133", // state not one letter
+	} {
+		if st, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("parseStat(%q) = %+v, want an error", bad, st)
+		}
+	}
+}
+
+func TestLookupReadsTheKernelsStat(t *testing.T) {
+	cmd := startSleep(t, &syscall.SysProcAttr{Setpgid: true})
+	id, zombie, err := Default().Lookup(cmd.Process.Pid)
+	if err != nil || zombie {
+		t.Fatalf("lookup of a live sleep: %+v zombie=%v %v", id, zombie, err)
+	}
+	survivors, err := Default().GroupSurvivors(id)
+	if err != nil || len(survivors) != 1 || survivors[0] != id {
+		t.Fatalf("GroupSurvivors = %+v, %v; want just %+v", survivors, err, id)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, _, err := Default().Lookup(id.PID); !errors.Is(err, ErrGone) {
+		t.Fatalf("lookup after the process was reaped: %v", err)
+	}
+}
+
+// FuzzParseStat: any line parses or errs without panicking, and a line
+// the kernel could write (any command name) gives back its fields.
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("1 (init) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12 0 0"), "sleep", uint32(77), uint64(123456))
+	f.Add([]byte(""), "a) (b", uint32(0), uint64(0))
+	f.Fuzz(func(t *testing.T, junk []byte, comm string, pgrp uint32, start uint64) {
+		parseStat(junk)
+		comm = strings.NewReplacer("\n", "", "\x00", "").Replace(comm)
+		line := fmt.Sprintf("9 (%s) R 1 %d 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0 0\n", comm, int32(pgrp), start)
+		st, err := parseStat([]byte(line))
+		if err != nil || st != (procStat{state: 'R', pgrp: int(int32(pgrp)), startTicks: start}) {
+			t.Fatalf("parseStat(%q) = %+v, %v", line, st, err)
+		}
+	})
 }

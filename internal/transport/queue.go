@@ -7,6 +7,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/commandcore/commandcore/internal/mcpwire"
 )
 
 // ctrlFrames is the capacity of the heartbeat channel. Heartbeat frames
@@ -35,7 +37,7 @@ func (c *Conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := c.writable(ctx); err != nil {
 		return err
 	}
-	frame, err := jsonrpc.EncodeMessage(msg)
+	frame, err := mcpwire.Encode(msg)
 	if err != nil {
 		return errors.New("link: cannot encode message")
 	}

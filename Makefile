@@ -11,7 +11,7 @@ USERMGR   := $(GO) run ./internal/systemdtest/cmd/usermgr
 FUZZTIME  ?= 10000x
 # Every fuzz target, as package:Target.
 FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./internal/relay:FuzzTake ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
-             ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeClaim ./internal/jobmeta:FuzzValidID \
+             ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeClaim \
              ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
              ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \
@@ -27,7 +27,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/install:FuzzParseExecStart \
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
-             ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode
+             ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2

@@ -11,34 +11,15 @@ import (
 	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/strictjson"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 // ErrCorrupt reports metadata that exists but cannot be trusted.
 var ErrCorrupt = errors.New("corrupt metadata")
 
 // ValidID reports whether s is a canonical job or device ID, a lowercase
-// UUID (8-4-4-4-12 hex digits); only such strings are ever joined into a
-// path. A loop, not a regular expression: a listing checks every job
-// directory's name (FuzzValidID holds it to the pattern).
-func ValidID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-				return false
-			}
-		}
-	}
-	return true
-}
+// UUID; only such strings are ever joined into a path.
+func ValidID(s string) bool { return uuidtext.Canonical(s) }
 
 // WriteAtomic writes v as JSON to path with mode 0600, atomically (see
 // atomicfile.Write).

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -472,17 +471,4 @@ func TestStates(t *testing.T) {
 			t.Errorf("%q: Terminal=%v Live=%v, want neither", s, s.Terminal(), s.Live())
 		}
 	}
-}
-
-// FuzzValidID: ValidID accepts exactly the canonical lowercase UUID form.
-func FuzzValidID(f *testing.F) {
-	f.Add(testID)
-	f.Add(strings.ToUpper(testID))
-	f.Add("0f8fad5b-d9cb-469f-a165-70867728950\u0435")
-	pattern := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := jobmeta.ValidID(s), pattern.MatchString(s); got != want {
-			t.Fatalf("ValidID(%q) = %v, the pattern says %v", s, got, want)
-		}
-	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 // MaxNameBytes bounds a device or token name.
@@ -85,25 +86,7 @@ func ValidDeviceName(s string) bool { return ValidName(s) && !IsDeviceID(s) }
 
 // IsDeviceID reports whether s is shaped like a device ID: a UUID in its
 // canonical 8-4-4-4-12 hexadecimal form, in any letter case.
-func IsDeviceID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
+func IsDeviceID(s string) bool { return uuidtext.AnyCase(s) }
 
 // Times are stored as unix nanoseconds; these bound what can be stored.
 var (

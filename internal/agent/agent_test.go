@@ -8,12 +8,20 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/statedir"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
-func TestMain(m *testing.M) { systemdtest.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary is the agent's executable, which its start-up probe
+	// re-executes as the hide-exec role.
+	if len(os.Args) > 1 && os.Args[1] == hideexec.Role {
+		os.Exit(hideexec.Main(os.Args[2:], os.Stderr))
+	}
+	systemdtest.Main(m)
+}
 
 // TestRunRecordsItselfUntilStopped: an agent that is not enrolled records
 // itself for status, refreshes the record on every tick, and on stop
@@ -51,6 +59,11 @@ func TestRunRecordsItselfUntilStopped(t *testing.T) {
 	// The harness's user manager is what this agent sees, and records.
 	if sd := rt.Systemd; sd == nil || sd.UserManager != status.ManagerReachable || sd.FailureDomain != "systemd_unit" || sd.ObservedAt.Before(rt.StartedAt) {
 		t.Fatalf("systemd = %+v, want the user manager reachable and systemd_unit jobs, observed since the start", rt.Systemd)
+	}
+	// Root can always make the mount namespace that hides the agent's
+	// directories from process.run.
+	if os.Geteuid() == 0 && !rt.RunDirsHidden {
+		t.Fatal("the record says process.run cannot be hidden, for root")
 	}
 	if rt.Connection.State != status.ConnNotEnrolled || rt.Connection.Server != "" {
 		t.Fatalf("connection = %+v, want not_enrolled with no server", rt.Connection)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,6 +155,109 @@ func TestFallbackJobsCannotReadTheAgentsFiles(t *testing.T) {
 	}
 	if out := res.Output.Stdout.Data; out != res.ProcessID+"\n" || !strings.Contains(res.Output.Stderr.Data, "No such file or directory") {
 		t.Fatalf("a fallback job saw stdout %q, stderr %q; want only its own directory", out, res.Output.Stderr.Data)
+	}
+}
+
+// TestRunAsAnOrdinaryUserIsHidden: for an agent that cannot mount (uid
+// 65534 here, started by these root tests), process.run goes through a
+// user namespace as well: its command reads neither of the agent's
+// directories yet writes its working directory, and it still ends with a
+// server killed outright.
+func TestRunAsAnOrdinaryUserIsHidden(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start the server as another user")
+	}
+	const nobody = 65534
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe := filepath.Join(root, "commandcore")
+	if out, err := exec.Command("cp", bin, exe).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	state, config, work := filepath.Join(root, "state"), filepath.Join(root, "config"), filepath.Join(root, "work")
+	for _, d := range []string{state, config, work} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(config, "identity.json")
+	if err := os.WriteFile(secret, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{state, config, secret, work} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(exe, "mcp", "--state-dir", state, "--config-dir", config)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	marker := "16.1803"
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process.run","arguments":{"cwd":"` + work + `","command":"echo written > out; cat ` + secret + `; ls ` + filepath.Join(state, "jobs") + `"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"process.run","arguments":{"command":"sleep ` + marker + `"}}}`,
+	} {
+		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dec := json.NewDecoder(stdout)
+	for {
+		var msg struct {
+			ID     int `json:"id"`
+			Result struct {
+				StructuredContent struct {
+					ExitCode       *int `json:"exit_code"`
+					Stdout, Stderr struct {
+						Data string `json:"data"`
+					}
+				} `json:"structuredContent"`
+			} `json:"result"`
+		}
+		if err := dec.Decode(&msg); err != nil {
+			t.Fatalf("the server's answer: %v", err)
+		}
+		if msg.ID != 2 {
+			continue
+		}
+		res := msg.Result.StructuredContent
+		if res.ExitCode == nil || *res.ExitCode == 0 || res.Stdout.Data != "" || strings.Contains(res.Stderr.Data, "secret") ||
+			strings.Count(res.Stderr.Data, "No such file or directory") != 2 {
+			t.Fatalf("an ordinary user's process.run reached the agent's files: %+v", res)
+		}
+		break
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "out")); err != nil || string(b) != "written\n" {
+		t.Fatalf("the file the command wrote: %q %v", b, err)
+	}
+	pid := waitSleep(t, marker)
+	killed := time.Now()
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for processExists(pid) {
+		if time.Since(killed) > 10*time.Second {
+			t.Fatal("an ordinary user's foreground command outlived its killed server")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

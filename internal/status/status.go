@@ -270,9 +270,9 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 			p("Isolation:   jobs CAN read the agent's files (this user manager cannot hide directories)\n")
 		}
 		if r.Systemd.RunDirsHidden {
-			p("             process.run commands cannot reach them either\n")
+			p("             process.run commands and jobs without a user manager cannot reach them\n")
 		} else {
-			p("             process.run commands CAN read the agent's files (this host refuses them a mount namespace)\n")
+			p("             process.run commands and jobs without a user manager CAN read the agent's files (this host refuses them a mount namespace)\n")
 		}
 	}
 	switch {

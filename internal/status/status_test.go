@@ -133,9 +133,9 @@ func TestHumanIsolation(t *testing.T) {
 		units, run bool
 		want       []string
 	}{
-		{true, true, []string{"Isolation:   jobs cannot reach the agent's config and state directories\n             process.run commands cannot reach them either\n"}},
-		{true, false, []string{"Isolation:   jobs cannot reach", "process.run commands CAN read the agent's files (this host refuses them a mount namespace)\n"}},
-		{false, true, []string{"jobs CAN read the agent's files (this user manager cannot hide directories)\n", "process.run commands cannot reach them either\n"}},
+		{true, true, []string{"Isolation:   jobs cannot reach the agent's config and state directories\n             process.run commands and jobs without a user manager cannot reach them\n"}},
+		{true, false, []string{"Isolation:   jobs cannot reach", "process.run commands and jobs without a user manager CAN read the agent's files (this host refuses them a mount namespace)\n"}},
+		{false, true, []string{"jobs CAN read the agent's files (this user manager cannot hide directories)\n", "process.run commands and jobs without a user manager cannot reach them\n"}},
 	} {
 		r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden = tc.units, tc.run
 		var buf bytes.Buffer

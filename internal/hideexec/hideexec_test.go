@@ -41,6 +41,13 @@ func runAsAgent(spec string) int {
 	if h.userns {
 		fmt.Println("userns")
 	}
+	// Held open, as the agent holds its journal.
+	held, err := os.Open(filepath.Join(f[1], "identity.json"))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer held.Close()
 	cmd := exec.Command("/bin/sh", "-c", f[3])
 	cmd.Dir = f[2]
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
@@ -170,9 +177,10 @@ func TestWorkingDirectoryInsideIsRefused(t *testing.T) {
 
 // TestOrdinaryUserGetsAUserNamespace: for an agent without CAP_SYS_ADMIN
 // (here uid 65534, started by this root test) the role runs in a user
-// namespace of its own; the command sees neither directory, cannot unmount
-// the cover, not even as root of a user namespace of its own, and cannot
-// gain privileges (no_new_privs).
+// namespace of its own; the command sees neither directory, nor reaches
+// them through the agent's /proc entries (its root, its open files),
+// cannot unmount the cover, not even as root of a user namespace of its
+// own, and cannot gain privileges (no_new_privs).
 func TestOrdinaryUserGetsAUserNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to start a process as another user")
@@ -198,6 +206,7 @@ func TestOrdinaryUserGetsAUserNamespace(t *testing.T) {
 	}
 	script := fmt.Sprintf(`cat %[1]q/identity.json; umount %[2]q && echo unmounted; `+
 		`unshare -Urm sh -c 'umount %[2]q && cat %[2]q/jobs/other/stdout.cap'; `+
+		`cat /proc/$PPID/root%[1]s/identity.json /proc/$PPID/fd/*; `+
 		`grep NoNewPrivs /proc/self/status; id -u; echo written > out`, config, state)
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), asUserEnv+"="+state+"\n"+config+"\n"+work+"\n"+script)

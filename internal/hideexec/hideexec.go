@@ -14,6 +14,9 @@
 // the start time stay those of the process the caller started, so
 // signalling it by its identity keeps working.
 //
+// The program gets the environment the caller gave it; the variables the
+// Go runtime reads at start travel past the role set aside (runtimeVars).
+//
 // Its arguments are fixed positions: STATE CONFIG BIND PATH ARG0 ARG...,
 // BIND empty for none. They carry only the agent's own directories and
 // the program's argv, never a command (process.run's shell gets its
@@ -31,6 +34,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,6 +48,17 @@ const Role = "hide-exec"
 // or start the program, as env(1) and nice(1) use 125 for their own
 // failures: 126 and 127 stay the shell's.
 const ExitFailure = 125
+
+// runtimeVars are read by the Go runtime before the role's main runs. The
+// role must not start under a command's values of them (a malformed
+// GOMEMLIMIT stops it, GODEBUG=inittrace=1 writes to the command's
+// stderr), so Wrap sets them aside under aside and the role puts them
+// back for the program.
+var runtimeVars = map[string]bool{"GODEBUG": true, "GOGC": true, "GOMEMLIMIT": true, "GOMAXPROCS": true, "GOTRACEBACK": true}
+
+// aside prefixes a variable set aside. A variable whose name starts with
+// it already gets it once more, so putting back is exact.
+const aside = "COMMANDCORE_HIDE_EXEC_"
 
 // Hider starts programs with the agent's directories hidden. Only Probe
 // returns one, and only where hiding was seen to work.
@@ -62,6 +77,18 @@ type Hider struct {
 func (h *Hider) Wrap(cmd *exec.Cmd, bind string) {
 	cmd.Args = append([]string{h.exe, Role, h.state, h.config, bind, cmd.Path}, cmd.Args...)
 	cmd.Path = h.exe
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = make([]string, len(env))
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if runtimeVars[name] || strings.HasPrefix(name, aside) {
+			kv = aside + kv
+		}
+		cmd.Env[i] = kv
+	}
 	attr := &syscall.SysProcAttr{}
 	if cmd.SysProcAttr != nil {
 		copied := *cmd.SysProcAttr
@@ -206,7 +233,11 @@ func Main(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "commandcore: set no_new_privs: %v\n", errno(err))
 		return ExitFailure
 	}
-	err := unix.Exec(path, argv, os.Environ())
+	env := os.Environ()
+	for i, kv := range env {
+		env[i] = strings.TrimPrefix(kv, aside)
+	}
+	err := unix.Exec(path, argv, env)
 	fmt.Fprintf(stderr, "commandcore: cannot start the shell: %v\n", errno(err))
 	return ExitFailure
 }

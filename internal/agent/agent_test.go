@@ -95,3 +95,36 @@ func TestRunRecordsItselfUntilStopped(t *testing.T) {
 		t.Fatalf("journal = %v (%v), want [agent_start agent_stop]", kinds, err)
 	}
 }
+
+// TestRecordSaysWhereProcessRunCannotBeHidden simulates a host that
+// refuses the namespaces with an executable that fails as the hide-exec
+// role (/bin/false): the agent starts all the same and records that
+// process.run commands are not hidden, which status then shows.
+func TestRecordSaysWhereProcessRunCannotBeHidden(t *testing.T) {
+	state, config := t.TempDir(), t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{StateDir: state, ConfigDir: config, Exe: "/bin/false", ReconcileEvery: 20 * time.Millisecond})
+	}()
+	var rt *status.Runtime
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		data, err := os.ReadFile(filepath.Join(state, status.RuntimeFile))
+		if err == nil {
+			if rt, err = status.DecodeRuntime(data); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no runtime record within 10 s (last: %v)", err)
+		}
+	}
+	if rt.RunDirsHidden {
+		t.Fatal("the record says process.run is hidden, though the role cannot run")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v after stop, want nil", err)
+	}
+}

@@ -77,7 +77,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
 		Version: version.Version, StartedAt: now, Service: ownUnit(),
 		Connection:      status.Connection{State: status.ConnNotEnrolled, ObservedAt: now, Since: now},
-		AgentDirsHidden: hidden,
+		AgentDirsHidden: hidden.Units,
+		RunDirsHidden:   hidden.Run,
 		Systemd:         systemdView(ctx, svc),
 	})
 	if err := rt.write(); err != nil {

@@ -8,12 +8,20 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/statedir"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
-func TestMain(m *testing.M) { systemdtest.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary is the agent's executable, which its start-up probe
+	// re-executes as the hide-exec role.
+	if len(os.Args) > 1 && os.Args[1] == hideexec.Role {
+		os.Exit(hideexec.Main(os.Args[2:], os.Stderr))
+	}
+	systemdtest.Main(m)
+}
 
 // TestRunRecordsItselfUntilStopped: an agent that is not enrolled records
 // itself for status, refreshes the record on every tick, and on stop
@@ -52,6 +60,11 @@ func TestRunRecordsItselfUntilStopped(t *testing.T) {
 	if sd := rt.Systemd; sd == nil || sd.UserManager != status.ManagerReachable || sd.FailureDomain != "systemd_unit" || sd.ObservedAt.Before(rt.StartedAt) {
 		t.Fatalf("systemd = %+v, want the user manager reachable and systemd_unit jobs, observed since the start", rt.Systemd)
 	}
+	// Root can always make the mount namespace that hides the agent's
+	// directories from process.run.
+	if os.Geteuid() == 0 && !rt.RunDirsHidden {
+		t.Fatal("the record says process.run cannot be hidden, for root")
+	}
 	if rt.Connection.State != status.ConnNotEnrolled || rt.Connection.Server != "" {
 		t.Fatalf("connection = %+v, want not_enrolled with no server", rt.Connection)
 	}
@@ -80,5 +93,38 @@ func TestRunRecordsItselfUntilStopped(t *testing.T) {
 	}
 	if err != nil || len(kinds) != 2 || kinds[0] != activity.KindAgentStart || kinds[1] != activity.KindAgentStop {
 		t.Fatalf("journal = %v (%v), want [agent_start agent_stop]", kinds, err)
+	}
+}
+
+// TestRecordSaysWhereProcessRunCannotBeHidden simulates a host that
+// refuses the namespaces with an executable that fails as the hide-exec
+// role (/bin/false): the agent starts all the same and records that
+// process.run commands are not hidden, which status then shows.
+func TestRecordSaysWhereProcessRunCannotBeHidden(t *testing.T) {
+	state, config := t.TempDir(), t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{StateDir: state, ConfigDir: config, Exe: "/bin/false", ReconcileEvery: 20 * time.Millisecond})
+	}()
+	var rt *status.Runtime
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		data, err := os.ReadFile(filepath.Join(state, status.RuntimeFile))
+		if err == nil {
+			if rt, err = status.DecodeRuntime(data); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no runtime record within 10 s (last: %v)", err)
+		}
+	}
+	if rt.RunDirsHidden {
+		t.Fatal("the record says process.run is hidden, though the role cannot run")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v after stop, want nil", err)
 	}
 }

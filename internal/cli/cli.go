@@ -131,6 +131,7 @@ func NewRoot(streams IO) *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(streams),
 		newSuperviseCmd(streams),
+		newHideExecCmd(streams),
 		newMCPCmd(g),
 		newJobsCmd(g, streams),
 		newActivityCmd(g, streams),

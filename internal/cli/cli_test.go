@@ -31,6 +31,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"jobs", "show", "../x", "--state-dir", state}, ExitFailure, "no job matches"},
 		{[]string{"status", "--service", "a/b"}, ExitUsage, "invalid service name"},
 		{[]string{"install", "--service", "bad@name"}, ExitUsage, "--service"},
+		// The hidden role, run by hand: its own failure status (125), not
+		// the shell's.
+		{[]string{"hide-exec", "--help"}, 125, "started by the agent only"},
 	}
 	for _, c := range cases {
 		code, out, errOut := runMain(c.args...)

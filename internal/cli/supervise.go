@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/supervisor"
 )
@@ -32,3 +34,22 @@ func Supervise(jobDir string, stdin io.Reader, stderr io.Writer) int {
 	}
 	return ExitOK
 }
+
+func newHideExecCmd(streams IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   hideexec.Role + " STATE CONFIG BIND PATH ARG0 [ARG...]",
+		Short: "Start a program with the agent's directories hidden (started by the agent; never run by hand)",
+		// The program's own arguments follow, flags among them.
+		DisableFlagParsing: true,
+		Hidden:             true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			// Main returns only when it could not exec; it has said why.
+			return &exitError{code: hideexec.Main(args, streams.Err), err: errors.New(hideexec.Role + " failed"), quiet: true}
+		},
+	}
+}
+
+// HideExec runs the hide-exec role without building the command tree: it
+// is started once per process.run command, whose latency it adds to. It
+// returns only on failure, with the exit code.
+func HideExec(args []string, stderr io.Writer) int { return hideexec.Main(args, stderr) }

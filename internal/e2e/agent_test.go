@@ -31,6 +31,7 @@ type statusReport struct {
 		UserManager     string `json:"user_manager"`
 		FailureDomain   string `json:"failure_domain"`
 		AgentDirsHidden *bool  `json:"agent_dirs_hidden"`
+		RunDirsHidden   *bool  `json:"run_dirs_hidden"`
 	} `json:"systemd"`
 	StateDir string `json:"state_dir"`
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
@@ -104,21 +105,38 @@ func assemble(stateDir, device, exe string, installed bool, procs *procid.Source
 	}, nil
 }
 
+// Hiding is what HideOwnDirs found: whether job units (Units) and
+// process.run commands and the no-systemd fallback's jobs (Run) are kept
+// out of the agent's own directories.
+type Hiding struct{ Units, Run bool }
+
 // HideOwnDirs probes whether the user manager can make the agent's state
-// directory and configDir inaccessible to job units and, where it can,
-// has every later job unit hide them. It reports which.
-func (s *Service) HideOwnDirs(ctx context.Context, configDir string) bool {
-	// A unit cannot hide a directory that does not exist; one enrollment
+// directory and configDir inaccessible to job units, and whether the
+// hide-exec role can to process.run commands and fallback supervisors
+// (the binary re-executed as it needs a mount namespace, which the host
+// may refuse). Each that can hides them from then on. It reports which.
+func (s *Service) HideOwnDirs(ctx context.Context, configDir string) Hiding {
+	// Nothing hides a directory that does not exist; one enrollment
 	// creates later would be in sight.
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
-		return false
+		return Hiding{}
 	}
-	if !s.launcher.ProbeHiding(ctx, s.stateDir, configDir) {
-		return false
+	var h Hiding
+	if s.launcher.Exe != "" {
+		if hider := hideexec.Probe(ctx, s.launcher.Exe, s.stateDir, configDir); hider != nil {
+			s.runHide, s.launcher.FallbackHide, h.Run = hider, hider, true
+		}
 	}
-	s.launcher.Hide = &launcher.Hidden{State: s.stateDir, Config: configDir}
-	return true
+	if s.launcher.ProbeHiding(ctx, s.stateDir, configDir) {
+		s.launcher.Hide = &launcher.Hidden{State: s.stateDir, Config: configDir}
+		h.Units = true
+	}
+	return h
 }
+
+// RunHide is what process.run starts its commands through, nil where the
+// host cannot hide the agent's directories from them.
+func (s *Service) RunHide() *hideexec.Hider { return s.runHide }
 
 // DeviceID is the local device ID this service names its job units with
 // ("" for a service opened with OpenExisting over a directory without one).

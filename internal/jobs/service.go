@@ -20,6 +20,7 @@ import (
 	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/jobstore"
@@ -55,6 +56,9 @@ type Service struct {
 	// claimTimeout bounds the wait for the supervisor's identity claim;
 	// zero means limits.ClaimTimeout.
 	claimTimeout time.Duration
+	// runHide starts process.run's shells; nil until HideOwnDirs found
+	// that it works.
+	runHide *hideexec.Hider
 }
 
 // serviceVars are variables of the launching process's own service that

@@ -4,22 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
-	"path/filepath"
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+
+	"github.com/commandcore/commandcore/internal/hideexec"
 )
 
 // probeTimeout bounds the throw-away unit that finds out whether the user
 // manager can hide directories from a job.
 const probeTimeout = 5 * time.Second
-
-// probeScript runs in the probe unit: the markers in the hidden
-// directories must be out of sight, and the directory bound back in (as a
-// job's own directory is) must be writable.
-const probeScript = `test ! -e "$1" && test ! -e "$2" && : > "$3/ok"`
 
 // Hidden are the agent's own directories that job units cannot reach.
 type Hidden struct {
@@ -61,32 +56,21 @@ func (l *Launcher) ProbeHiding(ctx context.Context, stateDir, configDir string) 
 	if err != nil {
 		return false
 	}
-	tag := make([]byte, 8)
-	rand.Read(tag)
-	name := ".hide-probe-" + hex.EncodeToString(tag)
-	stateMark, configMark := filepath.Join(stateDir, name), filepath.Join(configDir, name)
-	bound := filepath.Join(stateDir, name+".d")
-	defer func() {
-		os.Remove(stateMark)
-		os.Remove(configMark)
-		os.RemoveAll(bound)
-	}()
-	for _, p := range []string{stateMark, configMark} {
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			return false
-		}
-	}
-	if err := os.Mkdir(bound, 0o700); err != nil {
+	m, err := hideexec.NewMarkers(stateDir, configDir)
+	if err != nil {
 		return false
 	}
+	defer m.Remove()
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
+	tag := make([]byte, 8)
+	rand.Read(tag)
 	unit := "commandcore-probe-" + hex.EncodeToString(tag) + ".service"
 	props := append([]sdbus.Property{
 		sdbus.PropDescription("CommandCore isolation probe"),
 		sdbus.PropType("oneshot"),
-		sdbus.PropExecStart([]string{"/bin/sh", "-c", probeScript, "probe", stateMark, configMark, bound}, false),
-	}, hideProperties(Hidden{State: stateDir, Config: configDir}, bound)...)
+		sdbus.PropExecStart(append([]string{"/bin/sh"}, m.Argv()...), false),
+	}, hideProperties(Hidden{State: stateDir, Config: configDir}, m.Bound)...)
 	done := make(chan string, 1)
 	if _, err := conn.StartTransientUnitContext(ctx, unit, "fail", props, done); err != nil {
 		return false
@@ -102,6 +86,5 @@ func (l *Launcher) ProbeHiding(ctx context.Context, stateDir, configDir string) 
 		conn.StopUnitContext(context.WithoutCancel(ctx), unit, "replace", nil)
 		return false
 	}
-	_, err = os.Stat(filepath.Join(bound, "ok"))
-	return err == nil
+	return m.OK()
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -63,6 +64,10 @@ type Launcher struct {
 	// Hide, when set, are the agent's own directories, hidden from every
 	// job unit (set only where ProbeHiding found that this works).
 	Hide *Hidden
+	// FallbackHide, when set, starts the fallback's supervisors through
+	// the hide-exec role, out of sight of the agent's directories but for
+	// the job's own, as a unit's Hide does.
+	FallbackHide *hideexec.Hider
 
 	// Procs identifies the user manager, so that its replacement is
 	// noticed; nil skips that check.
@@ -285,6 +290,9 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 	// not be mistaken for the supervisor's.
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
+	if l.FallbackHide != nil {
+		l.FallbackHide.Wrap(cmd, sp.JobDir)
+	}
 	if err := startNiced(cmd, sp.Resources.Nice); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/cmdpipe"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/procgroup"
@@ -113,6 +114,10 @@ type Options struct {
 	Procs *procid.Source
 	// CapBytes overrides limits.RunOutputCapBytes when positive (tests).
 	CapBytes int64
+	// Hide, when set, starts the shell through the hide-exec role, out of
+	// sight of the agent's own directories (README); nil starts it in the
+	// agent's own namespaces, where the host refuses them.
+	Hide *hideexec.Hider
 }
 
 // errTransport marks a Progress failure.
@@ -210,6 +215,11 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	// thread is held until the child is reaped, so only the process's end
 	// ends it (go.dev/issue/27505).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if opts.Hide != nil {
+		// The role execs the shell: the PID, group and start time the
+		// lifeline and the stop below rely on are the shell's.
+		opts.Hide.Wrap(cmd, "")
+	}
 	began := time.Now()
 	started, reaped := make(chan error, 1), make(chan struct{})
 	defer close(reaped)

@@ -50,6 +50,11 @@ type Runtime struct {
 	// AgentDirsHidden says that this agent's job units get its config and
 	// state directories made inaccessible (its start-up probe succeeded).
 	AgentDirsHidden bool `json:"agent_dirs_hidden"`
+	// RunDirsHidden says that this agent's process.run commands (and the
+	// jobs of its no-systemd fallback) get them hidden too, in a mount
+	// namespace of their own (its start-up probe of the hide-exec role
+	// succeeded).
+	RunDirsHidden bool `json:"run_dirs_hidden"`
 	// Systemd is the agent's own last view of its user manager; nil in the
 	// record of an agent too old to write it.
 	Systemd *RuntimeSystemd `json:"systemd,omitempty"`
@@ -163,8 +168,12 @@ type Systemd struct {
 	FailureDomain string `json:"failure_domain"`
 	// AgentDirsHidden: the running agent's jobs cannot reach its config
 	// and state directories; false when no agent runs.
-	AgentDirsHidden bool       `json:"agent_dirs_hidden"`
-	ObservedAt      *time.Time `json:"observed_at,omitempty"`
+	AgentDirsHidden bool `json:"agent_dirs_hidden"`
+	// RunDirsHidden: the running agent's process.run commands, and the
+	// jobs of its no-systemd fallback, cannot reach them either; false when
+	// no agent runs, or where the host refuses user namespaces.
+	RunDirsHidden bool       `json:"run_dirs_hidden"`
+	ObservedAt    *time.Time `json:"observed_at,omitempty"`
 }
 
 // Policy is the owner's resource policy or why it is refused.
@@ -259,6 +268,11 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 			p("Isolation:   jobs cannot reach the agent's config and state directories\n")
 		} else {
 			p("Isolation:   jobs CAN read the agent's files (this user manager cannot hide directories)\n")
+		}
+		if r.Systemd.RunDirsHidden {
+			p("             process.run commands and jobs without a user manager cannot reach them\n")
+		} else {
+			p("             process.run commands and jobs without a user manager CAN read the agent's files (this host refuses them a mount namespace)\n")
 		}
 	}
 	switch {

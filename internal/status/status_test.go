@@ -125,6 +125,29 @@ func TestHumanSystemd(t *testing.T) {
 	}
 }
 
+// TestHumanIsolation: what jobs and what process.run commands can reach
+// is said for each, as the running agent's probes found it.
+func TestHumanIsolation(t *testing.T) {
+	r := fixed()
+	for _, tc := range []struct {
+		units, run bool
+		want       []string
+	}{
+		{true, true, []string{"Isolation:   jobs cannot reach the agent's config and state directories\n             process.run commands and jobs without a user manager cannot reach them\n"}},
+		{true, false, []string{"Isolation:   jobs cannot reach", "process.run commands and jobs without a user manager CAN read the agent's files (this host refuses them a mount namespace)\n"}},
+		{false, true, []string{"jobs CAN read the agent's files (this user manager cannot hide directories)\n", "process.run commands and jobs without a user manager cannot reach them\n"}},
+	} {
+		r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden = tc.units, tc.run
+		var buf bytes.Buffer
+		WriteHuman(&buf, r, time.Now())
+		for _, want := range tc.want {
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("units %v, run %v: human status lacks %q:\n%s", tc.units, tc.run, want, buf.String())
+			}
+		}
+	}
+}
+
 func TestDecodeRuntime(t *testing.T) {
 	good := `{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","version":"v","started_at":"2026-11-30T08:00:00Z","service":"commandcore.service","connection":{"state":"not_enrolled"}}`
 	rt, err := DecodeRuntime([]byte(good))

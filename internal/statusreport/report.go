@@ -48,7 +48,7 @@ func Build(in Input, procs *procid.Source) *status.Report {
 			r.Connection = status.ConnectionView{State: c.State, Server: c.Server, ObservedAt: &c.ObservedAt, Since: &c.Since}
 			age := int64(time.Since(c.ObservedAt).Seconds())
 			r.Connection.AgeSeconds = &age
-			r.Systemd.AgentDirsHidden = rt.AgentDirsHidden
+			r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden = rt.AgentDirsHidden, rt.RunDirsHidden
 			if sd := rt.Systemd; sd != nil {
 				at := sd.ObservedAt
 				r.Systemd.UserManager, r.Systemd.FailureDomain, r.Systemd.ObservedAt = sd.UserManager, sd.FailureDomain, &at

@@ -48,7 +48,7 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 	observed := time.Now().UTC().Add(-time.Minute)
 	live := status.Runtime{
 		Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
-		Version: "1.2.3", StartedAt: observed, Service: "cc.service", AgentDirsHidden: true,
+		Version: "1.2.3", StartedAt: observed, Service: "cc.service", AgentDirsHidden: true, RunDirsHidden: true,
 		Connection: status.Connection{State: status.ConnConnected, Server: "https://relay.example", ObservedAt: observed, Since: observed},
 		Systemd:    &status.RuntimeSystemd{UserManager: "unreachable", FailureDomain: "none", ObservedAt: observed},
 	}
@@ -81,7 +81,7 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 				t.Fatalf("agent = %+v, want running %v, stale %v, installed", r.Agent, tc.running, tc.stale)
 			}
 			if !tc.running {
-				if r.Connection.State != status.ConnUnknown || r.Systemd.AgentDirsHidden || r.Systemd.UserManager != "unknown" {
+				if r.Connection.State != status.ConnUnknown || r.Systemd.AgentDirsHidden || r.Systemd.RunDirsHidden || r.Systemd.UserManager != "unknown" {
 					t.Fatalf("a dead agent's connection %+v (systemd %+v) was believed", r.Connection, r.Systemd)
 				}
 				if r.Agent.Service != "commandcore.service" {
@@ -89,8 +89,8 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 				}
 				return
 			}
-			if r.Agent.PID != self.PID || r.Agent.Version != "1.2.3" || r.Agent.Service != "cc.service" || !r.Systemd.AgentDirsHidden {
-				t.Fatalf("agent %+v, dirs hidden %v: not the record's", r.Agent, r.Systemd.AgentDirsHidden)
+			if r.Agent.PID != self.PID || r.Agent.Version != "1.2.3" || r.Agent.Service != "cc.service" || !r.Systemd.AgentDirsHidden || !r.Systemd.RunDirsHidden {
+				t.Fatalf("agent %+v, dirs hidden %v/%v: not the record's", r.Agent, r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden)
 			}
 			if r.Systemd.UserManager != "unreachable" || r.Systemd.FailureDomain != "none" || r.Systemd.ObservedAt == nil || !r.Systemd.ObservedAt.Equal(observed) {
 				t.Fatalf("systemd = %+v, want the record's facts", r.Systemd)

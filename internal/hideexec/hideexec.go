@@ -1,0 +1,304 @@
+// Package hideexec is the hide-exec role of the binary: it starts a program
+// with the agent's state and config directories each covered by an empty
+// read-only tmpfs, in a mount namespace of its own, as job units have them
+// (README). process.run starts its shell through it, and so does the
+// no-systemd fallback its supervisor, with the job's own directory bound
+// back in.
+//
+// The role is started in a new mount namespace, and, unless the agent may
+// mount (CAP_SYS_ADMIN), in a new user namespace that maps the agent's
+// uid and gid to themselves, the only way an ordinary user gets a mount
+// namespace. It makes every mount a slave (nothing it mounts reaches the
+// host; the host's new mounts still reach it), covers the directories,
+// sets no_new_privs and execs the program: the PID, the process group and
+// the start time stay those of the process the caller started, so
+// signalling it by its identity keeps working.
+//
+// The program gets the environment the caller gave it; the variables the
+// Go runtime reads at start travel past the role set aside (runtimeVars).
+//
+// Its arguments are fixed positions: STATE CONFIG BIND PATH ARG0 ARG...,
+// BIND empty for none. They carry only the agent's own directories and
+// the program's argv, never a command (process.run's shell gets its
+// command through cmdpipe, as before).
+package hideexec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Role is the role's subcommand.
+const Role = "hide-exec"
+
+// ExitFailure is the role's exit status when it cannot hide the directories
+// or start the program, as env(1) and nice(1) use 125 for their own
+// failures: 126 and 127 stay the shell's.
+const ExitFailure = 125
+
+// runtimeVars are read by the Go runtime before the role's main runs. The
+// role must not start under a command's values of them (a malformed
+// GOMEMLIMIT stops it, GODEBUG=inittrace=1 writes to the command's
+// stderr), so Wrap sets them aside under aside and the role puts them
+// back for the program.
+var runtimeVars = map[string]bool{"GODEBUG": true, "GOGC": true, "GOMEMLIMIT": true, "GOMAXPROCS": true, "GOTRACEBACK": true}
+
+// aside prefixes a variable set aside. A variable whose name starts with
+// it already gets it once more, so putting back is exact.
+const aside = "COMMANDCORE_HIDE_EXEC_"
+
+// Hider starts programs with the agent's directories hidden. Only Probe
+// returns one, and only where hiding was seen to work.
+type Hider struct {
+	exe           string
+	state, config string
+	// userns: the agent cannot mount by itself, so the role gets a user
+	// namespace too.
+	userns bool
+}
+
+// Wrap has cmd, not yet started, run its program through the role with
+// the directories hidden and, when bind is set, that directory (inside
+// the state directory) bound back in, writable. cmd's SysProcAttr
+// (Setpgid, Setsid, Pdeathsig) is kept.
+func (h *Hider) Wrap(cmd *exec.Cmd, bind string) {
+	cmd.Args = append([]string{h.exe, Role, h.state, h.config, bind, cmd.Path}, cmd.Args...)
+	cmd.Path = h.exe
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = make([]string, len(env))
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if runtimeVars[name] || strings.HasPrefix(name, aside) {
+			kv = aside + kv
+		}
+		cmd.Env[i] = kv
+	}
+	attr := &syscall.SysProcAttr{}
+	if cmd.SysProcAttr != nil {
+		copied := *cmd.SysProcAttr
+		attr = &copied
+	}
+	attr.Cloneflags |= unix.CLONE_NEWNS
+	if h.userns {
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+		// An unprivileged process may map its gid only once setgroups is
+		// denied.
+		attr.GidMappingsEnableSetgroups = false
+		// The role runs as the agent's uid, not as the namespace's root,
+		// so it would lose at exec the power to mount that the namespace
+		// gave it: an ambient capability carries it across, and the role
+		// drops it before it execs the program.
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+	}
+	cmd.SysProcAttr = attr
+}
+
+// canMount reports whether this process holds CAP_SYS_ADMIN. Such an agent
+// (root) gets a mount namespace without a user namespace: in one, root
+// would lose its power over every file and process of another user (an
+// unmapped owner), which its commands have today.
+func canMount() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return false
+	}
+	return data[0].Effective&(1<<unix.CAP_SYS_ADMIN) != 0
+}
+
+// startProbe runs the probe's command; a seam for the tests that simulate a
+// host that refuses the namespaces.
+var startProbe = (*exec.Cmd).Run
+
+// probeTimeout bounds the probe: an agent must not wait at start-up on a
+// role that never ends.
+const probeTimeout = 5 * time.Second
+
+// Probe finds out, with a throw-away run of the role (exe is the binary),
+// whether a program started through it really cannot see the state and
+// config directories while a directory bound back into the state directory
+// stays writable. It returns the Hider where so, nil where not (user
+// namespaces refused by a sysctl or an LSM): the caller then starts its
+// programs as before. It leaves nothing behind.
+func Probe(ctx context.Context, exe, state, config string) *Hider {
+	m, err := NewMarkers(state, config)
+	if err != nil {
+		return nil
+	}
+	defer m.Remove()
+	h := &Hider{exe: exe, state: state, config: config, userns: !canMount()}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", m.Argv()...)
+	cmd.Dir = "/"
+	h.Wrap(cmd, m.Bound)
+	if startProbe(cmd) != nil || !m.OK() {
+		return nil
+	}
+	return h
+}
+
+// Markers are a probe's test files: one in each directory to hide, which
+// must be out of sight, and a directory inside the state directory to
+// bind back in, where the probe writes "ok". The probe of job units uses
+// them too.
+type Markers struct {
+	StateMark, ConfigMark, Bound string
+}
+
+// script runs in a probe: the markers must be out of sight, and the
+// directory bound back in must be writable.
+const script = `test ! -e "$1" && test ! -e "$2" && : > "$3/ok"`
+
+// NewMarkers creates a probe's markers in state and config.
+func NewMarkers(state, config string) (*Markers, error) {
+	tag := make([]byte, 8)
+	rand.Read(tag)
+	name := ".hide-probe-" + hex.EncodeToString(tag)
+	m := &Markers{StateMark: filepath.Join(state, name), ConfigMark: filepath.Join(config, name), Bound: filepath.Join(state, name+".d")}
+	for _, p := range []string{m.StateMark, m.ConfigMark} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			m.Remove()
+			return nil, err
+		}
+	}
+	if err := os.Mkdir(m.Bound, 0o700); err != nil {
+		m.Remove()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Argv is the arguments of a POSIX shell (after its name) that runs the
+// probe's check.
+func (m *Markers) Argv() []string {
+	return []string{"-c", script, "probe", m.StateMark, m.ConfigMark, m.Bound}
+}
+
+// OK reports whether the check passed.
+func (m *Markers) OK() bool {
+	_, err := os.Stat(filepath.Join(m.Bound, "ok"))
+	return err == nil
+}
+
+// Remove deletes the markers.
+func (m *Markers) Remove() {
+	os.Remove(m.StateMark)
+	os.Remove(m.ConfigMark)
+	os.RemoveAll(m.Bound)
+}
+
+// Main is the role: args are STATE CONFIG BIND PATH ARG0 ARG... (see the
+// package comment). It returns only on failure, with ExitFailure, having
+// said why on stderr without naming a path.
+func Main(args []string, stderr io.Writer) int {
+	if len(args) < 5 {
+		fmt.Fprintf(stderr, "commandcore %s: started by the agent only\n", Role)
+		return ExitFailure
+	}
+	state, config, bind, path, argv := args[0], args[1], args[2], args[3], args[4:]
+	// no_new_privs belongs to a thread: it must be set on the one that
+	// execs.
+	runtime.LockOSThread()
+	if err := hide(state, config, bind); err != nil {
+		fmt.Fprintf(stderr, "commandcore: %v\n", err)
+		return ExitFailure
+	}
+	// The program starts without the capability the role mounted with.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		fmt.Fprintf(stderr, "commandcore: drop capabilities: %v\n", errno(err))
+		return ExitFailure
+	}
+	// As a job unit's NoNewPrivileges=yes: no set-user-ID program or file
+	// capability raises what the program may do.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(stderr, "commandcore: set no_new_privs: %v\n", errno(err))
+		return ExitFailure
+	}
+	env := os.Environ()
+	for i, kv := range env {
+		env[i] = strings.TrimPrefix(kv, aside)
+	}
+	err := unix.Exec(path, argv, env)
+	fmt.Fprintf(stderr, "commandcore: cannot start the shell: %v\n", errno(err))
+	return ExitFailure
+}
+
+// hide covers state and config, binds bind back in, and re-enters the
+// working directory through the new mounts, so a working directory inside
+// a hidden one leads nowhere.
+func hide(state, config, bind string) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %v", errno(err))
+	}
+	wd, err := unix.Getwd()
+	if err != nil {
+		return fmt.Errorf("find the working directory: %v", errno(err))
+	}
+	bindFD := -1
+	if bind != "" {
+		// Held open, it names the directory after its path is covered.
+		if bindFD, err = unix.Open(bind, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("open the job directory: %v", errno(err))
+		}
+		defer unix.Close(bindFD)
+	}
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	var covered []string
+	for _, d := range []string{state, config} {
+		// Writable until the bind's mount point is made in it.
+		err := unix.Mount("tmpfs", d, "tmpfs", flags, "mode=0755")
+		if errors.Is(err, unix.ENOENT) {
+			// Already out of sight beneath the other one, or gone.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("hide the agent's directories: %v", errno(err))
+		}
+		covered = append(covered, d)
+	}
+	if bindFD >= 0 {
+		if err := os.MkdirAll(bind, 0o700); err != nil {
+			return fmt.Errorf("bind the job directory: %v", errno(err))
+		}
+		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", bindFD), bind, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind the job directory: %v", errno(err))
+		}
+	}
+	for _, d := range covered {
+		if err := unix.Mount("", d, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, ""); err != nil {
+			return fmt.Errorf("hide the agent's directories: %v", errno(err))
+		}
+	}
+	if err := unix.Chdir(wd); err != nil {
+		return errors.New("the working directory is inside the agent's own directories")
+	}
+	return nil
+}
+
+// errno strips a path from an error, leaving the system's reason.
+func errno(err error) error {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return err
+}

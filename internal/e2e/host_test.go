@@ -277,13 +277,19 @@ func atoi(s string) int {
 func TestProcessRunEndsWithAKilledServer(t *testing.T) {
 	marker := "29.9792"
 	cmd, _ := runOverStdio(t, marker)
-	pid := waitSleep(t, marker)
+	killServerAndWaitFor(t, cmd, waitSleep(t, marker), "the foreground command")
+}
+
+// killServerAndWaitFor SIGKILLs server and fails unless the command pid
+// (what) ends with it within 10 s.
+func killServerAndWaitFor(t *testing.T, server *exec.Cmd, pid int, what string) {
+	t.Helper()
 	killed := time.Now()
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	server.Process.Signal(syscall.SIGKILL)
+	server.Wait()
 	for processExists(pid) {
 		if time.Since(killed) > 10*time.Second {
-			t.Fatal("the foreground command outlived its killed server")
+			t.Fatalf("%s outlived its killed server", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

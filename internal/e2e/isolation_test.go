@@ -249,16 +249,7 @@ func TestRunAsAnOrdinaryUserIsHidden(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(work, "out")); err != nil || string(b) != "written\n" {
 		t.Fatalf("the file the command wrote: %q %v", b, err)
 	}
-	pid := waitSleep(t, marker)
-	killed := time.Now()
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	for processExists(pid) {
-		if time.Since(killed) > 10*time.Second {
-			t.Fatal("an ordinary user's foreground command outlived its killed server")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	killServerAndWaitFor(t, cmd, waitSleep(t, marker), "an ordinary user's foreground command")
 }
 
 // TestHidingProbeLeavesNothingBehind: the start-up probe's throw-away unit

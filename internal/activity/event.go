@@ -18,6 +18,7 @@ package activity
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
@@ -178,18 +179,21 @@ type Event struct {
 	Reason     Reason    `json:"reason"`
 }
 
-// Allowlists. An empty value is allowed for every field but Kind.
+// Allowlists. An empty value is allowed for every field but Kind. Slices of
+// constants, not maps: the linker lays them out, so no role of the binary
+// builds them at start-up, and a scan of a few words costs no more than a
+// lookup.
 var (
-	kinds = set(KindAgentStart, KindAgentStop, KindToolCall, KindLaunchPhase,
-		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd, KindUserManager)
-	tools = set(ToolProcessStart, ToolProcessStatus, ToolProcessOutput, ToolProcessStop,
+	kinds = []Kind{KindAgentStart, KindAgentStop, KindToolCall, KindLaunchPhase,
+		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd, KindUserManager}
+	tools = []Tool{ToolProcessStart, ToolProcessStatus, ToolProcessOutput, ToolProcessStop,
 		ToolProcessWait, ToolProcessInput, ToolProcessResize, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
 		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList,
-		ToolFilesRead, ToolFilesWrite, ToolFilesEdit, ToolFilesList)
-	phases = set(PhaseValidate, PhasePolicy, PhaseDomain, PhaseAdmission, PhasePipe,
-		PhaseUnitStart, PhaseIdentityClaim, PhaseEnvelopeWrite, PhaseRollback)
-	outcomes   = set(OutcomeOK, OutcomeFailed)
-	errorCodes = set(
+		ToolFilesRead, ToolFilesWrite, ToolFilesEdit, ToolFilesList}
+	phases = []Phase{PhaseValidate, PhasePolicy, PhaseDomain, PhaseAdmission, PhasePipe,
+		PhaseUnitStart, PhaseIdentityClaim, PhaseEnvelopeWrite, PhaseRollback}
+	outcomes   = []Outcome{OutcomeOK, OutcomeFailed}
+	errorCodes = []string{
 		string(errcode.NotFound), string(errcode.InvalidArgument), string(errcode.JobTableFull),
 		string(errcode.RetentionFull), string(errcode.PolicyInvalid), string(errcode.SystemdUnavailable),
 		string(errcode.PermissionDenied), string(errcode.GrantInvalid), string(errcode.IdentityMismatch),
@@ -197,32 +201,21 @@ var (
 		string(errcode.AlreadyExists), string(errcode.Conflict), string(errcode.EditMismatch),
 		jobmeta.LaunchErrInternal, jobmeta.LaunchErrPipe, jobmeta.LaunchErrUnit,
 		jobmeta.LaunchErrClaimTimeout, jobmeta.LaunchErrSupervisor,
-	)
-	states = set(
+	}
+	states = []string{
 		string(jobmeta.Starting), string(jobmeta.Running), string(jobmeta.Stopping),
 		string(jobmeta.Exited), string(jobmeta.StoppedByRequest), string(jobmeta.TimedOut), string(jobmeta.WorkloadOOM),
 		string(jobmeta.WorkerLost), string(jobmeta.HostRebooted), string(jobmeta.UserManagerLost),
 		string(jobmeta.LaunchFailed), string(jobmeta.Corrupt),
-	)
-	reasons = set(ReasonRemoteClose, ReasonSendTimeout, ReasonSilenceTimeout, ReasonProtocolError,
+	}
+	reasons = []Reason{ReasonRemoteClose, ReasonSendTimeout, ReasonSilenceTimeout, ReasonProtocolError,
 		ReasonAuthFailure, ReasonLocalShutdown, ReasonNetworkError, ReasonDeviceBusy,
-		ReasonUserManagerGone, ReasonBusClosed, ReasonBusReplaced)
+		ReasonUserManagerGone, ReasonBusClosed, ReasonBusReplaced}
 )
 
-func set[T ~string](vs ...T) map[T]struct{} {
-	m := make(map[T]struct{}, len(vs))
-	for _, v := range vs {
-		m[v] = struct{}{}
-	}
-	return m
-}
-
 // allow returns v when it is empty or allowed, else Other.
-func allow[T ~string](m map[T]struct{}, v T) T {
-	if v == "" {
-		return v
-	}
-	if _, ok := m[v]; ok {
+func allow[T ~string](list []T, v T) T {
+	if v == "" || slices.Contains(list, v) {
 		return v
 	}
 	return Other

@@ -2,6 +2,7 @@ package activity
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,19 +24,19 @@ func FuzzEventSanitize(f *testing.F) {
 			}
 			t.Fatalf("%s = %q not allowlisted", field, v)
 		}
-		_, k := kinds[out.Kind]
+		k := slices.Contains(kinds, out.Kind)
 		ok("kind", string(out.Kind), k, false)
-		_, a := tools[out.Tool]
+		a := slices.Contains(tools, out.Tool)
 		ok("tool", string(out.Tool), a, true)
-		_, a = phases[out.Phase]
+		a = slices.Contains(phases, out.Phase)
 		ok("phase", string(out.Phase), a, true)
-		_, a = outcomes[out.Outcome]
+		a = slices.Contains(outcomes, out.Outcome)
 		ok("outcome", string(out.Outcome), a, true)
-		_, a = errorCodes[out.ErrorCode]
+		a = slices.Contains(errorCodes, out.ErrorCode)
 		ok("error_code", out.ErrorCode, a, true)
-		_, a = states[out.State]
+		a = slices.Contains(states, out.State)
 		ok("state", out.State, a, true)
-		_, a = reasons[out.Reason]
+		a = slices.Contains(reasons, out.Reason)
 		ok("reason", string(out.Reason), a, true)
 		if out.JobID != "" && (out.JobID != job || canonicalJobID(out.JobID) != out.JobID) {
 			t.Fatalf("job_id %q from %q", out.JobID, job)
@@ -47,7 +48,7 @@ func FuzzEventSanitize(f *testing.F) {
 			t.Fatalf("duration %d from %d", out.DurationMS, dur)
 		}
 		// Values that were allowed are kept unchanged; sanitising is idempotent.
-		if _, a := tools[Tool(tool)]; a && out.Tool != Tool(tool) {
+		if slices.Contains(tools, Tool(tool)) && out.Tool != Tool(tool) {
 			t.Fatalf("allowed tool %q changed to %q", tool, out.Tool)
 		}
 		if again := sanitize(out); again != out {
@@ -95,12 +96,12 @@ func checkLine(t *testing.T, line string) {
 }
 
 func isAllowlistedAnywhere(s string) bool {
-	_, a := kinds[Kind(s)]
-	_, b := tools[Tool(s)]
-	_, c := phases[Phase(s)]
-	_, d := errorCodes[s]
-	_, e := states[s]
-	_, f := reasons[Reason(s)]
-	_, g := outcomes[Outcome(s)]
+	a := slices.Contains(kinds, Kind(s))
+	b := slices.Contains(tools, Tool(s))
+	c := slices.Contains(phases, Phase(s))
+	d := slices.Contains(errorCodes, s)
+	e := slices.Contains(states, s)
+	f := slices.Contains(reasons, Reason(s))
+	g := slices.Contains(outcomes, Outcome(s))
 	return a || b || c || d || e || f || g || s == Other
 }

@@ -646,37 +646,30 @@ func TestAllowlistedValuesSurvive(t *testing.T) {
 			}
 		}
 	}
-	keys := func(m map[string]struct{}) []string {
-		var s []string
-		for k := range m {
-			s = append(s, k)
-		}
-		return s
-	}
-	for k := range kinds {
+	for _, k := range kinds {
 		check("kind", 1, func(int) (Event, Event) { return Event{Kind: k}, Event{Kind: k} })
 	}
-	for _, v := range keys(errorCodes) {
+	for _, v := range errorCodes {
 		check("code", 1, func(int) (Event, Event) {
 			return Event{Kind: KindToolCall, ErrorCode: v}, Event{Kind: KindToolCall, ErrorCode: v}
 		})
 	}
-	for _, v := range keys(states) {
+	for _, v := range states {
 		check("state", 1, func(int) (Event, Event) {
 			return Event{Kind: KindJobEnd, State: v}, Event{Kind: KindJobEnd, State: v}
 		})
 	}
-	for k := range tools {
+	for _, k := range tools {
 		check("tool", 1, func(int) (Event, Event) {
 			return Event{Kind: KindToolCall, Tool: k}, Event{Kind: KindToolCall, Tool: k}
 		})
 	}
-	for k := range phases {
+	for _, k := range phases {
 		check("phase", 1, func(int) (Event, Event) {
 			return Event{Kind: KindLaunchPhase, Phase: k}, Event{Kind: KindLaunchPhase, Phase: k}
 		})
 	}
-	for k := range reasons {
+	for _, k := range reasons {
 		check("reason", 1, func(int) (Event, Event) {
 			return Event{Kind: KindLinkEnd, Reason: k}, Event{Kind: KindLinkEnd, Reason: k}
 		})

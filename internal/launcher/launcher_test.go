@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
 	"github.com/commandcore/commandcore/internal/jobresources"
@@ -339,5 +340,53 @@ func TestBusSocketTakenOverIsNoticed(t *testing.T) {
 	}
 	if fmt.Sprint(changes) != "[{ true} {bus_replaced false} { true}]" {
 		t.Fatalf("reported %v", changes)
+	}
+}
+
+// loadState is the unit's LoadState as the user manager reports it.
+func loadState(t *testing.T, unit string) string {
+	t.Helper()
+	out, err := exec.Command("systemctl", "--user", "show", "-p", "LoadState", "--value", unit).Output()
+	if err != nil {
+		t.Fatalf("systemctl show: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestThrowawayUnitLeavesNothingLoaded: the hiding probe's throw-away unit
+// is gone afterwards whether it succeeded, failed (a failed unit stays
+// loaded until reset) or outlived its deadline.
+func TestThrowawayUnitLeavesNothingLoaded(t *testing.T) {
+	if _, err := systemdtest.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	l := New("", false)
+	defer l.Close()
+	for _, c := range []struct {
+		name    string
+		argv    []string
+		timeout time.Duration
+		want    bool
+	}{
+		{"succeeds", []string{"/bin/true"}, 10 * time.Second, true},
+		{"fails", []string{"/bin/false"}, 10 * time.Second, false},
+		{"outlives its deadline", []string{"/bin/sleep", "60"}, 300 * time.Millisecond, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			unit := fmt.Sprintf("commandcore-probe-test-%d.service", time.Now().UnixNano())
+			t.Cleanup(func() {
+				exec.Command("systemctl", "--user", "stop", unit).Run()
+				exec.Command("systemctl", "--user", "reset-failed", unit).Run()
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+			defer cancel()
+			props := []sdbus.Property{sdbus.PropType("oneshot"), sdbus.PropExecStart(c.argv, false)}
+			if got := l.runThrowaway(ctx, unit, props); got != c.want {
+				t.Fatalf("runThrowaway = %v, want %v", got, c.want)
+			}
+			if s := loadState(t, unit); s != "not-found" {
+				t.Fatalf("the throw-away unit is left %s", s)
+			}
+		})
 	}
 }

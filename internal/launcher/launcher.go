@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,7 +46,19 @@ const JobSlice = "commandcore-jobs.slice"
 
 // UnitName returns the transient unit name of a job.
 func UnitName(deviceID, jobID string) string {
-	return jobmeta.UnitPrefix + deviceID + "-" + jobID + ".service"
+	return DeviceUnitPrefix(deviceID) + jobID + ".service"
+}
+
+// DeviceUnitPrefix starts the unit name of every job of a device.
+func DeviceUnitPrefix(deviceID string) string {
+	return jobmeta.UnitPrefix + deviceID + "-"
+}
+
+// UnitJob returns the ID of the device's job whose unit is named unit, and
+// whether unit is such a name.
+func UnitJob(deviceID, unit string) (string, bool) {
+	id := strings.TrimSuffix(strings.TrimPrefix(unit, DeviceUnitPrefix(deviceID)), ".service")
+	return id, jobmeta.ValidID(id) && UnitName(deviceID, id) == unit
 }
 
 // Launcher starts supervisors.

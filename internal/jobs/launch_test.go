@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 
 // service returns a Service whose launcher re-executes exe instead of
 // commandcore, to cause launch failures for real.
-func service(t *testing.T, exe string) *Service {
+func service(t testing.TB, exe string) *Service {
 	t.Helper()
 	state := t.TempDir()
 	procs := procid.Default()
@@ -55,7 +55,7 @@ func service(t *testing.T, exe string) *Service {
 	}
 }
 
-func script(t *testing.T, body string) string {
+func script(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "fake-commandcore")
 	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o700); err != nil {
@@ -236,4 +236,51 @@ func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 			t.Fatalf("releasing the unit changed the record: %s, was %s", endOf(after), endOf(before))
 		}
 	}
+}
+
+// BenchmarkStartWhileReadyAstray: process.start of a job with the user
+// manager's notify socket its own and taken over. Only the first launch
+// after a READY went astray waits readyGrace for it.
+func BenchmarkStartWhileReadyAstray(b *testing.B) {
+	systemdtest.Exclusive(b)
+	m, err := systemdtest.Ensure()
+	if err != nil {
+		b.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	launch := func(b *testing.B, svc *Service) {
+		for i := 0; i < b.N; i++ {
+			res, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "exec sleep 60"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			svc.Stop(principal.Local, res.ProcessID)
+			if _, err := svc.awaitTerminal(context.Background(), res.ProcessID, 10*time.Second); err != nil {
+				b.Fatal(err)
+			}
+			svc.ReleaseUnits(context.Background())
+			svc.Forget(principal.Local, res.ProcessID)
+			b.StartTimer()
+		}
+	}
+	b.Run("notify socket its own", func(b *testing.B) { launch(b, service(b, exe)) })
+	b.Run("READY astray", func(b *testing.B) {
+		svc := service(b, exe)
+		b.Cleanup(func() {
+			// Units that never got their READY end failed a moment after
+			// their jobs; their jobs are forgotten, so they all go.
+			time.Sleep(time.Second)
+			svc.ReleaseUnits(context.Background())
+		})
+		notify, err := m.TakeOverNotifySocket()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { notify.Release() })
+		launch(b, svc)
+	})
 }

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+	"github.com/google/uuid"
 
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/procid"
@@ -388,5 +390,87 @@ func TestThrowawayUnitLeavesNothingLoaded(t *testing.T) {
 				t.Fatalf("the throw-away unit is left %s", s)
 			}
 		})
+	}
+}
+
+// TestMain: the test binary doubles as a supervisor that only sends READY
+// (`EXE supervise DIR`) and lives a moment.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "supervise" {
+		daemon.SdNotify(false, daemon.SdNotifyReady)
+		time.Sleep(time.Second)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestMissedReadyIsNotAwaitedAgain: once a launch missed its READY (the
+// manager's notify socket taken over), later launches on that manager are
+// not told to wait for READY, and are again once a READY arrives.
+func TestMissedReadyIsNotAwaitedAgain(t *testing.T) {
+	systemdtest.Exclusive(t)
+	m, err := systemdtest.Ensure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(exe, false)
+	defer l.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	start := func() *Started {
+		t.Helper()
+		unit := UnitName("00000000-0000-4000-8000-0000000000ff", uuid.NewString())
+		s, err := l.Start(context.Background(), "systemd_unit", Spec{Unit: unit, JobDir: t.TempDir(), Stdin: null})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Stop(context.Background()) })
+		return s
+	}
+	arrives := func(s *Started) bool {
+		select {
+		case <-s.Ready:
+			return true
+		case <-time.After(2 * time.Second):
+			return false
+		}
+	}
+
+	if s := start(); s.Ready == nil || !arrives(s) {
+		t.Fatal("READY of a manager that has its notify socket did not arrive")
+	}
+	notify, err := m.TakeOverNotifySocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { notify.Release() })
+	missed := start()
+	if missed.Ready == nil || arrives(missed) {
+		t.Fatal("a launch whose READY goes astray was not told to wait, or got READY")
+	}
+	missed.MissedReady()
+	if s := start(); s.Ready != nil {
+		t.Fatal("after a missed READY the next launch is still told to wait for one")
+	}
+	if err := notify.Release(); err != nil {
+		t.Fatal(err)
+	}
+	// The first launch after is not told to wait either; its READY, which
+	// arrives, is noticed.
+	start()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s := start(); s.Ready != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("READY arrives again, yet launches are still not told to wait for it")
+		}
 	}
 }

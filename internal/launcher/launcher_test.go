@@ -464,13 +464,13 @@ func TestMissedReadyIsNotAwaitedAgain(t *testing.T) {
 	}
 	// The first launch after is not told to wait either; its READY, which
 	// arrives, is noticed.
-	start()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s := start(); s.Ready != nil {
-			break
-		}
+	first := start()
+	for deadline := time.Now().Add(10 * time.Second); first.bus.readyAstray.Load(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("READY arrives again, yet launches are still not told to wait for it")
+			t.Fatal("READY arrives again, yet the launcher did not notice")
 		}
+	}
+	if s := start(); s.Ready == nil {
+		t.Fatal("READY arrives again, yet launches are still not told to wait for it")
 	}
 }

@@ -1,6 +1,7 @@
 // Package agent is the daemon `commandcore agent` runs: it keeps the
 // runtime record `commandcore status` verifies, reconciles every job on a
-// tick (journalling each end once), answers the systemd watchdog and, once
+// tick (journalling each end once, and resetting the failed units of jobs
+// whose end is on record), answers the systemd watchdog and, once
 // the device is enrolled, serves the tools over the link to its server,
 // picking up an enrollment made while it runs.
 package agent
@@ -88,6 +89,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// READY only now: state and journal are open, jobs reconciled.
 	ends := &endWatch{live: map[string]bool{}}
 	ends.observe(svc)
+	svc.ReleaseUnits(ctx)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 
 	up := &serverLink{svc: svc, rt: rt, stateDir: cfg.StateDir, configDir: cfg.ConfigDir, server: cfg.Server}
@@ -98,6 +100,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	loop(ctx, every, func() {
 		ends.observe(svc)
+		svc.ReleaseUnits(ctx)
 		rt.observe(systemdView(ctx, svc))
 		up.pickUp(ctx)
 	})

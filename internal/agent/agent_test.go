@@ -3,12 +3,17 @@ package agent
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/hideexec"
+	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/statedir"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/systemdtest"
@@ -126,5 +131,44 @@ func TestRecordSaysWhereProcessRunCannotBeHidden(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v after stop, want nil", err)
+	}
+}
+
+// TestTickReleasesFinishedJobsUnits: a failed unit of one of the agent's
+// jobs that nothing is left to read from (the job is no longer in the
+// store) is reset by the agent's tick, with no client asking.
+func TestTickReleasesFinishedJobsUnits(t *testing.T) {
+	state, config := t.TempDir(), t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{StateDir: state, ConfigDir: config, Exe: "/bin/false", ReconcileEvery: 20 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-done }()
+	var device string
+	for deadline := time.Now().Add(10 * time.Second); device == ""; time.Sleep(10 * time.Millisecond) {
+		if _, err := status.ReadRuntime(state); err == nil {
+			device, _ = statedir.ExistingLocalDeviceID(state)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent recorded no runtime record within 10 s")
+		}
+	}
+	unit := launcher.UnitName(device, uuid.NewString())
+	t.Cleanup(func() { exec.Command("systemctl", "--user", "reset-failed", unit).Run() })
+	if out, err := exec.Command("systemd-run", "--user", "--quiet", "--unit="+unit, "/bin/false").CombinedOutput(); err != nil {
+		t.Fatalf("systemd-run: %v %s", err, out)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out, err := exec.Command("systemctl", "--user", "show", "-p", "LoadState", "--value", unit).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(out)) == "not-found" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failed unit is still %s 10 s on", out)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
@@ -32,7 +34,7 @@ func TestMain(m *testing.M) {
 
 // service returns a Service whose launcher re-executes exe instead of
 // commandcore, to cause launch failures for real.
-func service(t *testing.T, exe string) *Service {
+func service(t testing.TB, exe string) *Service {
 	t.Helper()
 	state := t.TempDir()
 	procs := procid.Default()
@@ -42,14 +44,18 @@ func service(t *testing.T, exe string) *Service {
 	}
 	l := launcher.New(exe, false)
 	t.Cleanup(l.Close)
+	// A device of its own: ReleaseUnits resets the failed units of the
+	// device's jobs that are not in its store.
+	device := uuid.NewString()
+	askUnits(store, l, device)
 	return &Service{
 		store: store, launcher: l, procs: procs, stateDir: state,
-		deviceID: "00000000-0000-4000-8000-000000000001", shell: "/bin/sh",
+		deviceID: device, shell: "/bin/sh",
 		baseEnv: []string{"PATH=/usr/bin:/bin"}, claimTimeout: time.Second,
 	}
 }
 
-func script(t *testing.T, body string) string {
+func script(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "fake-commandcore")
 	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o700); err != nil {
@@ -151,7 +157,7 @@ func TestLedgerReleasesInReverseOrder(t *testing.T) {
 // another manager's notify socket, its start job never completes; the
 // supervisor's claim on disk answers process.start all the same, the job
 // keeps running past the claim timeout and ends as its supervisor
-// recorded, never launch_failed.
+// recorded, never launch_failed; its unit, failed, is then reset.
 func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 	systemdtest.Exclusive(t)
 	m, err := systemdtest.Ensure()
@@ -172,22 +178,11 @@ func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	var units []string
-	t.Cleanup(func() {
-		// Units that never got their READY end failed and stay loaded.
-		for _, u := range units {
-			for deadline := time.Now().Add(5 * time.Second); unitLoadState(t, u) != "not-found" && time.Now().Before(deadline); {
-				svc.launcher.ResetUnit(context.Background(), u)
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-	})
-
 	quick, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "echo hello; exit 3", WaitMS: 10_000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	units = append(units, quick.Unit)
+	resetLeftovers(t, &quick.Unit)
 	if quick.State != jobmeta.Exited || quick.ExitCode == nil || *quick.ExitCode != 3 || quick.Error != "" {
 		t.Fatalf("a job whose READY went astray ended %s exit %v error %q; want exited 3", quick.State, quick.ExitCode, quick.Error)
 	}
@@ -199,7 +194,7 @@ func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	units = append(units, long.Unit)
+	resetLeftovers(t, &long.Unit)
 	if long.State != jobmeta.Running {
 		t.Fatalf("a running job whose READY went astray: %s, want running", long.State)
 	}
@@ -222,4 +217,70 @@ func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 	if err != nil || rec.State != jobmeta.StoppedByRequest {
 		t.Fatalf("stopping it: %v %v", rec.State, err)
 	}
+
+	// A unit that never got its READY ends failed once its supervisor
+	// exits; with the job's end on record it is reset, and the record
+	// reads as before.
+	for _, j := range []struct{ id, unit string }{{quick.ProcessID, quick.Unit}, {long.ProcessID, long.Unit}} {
+		before, err := svc.Status(principal.Local, j.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("unit Result after a READY astray: %s", awaitFailedUnit(t, j.unit))
+		awaitReleased(t, svc, j.unit)
+		after, err := svc.Status(principal.Local, j.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if endOf(after) != endOf(before) {
+			t.Fatalf("releasing the unit changed the record: %s, was %s", endOf(after), endOf(before))
+		}
+	}
+}
+
+// BenchmarkStartWhileReadyAstray: process.start of a job with the user
+// manager's notify socket its own and taken over. Only the first launch
+// after a READY went astray waits readyGrace for it.
+func BenchmarkStartWhileReadyAstray(b *testing.B) {
+	systemdtest.Exclusive(b)
+	m, err := systemdtest.Ensure()
+	if err != nil {
+		b.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	launch := func(b *testing.B, svc *Service) {
+		for i := 0; i < b.N; i++ {
+			res, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "exec sleep 60"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			svc.Stop(principal.Local, res.ProcessID)
+			if _, err := svc.awaitTerminal(context.Background(), res.ProcessID, 10*time.Second); err != nil {
+				b.Fatal(err)
+			}
+			svc.ReleaseUnits(context.Background())
+			svc.Forget(principal.Local, res.ProcessID)
+			b.StartTimer()
+		}
+	}
+	b.Run("notify socket its own", func(b *testing.B) { launch(b, service(b, exe)) })
+	b.Run("READY astray", func(b *testing.B) {
+		svc := service(b, exe)
+		b.Cleanup(func() {
+			// Units that never got their READY end failed a moment after
+			// their jobs; their jobs are forgotten, so they all go.
+			time.Sleep(time.Second)
+			svc.ReleaseUnits(context.Background())
+		})
+		notify, err := m.TakeOverNotifySocket()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { notify.Release() })
+		launch(b, svc)
+	})
 }

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
@@ -73,16 +74,7 @@ func assemble(stateDir, device, exe string, installed bool, procs *procid.Source
 	}
 	l := launcher.New(exe, installed)
 	l.Procs = procs
-	store.UnitEvidence = func(unit string) (*reconcile.UnitEvidence, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
-		defer cancel()
-		return l.UnitEvidence(ctx, unit)
-	}
-	store.ResetUnit = func(unit string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
-		defer cancel()
-		return l.ResetUnit(ctx, unit)
-	}
+	askUnits(store, l, device)
 	store.OnReconciled = func(id string, state jobmeta.State) {
 		journal.Record(activity.ReconcileEvent(id, state))
 	}
@@ -103,6 +95,52 @@ func assemble(stateDir, device, exe string, installed bool, procs *procid.Source
 		shell:      DefaultShell(),
 		baseEnv:    BaseEnvironment(os.Environ()),
 	}, nil
+}
+
+// errNotOwnUnit refuses to reset a unit not named for one of this
+// device's jobs.
+var errNotOwnUnit = errors.New("not a unit of this device's jobs")
+
+// askUnits gives the store its questions to the user manager: what a lost
+// supervisor's unit retained, and the reset of a failed unit nothing more
+// is to be read from. Only units named for this device's jobs are reset.
+func askUnits(store *jobstore.Store, l *launcher.Launcher, device string) {
+	store.UnitEvidence = func(unit string) (*reconcile.UnitEvidence, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		return l.UnitEvidence(ctx, unit)
+	}
+	store.ResetUnit = func(id, unit string) error {
+		if device == "" || unit != launcher.UnitName(device, id) {
+			return errNotOwnUnit
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		return l.ResetUnit(ctx, unit)
+	}
+}
+
+// ReleaseUnits resets the failed units of this device's jobs that nothing
+// more is to be read from (jobstore.Store.ReleaseUnit). A unit whose
+// RuntimeMaxSec backstop fired, or whose READY went astray, ends failed
+// after its supervisor recorded the job's end, and the user manager keeps
+// a failed unit loaded until it is reset. One question to the manager
+// finds them, however many jobs there are.
+func (s *Service) ReleaseUnits(ctx context.Context) {
+	if s.deviceID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, unitQueryTimeout)
+	defer cancel()
+	units, err := s.launcher.FailedUnits(ctx, launcher.DeviceUnitPrefix(s.deviceID))
+	if err != nil {
+		return
+	}
+	for _, u := range units {
+		if id, ok := launcher.UnitJob(s.deviceID, u); ok {
+			s.store.ReleaseUnit(id, u)
+		}
+	}
 }
 
 // Hiding is what HideOwnDirs found: whether job units (Units) and

@@ -398,9 +398,15 @@ func (s *Service) phaseClock(id string) func(activity.Phase, string) {
 }
 
 // readyGrace is how long a launch whose claim is on disk waits for its
-// unit's READY, so that the unit is active when process.start answers. A
-// READY that went astray costs this much, never the job.
+// unit's READY, so that the unit is active when process.start answers
+// (READY comes about a millisecond after the claim). A READY that went
+// astray costs the first launch on that manager this much, never the job:
+// later launches do not wait for READY until one arrives again.
 const readyGrace = 250 * time.Millisecond
+
+// claimPollFine is the longest pause between looks for a claim that no
+// READY will announce.
+const claimPollFine = 2 * time.Millisecond
 
 // awaitClaim waits until the supervisor's identity claim is on disk. The
 // start job's completion (READY, sent after the claim) ends the wait at
@@ -410,7 +416,12 @@ func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.S
 	claimed := func() bool { _, err := os.Stat(path); return err == nil }
 	ready := started.Ready
 	// Claims normally land within a few milliseconds: poll finely first.
-	interval := 500 * time.Microsecond
+	// Without a READY to end the wait early (the fallback, a manager that
+	// lost READY) only the poll notices the claim, so it stays fine.
+	interval, most := 500*time.Microsecond, pollInterval
+	if ready == nil {
+		most = claimPollFine
+	}
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -421,6 +432,7 @@ func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.S
 				case <-ready:
 				case <-started.Failed:
 				case <-grace.C:
+					started.MissedReady()
 				case <-ctx.Done():
 				}
 				grace.Stop()
@@ -442,7 +454,7 @@ func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.S
 			// Checked at the top; keep polling should it not be visible.
 			ready = nil
 		case <-t.C:
-			if interval < pollInterval {
+			if interval < most {
 				interval *= 2
 			}
 			t.Reset(interval)

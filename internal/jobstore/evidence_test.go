@@ -2,6 +2,7 @@ package jobstore_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,7 +44,7 @@ func TestInjectedOOMEvidence(t *testing.T) {
 				asked = append(asked, unit)
 				return tc.evidence, nil
 			}
-			f.st.ResetUnit = func(unit string) error { reset = append(reset, unit); return nil }
+			f.st.ResetUnit = func(_, unit string) error { reset = append(reset, unit); return nil }
 			jid := id(n + 1)
 			f.job(jid, f.base)
 			j, _ := jobmeta.Read[jobmeta.Job](filepath.Join(f.st.Dir(jid), jobmeta.JobFile))
@@ -78,5 +79,48 @@ func TestInjectedOOMEvidence(t *testing.T) {
 				t.Fatalf("second look: %s", r2.State)
 			}
 		})
+	}
+}
+
+// TestReleaseUnitOnlyOnceNothingIsLeftToRead: a job's failed unit is reset
+// when the job's end is on disk (the supervisor's record, a reconciled
+// record, an abandoned launch) or the job is gone; never while the job is
+// live or its metadata is damaged. A lost supervisor's unit is read first:
+// its evidence is persisted, then the unit is reset, once.
+func TestReleaseUnitOnlyOnceNothingIsLeftToRead(t *testing.T) {
+	f := newFixture(t)
+	var reset []string
+	f.st.ResetUnit = func(jid, unit string) error { reset = append(reset, jid); return nil }
+	f.st.UnitEvidence = func(string) (*reconcile.UnitEvidence, error) {
+		return &reconcile.UnitEvidence{InvocationID: "inv-1", Result: "oom-kill"}, nil
+	}
+	ended, reconciled, abandoned, live, lost, damaged, creating, gone := id(1), id(2), id(3), id(4), id(5), id(6), id(7), id(8)
+	f.terminal(ended, f.base, f.now, false)
+	f.job(reconciled, f.base)
+	f.write(reconciled, jobmeta.ReconciledFile, &jobmeta.Reconciled{Schema: jobmeta.SchemaVersion, State: jobmeta.WorkerLost, ReconciledAt: f.now})
+	f.job(abandoned, f.base)
+	if err := f.st.MarkLaunchFailed(abandoned, jobmeta.LaunchErrClaimTimeout); err != nil {
+		t.Fatal(err)
+	}
+	f.running(live, f.now)
+	f.job(lost, f.base)
+	f.setDomain(lost, jobmeta.DomainSystemdUnit, "commandcore-job-x-"+lost+".service")
+	f.write(lost, jobmeta.ClaimFile, &jobmeta.Claim{Schema: 1, Supervisor: procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1},
+		BootID: f.bootID, InvocationID: "inv-1", ClaimedAt: f.now})
+	f.job(damaged, f.base)
+	if err := os.WriteFile(filepath.Join(f.st.Dir(damaged), jobmeta.ResultFile), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(f.st.Dir(creating), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, jid := range []string{ended, reconciled, abandoned, live, lost, damaged, creating, gone} {
+		f.st.ReleaseUnit(jid, "unit-of-"+jid)
+	}
+	if want := []string{ended, reconciled, abandoned, lost, gone}; fmt.Sprint(reset) != fmt.Sprint(want) {
+		t.Fatalf("reset the units of %v, want %v", reset, want)
+	}
+	if r := f.get(lost); r.State != jobmeta.WorkloadOOM || r.ReconciledAt == nil {
+		t.Fatalf("the lost supervisor's job: %s reconciled %v, want workload_oom on record", r.State, r.ReconciledAt)
 	}
 }

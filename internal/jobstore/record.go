@@ -154,7 +154,7 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 		return s.classifyResult(f)
 	case f.reconciled != nil:
 		return f.reconciled.State
-	case f.job.LaunchFailed && (f.claim == nil || f.claim.Child == nil):
+	case f.abandoned():
 		return reconcile.Classify(reconcile.Evidence{LaunchAbandoned: true, Claim: f.claim}).State
 	case f.claim == nil:
 		if s.Now().Sub(f.job.CreatedAt) < orphanAfter {
@@ -192,14 +192,45 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 	}
 	if s.conclude(id, f, v) && e.Unit != nil && s.ResetUnit != nil {
 		// Evidence read and persisted: the failed unit may go now.
-		s.ResetUnit(f.job.Unit)
+		s.ResetUnit(id, f.job.Unit)
 	}
 	return v.State
 }
 
-// conclude persists a verdict and reports whether it reached the disk.
-// Persisting is best effort: an unwritable store must not hide the
-// conclusion from the caller.
+// abandoned reports a launch its launcher gave up on whose shell never
+// ran: job.json holds its end, nothing the unit retained.
+func (f *files) abandoned() bool {
+	return f.job.LaunchFailed && (f.claim == nil || f.claim.Child == nil)
+}
+
+// ReleaseUnit resets unit, the failed unit of job id, once nothing more is
+// to be read from it: the job's end is on disk (the supervisor's terminal
+// record or an abandoned launch, which need nothing of the unit, or a
+// reconciled record, which persisted what it did), or the job is gone. A
+// job whose supervisor was lost without a record is derived instead: that
+// reads the unit's evidence, persists the conclusion and then resets the
+// unit (classify), or leaves it for a later look.
+func (s *Store) ReleaseUnit(id, unit string) {
+	if s.ResetUnit == nil || !jobmeta.ValidID(id) {
+		return
+	}
+	f, err := s.load(id)
+	switch {
+	case err == nil && (f.result != nil || f.reconciled != nil || f.abandoned()):
+	case err == nil:
+		s.derive(id, false)
+		return
+	case errors.Is(err, os.ErrNotExist):
+		if _, err := os.Lstat(s.Dir(id)); !errors.Is(err, os.ErrNotExist) {
+			// Being created, or damaged: keep what the unit retained.
+			return
+		}
+	default:
+		return
+	}
+	s.ResetUnit(id, unit)
+}
+
 // classifyResult classifies a job with a terminal record. A stop by the
 // service manager is judged against the boot and manager as they are now.
 func (s *Store) classifyResult(f *files) jobmeta.State {
@@ -215,6 +246,9 @@ func (s *Store) classifyResult(f *files) jobmeta.State {
 	return reconcile.Classify(e).State
 }
 
+// conclude persists a verdict and reports whether it reached the disk.
+// Persisting is best effort: an unwritable store must not hide the
+// conclusion from the caller.
 func (s *Store) conclude(id string, f *files, v reconcile.Verdict) bool {
 	rc := &jobmeta.Reconciled{Schema: jobmeta.SchemaVersion, State: v.State, ReconciledAt: s.Now(), Evidence: v.Evidence}
 	f.reconciled = rc

@@ -41,9 +41,11 @@ type Store struct {
 	// OnReconciled, when set, is told of each conclusion drawn from
 	// evidence once it is persisted.
 	OnReconciled func(id string, state jobmeta.State)
-	// ResetUnit, when set, clears a failed unit after its evidence has been
-	// persisted in the job's reconciled record.
-	ResetUnit func(unit string) error
+	// ResetUnit, when set, clears job id's failed unit once nothing more is
+	// to be read from it (ReleaseUnit): after its evidence has been
+	// persisted in the job's reconciled record, or when the job's end is
+	// the supervisor's own record.
+	ResetUnit func(id, unit string) error
 
 	indexCache indexCache
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
@@ -66,6 +67,9 @@ type userBus struct {
 	// socket is the bus socket's identity when connected; zero when the
 	// address is not a socket path.
 	socket fileID
+	// readyAstray reports that a launch on this manager missed its
+	// unit's READY (Started.MissedReady) and none has arrived since.
+	readyAstray atomic.Bool
 }
 
 // fileID identifies a file (a bus socket) across renames and rebinds.
@@ -75,13 +79,22 @@ type fileID struct{ dev, ino uint64 }
 // none is reachable. A connection whose manager is gone, whose bus closed
 // or whose socket another bus took over is abandoned and replaced, so a
 // launch never goes to a manager that no longer owns the user's session.
-func (l *Launcher) Bus(_ context.Context) (*sdbus.Conn, error) {
+func (l *Launcher) Bus(ctx context.Context) (*sdbus.Conn, error) {
+	b, err := l.userBus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.conn, nil
+}
+
+// userBus is Bus with whom the connection leads to.
+func (l *Launcher) userBus(_ context.Context) (*userBus, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var lost LossReason
 	if l.bus != nil {
 		if lost = l.stale(); lost == "" {
-			return l.bus.conn, nil
+			return l.bus, nil
 		}
 		l.bus.conn.Close()
 		l.bus = nil
@@ -92,7 +105,7 @@ func (l *Launcher) Bus(_ context.Context) (*sdbus.Conn, error) {
 		return nil, err
 	}
 	l.bus = b
-	return b.conn, nil
+	return b, nil
 }
 
 // stale says why the cached connection no longer leads to the user's

@@ -45,6 +45,24 @@ func (l *Launcher) ResetUnit(ctx context.Context, unit string) error {
 	return conn.ResetFailedUnitContext(ctx, unit)
 }
 
+// FailedUnits returns the names of the failed units whose names start with
+// prefix: one question to the user manager however many jobs there are.
+func (l *Launcher) FailedUnits(ctx context.Context, prefix string) ([]string, error) {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	units, err := conn.ListUnitsByPatternsContext(ctx, []string{"failed"}, []string{prefix + "*"})
+	if err != nil {
+		return nil, fmt.Errorf("list failed units: %w", err)
+	}
+	names := make([]string, len(units))
+	for i, u := range units {
+		names[i] = u.Name
+	}
+	return names, nil
+}
+
 // invocationID renders the InvocationID property (16 bytes) as systemd
 // prints it: 32 lowercase hex digits, the form $INVOCATION_ID carries.
 func invocationID(v any) string {

@@ -52,8 +52,7 @@ func hideProperties(h Hidden, jobDir string) []sdbus.Property {
 // a unit with them would never start, so jobs run
 // without. The probe leaves nothing behind.
 func (l *Launcher) ProbeHiding(ctx context.Context, stateDir, configDir string) bool {
-	conn, err := l.Bus(ctx)
-	if err != nil {
+	if _, err := l.Bus(ctx); err != nil {
 		return false
 	}
 	m, err := hideexec.NewMarkers(stateDir, configDir)
@@ -71,20 +70,35 @@ func (l *Launcher) ProbeHiding(ctx context.Context, stateDir, configDir string) 
 		sdbus.PropType("oneshot"),
 		sdbus.PropExecStart(append([]string{"/bin/sh"}, m.Argv()...), false),
 	}, hideProperties(Hidden{State: stateDir, Config: configDir}, m.Bound)...)
+	if !l.runThrowaway(ctx, unit, props) {
+		return false
+	}
+	return m.OK()
+}
+
+// runThrowaway runs a throw-away unit to its end within ctx and reports
+// whether it succeeded. It leaves nothing loaded: a unit that failed is
+// reset once its result is in, and one still running at ctx's end is
+// stopped and reset as an abandoned launch's unit is.
+func (l *Launcher) runThrowaway(ctx context.Context, unit string, props []sdbus.Property) bool {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return false
+	}
 	done := make(chan string, 1)
 	if _, err := conn.StartTransientUnitContext(ctx, unit, "fail", props, done); err != nil {
 		return false
 	}
-	// A failed probe stays loaded until reset.
-	defer conn.ResetFailedUnitContext(context.WithoutCancel(ctx), unit)
 	select {
 	case res := <-done:
-		if res != "done" {
-			return false
+		if res == "done" {
+			return true
 		}
+		// A failed unit stays loaded until reset.
+		conn.ResetFailedUnitContext(context.WithoutCancel(ctx), unit)
+		return false
 	case <-ctx.Done():
-		conn.StopUnitContext(context.WithoutCancel(ctx), unit, "replace", nil)
+		l.stopUnit(context.WithoutCancel(ctx), unit)
 		return false
 	}
-	return m.OK()
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ import (
 // agent and the rest of the user's session.
 const OOMScoreAdjust = 500
 
+// readyWatch is how long a unit's start job is watched for its READY: the
+// longest a launch waits for its supervisor's claim, which comes first.
+const readyWatch = limits.ClaimTimeout
+
 // unitStopTimeout bounds stopping an abandoned launch's unit: systemd
 // sends SIGTERM, then SIGKILL after the unit's own stop timeout.
 const unitStopTimeout = 10 * time.Second
@@ -45,7 +50,19 @@ const JobSlice = "commandcore-jobs.slice"
 
 // UnitName returns the transient unit name of a job.
 func UnitName(deviceID, jobID string) string {
-	return jobmeta.UnitPrefix + deviceID + "-" + jobID + ".service"
+	return DeviceUnitPrefix(deviceID) + jobID + ".service"
+}
+
+// DeviceUnitPrefix starts the unit name of every job of a device.
+func DeviceUnitPrefix(deviceID string) string {
+	return jobmeta.UnitPrefix + deviceID + "-"
+}
+
+// UnitJob returns the ID of the device's job whose unit is named unit, and
+// whether unit is such a name.
+func UnitJob(deviceID, unit string) (string, bool) {
+	id := strings.TrimSuffix(strings.TrimPrefix(unit, DeviceUnitPrefix(deviceID)), ".service")
+	return id, jobmeta.ValidID(id) && UnitName(deviceID, id) == unit
 }
 
 // Launcher starts supervisors.
@@ -128,16 +145,27 @@ type Started struct {
 	// Ready is closed when the unit's start job completed, which for a
 	// Type=notify unit is the supervisor's READY=1, sent after its claim.
 	// It never closes for the fallback, or when READY goes astray (another
-	// manager took over the notify socket).
+	// manager took over the notify socket); it is nil, not to be waited
+	// for, when the manager missed the last READY (MissedReady).
 	Ready <-chan struct{}
 	// Failed is closed when the supervisor is known to have ended, or the
 	// unit to have failed, before READY.
 	Failed <-chan struct{}
 	stop   func(context.Context) error
+	bus    *userBus
 }
 
 // Stop ends the supervisor of a launch that is being abandoned.
 func (s *Started) Stop(ctx context.Context) error { return s.stop(ctx) }
+
+// MissedReady tells the launcher that READY did not come when it was due
+// (the claim is on disk): the manager's notify socket is taken over. Later
+// launches on the same manager do not wait for READY, until one arrives.
+func (s *Started) MissedReady() {
+	if s.bus != nil {
+		s.bus.readyAstray.Store(true)
+	}
+}
 
 // Start starts the supervisor in the given failure domain.
 func (l *Launcher) Start(ctx context.Context, domain string, sp Spec) (*Started, error) {
@@ -206,30 +234,37 @@ func Backstop(limit time.Duration) time.Duration {
 // manager or its bus went away, the deadline passed) may have started the
 // unit all the same, so it is returned as started.
 func (l *Launcher) startUnit(ctx context.Context, sp Spec) (*Started, error) {
-	conn, err := l.Bus(ctx)
+	b, err := l.userBus(ctx)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.SystemdUnavailable, err, "the systemd user manager is not reachable")
 	}
 	ready, failed := make(chan struct{}), make(chan struct{})
-	started := &Started{Ready: ready, Failed: failed, stop: func(ctx context.Context) error { return l.stopUnit(ctx, sp.Unit) }}
+	started := &Started{Ready: ready, Failed: failed, stop: func(ctx context.Context) error { return l.stopUnit(ctx, sp.Unit) }, bus: b}
+	if b.readyAstray.Load() {
+		started.Ready = nil
+	}
 	done := make(chan string, 1)
-	if _, err := conn.StartTransientUnitContext(ctx, sp.Unit, "fail", l.UnitProperties(sp), done); err != nil {
+	if _, err := b.conn.StartTransientUnitContext(ctx, sp.Unit, "fail", l.UnitProperties(sp), done); err != nil {
 		if refused(err) {
 			return nil, fmt.Errorf("start transient unit: %w", err)
 		}
 		return started, nil
 	}
 	go func() {
+		// Watched past the launch's end, so that a READY arriving for a
+		// launch that did not wait for it is noticed all the same; a
+		// READY that went astray never brings a result.
+		watch := time.NewTimer(readyWatch)
+		defer watch.Stop()
 		select {
 		case res := <-done:
 			if res == "done" {
+				b.readyAstray.Store(false)
 				close(ready)
 			} else {
 				close(failed)
 			}
-		case <-ctx.Done():
-			// The launch is over; a late result (a READY that went
-			// astray never brings one) concerns nobody.
+		case <-watch.C:
 		}
 	}()
 	return started, nil

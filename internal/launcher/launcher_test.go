@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+	"github.com/google/uuid"
 
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/procid"
@@ -339,5 +342,135 @@ func TestBusSocketTakenOverIsNoticed(t *testing.T) {
 	}
 	if fmt.Sprint(changes) != "[{ true} {bus_replaced false} { true}]" {
 		t.Fatalf("reported %v", changes)
+	}
+}
+
+// loadState is the unit's LoadState as the user manager reports it.
+func loadState(t *testing.T, unit string) string {
+	t.Helper()
+	out, err := exec.Command("systemctl", "--user", "show", "-p", "LoadState", "--value", unit).Output()
+	if err != nil {
+		t.Fatalf("systemctl show: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestThrowawayUnitLeavesNothingLoaded: the hiding probe's throw-away unit
+// is gone afterwards whether it succeeded, failed (a failed unit stays
+// loaded until reset) or outlived its deadline.
+func TestThrowawayUnitLeavesNothingLoaded(t *testing.T) {
+	if _, err := systemdtest.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	l := New("", false)
+	defer l.Close()
+	for _, c := range []struct {
+		name    string
+		argv    []string
+		timeout time.Duration
+		want    bool
+	}{
+		{"succeeds", []string{"/bin/true"}, 10 * time.Second, true},
+		{"fails", []string{"/bin/false"}, 10 * time.Second, false},
+		{"outlives its deadline", []string{"/bin/sleep", "60"}, 300 * time.Millisecond, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			unit := fmt.Sprintf("commandcore-probe-test-%d.service", time.Now().UnixNano())
+			t.Cleanup(func() {
+				exec.Command("systemctl", "--user", "stop", unit).Run()
+				exec.Command("systemctl", "--user", "reset-failed", unit).Run()
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+			defer cancel()
+			props := []sdbus.Property{sdbus.PropType("oneshot"), sdbus.PropExecStart(c.argv, false)}
+			if got := l.runThrowaway(ctx, unit, props); got != c.want {
+				t.Fatalf("runThrowaway = %v, want %v", got, c.want)
+			}
+			if s := loadState(t, unit); s != "not-found" {
+				t.Fatalf("the throw-away unit is left %s", s)
+			}
+		})
+	}
+}
+
+// TestMain: the test binary doubles as a supervisor that only sends READY
+// (`EXE supervise DIR`) and lives a moment.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "supervise" {
+		daemon.SdNotify(false, daemon.SdNotifyReady)
+		time.Sleep(time.Second)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestMissedReadyIsNotAwaitedAgain: once a launch missed its READY (the
+// manager's notify socket taken over), later launches on that manager are
+// not told to wait for READY, and are again once a READY arrives.
+func TestMissedReadyIsNotAwaitedAgain(t *testing.T) {
+	systemdtest.Exclusive(t)
+	m, err := systemdtest.Ensure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(exe, false)
+	defer l.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	start := func() *Started {
+		t.Helper()
+		unit := UnitName("00000000-0000-4000-8000-0000000000ff", uuid.NewString())
+		s, err := l.Start(context.Background(), "systemd_unit", Spec{Unit: unit, JobDir: t.TempDir(), Stdin: null})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Stop(context.Background()) })
+		return s
+	}
+	arrives := func(s *Started) bool {
+		select {
+		case <-s.Ready:
+			return true
+		case <-time.After(2 * time.Second):
+			return false
+		}
+	}
+
+	if s := start(); s.Ready == nil || !arrives(s) {
+		t.Fatal("READY of a manager that has its notify socket did not arrive")
+	}
+	notify, err := m.TakeOverNotifySocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { notify.Release() })
+	missed := start()
+	if missed.Ready == nil || arrives(missed) {
+		t.Fatal("a launch whose READY goes astray was not told to wait, or got READY")
+	}
+	missed.MissedReady()
+	if s := start(); s.Ready != nil {
+		t.Fatal("after a missed READY the next launch is still told to wait for one")
+	}
+	if err := notify.Release(); err != nil {
+		t.Fatal(err)
+	}
+	// The first launch after is not told to wait either; its READY, which
+	// arrives, is noticed.
+	first := start()
+	for deadline := time.Now().Add(10 * time.Second); first.bus.readyAstray.Load(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("READY arrives again, yet the launcher did not notice")
+		}
+	}
+	if s := start(); s.Ready == nil {
+		t.Fatal("READY arrives again, yet launches are still not told to wait for it")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/agent"
 )
 
 // timedRecord is the part of a record a time-limited job adds.
@@ -116,6 +118,16 @@ func TestTimeoutBackstopReachesALateSupervisor(t *testing.T) {
 	t.Cleanup(func() { exec.Command("systemctl", "--user", "reset-failed", res.Unit).Run() })
 	if p := unitShow(t, res.Unit, "Result"); p["Result"] != "timeout" {
 		t.Fatalf("unit Result %q after the backstop, want timeout", p["Result"])
+	}
+	// The job's end is on record, so the server's next tick resets the
+	// failed unit: a `commandcore mcp` session leaves no unit loaded.
+	for deadline := time.Now().Add(agent.ReconcileEvery + 5*time.Second); unitShow(t, res.Unit, "LoadState")["LoadState"] != "not-found"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the backstop's failed unit is still loaded after a tick: %v", unitShow(t, res.Unit, "LoadState", "ActiveState", "Result"))
+		}
+	}
+	if again := c.waitTimed(res.ProcessID, time.Second); again.State != rec.State || again.StoppedBy != rec.StoppedBy || again.Signal != rec.Signal {
+		t.Fatalf("the record changed with the unit's reset: %+v, was %+v", again, rec)
 	}
 }
 

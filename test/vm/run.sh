@@ -18,24 +18,10 @@ cache=${VMTEST_CACHE:-/var/tmp/commandcore-vmtest}
 root=$cache/root
 # Bump when build_root changes, so a stale cached tree is rebuilt.
 recipe=1
-start=$(date +%s)
-qemu_pid=
-
-log() { printf '[vm-test %4ds] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
+tag=vm-test
+. "$here/lib.sh"
 
 work=$(mktemp -d /var/tmp/commandcore-vmtest-run.XXXXXX)
-cleanup() {
-	# Only the qemu this script started, by its PID.
-	if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
-		kill "$qemu_pid" 2>/dev/null || true
-		wait "$qemu_pid" 2>/dev/null || true
-	fi
-	if [ "${VMTEST_KEEP:-0}" = 1 ]; then
-		log "work directory kept: $work"
-	else
-		rm -rf "$work"
-	fi
-}
 trap cleanup EXIT
 
 need_root() {
@@ -152,18 +138,8 @@ stage() {
 boot() {
 	local n=$1
 	log "boot $n"
-	timeout 300 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 1024 -smp 2 \
-		-display none -monitor none -no-reboot -nic none \
-		-kernel "$cache/vmlinuz" -initrd "$cache/initrd.img" \
-		-append 'root=/dev/vda rw console=ttyS0 panic=1 quiet' \
-		-drive file="$work/disk.img",format=raw,if=virtio \
-		-serial file:"$work/console-$n.log" \
-		-chardev file,id=res,path="$work/results-$n.txt" -device isa-serial,chardev=res &
-	qemu_pid=$!
-	local rc=0
-	wait "$qemu_pid" || rc=$?
-	qemu_pid=
-	log "boot $n ended (qemu exit $rc)"
+	boot_guest 300 "$work/console-$n.log" "$work/results-$n.txt"
+	log "boot $n ended (qemu exit $qemu_rc)"
 	tr -d '\r' <"$work/results-$n.txt" >>"$work/results.txt" || true
 }
 

@@ -15,27 +15,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 base=${1:-main}
 cache=${VMTEST_CACHE:-/var/tmp/commandcore-vmtest}
-start=$(date +%s)
-qemu_pid=
-
-log() { printf '[vm-storm %4ds] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
+tag=vm-storm
+. "$here/lib.sh"
 
 [ "$(id -u)" = 0 ] || { echo "vm-storm: must run as root" >&2; exit 2; }
 [ -d "$cache/root" ] || { echo "vm-storm: no guest tree in $cache; run test/vm/run.sh --image-only" >&2; exit 2; }
 
 work=$(mktemp -d /var/tmp/commandcore-vmstorm.XXXXXX)
-cleanup() {
-	# Only the qemu this script started, by its PID.
-	if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
-		kill "$qemu_pid" 2>/dev/null || true
-		wait "$qemu_pid" 2>/dev/null || true
-	fi
-	if [ "${VMTEST_KEEP:-0}" = 1 ]; then
-		log "work directory kept: $work"
-	else
-		rm -rf "$work"
-	fi
-}
 trap cleanup EXIT
 
 log "building $base and this tree (static)"
@@ -81,17 +67,8 @@ mkfs.ext4 -q -F -d "$root" "$work/disk.img" 2G
 rm -rf "$root"
 
 log "boot ($(nproc) host CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
-timeout 1000 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 1024 -smp 2 \
-	-display none -monitor none -no-reboot -nic none \
-	-kernel "$cache/vmlinuz" -initrd "$cache/initrd.img" \
-	-append 'root=/dev/vda rw console=ttyS0 panic=1 quiet' \
-	-drive file="$work/disk.img",format=raw,if=virtio \
-	-serial file:"$work/console.log" \
-	-chardev file,id=res,path="$work/results.txt" -device isa-serial,chardev=res &
-qemu_pid=$!
-rc=0
-wait "$qemu_pid" || rc=$?
-qemu_pid=
+boot_guest 1000 "$work/console.log" "$work/results.txt"
+rc=$qemu_rc
 log "guest ended (qemu exit $rc, load $(cut -d' ' -f1-3 /proc/loadavg))"
 tr -d '\r' <"$work/results.txt"
 if ! grep -q '^PASS storm' "$work/results.txt"; then

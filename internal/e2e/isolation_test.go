@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // TestJobsCannotReadTheAgentsFiles: status reports what the agent's
@@ -168,6 +169,9 @@ func TestRunAsAnOrdinaryUserIsHidden(t *testing.T) {
 		t.Skip("needs root to start the server as another user")
 	}
 	const nobody = 65534
+	// A host may refuse it; the agent then runs commands unhidden and
+	// says so, which TestProbeWhereUserNamespacesAreRefused covers.
+	testkit.SkipWithoutUserNamespaces(t, nobody)
 	root := t.TempDir()
 	for _, d := range []string{filepath.Dir(root), root} {
 		if err := os.Chmod(d, 0o755); err != nil {

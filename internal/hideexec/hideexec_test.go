@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // The test binary doubles as the role, and, with asUserEnv set, as an
@@ -211,6 +213,7 @@ func TestOrdinaryUserGetsAUserNamespace(t *testing.T) {
 		t.Skip("needs root to start a process as another user")
 	}
 	const nobody = 65534
+	testkit.SkipWithoutUserNamespaces(t, nobody)
 	root := t.TempDir()
 	// Everything the other user must reach: the binary and the directories.
 	for _, d := range []string{filepath.Dir(root), root} {

@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,15 +63,6 @@ func script(t testing.TB, body string) string {
 	return p
 }
 
-func unitLoadState(t *testing.T, unit string) string {
-	t.Helper()
-	out, err := exec.Command("systemctl", "--user", "show", "-p", "LoadState", "--value", unit).Output()
-	if err != nil {
-		t.Fatalf("systemctl show: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 func TestClaimTimeoutStopsTheUnit(t *testing.T) {
 	// A supervisor that never claims its identity.
 	svc := service(t, script(t, "exec sleep 600"))
@@ -94,7 +84,7 @@ func TestClaimTimeoutStopsTheUnit(t *testing.T) {
 	if rec.Error != jobmeta.LaunchErrClaimTimeout || !rec.Read {
 		t.Fatalf("record error %q read %v", rec.Error, rec.Read)
 	}
-	if s := unitLoadState(t, rec.Unit); s != "not-found" {
+	if s := systemdtest.LoadState(t, rec.Unit); s != "not-found" {
 		t.Fatalf("the abandoned unit is still %s", s)
 	}
 }
@@ -114,7 +104,7 @@ func TestSupervisorDyingBeforeClaimFailsFast(t *testing.T) {
 	if took := time.Since(begin); took > 5*time.Second {
 		t.Fatalf("took %v to notice the supervisor died", took)
 	}
-	if s := unitLoadState(t, rec.Unit); s != "not-found" {
+	if s := systemdtest.LoadState(t, rec.Unit); s != "not-found" {
 		t.Fatalf("the failed unit is still %s", s)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
 // unitShow returns the unit's properties as systemctl shows them.
@@ -57,7 +58,7 @@ func awaitReleased(t *testing.T, svc *Service, unit string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		svc.ReleaseUnits(context.Background())
-		if s := unitLoadState(t, unit); s == "not-found" {
+		if s := systemdtest.LoadState(t, unit); s == "not-found" {
 			return
 		}
 		if time.Now().After(deadline) {

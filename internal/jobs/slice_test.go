@@ -12,6 +12,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/systemdtest"
 )
 
 // unitProperty is what the user manager says of a unit's property.
@@ -132,7 +133,7 @@ func TestJobsFromBeforeTheSliceAreStillManaged(t *testing.T) {
 		}
 	}
 	// Only a unit whose Result was read and recorded is reset.
-	if s := unitLoadState(t, killed.Unit); s != "not-found" {
+	if s := systemdtest.LoadState(t, killed.Unit); s != "not-found" {
 		t.Fatalf("the old job's failed unit is still %s", s)
 	}
 }

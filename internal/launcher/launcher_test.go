@@ -345,16 +345,6 @@ func TestBusSocketTakenOverIsNoticed(t *testing.T) {
 	}
 }
 
-// loadState is the unit's LoadState as the user manager reports it.
-func loadState(t *testing.T, unit string) string {
-	t.Helper()
-	out, err := exec.Command("systemctl", "--user", "show", "-p", "LoadState", "--value", unit).Output()
-	if err != nil {
-		t.Fatalf("systemctl show: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // TestThrowawayUnitLeavesNothingLoaded: the hiding probe's throw-away unit
 // is gone afterwards whether it succeeded, failed (a failed unit stays
 // loaded until reset) or outlived its deadline.
@@ -386,7 +376,7 @@ func TestThrowawayUnitLeavesNothingLoaded(t *testing.T) {
 			if got := l.runThrowaway(ctx, unit, props); got != c.want {
 				t.Fatalf("runThrowaway = %v, want %v", got, c.want)
 			}
-			if s := loadState(t, unit); s != "not-found" {
+			if s := systemdtest.LoadState(t, unit); s != "not-found" {
 				t.Fatalf("the throw-away unit is left %s", s)
 			}
 		})

@@ -37,3 +37,32 @@ boot_guest() {
 	wait "$qemu_pid" || qemu_rc=$?
 	qemu_pid=
 }
+
+# install_test_unit ROOT DESCRIPTION LIMIT has the guest in ROOT run
+# /usr/local/bin/cctest-run once at boot (at most LIMIT seconds) and power
+# off after it, and clears the test's state from earlier runs.
+install_test_unit() {
+	# Not After=multi-user.target: the unit is wanted by it (ordering cycle).
+	cat >"$1/etc/systemd/system/cctest.service" <<-EOF
+		[Unit]
+		Description=$2
+		Wants=user@0.service
+		After=user@0.service systemd-user-sessions.service
+		SuccessAction=poweroff
+		FailureAction=poweroff
+
+		[Service]
+		Type=oneshot
+		TimeoutStartSec=$3
+		ExecStart=/usr/local/bin/cctest-run
+		StandardOutput=journal+console
+		StandardError=journal+console
+
+		[Install]
+		WantedBy=multi-user.target
+	EOF
+	mkdir -p "$1/etc/systemd/system/multi-user.target.wants"
+	ln -sf /etc/systemd/system/cctest.service "$1/etc/systemd/system/multi-user.target.wants/cctest.service"
+	# A fresh guest state each run: the test owns /var/lib/cctest*.
+	rm -rf "$1"/var/lib/cctest "$1"/var/lib/cctest-*
+}

@@ -108,29 +108,7 @@ build_binaries() {
 stage() {
 	install -m 0755 "$work/commandcore" "$work/cctest-guest" "$root/usr/local/bin/"
 	install -m 0755 "$here/guest-run.sh" "$root/usr/local/bin/cctest-run"
-	# Not After=multi-user.target: the unit is wanted by it (ordering cycle).
-	cat >"$root/etc/systemd/system/cctest.service" <<-'EOF'
-		[Unit]
-		Description=CommandCore VM test
-		Wants=user@0.service
-		After=user@0.service systemd-user-sessions.service
-		SuccessAction=poweroff
-		FailureAction=poweroff
-
-		[Service]
-		Type=oneshot
-		TimeoutStartSec=240
-		ExecStart=/usr/local/bin/cctest-run
-		StandardOutput=journal+console
-		StandardError=journal+console
-
-		[Install]
-		WantedBy=multi-user.target
-	EOF
-	mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
-	ln -sf /etc/systemd/system/cctest.service "$root/etc/systemd/system/multi-user.target.wants/cctest.service"
-	# A fresh guest state each run: the test owns /var/lib/cctest*.
-	rm -rf "$root"/var/lib/cctest "$root"/var/lib/cctest-*
+	install_test_unit "$root" "CommandCore VM test" 240
 	mkfs.ext4 -q -F -d "$root" "$work/disk.img" 1G
 }
 

@@ -45,24 +45,7 @@ cat >"$root/usr/local/bin/cctest-run" <<-'EOF'
 	exit 0
 EOF
 chmod 0755 "$root/usr/local/bin/cctest-run"
-cat >"$root/etc/systemd/system/cctest.service" <<-'EOF'
-	[Unit]
-	Description=CommandCore VM storm benchmark
-	Wants=user@0.service
-	After=user@0.service systemd-user-sessions.service
-	SuccessAction=poweroff
-	FailureAction=poweroff
-
-	[Service]
-	Type=oneshot
-	TimeoutStartSec=900
-	ExecStart=/usr/local/bin/cctest-run
-	StandardOutput=journal+console
-	StandardError=journal+console
-EOF
-mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
-ln -sf /etc/systemd/system/cctest.service "$root/etc/systemd/system/multi-user.target.wants/cctest.service"
-rm -rf "$root"/var/lib/cctest*
+install_test_unit "$root" "CommandCore VM storm benchmark" 900
 mkfs.ext4 -q -F -d "$root" "$work/disk.img" 2G
 rm -rf "$root"
 

@@ -101,7 +101,7 @@ func BenchmarkProcessList(b *testing.B) {
 	lat := make([]time.Duration, 0, b.N)
 	for b.Loop() {
 		t0 := time.Now()
-		r, err := l.List(ctx, proclist.Request{Limit: proclist.MaxLimit})
+		r, err := l.List(ctx, proclist.Request{Limit: proclist.MaxLimit}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,16 +33,16 @@ type Options struct {
 	// Perm is the new file's mode; zero leaves what the umask makes of 0666,
 	// as for any newly created file.
 	Perm os.FileMode
-	// Owner, when set, is given to the new file (an existing file's owner,
-	// to keep it). Only root may give a file to another user.
-	Owner *Owner
+	// Like, when set, is the file being replaced, open (O_PATH is enough):
+	// the replacement keeps its owner, its whole mode (set-id and sticky
+	// bits, and no bits at all, included) and its extended attributes, ACLs
+	// among them; Perm is then not used. Only root may keep another user's
+	// ownership.
+	Like *os.File
 	// Exclusive refuses, atomically, to replace a file that exists: the
 	// error is then fs.ErrExist and nothing changed.
 	Exclusive bool
 }
-
-// Owner is a file's user and group.
-type Owner struct{ UID, GID int }
 
 // WriteAt is Write of name inside the open directory dir (which must be
 // open for reading, so that it can be fsynced): every step is relative to
@@ -50,7 +52,7 @@ func WriteAt(dir *os.File, name string, data []byte, o Options) error {
 	// Private until it has its mode: another user who opened a
 	// umask-readable temporary file would read what is written next.
 	createMode := uint32(0o600)
-	if o.Perm == 0 {
+	if o.Perm == 0 && o.Like == nil {
 		createMode = 0o666
 	}
 	tmp, fd, err := createTemp(dfd, name, createMode)
@@ -65,20 +67,21 @@ func WriteAt(dir *os.File, name string, data []byte, o Options) error {
 			unix.Unlinkat(dfd, tmp, 0)
 		}
 	}()
-	if o.Owner != nil {
-		if err := f.Chown(o.Owner.UID, o.Owner.GID); err != nil {
-			return fmt.Errorf("chown temp: %w", err)
-		}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write temp: %w", err)
 	}
-	// Chmod after chown (which clears set-id bits), and not the
-	// umask-filtered create mode: the mode is the caller's.
-	if o.Perm != 0 {
+	// The mode last: a write by a process without CAP_FSETID clears set-id
+	// bits, and a chown clears them and file capabilities.
+	switch {
+	case o.Like != nil:
+		if err := keep(f, o.Like); err != nil {
+			return err
+		}
+	case o.Perm != 0:
+		// Not the umask-filtered create mode: the mode is the caller's.
 		if err := f.Chmod(o.Perm); err != nil {
 			return fmt.Errorf("chmod temp: %w", err)
 		}
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write temp: %w", err)
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("sync temp: %w", err)
@@ -94,6 +97,100 @@ func WriteAt(dir *os.File, name string, data []byte, o Options) error {
 		return fmt.Errorf("sync dir: %w", err)
 	}
 	return nil
+}
+
+// ErrAttributes is the error, wrapped, when the replacement cannot be
+// given an extended attribute of the file it replaces.
+var ErrAttributes = errors.New("the file's extended attributes cannot be kept")
+
+// keep gives f the owner, extended attributes and mode of like, in that
+// order: a chown clears set-id bits and capabilities, and an ACL sets the
+// group bits of the mode, which the mode then sets back as they were.
+func keep(f, like *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(like.Fd()), &st); err != nil {
+		return fmt.Errorf("examine the replaced file: %w", err)
+	}
+	if err := unix.Fchown(int(f.Fd()), int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("chown temp: %w", err)
+	}
+	if err := copyXattrs(f, like); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(int(f.Fd()), st.Mode&0o7777); err != nil {
+		return fmt.Errorf("chmod temp: %w", err)
+	}
+	return nil
+}
+
+// copyXattrs copies every extended attribute this process can read from
+// like to f. like may be an O_PATH descriptor, which the *xattr calls on
+// descriptors refuse, so it is named through /proc/self/fd.
+func copyXattrs(f, like *os.File) error {
+	src := "/proc/self/fd/" + strconv.Itoa(int(like.Fd()))
+	names, err := listXattrs(src)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrAttributes, err)
+	}
+	for _, name := range names {
+		val, err := getXattr(src, name)
+		if errors.Is(err, unix.ENODATA) {
+			continue // removed since it was listed
+		}
+		if err == nil {
+			err = unix.Fsetxattr(int(f.Fd()), name, val, 0)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrAttributes, err)
+		}
+	}
+	return nil
+}
+
+// listXattrs returns the names of path's extended attributes; a file
+// system without them has none.
+func listXattrs(path string) ([]string, error) {
+	buf, err := sized(func(b []byte) (int, error) { return unix.Listxattr(path, b) })
+	if errors.Is(err, unix.ENOTSUP) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range strings.Split(string(buf), "\x00") {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+func getXattr(path, name string) ([]byte, error) {
+	return sized(func(b []byte) (int, error) { return unix.Getxattr(path, name, b) })
+}
+
+// sized calls an *xattr function that fills b, first with no buffer to
+// learn the size, again when the value grew in between (ERANGE).
+func sized(call func([]byte) (int, error)) ([]byte, error) {
+	for {
+		n, err := call(nil)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, nil
+		}
+		buf := make([]byte, n)
+		n, err = call(buf)
+		if errors.Is(err, unix.ERANGE) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
 }
 
 // maxTempStem bounds how much of the target's name the temporary file's

@@ -1,6 +1,8 @@
 package atomicfile_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -8,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
 )
@@ -118,25 +122,98 @@ func TestZeroPermFollowsTheUmask(t *testing.T) {
 	}
 }
 
-// TestOwnerIsGiven: the owner asked for is the new file's (as root,
-// nobody's; otherwise this user's own: only root may give a file away).
-func TestOwnerIsGiven(t *testing.T) {
-	o := &atomicfile.Owner{UID: os.Getuid(), GID: os.Getgid()}
-	if o.UID == 0 {
-		o = &atomicfile.Owner{UID: 65534, GID: 65534}
+// TestLikeKeepsOwnerModeAndAttributes: a replacement Like a file has its
+// owner (as root, nobody's; otherwise this user's own), its whole mode,
+// set-id bits and no bits at all included, and its extended attributes
+// and ACL; Perm is not used then.
+func TestLikeKeepsOwnerModeAndAttributes(t *testing.T) {
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = 65534, 65534
 	}
-	dir := t.TempDir()
-	if err := atomicfile.WriteAt(openDir(t, dir), "f", []byte("x"), atomicfile.Options{Perm: 0o755, Owner: o}); err != nil {
-		t.Fatal(err)
+	acl := testACL(0o6, 4242, 0o4)
+	for _, mode := range []uint32{0o4755, 0o2710, 0o1600, 0} {
+		dir := t.TempDir()
+		old := filepath.Join(dir, "f")
+		if err := os.WriteFile(old, []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setxattr(old, "user.origin", []byte("kept"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setxattr(old, "system.posix_acl_access", acl, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(old, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Chmod(old, mode); err != nil {
+			t.Fatal(err)
+		}
+		var want unix.Stat_t
+		if err := unix.Stat(old, &want); err != nil {
+			t.Fatal(err)
+		}
+		wantACL, _ := xattr(old, "system.posix_acl_access")
+		fd, err := unix.Open(old, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		like := os.NewFile(uintptr(fd), "like")
+		err = atomicfile.WriteAt(openDir(t, dir), "f", []byte("new"), atomicfile.Options{Perm: 0o644, Like: like})
+		like.Close()
+		if err != nil {
+			t.Fatalf("mode %04o: %v", mode, err)
+		}
+		var got unix.Stat_t
+		if err := unix.Stat(old, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Ino == want.Ino {
+			t.Fatalf("mode %04o: the file was not replaced", mode)
+		}
+		if got.Mode != want.Mode || got.Uid != want.Uid || got.Gid != want.Gid {
+			t.Errorf("mode %04o: replacement is %o %d:%d, want %o %d:%d", mode, got.Mode, got.Uid, got.Gid, want.Mode, want.Uid, want.Gid)
+		}
+		if v, err := xattr(old, "user.origin"); err != nil || string(v) != "kept" {
+			t.Errorf("mode %04o: user.origin = %q (%v), want kept", mode, v, err)
+		}
+		if v, err := xattr(old, "system.posix_acl_access"); err != nil || !bytes.Equal(v, wantACL) {
+			t.Errorf("mode %04o: ACL = %x (%v), want %x", mode, v, err, wantACL)
+		}
+		if b, _ := os.ReadFile(old); string(b) != "new" {
+			t.Errorf("mode %04o: content %q", mode, b)
+		}
 	}
-	fi, err := os.Stat(filepath.Join(dir, "f"))
+}
+
+// testACL encodes an access ACL (the kernel's posix_acl_xattr format):
+// owner rw-, one named user with perm, the group and mask with group,
+// others nothing.
+func testACL(owner, user uint32, group uint32) []byte {
+	entry := func(tag, perm uint16, id uint32) []byte {
+		b := make([]byte, 8)
+		binary.LittleEndian.PutUint16(b, tag)
+		binary.LittleEndian.PutUint16(b[2:], perm)
+		binary.LittleEndian.PutUint32(b[4:], id)
+		return b
+	}
+	const undefined = 0xffffffff
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	b = append(b, entry(0x01, uint16(owner), undefined)...)
+	b = append(b, entry(0x02, 0o4, user)...)
+	b = append(b, entry(0x04, uint16(group), undefined)...)
+	b = append(b, entry(0x10, uint16(group), undefined)...)
+	return append(b, entry(0x20, 0, undefined)...)
+}
+
+func xattr(path, name string) ([]byte, error) {
+	buf := make([]byte, 4096)
+	n, err := unix.Getxattr(path, name, buf)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	st := fi.Sys().(*syscall.Stat_t)
-	if int(st.Uid) != o.UID || int(st.Gid) != o.GID || fi.Mode().Perm() != 0o755 {
-		t.Fatalf("owner %d:%d mode %v, want %d:%d 0755", st.Uid, st.Gid, fi.Mode(), o.UID, o.GID)
-	}
+	return buf[:n], nil
 }
 
 // TestLongNameHasATemporaryName: a 255-byte name, the longest Linux

@@ -2,9 +2,9 @@ package fileops
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -53,6 +53,9 @@ type Mismatch struct {
 	// space at the ends of lines.
 	ClosestLine    int  `json:"closest_line,omitempty"`
 	WhitespaceOnly bool `json:"whitespace_only,omitempty"`
+	// NearSearchBounded: the search for the nearest text stopped at its
+	// bound of line comparisons before it found any.
+	NearSearchBounded bool `json:"near_search_bounded,omitempty"`
 }
 
 // maxMismatchLines bounds Mismatch.Lines.
@@ -78,8 +81,9 @@ func (r *EditRequest) Validate() (string, error) {
 	return checkSHA(r.ExpectedSHA256)
 }
 
-// EditFile carries out a files.edit: every edit or none, atomically.
-func EditFile(own *owndirs.Set, req EditRequest) (*EditResult, error) {
+// EditFile carries out a files.edit: every edit or none, atomically. It
+// stops with ctx until the file is replaced.
+func EditFile(ctx context.Context, own *owndirs.Set, req EditRequest) (*EditResult, error) {
 	want, err := req.Validate()
 	if err != nil {
 		return nil, err
@@ -108,15 +112,16 @@ func EditFile(own *owndirs.Set, req EditRequest) (*EditResult, error) {
 	if want != "" && sum(old) != want {
 		return nil, ErrConflict
 	}
-	updated, n, err := Apply(old, req.Edits)
+	updated, n, err := Apply(ctx, old, req.Edits)
 	if err != nil {
 		return nil, err
 	}
-	err = writeAtomic(t, updated, atomicfile.Options{
-		Perm:  os.FileMode(st.Mode & 0o777),
-		Owner: &atomicfile.Owner{UID: int(st.Uid), GID: int(st.Gid)},
-	})
+	like, err := t.openLike(st)
 	if err != nil {
+		return nil, err
+	}
+	defer like.Close()
+	if err := writeAtomic(t, updated, atomicfile.Options{Like: like}); err != nil {
 		return nil, err
 	}
 	diff, truncated := Diff(req.Path, old, updated, limits.FileEditDiffMax)
@@ -127,14 +132,18 @@ func EditFile(own *owndirs.Set, req EditRequest) (*EditResult, error) {
 // left, and returns the result and the number of replacements. When an
 // old_text does not occur exactly expected_replacements times, it returns
 // an edit_mismatch error with Mismatch details and content is unchanged.
-func Apply(content []byte, edits []Edit) ([]byte, int, error) {
+// It returns ctx's error once ctx ends.
+func Apply(ctx context.Context, content []byte, edits []Edit) ([]byte, int, error) {
 	total := 0
 	for i, e := range edits {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 		want := max(e.ExpectedReplacements, 1)
 		old := []byte(e.OldText)
 		found := bytes.Count(content, old)
 		if found != want {
-			return nil, 0, mismatch(content, i+1, e.OldText, found, want)
+			return nil, 0, mismatch(ctx, content, i+1, e.OldText, found, want)
 		}
 		if grown := len(content) + found*(len(e.NewText)-len(old)); grown > limits.FileEditMaxBytes {
 			return nil, 0, invalid("edit %d: the file would grow past the %d bytes files.edit holds", i+1, limits.FileEditMaxBytes)
@@ -146,7 +155,7 @@ func Apply(content []byte, edits []Edit) ([]byte, int, error) {
 }
 
 // mismatch describes edit n, whose old_text occurs found times in content.
-func mismatch(content []byte, n int, old string, found, want int) error {
+func mismatch(ctx context.Context, content []byte, n int, old string, found, want int) error {
 	d := Mismatch{Edit: n, Found: found, Expected: want}
 	var msg string
 	if found > 0 {
@@ -154,12 +163,18 @@ func mismatch(content []byte, n int, old string, found, want int) error {
 		msg = fmt.Sprintf("edit %d: old_text occurs %d times, expected %d (lines %s); make it longer to be unique, or set expected_replacements",
 			n, found, want, joinInts(d.Lines))
 	} else {
-		d.ClosestLine, d.WhitespaceOnly = closest(content, old)
+		var err error
+		d.ClosestLine, d.WhitespaceOnly, d.NearSearchBounded, err = closest(ctx, content, old)
+		if err != nil {
+			return err
+		}
 		switch {
 		case d.WhitespaceOnly:
 			msg = fmt.Sprintf("edit %d: old_text not found; line %d matches it but for white space at the ends of lines", n, d.ClosestLine)
 		case d.ClosestLine > 0:
 			msg = fmt.Sprintf("edit %d: old_text not found; the closest text starts at line %d", n, d.ClosestLine)
+		case d.NearSearchBounded:
+			msg = fmt.Sprintf("edit %d: old_text not found, nor anything close to it within the %d line comparisons the search may spend", n, limits.FileEditNearMatchSteps)
 		default:
 			msg = fmt.Sprintf("edit %d: old_text not found, nor anything close to it", n)
 		}
@@ -201,21 +216,32 @@ func joinInts(v []int) string {
 // their ends (a model's most common slip, indentation); else the longest
 // prefix or suffix of old that occurs, when it is at least half of old
 // (one wrong character anywhere leaves one of them that long).
-func closest(content []byte, old string) (line int, whitespaceOnly bool) {
-	if l := trimmedMatch(content, old); l > 0 {
-		return l, true
+//
+// The prefix and suffix searches are linear in content, a logarithmic
+// number of times; the line comparison, which is not, stops after
+// FileEditNearMatchSteps comparisons (bounded) and with ctx.
+func closest(ctx context.Context, content []byte, old string) (line int, whitespaceOnly, bounded bool, err error) {
+	l, bounded, err := trimmedMatch(ctx, content, old, limits.FileEditNearMatchSteps)
+	if err != nil || l > 0 {
+		return l, l > 0, false, err
 	}
 	pre := longest(len(old), func(n int) bool { return bytes.Contains(content, []byte(old[:n])) })
+	if err := ctx.Err(); err != nil {
+		return 0, false, false, err
+	}
 	suf := longest(len(old), func(n int) bool { return bytes.Contains(content, []byte(old[len(old)-n:])) })
+	if err := ctx.Err(); err != nil {
+		return 0, false, false, err
+	}
 	if 2*max(pre, suf) < len(old)-1 || max(pre, suf) == 0 {
-		return 0, false
+		return 0, false, bounded, nil
 	}
 	if pre >= suf {
-		return lineAt(content, bytes.Index(content, []byte(old[:pre]))), false
+		return lineAt(content, bytes.Index(content, []byte(old[:pre]))), false, false, nil
 	}
 	i := bytes.Index(content, []byte(old[len(old)-suf:]))
 	// The suffix's line, less the lines of old before it.
-	return max(lineAt(content, i)-strings.Count(old[:len(old)-suf], "\n"), 1), false
+	return max(lineAt(content, i)-strings.Count(old[:len(old)-suf], "\n"), 1), false, false, nil
 }
 
 // longest is the largest n in [0, limit) with ok(n), for ok that holds up
@@ -235,24 +261,54 @@ func longest(limit int, ok func(int) bool) int {
 
 // trimmedMatch is the first line from which content's lines equal old's,
 // each compared without white space at its ends; 0 when there is none or
-// old has no text but white space.
-func trimmedMatch(content []byte, old string) int {
+// old has no text but white space. It gives up (bounded) after steps line
+// comparisons, and returns ctx's error once ctx ends.
+func trimmedMatch(ctx context.Context, content []byte, old string, steps int) (line int, bounded bool, err error) {
 	want := strings.Split(strings.TrimSuffix(old, "\n"), "\n")
 	for i := range want {
 		want[i] = strings.TrimSpace(want[i])
 	}
 	if strings.Join(want, "") == "" {
-		return 0
+		return 0, false, nil
 	}
-	lines := bytes.Split(content, []byte{'\n'})
-	for i := 0; i+len(want) <= len(lines); i++ {
-		j := 0
-		for j < len(want) && string(bytes.TrimSpace(lines[i+j])) == want[j] {
-			j++
+	// Lines are walked in place, not split: a file of newlines would
+	// otherwise cost a slice header per byte.
+	for start, n := 0, 1; start <= len(content); n++ {
+		if n%ctxCheckLines == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, false, err
+			}
+		}
+		pos, j := start, 0
+		for j < len(want) && pos <= len(content) {
+			if steps--; steps < 0 {
+				return 0, true, nil
+			}
+			line, next := lineFrom(content, pos)
+			if string(bytes.TrimSpace(line)) != want[j] {
+				break
+			}
+			j, pos = j+1, next
 		}
 		if j == len(want) {
-			return i + 1
+			return n, false, nil
 		}
+		_, start = lineFrom(content, start)
 	}
-	return 0
+	return 0, false, nil
 }
+
+// lineFrom returns the line of content that starts at pos (without its
+// newline) and where the next one starts: past the end, len(content)+1,
+// when it is the last.
+func lineFrom(content []byte, pos int) ([]byte, int) {
+	i := bytes.IndexByte(content[pos:], '\n')
+	if i < 0 {
+		return content[pos:], len(content) + 1
+	}
+	return content[pos : pos+i], pos + i + 1
+}
+
+// ctxCheckLines is how many start lines trimmedMatch tries between looks
+// at its context.
+const ctxCheckLines = 4096

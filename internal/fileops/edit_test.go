@@ -2,6 +2,7 @@ package fileops
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ func mismatchOf(t *testing.T, err error) Mismatch {
 func TestEditAppliesEveryEdit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "main.go")
 	writeFile(t, path, "package main\n\nfunc a() {}\n\nfunc b() {}\n", 0o644)
-	res, err := EditFile(nil, EditRequest{Path: path, ExpectedSHA256: hexSum("package main\n\nfunc a() {}\n\nfunc b() {}\n"), Edits: []Edit{
+	res, err := EditFile(context.Background(), nil, EditRequest{Path: path, ExpectedSHA256: hexSum("package main\n\nfunc a() {}\n\nfunc b() {}\n"), Edits: []Edit{
 		{OldText: "func a() {}", NewText: "func a() { return }"},
 		{OldText: "() {", NewText: "(x int) {", ExpectedReplacements: 2},
 	}})
@@ -54,7 +55,7 @@ func TestEditMismatchChangesNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	writeFile(t, path, text, 0o644)
 
-	_, err := EditFile(nil, EditRequest{Path: path, Edits: []Edit{{OldText: "alpha", NewText: "A"}, {OldText: "beta gamma", NewText: "x"}}})
+	_, err := EditFile(context.Background(), nil, EditRequest{Path: path, Edits: []Edit{{OldText: "alpha", NewText: "A"}, {OldText: "beta gamma", NewText: "x"}}})
 	m := mismatchOf(t, err)
 	if m.Edit != 2 || m.Found != 2 || m.Expected != 1 || len(m.Lines) != 2 || m.Lines[0] != 2 || m.Lines[1] != 4 {
 		t.Errorf("two occurrences: %+v", m)
@@ -64,24 +65,24 @@ func TestEditMismatchChangesNothing(t *testing.T) {
 	}
 
 	// One character off: the line of the near match.
-	_, err = EditFile(nil, EditRequest{Path: path, Edits: []Edit{{OldText: "delta\nbeta gamme\n", NewText: "x"}}})
+	_, err = EditFile(context.Background(), nil, EditRequest{Path: path, Edits: []Edit{{OldText: "delta\nbeta gamme\n", NewText: "x"}}})
 	if m := mismatchOf(t, err); m.Found != 0 || m.ClosestLine != 3 || m.WhitespaceOnly {
 		t.Errorf("near miss: %+v", m)
 	}
-	_, err = EditFile(nil, EditRequest{Path: path, Edits: []Edit{{OldText: "Xelta\nbeta gamma", NewText: "x"}}})
+	_, err = EditFile(context.Background(), nil, EditRequest{Path: path, Edits: []Edit{{OldText: "Xelta\nbeta gamma", NewText: "x"}}})
 	if m := mismatchOf(t, err); m.ClosestLine != 3 {
 		t.Errorf("near miss at the first character: %+v", m)
 	}
 	// Indentation off: whitespace only.
-	_, err = EditFile(nil, EditRequest{Path: path, Edits: []Edit{{OldText: "alpha\n    beta gamma\n", NewText: "x"}}})
+	_, err = EditFile(context.Background(), nil, EditRequest{Path: path, Edits: []Edit{{OldText: "alpha\n    beta gamma\n", NewText: "x"}}})
 	if m := mismatchOf(t, err); m.ClosestLine != 1 || !m.WhitespaceOnly {
 		t.Errorf("indentation: %+v", m)
 	}
-	_, err = EditFile(nil, EditRequest{Path: path, Edits: []Edit{{OldText: "nothing like it", NewText: "x"}}})
+	_, err = EditFile(context.Background(), nil, EditRequest{Path: path, Edits: []Edit{{OldText: "nothing like it", NewText: "x"}}})
 	if m := mismatchOf(t, err); m.ClosestLine != 0 {
 		t.Errorf("far off: %+v", m)
 	}
-	_, err = EditFile(nil, EditRequest{Path: path, ExpectedSHA256: hexSum("other"), Edits: []Edit{{OldText: "alpha", NewText: "x"}}})
+	_, err = EditFile(context.Background(), nil, EditRequest{Path: path, ExpectedSHA256: hexSum("other"), Edits: []Edit{{OldText: "alpha", NewText: "x"}}})
 	if codeOf(err) != errcode.Conflict {
 		t.Errorf("stale hash: %v, want conflict", err)
 	}
@@ -120,7 +121,7 @@ func FuzzApplyEdits(f *testing.F) {
 			return
 		}
 		orig := append([]byte(nil), content...)
-		got, n, err := Apply(content, edits)
+		got, n, err := Apply(context.Background(), content, edits)
 		if !bytes.Equal(content, orig) {
 			t.Fatal("Apply changed its input")
 		}

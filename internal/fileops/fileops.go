@@ -3,23 +3,31 @@
 //
 // Semantics, in one place:
 //
-//   - Paths are absolute. Symlinks in a path are followed, once, to the
-//     real file; the operation then works on that file inside its real
-//     directory, which is held open: every later step (stat, open, the
-//     temporary file, the rename) is relative to it, so a path swapped
-//     meanwhile cannot redirect it.
-//   - The agent's own directories (package owndirs) are refused with
-//     permission_denied: by path before anything is touched, and again by
-//     the open directory walking up by "..", so neither "..", a symlink nor
-//     a rename leads inside.
+//   - Paths are absolute. Symlinks in a path are followed to the real file
+//     (package toolpath resolves the path one name at a time through open
+//     directories, as the kernel would); the operation then works on that
+//     file inside its real directory, which is held open: every later step
+//     (stat, open, the temporary file, the rename) is relative to it, so a
+//     path swapped meanwhile cannot redirect it. make_dirs creates each
+//     missing directory only in one already judged.
+//   - Refused with permission_denied, wherever the path leads through: the
+//     agent's own directories (package owndirs), a file of theirs under
+//     another name (a hard link), and every per-process file under /proc
+//     (environ, cmdline, mem, root, cwd, fd, ... of any PID, self included).
+//     files.list lists /proc's process directories without entering them.
 //   - Only regular files are read or written. A directory, FIFO, socket or
 //     device is refused after lstat, never opened; the open itself is
 //     O_NOFOLLOW|O_NONBLOCK and fstat must agree, so a file swapped for a
 //     FIFO between the two cannot hang the call.
 //   - create and overwrite (and every edit) are atomic: a temporary file in
 //     the same directory, fsync, rename, fsync of the directory, keeping an
-//     existing file's permission bits and owner. append adds to the file in
-//     place (O_APPEND), so other writers' descriptors stay valid.
+//     existing file's whole mode, owner and extended attributes (ACLs
+//     included). append adds to the file in place (O_APPEND), so other
+//     writers' descriptors stay valid.
+//   - No call reads without bound: a file over FileHashMaxBytes is not
+//     hashed (sha256 null, sha256_skipped says why) and files.read reads
+//     only its window; files.edit's search for the nearest text stops after
+//     FileEditNearMatchSteps comparisons and with the request.
 //   - expected_sha256 is checked against the content read in the same call;
 //     a writer that changes the file between that read and the rename is not
 //     detected (there are no locks).
@@ -40,6 +48,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/owndirs"
+	"github.com/commandcore/commandcore/internal/toolpath"
 )
 
 // Errors about the file a request names. They are *errcode.Error values
@@ -81,9 +90,15 @@ func checkSHA(s string) (string, error) {
 	return s, nil
 }
 
-// fsError turns a file system error into a content-free coded error.
+var errReplaced = errcode.New(errcode.Conflict, "the file was replaced while it was opened; try again")
+
+// fsError turns a file system error into a content-free coded error; one
+// that is coded already (a refusal) is kept.
 func fsError(err error, what string) error {
+	var coded *errcode.Error
 	switch {
+	case errors.As(err, &coded):
+		return err
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return ErrNotFound
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
@@ -103,55 +118,32 @@ func fsError(err error, what string) error {
 }
 
 // target is the file a request names, resolved: its real directory, open
-// and checked to be outside the agent's own, and its name there.
+// and checked on the way to be reachable (package toolpath), and its name
+// there, never a symlink.
 type target struct {
 	dir  *os.File
 	name string
+	// links answers whether a file is one of the agent's own under
+	// another name.
+	links *owndirs.Links
 }
 
 func (t *target) close() { t.dir.Close() }
 
 func (t *target) dfd() int { return int(t.dir.Fd()) }
 
-// openTarget resolves path. A missing file is allowed when mayBeMissing
-// (its directory must exist); what is not there yet is judged by the
-// directory it would be created in.
-func openTarget(own *owndirs.Set, path string, mayBeMissing bool) (*target, error) {
-	if err := own.Check(path); err != nil {
-		return nil, err
-	}
-	resolved, err := filepath.EvalSymlinks(path)
-	if err != nil && mayBeMissing && errors.Is(err, os.ErrNotExist) {
-		var dir string
-		if dir, err = filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
-			resolved = filepath.Join(dir, filepath.Base(path))
-		}
-	}
+// openTarget resolves path; what it names need not exist, its directory
+// must unless makeDirs creates it.
+func openTarget(own *owndirs.Set, path string, makeDirs bool) (*target, error) {
+	dir, name, err := toolpath.Parent(own, path, makeDirs)
 	if err != nil {
 		return nil, fsError(err, "find")
 	}
-	if resolved == "/" {
+	if name == "." {
+		dir.Close()
 		return nil, ErrIsDirectory
 	}
-	fd, err := openRetry(unix.AT_FDCWD, filepath.Dir(resolved), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
-	if err != nil {
-		return nil, fsError(err, "find")
-	}
-	dir := os.NewFile(uintptr(fd), filepath.Dir(resolved))
-	if err := own.CheckDir(fd); err != nil {
-		dir.Close()
-		return nil, err
-	}
-	return &target{dir: dir, name: filepath.Base(resolved)}, nil
-}
-
-func openRetry(dfd int, name string, flags int) (int, error) {
-	for {
-		fd, err := unix.Openat(dfd, name, flags, 0o666)
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
+	return &target{dir: dir, name: name, links: own.Links()}, nil
 }
 
 // kindError refuses anything but a regular file.
@@ -208,7 +200,7 @@ func (t *target) openRegular(st unix.Stat_t, flags int) (*os.File, error) {
 	if err := kindError(st.Mode); err != nil {
 		return nil, err
 	}
-	fd, err := openRetry(t.dfd(), t.name, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
+	fd, err := toolpath.Openat(t.dfd(), t.name, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, fsError(err, "open")
 	}
@@ -223,7 +215,11 @@ func (t *target) openRegular(st unix.Stat_t, flags int) (*os.File, error) {
 	}
 	if got.Dev != st.Dev || got.Ino != st.Ino {
 		unix.Close(fd)
-		return nil, errcode.New(errcode.Conflict, "the file was replaced while it was opened; try again")
+		return nil, errReplaced
+	}
+	if t.links.Own(&got) {
+		unix.Close(fd)
+		return nil, owndirs.ErrInside
 	}
 	return os.NewFile(uintptr(fd), t.name), nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/owndirs"
+	"github.com/commandcore/commandcore/internal/toolpath"
 )
 
 // ListRequest is the input of files.list.
@@ -81,20 +82,15 @@ func List(ctx context.Context, own *owndirs.Set, req ListRequest) (*ListResult, 
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if err := own.Check(req.Path); err != nil {
-		return nil, err
-	}
-	fd, err := openRetry(unix.AT_FDCWD, req.Path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
-	if errors.Is(err, unix.ENOTDIR) {
+	dir, err := toolpath.Dir(own, req.Path)
+	if errors.Is(err, toolpath.ErrNotDirectory) {
 		return nil, invalid("the path is not a directory")
 	}
 	if err != nil {
 		return nil, fsError(err, "list")
 	}
-	defer unix.Close(fd)
-	if err := own.CheckDir(fd); err != nil {
-		return nil, err
-	}
+	defer dir.Close()
+	fd := int(dir.Fd())
 	l := &lister{ctx: ctx, own: own, depth: req.Depth, max: req.MaxEntries, res: &ListResult{Entries: []Entry{}}}
 	if l.depth == 0 {
 		l.depth = limits.FileListDepthDefault
@@ -147,7 +143,8 @@ func (l *lister) dir(fd int, path string, level int) error {
 		if isDir && l.exclude[name] {
 			continue
 		}
-		enter := isDir && level < l.depth
+		// A process's directory under /proc is listed, never entered.
+		enter := isDir && level < l.depth && !toolpath.IsPerProcess(fd, name)
 		sub := -1
 		if isDir {
 			// Opened to be recognised (and entered): by its identity, not
@@ -156,7 +153,7 @@ func (l *lister) dir(fd int, path string, level int) error {
 			if enter {
 				flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 			}
-			if s, err := openRetry(fd, name, flags); err == nil {
+			if s, err := toolpath.Openat(fd, name, flags); err == nil {
 				sub = s
 			}
 		}
@@ -194,7 +191,9 @@ func (l *lister) add(fd, sub int, path, name string, st unix.Stat_t, enter bool,
 }
 
 func readNames(fd int) ([]string, error) {
-	dup, err := unix.Dup(fd)
+	// Close-on-exec, as every descriptor the agent opens: a command started
+	// meanwhile must not inherit a directory to climb from.
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -107,7 +107,7 @@ func TestOwnDirsAreRefused(t *testing.T) {
 	} {
 		_, rerr := Read(ctx, own, ReadRequest{Path: p})
 		_, werr := Write(own, WriteRequest{Path: p, Content: "x", Mode: "overwrite", MakeDirs: true})
-		_, eerr := EditFile(own, EditRequest{Path: p, Edits: []Edit{{OldText: "secret", NewText: "x"}}})
+		_, eerr := EditFile(context.Background(), own, EditRequest{Path: p, Edits: []Edit{{OldText: "secret", NewText: "x"}}})
 		_, lerr := List(ctx, own, ListRequest{Path: filepath.Dir(p)})
 		for tool, err := range map[string]error{"read": rerr, "write": werr, "edit": eerr, "list": lerr} {
 			if codeOf(err) != errcode.PermissionDenied {

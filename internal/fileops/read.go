@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"time"
 
@@ -30,10 +31,13 @@ type ReadResult struct {
 	// Data is the text read, or its base64 when it is not UTF-8.
 	Data     string `json:"data"`
 	Encoding string `json:"encoding"`
-	// Size and SHA256 are of the whole file, as this call read it.
-	Size   int64     `json:"size"`
-	SHA256 string    `json:"sha256"`
-	MTime  time.Time `json:"mtime"`
+	// Size and SHA256 are of the whole file, as this call read it. A file
+	// larger than FileHashMaxBytes is not hashed (only its window is read):
+	// SHA256 is then null and SHA256Skipped says why.
+	Size          int64     `json:"size"`
+	SHA256        *string   `json:"sha256"`
+	SHA256Skipped string    `json:"sha256_skipped,omitempty"`
+	MTime         time.Time `json:"mtime"`
 	// Offset is where Data starts; NextOffset where it ends.
 	Offset     int64 `json:"offset"`
 	NextOffset int64 `json:"next_offset"`
@@ -69,7 +73,7 @@ func (r *ReadRequest) Validate() error {
 }
 
 // Read reads a validated request's window of a regular file and hashes
-// the whole file in the same pass.
+// the whole file in the same pass, when it is at most FileHashMaxBytes.
 func Read(ctx context.Context, own *owndirs.Set, req ReadRequest) (*ReadResult, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -84,7 +88,14 @@ func Read(ctx context.Context, own *owndirs.Set, req ReadRequest) (*ReadResult, 
 		return nil, err
 	}
 	defer f.Close()
-	res, err := readWindow(ctxReader{ctx, f}, req)
+	from := int64(0)
+	if st.Size > limits.FileHashMaxBytes && !req.byLines() {
+		// Not hashed: only the window is read.
+		if from, err = f.Seek(req.Offset, io.SeekStart); err != nil {
+			return nil, fsError(err, "read")
+		}
+	}
+	res, err := readWindow(ctxReader{ctx, f}, req, st.Size, from, limits.FileHashMaxBytes)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -111,9 +122,20 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // readChunk is how much one read takes from the file.
 const readChunk = 256 << 10
 
-// readWindow reads r to its end, hashing everything and keeping the
-// window the request asks for; the result lacks only MTime.
-func readWindow(r io.Reader, req ReadRequest) (*ReadResult, error) {
+// errLineTooFar refuses a start line that a file too large to hash does
+// not reach within the bytes a call may scan for it.
+var errLineTooFar = invalid("start_line does not begin within the first %d bytes of a file larger than that; read it by offset", limits.FileHashMaxBytes)
+
+// hashSkipped says why a result's sha256 is null.
+var hashSkipped = fmt.Sprintf("the file is larger than %d bytes, the most a call hashes", limits.FileHashMaxBytes)
+
+// readWindow reads r, whose file fstat found size bytes long, from the
+// position from on, keeping the window the request asks for. A file of at
+// most hashMax bytes is read to its end and hashed; a larger one (or one
+// that grows past it while read) only until the window is complete, and by
+// lines only while the start line may begin within hashMax bytes. The
+// result lacks only MTime.
+func readWindow(r io.Reader, req ReadRequest, size, from, hashMax int64) (*ReadResult, error) {
 	maxBytes := req.MaxBytes
 	if maxBytes == 0 {
 		maxBytes = limits.FileReadDefault
@@ -127,14 +149,20 @@ func readWindow(r io.Reader, req ReadRequest) (*ReadResult, error) {
 		}
 	}
 	h := sha256.New()
+	hashing := size <= hashMax
 	buf := make([]byte, readChunk)
-	var pos int64
+	pos := from
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			h.Write(buf[:n])
+			if hashing = hashing && pos+int64(n) <= hashMax; hashing {
+				h.Write(buf[:n])
+			}
 			w.feed(buf[:n], pos)
 			pos += int64(n)
+		}
+		if !hashing && w.lines && (w.start > hashMax || w.start < 0 && pos > hashMax) {
+			return nil, errLineTooFar
 		}
 		if err == io.EOF {
 			break
@@ -142,10 +170,28 @@ func readWindow(r io.Reader, req ReadRequest) (*ReadResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !hashing {
+			if w.done || w.more {
+				// The window is complete; the file goes on.
+				res := w.result(max(size, pos))
+				res.Size = max(size, pos)
+				res.SHA256Skipped = hashSkipped
+				return res, nil
+			}
+		}
 	}
 	res := w.result(pos)
 	res.Size = pos
-	res.SHA256 = hex.EncodeToString(h.Sum(nil))
+	if pos == from && from > 0 {
+		// The window starts past the end, which nothing was read to find.
+		res.Size = size
+	}
+	if hashing {
+		sum := hex.EncodeToString(h.Sum(nil))
+		res.SHA256 = &sum
+	} else {
+		res.SHA256Skipped = hashSkipped
+	}
 	return res, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -83,8 +84,8 @@ func TestReadWindows(t *testing.T) {
 			if r.Offset != c.offset || r.NextOffset != c.next || r.NextLine != c.nextLine || r.EOF != c.eof {
 				t.Errorf("offset %d next_offset %d next_line %d eof %v, want %d %d %d %v", r.Offset, r.NextOffset, r.NextLine, r.EOF, c.offset, c.next, c.nextLine, c.eof)
 			}
-			if r.Size != int64(len(text)) || r.SHA256 != hexSum(text) || time.Since(r.MTime) > time.Hour {
-				t.Errorf("size %d sha256 %s mtime %v: not the whole file's", r.Size, r.SHA256, r.MTime)
+			if r.Size != int64(len(text)) || deref(r.SHA256) != hexSum(text) || time.Since(r.MTime) > time.Hour {
+				t.Errorf("size %d sha256 %s mtime %v: not the whole file's", r.Size, deref(r.SHA256), r.MTime)
 			}
 		})
 	}
@@ -204,19 +205,37 @@ func naiveWindow(content []byte, req ReadRequest) (data []byte, offset int64, ne
 // FuzzReadWindow: streamed in chunks of any size, the window is the one
 // the whole content gives, and size and hash are the whole file's.
 func FuzzReadWindow(f *testing.F) {
-	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 2, 2, int64(0), 10, 3)
-	f.Add([]byte("€€€€"), 0, 0, int64(1), 4, 1)
-	f.Add([]byte("a\n\nb"), 3, 0, int64(0), 0, 7)
-	f.Fuzz(func(t *testing.T, content []byte, startLine, lineCount int, offset int64, maxBytes, chunk int) {
+	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 2, 2, int64(0), 10, 3, int64(100))
+	f.Add([]byte("€€€€"), 0, 0, int64(1), 4, 1, int64(100))
+	f.Add([]byte("a\n\nb"), 3, 0, int64(0), 0, 7, int64(100))
+	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 2, 2, int64(0), 10, 3, int64(4))
+	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 0, 0, int64(6), 5, 2, int64(1))
+	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 0, 0, int64(60), 5, 2, int64(1))
+	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 4, 1, int64(0), 0, 1, int64(8))
+	f.Fuzz(func(t *testing.T, content []byte, startLine, lineCount int, offset int64, maxBytes, chunk int, hashMax int64) {
 		req := ReadRequest{Path: "/f", StartLine: startLine, LineCount: lineCount, Offset: offset, MaxBytes: maxBytes}
-		if req.Validate() != nil || chunk <= 0 {
+		if req.Validate() != nil || chunk <= 0 || hashMax < 0 {
 			return
 		}
-		res, err := readWindow(&chunkReader{content, chunk}, req)
+		size := int64(len(content))
+		hashed := size <= hashMax
+		var from int64
+		if !hashed && !req.byLines() {
+			from = offset // as Read seeks
+		}
+		res, err := readWindow(&chunkReader{content[min(from, size):], chunk}, req, size, from, hashMax)
+		data, off, nextLine, trunc := naiveWindow(content, req)
+		if errors.Is(err, errLineTooFar) {
+			// Only when the start line begins past hashMax (or not at all).
+			if hashed || (off < size && off <= hashMax) {
+				t.Fatalf("start line at %d refused with a bound of %d", off, hashMax)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, off, nextLine, trunc := naiveWindow(content, req)
+
 		got := []byte(res.Data)
 		if res.Encoding == textenc.Base64 {
 			got, _ = base64.StdEncoding.DecodeString(res.Data)
@@ -227,8 +246,14 @@ func FuzzReadWindow(f *testing.F) {
 		if res.NextOffset != off+int64(len(data)) || res.EOF != (res.NextOffset >= int64(len(content))) {
 			t.Fatalf("next_offset %d eof %v", res.NextOffset, res.EOF)
 		}
-		if res.Size != int64(len(content)) || res.SHA256 != hexSum(string(content)) {
-			t.Fatal("size or hash is not the whole content's")
+		if res.Size != size {
+			t.Fatalf("size %d, want %d", res.Size, size)
+		}
+		switch {
+		case hashed && (res.SHA256 == nil || *res.SHA256 != hexSum(string(content)) || res.SHA256Skipped != ""):
+			t.Fatal("the hash is not the whole content's")
+		case !hashed && (res.SHA256 != nil || res.SHA256Skipped == ""):
+			t.Fatalf("a file over the bound is hashed: %v %q", res.SHA256, res.SHA256Skipped)
 		}
 	})
 }
@@ -247,4 +272,12 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	k := copy(p[:min(len(p), c.n)], c.b)
 	c.b = c.b[k:]
 	return k, nil
+}
+
+// deref is a result's sha256, "" when it is null.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -13,7 +13,7 @@ import (
 // structured result holds).
 func (r *ReadResult) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "bytes [%d, %d) of %d, sha256 %s", r.Offset, r.NextOffset, r.Size, r.SHA256)
+	fmt.Fprintf(&b, "bytes [%d, %d) of %d, sha256 %s", r.Offset, r.NextOffset, r.Size, hashText(r.SHA256))
 	switch {
 	case r.EOF:
 		b.WriteString(", to the end")
@@ -32,7 +32,15 @@ func (r *ReadResult) Text() string {
 
 // Text summarises a write.
 func (r *WriteResult) Text() string {
-	return fmt.Sprintf("wrote %d bytes; the file has %d, sha256 %s\n", r.BytesWritten, r.Size, r.SHA256)
+	return fmt.Sprintf("wrote %d bytes; the file has %d, sha256 %s\n", r.BytesWritten, r.Size, hashText(r.SHA256))
+}
+
+// hashText is a result's sha256 as its text says it.
+func hashText(sum *string) string {
+	if sum == nil {
+		return "not computed (the file is too large to hash)"
+	}
+	return *sum
 }
 
 // Text summarises an edit, with its diff.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/owndirs"
 	"github.com/commandcore/commandcore/internal/textenc"
+	"github.com/commandcore/commandcore/internal/toolpath"
 )
 
 // The modes of files.write.
@@ -37,9 +37,12 @@ type WriteRequest struct {
 // WriteResult is the output of files.write.
 type WriteResult struct {
 	BytesWritten int64 `json:"bytes_written"`
-	// Size and SHA256 are of the whole file after the write.
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
+	// Size and SHA256 are of the whole file after the write; an appended
+	// file larger than FileHashMaxBytes is not hashed: SHA256 is null and
+	// SHA256Skipped says why.
+	Size          int64   `json:"size"`
+	SHA256        *string `json:"sha256"`
+	SHA256Skipped string  `json:"sha256_skipped,omitempty"`
 }
 
 // Validate checks the request without touching the file system and
@@ -97,16 +100,9 @@ func Write(own *owndirs.Set, req WriteRequest) (*WriteResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if req.MakeDirs {
-		// Judged before anything is created, as the whole path would be.
-		if err := own.Check(req.Path); err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(filepath.Dir(req.Path), 0o777); err != nil {
-			return nil, fsError(err, "create the directories of")
-		}
-	}
-	t, err := openTarget(own, req.Path, true)
+	// Each missing directory is created only once the one it goes in has
+	// been judged.
+	t, err := openTarget(own, req.Path, req.MakeDirs)
 	if err != nil {
 		return nil, err
 	}
@@ -136,18 +132,42 @@ func replace(t *target, data []byte, want string, overwrite bool) (*WriteResult,
 				return nil, err
 			}
 		}
-		opts.Perm = os.FileMode(st.Mode & 0o777)
-		opts.Owner = &atomicfile.Owner{UID: int(st.Uid), GID: int(st.Gid)}
+		like, err := t.openLike(st)
+		if err != nil {
+			return nil, err
+		}
+		defer like.Close()
+		opts.Like = like
 	case want != "":
 		return nil, ErrConflict
 	}
 	if err := writeAtomic(t, data, opts); err != nil {
 		return nil, err
 	}
-	return &WriteResult{BytesWritten: int64(len(data)), Size: int64(len(data)), SHA256: sum(data)}, nil
+	digest := sum(data)
+	return &WriteResult{BytesWritten: int64(len(data)), Size: int64(len(data)), SHA256: &digest}, nil
 }
 
 var errAlreadyExists = errcode.New(errcode.AlreadyExists, "the file exists; mode overwrite replaces it")
+
+// openLike opens the existing file st, without reading it, for its
+// replacement to keep its owner, mode and extended attributes.
+func (t *target) openLike(st unix.Stat_t) (*os.File, error) {
+	fd, err := toolpath.Openat(t.dfd(), t.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, fsError(err, "open")
+	}
+	var got unix.Stat_t
+	if err := unix.Fstat(fd, &got); err != nil {
+		unix.Close(fd)
+		return nil, fsError(err, "examine")
+	}
+	if got.Dev != st.Dev || got.Ino != st.Ino {
+		unix.Close(fd)
+		return nil, errReplaced
+	}
+	return os.NewFile(uintptr(fd), t.name), nil
+}
 
 // writeAtomic replaces the target with data through atomicfile.
 func writeAtomic(t *target, data []byte, opts atomicfile.Options) error {
@@ -157,14 +177,22 @@ func writeAtomic(t *target, data []byte, opts atomicfile.Options) error {
 		return nil
 	case errors.Is(err, fs.ErrExist):
 		return errAlreadyExists
-	case opts.Owner != nil && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL)):
+	case errors.Is(err, atomicfile.ErrAttributes):
+		return errcode.Wrap(errcode.PermissionDenied, err, "the file has extended attributes (or an ACL) the agent cannot give a new file, so it cannot be replaced keeping them")
+	case opts.Like != nil && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL)):
 		return errcode.Wrap(errcode.PermissionDenied, err, "the file belongs to a user or group the agent cannot give a file to, so it cannot be replaced keeping its owner")
 	}
 	return fsError(err, "write")
 }
 
+// errTooLargeToCheck refuses expected_sha256 for a file no call hashes.
+var errTooLargeToCheck = invalid("the file is larger than the %d bytes a call hashes, so expected_sha256 cannot be checked", limits.FileHashMaxBytes)
+
 // checkContent refuses with conflict unless the file st has content want.
 func (t *target) checkContent(st unix.Stat_t, want string) error {
+	if st.Size > limits.FileHashMaxBytes {
+		return errTooLargeToCheck
+	}
 	f, err := t.openRegular(st, unix.O_RDONLY)
 	if err != nil {
 		return err
@@ -196,7 +224,7 @@ func appendTo(t *target, data []byte, want string) (*WriteResult, error) {
 	} else {
 		// O_EXCL: a file that appeared meanwhile is not one this call examined.
 		var fd int
-		fd, err = openRetry(t.dfd(), t.name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		fd, err = toolpath.Openat(t.dfd(), t.name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		if errors.Is(err, unix.EEXIST) {
 			return nil, errcode.New(errcode.Conflict, "the file was created while this call wrote it; try again")
 		}
@@ -210,6 +238,9 @@ func appendTo(t *target, data []byte, want string) (*WriteResult, error) {
 	}
 	defer f.Close()
 	if want != "" {
+		if st.Size > limits.FileHashMaxBytes {
+			return nil, errTooLargeToCheck
+		}
 		got, _, err := hashFrom(f)
 		if err != nil {
 			return nil, fsError(err, "read")
@@ -224,12 +255,27 @@ func appendTo(t *target, data []byte, want string) (*WriteResult, error) {
 	if err := f.Sync(); err != nil {
 		return nil, fsError(err, "write")
 	}
+	var after unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &after); err != nil {
+		return nil, fsError(err, "examine")
+	}
+	res := &WriteResult{BytesWritten: int64(len(data)), Size: after.Size}
+	if after.Size > limits.FileHashMaxBytes {
+		res.SHA256Skipped = hashSkipped
+		return res, nil
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, fsError(err, "read")
 	}
-	sha, size, err := hashFrom(f)
+	sha, size, err := hashFrom(io.LimitReader(f, limits.FileHashMaxBytes+1))
 	if err != nil {
 		return nil, fsError(err, "read")
 	}
-	return &WriteResult{BytesWritten: int64(len(data)), Size: size, SHA256: sha}, nil
+	if size > limits.FileHashMaxBytes {
+		// Another writer grew it meanwhile.
+		res.Size, res.SHA256Skipped = size, hashSkipped
+		return res, nil
+	}
+	res.Size, res.SHA256 = size, &sha
+	return res, nil
 }

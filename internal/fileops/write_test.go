@@ -26,7 +26,7 @@ func TestWriteModes(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.txt")
 	res, err := Write(nil, WriteRequest{Path: path, Content: "hello\n"})
-	if err != nil || res.BytesWritten != 6 || res.Size != 6 || res.SHA256 != hexSum("hello\n") {
+	if err != nil || res.BytesWritten != 6 || res.Size != 6 || deref(res.SHA256) != hexSum("hello\n") {
 		t.Fatalf("create: %+v %v", res, err)
 	}
 	if _, err := Write(nil, WriteRequest{Path: path, Content: "again"}); codeOf(err) != errcode.AlreadyExists {
@@ -44,7 +44,7 @@ func TestWriteModes(t *testing.T) {
 		t.Fatalf("overwrite: %+v %v", res, err)
 	}
 	res, err = Write(nil, WriteRequest{Path: path, Content: base64.StdEncoding.EncodeToString([]byte{0xff, '\n'}), Encoding: "base64", Mode: "append", ExpectedSHA256: hexSum("world\n")})
-	if err != nil || res.BytesWritten != 2 || res.Size != 8 || res.SHA256 != hexSum("world\n\xff\n") {
+	if err != nil || res.BytesWritten != 2 || res.Size != 8 || deref(res.SHA256) != hexSum("world\n\xff\n") {
 		t.Fatalf("append: %+v %v", res, err)
 	}
 	if got, _ := os.ReadFile(path); string(got) != "world\n\xff\n" {
@@ -83,7 +83,7 @@ func TestOverwriteKeepsModeAndOwner(t *testing.T) {
 	for _, mode := range []string{"overwrite", "edit"} {
 		var err error
 		if mode == "edit" {
-			_, err = EditFile(nil, EditRequest{Path: path, Edits: []Edit{{OldText: "new", NewText: "newer"}}})
+			_, err = EditFile(context.Background(), nil, EditRequest{Path: path, Edits: []Edit{{OldText: "new", NewText: "newer"}}})
 		} else {
 			_, err = Write(nil, WriteRequest{Path: path, Content: "#!/bin/sh\necho new\n", Mode: mode})
 		}
@@ -185,7 +185,7 @@ func TestOverwriteIsAtomic(t *testing.T) {
 				return
 			}
 			reads.Add(1)
-			if !sums[r.SHA256] {
+			if !sums[deref(r.SHA256)] {
 				torn.Add(1)
 			}
 		}

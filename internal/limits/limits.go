@@ -172,6 +172,14 @@ const (
 	// FileEditMaxBytes bounds the file files.edit holds in memory, before
 	// and after the edits.
 	FileEditMaxBytes = 64 << 20
+	// FileHashMaxBytes is the largest file any call hashes (files.read's
+	// sha256, expected_sha256, append's sha256): as large as files.edit
+	// holds, the largest file whose hash another call can use. A read of a
+	// larger file reads only its window, its sha256 null.
+	FileHashMaxBytes = FileEditMaxBytes
+	// FileEditNearMatchSteps bounds the line comparisons files.edit spends
+	// looking for the text nearest a missing old_text.
+	FileEditNearMatchSteps = 1 << 22
 	// FileListDepthDefault and FileListDepthMax bound files.list's depth;
 	// FileListEntriesDefault and FileListEntriesMax its max_entries.
 	FileListDepthDefault   = 1

@@ -64,7 +64,9 @@ var counts = map[string]struct{ got, want int64 }{
 	"FileEditMaxEdits": {FileEditMaxEdits, 100},
 	"FileEditDiffMax":  {FileEditDiffMax, 64 * kib},
 	// Internal: room for the 10 MiB file of the edit benchmark, and more.
-	"FileEditMaxBytes": {FileEditMaxBytes, 64 * mib},
+	"FileEditMaxBytes":       {FileEditMaxBytes, 64 * mib},
+	"FileHashMaxBytes":       {FileHashMaxBytes, 64 * mib},
+	"FileEditNearMatchSteps": {FileEditNearMatchSteps, 4 << 20},
 	// Internal: a page of a terminal's ps -ww line; 200 processes stay under 1 MiB.
 	"ProcessArgsMaxBytes": {ProcessArgsMaxBytes, 4 * kib},
 	// SPEC §3 files.list: depth 1–10 (default 1), max_entries default 1000,

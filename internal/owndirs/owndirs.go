@@ -5,13 +5,15 @@
 //
 // Directories are recognised by device and inode, not by path, so neither a
 // symlink, a bind mount, a second spelling of the path nor a rename after
-// start-up leads a tool inside.
+// start-up leads a tool inside (package toolpath checks every directory a
+// path passes through); a file of theirs is recognised by device and inode
+// too, so a hard link to it elsewhere is refused like the file itself.
 package owndirs
 
 import (
+	"errors"
 	"os"
-	"path/filepath"
-	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,7 +30,8 @@ type fileID struct{ dev, ino uint64 }
 // Set is the agent's own directories. The zero Set and a nil *Set protect
 // nothing.
 type Set struct {
-	ids map[fileID]bool
+	ids  map[fileID]bool
+	dirs []string
 }
 
 // New returns the set of dirs, creating each (0700) if missing so that it
@@ -47,8 +50,97 @@ func New(dirs ...string) (*Set, error) {
 			return nil, errcode.Wrap(errcode.Internal, err, "cannot examine the agent's directories")
 		}
 		s.ids[fileID{uint64(st.Dev), st.Ino}] = true
+		s.dirs = append(s.dirs, d)
 	}
 	return s, nil
+}
+
+// maxScanEntries bounds the walk of the agent's own directories that looks
+// for a file's other names; the journal, identity and retained jobs are a
+// few thousand entries.
+const maxScanEntries = 100_000
+
+// Links answers, for the files of one call, whether a file is one of the
+// agent's own under another name: a hard link to it made elsewhere, which
+// no check of directories can see. It walks the own directories once, on
+// the first file that has more than one link, and answers the call's later
+// files from what it found. It is safe for concurrent use.
+type Links struct {
+	set    *Set
+	once   sync.Once
+	files  map[fileID]bool
+	failed bool
+}
+
+// Links returns an empty memory of the own directories' files.
+func (s *Set) Links() *Links { return &Links{set: s} }
+
+// Own reports whether the file st (from fstat or lstat) is also a file of
+// the agent's own directories. A file with one link cannot be; when the
+// directories cannot be walked whole the answer is yes, since what cannot
+// be examined cannot be shown to be safe.
+func (l *Links) Own(st *unix.Stat_t) bool {
+	if l == nil || l.set == nil || len(l.set.dirs) == 0 || st.Nlink <= 1 || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return false
+	}
+	l.once.Do(func() {
+		l.files = map[fileID]bool{}
+		budget := maxScanEntries
+		for _, d := range l.set.dirs {
+			if !l.scan(d, &budget) {
+				l.failed = true
+				break
+			}
+		}
+	})
+	return l.failed || l.files[fileID{uint64(st.Dev), st.Ino}]
+}
+
+// scan records the files beneath dir with more than one link, never
+// following a symlink; false when it could not finish.
+func (l *Links) scan(dir string, budget *int) bool {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	return l.scanFD(fd, budget)
+}
+
+func (l *Links) scanFD(fd int, budget *int) bool {
+	f := os.NewFile(uintptr(fd), "")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		if *budget--; *budget < 0 {
+			return false
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // gone since it was listed
+			}
+			return false
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed since it was listed
+			}
+			if err != nil || !l.scanFD(sub, budget) {
+				return false
+			}
+		case unix.S_IFLNK:
+		default:
+			if st.Nlink > 1 {
+				l.files[fileID{uint64(st.Dev), st.Ino}] = true
+			}
+		}
+	}
+	return true
 }
 
 // IsOwn reports whether the directory open as fd is one of the set.
@@ -62,93 +154,4 @@ func (s *Set) IsOwn(fd int) bool {
 		return true
 	}
 	return s.ids[fileID{uint64(st.Dev), st.Ino}]
-}
-
-// Check refuses path with ErrInside when it is one of the set or lies
-// beneath one, following symlinks as opening it would. A path that does
-// not exist yet is judged by its nearest existing parent, so a file about
-// to be created inside is refused too.
-func (s *Set) Check(path string) error {
-	if s == nil || len(s.ids) == 0 {
-		return nil
-	}
-	// The nearest existing part of the path, every symlink resolved, so
-	// that walking up it by name walks up the real tree. Not cleaned
-	// first: ".." after a symlink leaves the link's target, as the kernel
-	// resolves it, not the link's own directory.
-	p := path
-	for {
-		r, err := filepath.EvalSymlinks(p)
-		if err == nil {
-			p = r
-			break
-		}
-		parent := dropLast(p)
-		if parent == p {
-			return nil
-		}
-		p = parent
-	}
-	for {
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil && s.ids[fileID{uint64(st.Dev), st.Ino}] {
-			return ErrInside
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return nil
-		}
-		p = parent
-	}
-}
-
-// dropLast removes path's last element by name only, unlike filepath.Dir,
-// which cleans away a ".." the kernel would resolve after a symlink.
-func dropLast(path string) string {
-	p := strings.TrimRight(path, "/")
-	i := strings.LastIndexByte(p, '/')
-	if i <= 0 {
-		return "/"
-	}
-	return p[:i]
-}
-
-// CheckDir refuses, with ErrInside, the directory open as fd when it or
-// any directory above it is one of the set. It walks up by "..", never by
-// name, so the answer is about the directory that is open, whatever path
-// led to it and whatever was renamed since.
-func (s *Set) CheckDir(fd int) error {
-	if s == nil || len(s.ids) == 0 {
-		return nil
-	}
-	cur, err := unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return ErrInside
-	}
-	defer func() { unix.Close(cur) }()
-	var st unix.Stat_t
-	if unix.Fstat(cur, &st) != nil {
-		return ErrInside
-	}
-	for {
-		if s.ids[fileID{uint64(st.Dev), st.Ino}] {
-			return ErrInside
-		}
-		parent, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			// What cannot be examined cannot be shown to be safe.
-			return ErrInside
-		}
-		var pst unix.Stat_t
-		if unix.Fstat(parent, &pst) != nil {
-			unix.Close(parent)
-			return ErrInside
-		}
-		unix.Close(cur)
-		cur = parent
-		if pst.Dev == st.Dev && pst.Ino == st.Ino {
-			return nil // the root: its ".." is itself
-		}
-		st = pst
-	}
 }

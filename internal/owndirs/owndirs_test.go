@@ -6,65 +6,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/commandcore/commandcore/internal/errcode"
+	"golang.org/x/sys/unix"
 )
-
-func TestCheckRefusesEveryWayIn(t *testing.T) {
-	base := t.TempDir()
-	state := filepath.Join(base, "state")
-	config := filepath.Join(base, "config")
-	s, err := New(state, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(config); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("config dir not created 0700: %v %v", fi, err)
-	}
-	os.WriteFile(filepath.Join(config, "identity.json"), []byte("{}"), 0o600)
-	os.MkdirAll(filepath.Join(state, "jobs", "j"), 0o700)
-	os.Symlink(config, filepath.Join(base, "link-to-config"))
-	os.Mkdir(filepath.Join(config, "sub"), 0o700)
-	os.Symlink(filepath.Join(config, "sub"), filepath.Join(base, "link-to-sub"))
-	os.Symlink(filepath.Join(config, "identity.json"), filepath.Join(base, "link-to-identity"))
-	other := filepath.Join(base, "other")
-	os.Mkdir(other, 0o700)
-	os.Symlink(base, filepath.Join(other, "up"))
-	// A bind-mount-like second name: a hard link is impossible for a
-	// directory, so rename the directory after New: identity is by inode.
-	moved := filepath.Join(base, "moved-state")
-	if err := os.Rename(state, moved); err != nil {
-		t.Fatal(err)
-	}
-
-	for _, p := range []string{
-		config,
-		config + "/",
-		filepath.Join(config, "identity.json"),
-		filepath.Join(config, "not-yet", "deeper"),
-		filepath.Join(base, "link-to-config", "identity.json"),
-		filepath.Join(base, "link-to-identity"),
-		filepath.Join(other, "up", "config", "identity.json"),
-		filepath.Join(other, "..", "config"),
-		// The kernel resolves "link/.." to the link target's parent.
-		filepath.Join(base, "link-to-sub") + "/../identity.json",
-		filepath.Join(base, "link-to-sub") + "/../not-yet/f",
-		moved,
-		filepath.Join(moved, "jobs", "j"),
-	} {
-		if err := s.Check(p); errcode.From(err).Code != errcode.PermissionDenied {
-			t.Errorf("Check(%s) = %v, want permission_denied", p, err)
-		}
-	}
-	for _, p := range []string{base, other, filepath.Join(other, "new-file"), "/", filepath.Join(base, "configx")} {
-		if err := s.Check(p); err != nil {
-			t.Errorf("Check(%s) = %v, want allowed", p, err)
-		}
-	}
-	var nilSet *Set
-	if nilSet.Check(config) != nil || nilSet.IsOwn(0) {
-		t.Error("a nil set protects nothing")
-	}
-}
 
 func TestIsOwnByDescriptor(t *testing.T) {
 	base := t.TempDir()
@@ -89,46 +32,77 @@ func TestIsOwnByDescriptor(t *testing.T) {
 	}
 }
 
-// TestCheckDirWalksUp: an open directory is refused when it is one of the
-// set or lies anywhere beneath one, also after the path that led to it was
-// renamed, and allowed elsewhere.
-func TestCheckDirWalksUp(t *testing.T) {
+// TestLinksFindsTheOwnFilesOtherNames: a hard link made elsewhere to a
+// file of the agent's own directories is recognised as that file; another
+// file with several links, and any file with one, is not.
+func TestLinksFindsTheOwnFilesOtherNames(t *testing.T) {
+	base := t.TempDir()
+	config := filepath.Join(base, "config")
+	state := filepath.Join(base, "state")
+	s, err := New(config, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := filepath.Join(config, "identity.json")
+	deep := filepath.Join(state, "jobs", "j", "stdout.cap")
+	os.MkdirAll(filepath.Dir(deep), 0o700)
+	for _, f := range []string{identity, deep, filepath.Join(base, "plain"), filepath.Join(base, "twice")} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink(filepath.Join(base, "twice"), filepath.Join(state, "link-out"))
+	for _, l := range [][2]string{{identity, "id-link"}, {deep, "cap-link"}, {filepath.Join(base, "twice"), "twice-link"}} {
+		if err := os.Link(l[0], filepath.Join(base, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat := func(p string) *unix.Stat_t {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return &st
+	}
+	links := s.Links()
+	for name, want := range map[string]bool{"id-link": true, "cap-link": true, "twice-link": false, "plain": false} {
+		if got := links.Own(stat(filepath.Join(base, name))); got != want {
+			t.Errorf("%s: own %v, want %v", name, got, want)
+		}
+	}
+	if links.Own(stat(config)) {
+		t.Error("a directory is taken for a file")
+	}
+	var nilLinks *Links
+	if nilLinks.Own(stat(filepath.Join(base, "id-link"))) || (&Set{}).Links().Own(stat(filepath.Join(base, "id-link"))) {
+		t.Error("an empty set protects something")
+	}
+	// A link made after the walk is not seen by that call's memory, but by
+	// the next call's.
+	late := filepath.Join(config, "late")
+	os.WriteFile(late, []byte("x"), 0o600)
+	os.Link(late, filepath.Join(base, "late-link"))
+	if !s.Links().Own(stat(filepath.Join(base, "late-link"))) {
+		t.Error("a new call does not see a new link")
+	}
+}
+
+// TestLinksRefusesWhatItCannotWalk: when the own directories are more
+// than the walk's bound, a file with several links counts as theirs.
+func TestLinksRefusesWhatItCannotWalk(t *testing.T) {
 	base := t.TempDir()
 	state := filepath.Join(base, "state")
 	s, err := New(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deep := filepath.Join(state, "jobs", "j", "k")
-	if err := os.MkdirAll(deep, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	open := func(p string) int {
-		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { syscall.Close(fd) })
-		return fd
-	}
-	inside, self := open(deep), open(state)
-	// The directory that was reached inside is still inside after a rename
-	// of the path that led to it.
-	if err := os.Rename(filepath.Join(state, "jobs"), filepath.Join(state, "renamed")); err != nil {
-		t.Fatal(err)
-	}
-	for name, fd := range map[string]int{"deep inside": inside, "the state dir": self} {
-		if err := s.CheckDir(fd); errcode.From(err).Code != errcode.PermissionDenied {
-			t.Errorf("%s: %v, want permission_denied", name, err)
-		}
-	}
-	for _, p := range []string{base, "/"} {
-		if err := s.CheckDir(open(p)); err != nil {
-			t.Errorf("%s: %v, want allowed", p, err)
-		}
-	}
-	var nilSet *Set
-	if nilSet.CheckDir(inside) != nil {
-		t.Error("a nil set protects nothing")
+	f := filepath.Join(base, "f")
+	os.WriteFile(f, []byte("x"), 0o600)
+	os.Link(f, filepath.Join(base, "g"))
+	var st unix.Stat_t
+	unix.Stat(f, &st)
+	os.Remove(state)
+	if !s.Links().Own(&st) {
+		t.Error("a file with several links passes while the own directories cannot be walked")
 	}
 }

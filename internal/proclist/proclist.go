@@ -250,8 +250,12 @@ type filter struct {
 	state string
 }
 
-// List returns the processes matching every filter of req.
-func (l *Lister) List(ctx context.Context, req Request) (*Result, error) {
+// List returns the processes matching every filter of req. sees tells
+// whether the caller may see one of this agent's jobs (nil: every job, as
+// the owner does): another principal's job processes are listed as plain
+// host processes, with neither process_id, arguments nor cgroup, and
+// managed false, so that nothing leads from them to the job.
+func (l *Lister) List(ctx context.Context, req Request, sees func(jobID string) bool) (*Result, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -284,7 +288,7 @@ func (l *Lister) List(ctx context.Context, req Request) (*Result, error) {
 		slices.Sort(pids)
 	}
 
-	sc := &scan{l: l, procs: map[int]*proc{}, names: map[uint64]string{}}
+	sc := &scan{l: l, procs: map[int]*proc{}, names: map[uint64]string{}, sees: sees, seen: map[string]bool{}}
 	if st, err := l.fs.Stat(); err == nil {
 		sc.btime = st.BootTime
 	}
@@ -357,6 +361,28 @@ type scan struct {
 	procs map[int]*proc // nil entries: gone or unreadable
 	names map[uint64]string
 	btime uint64
+	// sees decides which jobs the caller may see; seen remembers its
+	// answers for this List.
+	sees func(jobID string) bool
+	seen map[string]bool
+}
+
+// job is isManaged as the caller may see it: hidden when the process is
+// one of a job the caller may not see, which is then not managed for it.
+func (sc *scan) job(p *proc) (managed bool, id string, hidden bool) {
+	m, id := sc.isManaged(p)
+	if !m || sc.sees == nil {
+		return m, id, false
+	}
+	visible, ok := sc.seen[id]
+	if !ok {
+		visible = sc.sees(id)
+		sc.seen[id] = visible
+	}
+	if !visible {
+		return false, "", true
+	}
+	return true, id, false
 }
 
 // get reads a process's stat; nil when it is gone (or unreadable).
@@ -567,12 +593,16 @@ func (sc *scan) matches(p *proc, f *filter) bool {
 		}
 	}
 	if f.Cgroup != "" {
+		// A hidden job's cgroup names the job: it matches no filter.
 		if path, ok := sc.cgroupPath(p); !ok || !strings.Contains(path, f.Cgroup) {
+			return false
+		}
+		if _, _, hidden := sc.job(p); hidden {
 			return false
 		}
 	}
 	if f.Managed != nil {
-		if m, _ := sc.isManaged(p); m != *f.Managed {
+		if m, _, _ := sc.job(p); m != *f.Managed {
 			return false
 		}
 	}
@@ -599,8 +629,10 @@ func (sc *scan) report(p *proc) Process {
 		t := time.Unix(int64(sc.btime), 0).Add(time.Duration(st.Starttime) * (time.Second / userHZ)).UTC()
 		out.StartTime = &t
 	}
+	var hidden bool
+	out.Managed, out.ProcessID, hidden = sc.job(p)
 	if uid, ok := sc.uidOf(p); ok {
-		if uid == sc.l.owner {
+		if uid == sc.l.owner && !hidden {
 			out.Args, out.ArgsTruncated = sc.args(p)
 		}
 		out.UID = uid
@@ -611,7 +643,8 @@ func (sc *scan) report(p *proc) Process {
 		}
 		out.User = name
 	}
-	out.Cgroup, _ = sc.cgroupPath(p)
-	out.Managed, out.ProcessID = sc.isManaged(p)
+	if !hidden {
+		out.Cgroup, _ = sc.cgroupPath(p)
+	}
 	return out
 }

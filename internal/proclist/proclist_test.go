@@ -82,7 +82,7 @@ func pidsOf(r *Result) []int {
 
 func list(t *testing.T, l *Lister, req Request) *Result {
 	t.Helper()
-	r, err := l.List(context.Background(), req)
+	r, err := l.List(context.Background(), req, nil)
 	if err != nil {
 		t.Fatalf("%+v: %v", req, err)
 	}
@@ -263,7 +263,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"long cgroup", Request{Cgroup: strings.Repeat("x", maxCgroupFilterBytes+1)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := l.List(context.Background(), c.req)
+			_, err := l.List(context.Background(), c.req, nil)
 			var e *errcode.Error
 			if !errors.As(err, &e) || e.Code != errcode.InvalidArgument {
 				t.Fatalf("error %v", err)
@@ -437,5 +437,62 @@ func TestRequestSchema(t *testing.T) {
 	}
 	if len(s.Required) != 0 {
 		t.Errorf("required %v", s.Required)
+	}
+}
+
+// TestAnotherPrincipalsJobIsAPlainProcess: the processes of a job the
+// caller may not see are listed as any host process: not managed, with no
+// process_id, arguments or cgroup, and no filter on the cgroup (which
+// names the job) finds them; the caller's own job is listed in full.
+func TestAnotherPrincipalsJobIsAPlainProcess(t *testing.T) {
+	l := fixture(t)
+	const hiddenJob = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+	asked := map[string]int{}
+	sees := func(id string) bool {
+		asked[id]++
+		return id != hiddenJob
+	}
+	lists := 0
+	run := func(req Request) *Result {
+		lists++
+		r, err := l.List(context.Background(), req, sees)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if got := pidsOf(run(Request{Managed: ptr(true)})); !slices.Equal(got, []int{200, 201, 202}) {
+		t.Errorf("managed lists %v, want only the visible fallback job's 200 201 202", got)
+	}
+	if got := pidsOf(run(Request{Managed: ptr(false), PID: ptr(111)})); !slices.Equal(got, []int{111}) {
+		t.Errorf("a hidden job's process is not among the unmanaged: %v", got)
+	}
+	for _, filter := range []string{hiddenJob, "commandcore-job", "app.slice"} {
+		for _, p := range run(Request{Cgroup: filter}).Processes {
+			if p.PID >= 110 && p.PID <= 112 {
+				t.Errorf("cgroup filter %q finds the hidden job's process %d", filter, p.PID)
+			}
+		}
+	}
+	for _, p := range run(Request{}).Processes {
+		switch {
+		case p.PID >= 110 && p.PID <= 112:
+			if p.Managed || p.ProcessID != "" || p.Args != "" || p.ArgsTruncated || p.Cgroup != "" {
+				t.Errorf("hidden job's process %d shows %+v", p.PID, p)
+			}
+			if p.Name == "" {
+				t.Errorf("hidden job's process %d lost its name", p.PID)
+			}
+		case p.PID == 202:
+			if !p.Managed || p.ProcessID == "" || p.Args != "make -j8" {
+				t.Errorf("the caller's own job process 202 shows %+v", p)
+			}
+		}
+	}
+	// Once a List, however many of its processes are the job's.
+	for id, n := range asked {
+		if n > lists {
+			t.Errorf("job %s asked about %d times in %d lists", id, n, lists)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 type scanStatus int
@@ -18,21 +20,25 @@ const (
 )
 
 // scan opens a regular file and searches its lines for the text.
-func (w *worker) scan(path string) {
+func (w *worker) scan(t task) {
 	s := w.s
-	fd, err := s.h.openFile(path)
+	path := t.path
+	fd, err := s.h.openFile(t.parent.fd, path[t.nameOff:], path)
 	if err != nil {
 		w.cnt.fail(err)
 		return
 	}
 	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		w.cnt.fail(err)
 		return
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return // replaced by something else since it was listed
+	}
+	if s.links.Own(&st) {
+		return // one of the agent's own files, by another name
 	}
 	if st.Size > s.maxFileBytes {
 		w.cnt.large++

@@ -17,8 +17,12 @@
 //     the root's tree through a link. The root itself may be a symlink to a
 //     directory: it is resolved once, like a command-line argument of grep.
 //   - The agent's own directories (package owndirs) are skipped wherever
-//     they appear, recognised by device and inode; a root inside them is
-//     refused with permission_denied.
+//     they appear, recognised by device and inode, and so are hard links to
+//     their files and the process directories of /proc; a root inside any
+//     of them is refused with permission_denied.
+//   - Below the root, every directory and file is opened by name in the
+//     directory it was listed in, never by its path afresh, so a directory
+//     swapped for a symlink mid-walk leads nowhere.
 //   - FIFOs, sockets and devices are never opened. Files are opened with
 //     O_NOFOLLOW|O_NONBLOCK and checked to be regular with fstat, so a file
 //     swapped for a FIFO or a link between listing and opening cannot hang
@@ -59,8 +63,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/owndirs"
+	"github.com/commandcore/commandcore/internal/toolpath"
 )
 
 // Bounds and defaults of a search request.
@@ -205,36 +212,28 @@ func search(ctx context.Context, req Request, h hooks, tune func(*searcher)) (*R
 }
 
 // hooks are the file system entry points, replaceable by tests to simulate
-// failures that cannot be produced for real (e.g. EACCES as root).
+// failures that cannot be produced for real (e.g. EACCES as root). Below
+// the root, a directory or file is opened by name in its parent, open as
+// dirfd; path is its full path, for the tests.
 type hooks struct {
-	// openDir opens a directory; follow is true only for the root.
-	openDir func(path string, follow bool) (int, error)
-	// openFile opens a file for reading without following a final symlink
-	// and without blocking on a FIFO.
-	openFile func(path string) (int, error)
+	// openRoot resolves the root, which may be a symlink, once.
+	openRoot func(own *owndirs.Set, path string) (*os.File, error)
+	// openDir opens a directory without following a symlink.
+	openDir func(dirfd int, name, path string) (int, error)
+	// openFile opens a file for reading without following a symlink and
+	// without blocking on a FIFO.
+	openFile func(dirfd int, name, path string) (int, error)
 }
 
 func defaultHooks() hooks {
 	return hooks{
-		openDir: func(path string, follow bool) (int, error) {
-			flags := syscall.O_RDONLY | syscall.O_DIRECTORY | syscall.O_CLOEXEC
-			if !follow {
-				flags |= syscall.O_NOFOLLOW
-			}
-			return openRetry(path, flags)
+		openRoot: toolpath.Dir,
+		openDir: func(dirfd int, name, _ string) (int, error) {
+			return toolpath.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		},
-		openFile: func(path string) (int, error) {
-			return openRetry(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC)
+		openFile: func(dirfd int, name, _ string) (int, error) {
+			return toolpath.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
 		},
-	}
-}
-
-func openRetry(path string, flags int) (int, error) {
-	for {
-		fd, err := syscall.Open(path, flags, 0)
-		if err != syscall.EINTR {
-			return fd, err
-		}
 	}
 }
 
@@ -250,10 +249,11 @@ type searcher struct {
 	bufSize      int
 	h            hooks
 	own          *owndirs.Set
+	links        *owndirs.Links
 
-	ctx     context.Context
-	col     collector
-	rootErr error // set by the worker that lists the root
+	ctx    context.Context
+	col    collector
+	rootFD int // the root, open for reading during the walk
 }
 
 // defaultBufSize is each worker's read buffer: large enough that most files
@@ -299,12 +299,18 @@ func (s *searcher) run(parent context.Context) (*Result, error) {
 	if err := parent.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkRoot(s.root); err != nil {
-		return nil, err
+	root, err := s.h.openRoot(s.own, s.root)
+	if err != nil {
+		return nil, rootOpenError(err)
 	}
-	if err := s.own.Check(s.root); err != nil {
-		return nil, err
+	// A descriptor of the walk's own, which it closes with the last task
+	// found in the root.
+	s.rootFD, err = unix.FcntlInt(root.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	root.Close()
+	if err != nil {
+		return nil, rootOpenError(err)
 	}
+	s.links = s.own.Links()
 	// The buffer must hold a needle plus the context kept across a long line.
 	s.bufSize = max(s.bufSize, 256, 2*(len(s.text)+contextBefore))
 	s.workers = max(s.workers, 1)
@@ -317,9 +323,6 @@ func (s *searcher) run(parent context.Context) (*Result, error) {
 	var cnt counters
 	incomplete := s.walk(ctx, &cnt)
 
-	if s.rootErr != nil {
-		return nil, s.rootErr
-	}
 	if incomplete && parent.Err() != nil && !errors.Is(parent.Err(), context.DeadlineExceeded) {
 		return nil, parent.Err()
 	}
@@ -344,22 +347,6 @@ func (s *searcher) run(parent context.Context) (*Result, error) {
 		res.Matches[i] = out
 	}
 	return res, nil
-}
-
-func checkRoot(root string) error {
-	fi, err := os.Stat(root)
-	switch {
-	case err == nil && !fi.IsDir():
-		return ErrRootNotDirectory
-	case err == nil:
-		return nil
-	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		return ErrRootNotFound
-	case isPermission(err):
-		return ErrRootPermission
-	default:
-		return errcode.Wrap(errcode.Internal, err, "root cannot be examined")
-	}
 }
 
 func isPermission(err error) bool {

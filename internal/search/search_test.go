@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,11 +102,11 @@ func TestAcceptanceTree(t *testing.T) {
 
 	h := defaultHooks()
 	realOpen := h.openDir
-	h.openDir = func(path string, follow bool) (int, error) {
+	h.openDir = func(dirfd int, name, path string) (int, error) {
 		if path == locked {
 			return -1, syscall.EACCES // what a non-root agent gets for a mode 000 directory
 		}
-		return realOpen(path, follow)
+		return realOpen(dirfd, name, path)
 	}
 	req := Request{Root: root, Text: needle, ExcludeDirs: []string{"node_modules", ".git"}, MaxFileBytes: 10000}
 	done := make(chan struct{})
@@ -317,11 +319,11 @@ func TestFIFOAndSpecialFiles(t *testing.T) {
 	// it is opened: the real open must not block, and it is not read.
 	h := defaultHooks()
 	realOpen := h.openFile
-	h.openFile = func(path string) (int, error) {
+	h.openFile = func(dirfd int, name, path string) (int, error) {
 		if strings.HasSuffix(path, "/z.txt") {
-			return realOpen(fifo)
+			return realOpen(dirfd, "hit.fifo", fifo)
 		}
-		return realOpen(path)
+		return realOpen(dirfd, name, path)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -357,17 +359,17 @@ func TestPermissionErrorSimulated(t *testing.T) {
 	write(t, root, "closed/x.txt", "hit\n")
 	h := defaultHooks()
 	rd, rf := h.openDir, h.openFile
-	h.openDir = func(p string, follow bool) (int, error) {
-		if filepath.Base(p) == "closed" {
+	h.openDir = func(dirfd int, name, p string) (int, error) {
+		if name == "closed" {
 			return -1, syscall.EACCES
 		}
-		return rd(p, follow)
+		return rd(dirfd, name, p)
 	}
-	h.openFile = func(p string) (int, error) {
-		if filepath.Base(p) == "secret.txt" {
+	h.openFile = func(dirfd int, name, p string) (int, error) {
+		if name == "secret.txt" {
 			return -1, syscall.EACCES
 		}
-		return rf(p)
+		return rf(dirfd, name, p)
 	}
 	res, err := search(context.Background(), Request{Root: root, Text: "hit"}, h, nil)
 	if err != nil {
@@ -377,7 +379,7 @@ func TestPermissionErrorSimulated(t *testing.T) {
 		t.Fatalf("got %v %+v", got, *res)
 	}
 	// The root itself unreadable is an error, not an empty result.
-	h.openDir = func(string, bool) (int, error) { return -1, syscall.EACCES }
+	h.openRoot = func(*owndirs.Set, string) (*os.File, error) { return nil, syscall.EACCES }
 	if _, err := search(context.Background(), Request{Root: root, Text: "hit"}, h, nil); !errors.Is(err, ErrRootPermission) {
 		t.Fatalf("root EACCES: %v", err)
 	}
@@ -543,9 +545,9 @@ func TestDeadline(t *testing.T) {
 	// open sleeps a little.
 	h := defaultHooks()
 	rd := h.openDir
-	h.openDir = func(p string, follow bool) (int, error) {
+	h.openDir = func(dirfd int, name, p string) (int, error) {
 		time.Sleep(2 * time.Millisecond)
-		return rd(p, follow)
+		return rd(dirfd, name, p)
 	}
 	start := time.Now()
 	res, err := search(context.Background(), Request{Root: root, Text: "hit", TimeoutMS: 1}, h, nil)
@@ -835,5 +837,91 @@ func TestSearchSkipsTheAgentsOwnDirectories(t *testing.T) {
 	res, _ = Search(context.Background(), Request{Root: root, Text: secret}, nil)
 	if len(res.Matches) != 3 {
 		t.Fatalf("unprotected search found %d", len(res.Matches))
+	}
+}
+
+// TestSwapMidWalkLeadsNowhere: a directory already listed that is swapped
+// for a symlink into the agent's config directory before its files are
+// opened leads the walk nowhere: the files are opened in the directory
+// that was listed, never by their path afresh.
+func TestSwapMidWalkLeadsNowhere(t *testing.T) {
+	root := t.TempDir()
+	config := filepath.Join(t.TempDir(), "config")
+	own, err := owndirs.New(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "ccd_secret_token_marker"
+	os.WriteFile(filepath.Join(config, "identity.json"), []byte(secret+" in the identity\n"), 0o600)
+	write(t, root, "a/identity.json", secret+" decoy\n")
+	write(t, root, "a/sub/x.txt", secret+" below\n")
+	a := filepath.Join(root, "a")
+	h := defaultHooks()
+	rf := h.openFile
+	var once sync.Once
+	swap := func() {
+		once.Do(func() {
+			if err := os.Rename(a, a+".old"); err != nil {
+				t.Error(err)
+			}
+			if err := os.Symlink(config, a); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	h.openFile = func(dirfd int, name, path string) (int, error) {
+		if path == filepath.Join(a, "identity.json") {
+			swap()
+		}
+		return rf(dirfd, name, path)
+	}
+	res, err := search(context.Background(), Request{Root: root, Text: secret}, h, func(s *searcher) { s.workers, s.own = 1, own })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range res.Matches {
+		if strings.Contains(m.Text, "in the identity") {
+			t.Fatalf("the swap led the search into the config directory: %+v", m)
+		}
+	}
+	if len(res.Matches) != 2 {
+		t.Errorf("matches %+v, want the decoy and the file below, from the directory listed", res.Matches)
+	}
+}
+
+// TestSearchSkipsProcessesAndOwnFilesOtherNames: a search of /proc enters
+// no process's directory, and a hard link elsewhere to a file of the
+// agent's is not read.
+func TestSearchSkipsProcessesAndOwnFilesOtherNames(t *testing.T) {
+	root := t.TempDir()
+	config := filepath.Join(t.TempDir(), "config")
+	own, err := owndirs.New(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "ccd_secret_token_marker"
+	id := filepath.Join(config, "identity.json")
+	os.WriteFile(id, []byte(secret+"\n"), 0o600)
+	if err := os.Link(id, filepath.Join(root, "copy.json")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, root, "plain.txt", secret+"\n")
+	res, err := Search(context.Background(), Request{Root: root, Text: secret}, own)
+	if err != nil || len(res.Matches) != 1 || res.Matches[0].Path != filepath.Join(root, "plain.txt") {
+		t.Fatalf("matches %+v (%v), want only plain.txt", res.Matches, err)
+	}
+	// The environment of this process is where the marker is.
+	t.Setenv("SEARCH_PROC_MARKER", secret)
+	res, err = Search(context.Background(), Request{Root: "/proc", Name: "environ", TimeoutMS: 20000}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range res.Matches {
+		t.Errorf("a process file was found: %s", m.Path)
+	}
+	for _, r := range []string{"/proc/self", "/proc/" + strconv.Itoa(os.Getpid()), "/dev/fd"} {
+		if _, err := Search(context.Background(), Request{Root: r, Text: secret}, nil); errcode.From(err).Code != errcode.PermissionDenied {
+			t.Errorf("root %s: %v, want permission_denied", r, err)
+		}
 	}
 }

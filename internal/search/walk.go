@@ -6,17 +6,37 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/owndirs"
+	"github.com/commandcore/commandcore/internal/toolpath"
 )
 
-// task is a directory to list or a regular file to examine.
+// task is a directory to list or a regular file to examine, found in the
+// directory parent (nil for the root), where it is opened by name: the walk
+// never resolves a path afresh, so a directory swapped for a symlink
+// meanwhile cannot lead it elsewhere.
 type task struct {
 	path    string
 	nameOff int // the base name is path[nameOff:]
 	dir     bool
+	parent  *dirRef
+}
+
+// dirRef is an open directory shared by the tasks found in it; the last
+// one to finish closes it.
+type dirRef struct {
+	fd   int
+	refs atomic.Int32
+}
+
+func (d *dirRef) release() {
+	if d != nil && d.refs.Add(-1) == 0 {
+		syscall.Close(d.fd)
+	}
 }
 
 // pool is a LIFO work stack shared by the workers. Children are pushed in
@@ -100,6 +120,15 @@ func (s *searcher) walk(ctx context.Context, total *counters) (incomplete bool) 
 	p.stack = append(p.stack, task{path: s.root, nameOff: len(s.root), dir: true})
 	stopAfter := context.AfterFunc(ctx, p.stop)
 	defer stopAfter()
+	// Tasks left when the walk stopped early hold their directories open.
+	defer func() {
+		for _, t := range p.stack {
+			if t.parent == nil {
+				syscall.Close(s.rootFD)
+			}
+			t.parent.release()
+		}
+	}()
 
 	workers := make([]*worker, s.workers)
 	var wg sync.WaitGroup
@@ -139,6 +168,7 @@ type worker struct {
 // do performs one task and returns the children to queue (aliasing the
 // worker's scratch slice, consumed before the next call).
 func (w *worker) do(t task) []task {
+	defer t.parent.release()
 	if t.dir {
 		return w.dir(t)
 	}
@@ -148,29 +178,24 @@ func (w *worker) do(t task) []task {
 
 func (w *worker) dir(t task) []task {
 	s := w.s
-	isRoot := t.path == s.root && t.nameOff == len(s.root)
-	if !isRoot && s.col.pruned(t.path) {
-		return nil
-	}
-	fd, err := s.h.openDir(t.path, isRoot)
-	if err != nil {
-		if isRoot {
-			s.rootErr = rootOpenError(err)
+	var fd int
+	if t.parent == nil {
+		fd = s.rootFD
+	} else {
+		if s.col.pruned(t.path) {
 			return nil
 		}
-		w.cnt.fail(err)
-		return nil
-	}
-	if s.own.IsOwn(fd) {
-		syscall.Close(fd)
-		if isRoot {
-			s.rootErr = owndirs.ErrInside
+		var err error
+		if fd, err = s.h.openDir(t.parent.fd, t.path[t.nameOff:], t.path); err != nil {
+			w.cnt.fail(err)
+			return nil
 		}
-		return nil
+		if s.own.IsOwn(fd) {
+			syscall.Close(fd)
+			return nil
+		}
 	}
-	f := os.NewFile(uintptr(fd), t.path)
-	ents, err := f.ReadDir(-1)
-	f.Close()
+	ents, err := readDir(fd)
 	w.cnt.dirs++
 	if err != nil {
 		// The entries read before the error are still searched.
@@ -195,22 +220,49 @@ func (w *worker) dir(t task) []task {
 				continue
 			}
 		}
+		if isDir && toolpath.IsPerProcess(fd, name) {
+			continue // a process's directory under /proc
+		}
 		child := task{path: prefix + name, nameOff: len(prefix), dir: isDir}
 		if s.col.pruned(child.path) {
 			break // entries are sorted: every later one is pruned too
 		}
 		w.children = append(w.children, child)
 	}
+	if len(w.children) == 0 {
+		syscall.Close(fd)
+		return nil
+	}
+	ref := &dirRef{fd: fd}
+	ref.refs.Store(int32(len(w.children)))
+	for i := range w.children {
+		w.children[i].parent = ref
+	}
 	return w.children
 }
 
+// readDir reads the entries of the directory open as fd, leaving fd open
+// (and its offset at the end).
+func readDir(fd int) ([]os.DirEntry, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "")
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
 func rootOpenError(err error) error {
+	var coded *errcode.Error
 	switch {
+	case errors.As(err, &coded):
+		return err // a refusal: the agent's own directories, /proc
 	case isPermission(err):
 		return ErrRootPermission
 	case errors.Is(err, syscall.ENOENT):
 		return ErrRootNotFound
-	case errors.Is(err, syscall.ENOTDIR):
+	case errors.Is(err, toolpath.ErrNotDirectory):
 		return ErrRootNotDirectory
 	default:
 		return errcode.Wrap(errcode.Internal, err, "root cannot be listed")
@@ -231,5 +283,5 @@ func (w *worker) file(t task) {
 		s.col.add(w.local, false)
 		return
 	}
-	w.scan(t.path)
+	w.scan(t)
 }

@@ -109,11 +109,14 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 			return host.Metrics.Metrics(ctx, in)
 		})
 	add(r, "process.list", fmt.Sprintf("Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (this agent's jobs only); each filter narrows. The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
-		func(ctx context.Context, _ Call, in proclist.Request) (*proclist.Result, error) {
+		func(ctx context.Context, c Call, in proclist.Request) (*proclist.Result, error) {
 			if err := in.Validate(); err != nil {
 				return nil, err
 			}
-			return host.Processes.List(ctx, in)
+			return host.Processes.List(ctx, in, func(id string) bool {
+				_, err := svc.Status(c.Who, id)
+				return err == nil
+			})
 		})
 	add(r, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
 		func(ctx context.Context, c Call, in jobs.StartRequest) (*jobs.StartResult, error) {
@@ -164,8 +167,8 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 			return fileops.Write(host.Own, in)
 		})
 	add(r, "files.edit", "Replace exact text in a file: every edit or none, atomically, each old_text found exactly expected_replacements times (default 1), else edit_mismatch naming the edit, the count and the line of the closest match. Returns a unified diff.",
-		func(_ context.Context, _ Call, in fileops.EditRequest) (*fileops.EditResult, error) {
-			return fileops.EditFile(host.Own, in)
+		func(ctx context.Context, _ Call, in fileops.EditRequest) (*fileops.EditResult, error) {
+			return fileops.EditFile(ctx, host.Own, in)
 		})
 	add(r, "files.list", "List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
 		func(ctx context.Context, _ Call, in fileops.ListRequest) (*fileops.ListResult, error) {

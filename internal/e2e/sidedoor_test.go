@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// twoPrincipals is a relay and device with alice, allowed every tool, and
+// bob, whose token allows tools only.
+func twoPrincipals(t *testing.T, tools string) (e *relayEnv, alice, bob *client) {
+	t.Helper()
+	e, alice = onlineDevice(t)
+	tok, _ := e.newToken("dev1", tools)
+	bob, err := e.connect("/mcp/dev1", tok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, alice, bob
+}
+
+type listedProcess struct {
+	PID       int    `json:"pid"`
+	Name      string `json:"name"`
+	Args      string `json:"args"`
+	Cgroup    string `json:"cgroup"`
+	Managed   bool   `json:"managed"`
+	ProcessID string `json:"process_id"`
+}
+
+func processList(c *client, args map[string]any) []listedProcess {
+	var res struct {
+		Processes []listedProcess `json:"processes"`
+	}
+	c.ok("process.list", args, &res)
+	return res.Processes
+}
+
+// TestReadOnlyTokenCannotReadAnotherPrincipalsSecrets: bob, allowed only
+// to read files and list processes, finds nothing that leads to alice's
+// job (no process_id, args or cgroup), and cannot read the job's
+// environment, nor the agent's, nor reach into the job's namespace through
+// /proc/<pid>/root, by any file tool.
+func TestReadOnlyTokenCannotReadAnotherPrincipalsSecrets(t *testing.T) {
+	_, alice, bob := twoPrincipals(t, "files.read,files.list,files.search,process.list")
+	const secret = "SECRET-9f3a1c77"
+	id := alice.start(map[string]any{"command": "sleep 120", "env": map[string]string{"API_KEY": secret}}).ProcessID
+	defer alice.stopAndWait(id)
+	shell := alice.childPID(id)
+
+	mine := processList(alice, map[string]any{"managed": true})
+	if len(mine) == 0 || mine[0].ProcessID != id {
+		t.Fatalf("alice does not see her own job's processes: %+v", mine)
+	}
+	if got := processList(bob, map[string]any{"managed": true}); len(got) != 0 {
+		t.Errorf("bob's managed processes: %+v", got)
+	}
+	for _, p := range processList(bob, map[string]any{"pid": shell}) {
+		if p.Managed || p.ProcessID != "" || p.Args != "" || p.Cgroup != "" {
+			t.Errorf("bob sees alice's shell as %+v", p)
+		}
+	}
+	if got := processList(bob, map[string]any{"cgroup": id}); len(got) != 0 {
+		t.Errorf("bob finds alice's job by its cgroup: %+v", got)
+	}
+
+	pid := strconv.Itoa(shell)
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"files.read", map[string]any{"path": "/proc/" + pid + "/environ"}},
+		{"files.read", map[string]any{"path": "/proc/self/environ"}},
+		{"files.read", map[string]any{"path": "/dev/fd/../environ"}},
+		{"files.read", map[string]any{"path": "/proc/" + pid + "/root/etc/hostname"}},
+		{"files.list", map[string]any{"path": "/proc/" + pid + "/root"}},
+		{"files.list", map[string]any{"path": "/proc/" + pid + "/cwd"}},
+		{"files.search", map[string]any{"root": "/proc/" + pid, "text": secret}},
+		{"files.search", map[string]any{"root": "/proc/" + pid + "/root/tmp", "text": secret}},
+	} {
+		if code, msg := bob.fail(call.tool, call.args); code != "permission_denied" || strings.Contains(msg, secret) {
+			t.Errorf("bob's %s %v: %s %s", call.tool, call.args, code, msg)
+		}
+	}
+	var found struct {
+		Matches []struct {
+			Path string `json:"path"`
+		} `json:"matches"`
+	}
+	bob.ok("files.search", map[string]any{"root": "/proc", "text": secret, "timeout_ms": 20000}, &found)
+	if len(found.Matches) != 0 {
+		t.Errorf("a search of /proc finds the secret: %+v", found.Matches)
+	}
+	var meminfo struct {
+		Data string `json:"data"`
+	}
+	bob.ok("files.read", map[string]any{"path": "/proc/meminfo"}, &meminfo)
+	if !strings.Contains(meminfo.Data, "MemTotal") {
+		t.Errorf("/proc/meminfo: %q", meminfo.Data)
+	}
+}
+
+// TestMakeDirsCannotDisableTheDevice: a files.write with make_dirs through
+// /dev/fd/../.. into the config directory is refused and creates nothing,
+// so every later call of every principal still works.
+func TestMakeDirsCannotDisableTheDevice(t *testing.T) {
+	e, alice, bob := twoPrincipals(t, "files.write")
+	ceiling := filepath.Join(e.agentConfig, "permissions.json")
+	for _, p := range []string{"/dev/fd/../.." + ceiling + "/x", "/proc/self/cwd/../../.." + ceiling + "/x"} {
+		if code, _ := bob.fail("files.write", map[string]any{"path": p, "content": "x", "make_dirs": true}); code != "permission_denied" {
+			t.Errorf("write %s: %s", p, code)
+		}
+	}
+	if _, err := os.Lstat(ceiling); !os.IsNotExist(err) {
+		t.Errorf("the refused write left something at permissions.json: %v", err)
+	}
+	waitOnline(t, alice, nil)
+	if raw, isErr := alice.call("process.jobs", nil); isErr {
+		t.Fatalf("alice's next call fails: %s", raw)
+	}
+	dir := t.TempDir()
+	bob.ok("files.write", map[string]any{"path": dir + "/a/b/f", "content": "x", "make_dirs": true}, nil)
+	if b, err := os.ReadFile(dir + "/a/b/f"); err != nil || string(b) != "x" {
+		t.Errorf("make_dirs elsewhere: %q %v", b, err)
+	}
+}
+
+// TestHardLinkToTheIdentityIsRefused: a hard link to the device's
+// identity made outside the agent's directories is refused as the identity
+// itself, and a search does not read it.
+func TestHardLinkToTheIdentityIsRefused(t *testing.T) {
+	e, _, bob := twoPrincipals(t, "files.read,files.search,files.write,files.edit")
+	dir := t.TempDir()
+	link := filepath.Join(dir, "notes.json")
+	if err := os.Link(filepath.Join(e.agentConfig, "identity.json"), link); err != nil {
+		t.Skipf("no hard link across these directories: %v", err)
+	}
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"files.read", map[string]any{"path": link}},
+		{"files.write", map[string]any{"path": link, "content": "x", "mode": "append"}},
+		{"files.edit", map[string]any{"path": link, "edits": []map[string]any{{"old_text": "{", "new_text": "["}}}},
+	} {
+		if code, _ := bob.fail(call.tool, call.args); code != "permission_denied" {
+			t.Errorf("%s of a link to the identity: %s", call.tool, code)
+		}
+	}
+	var found struct {
+		Matches []struct {
+			Path string `json:"path"`
+		} `json:"matches"`
+	}
+	bob.ok("files.search", map[string]any{"root": dir, "text": "token"}, &found)
+	if len(found.Matches) != 0 {
+		t.Errorf("a search reads the identity through its link: %+v", found.Matches)
+	}
+}
+
+// TestReplacingKeepsAttributes: overwrite and edit through the relay keep
+// a file's mode 0000, a user. extended attribute and its ACL.
+func TestReplacingKeepsAttributes(t *testing.T) {
+	_, alice := onlineDevice(t)
+	for _, tool := range []string{"files.write", "files.edit"} {
+		path := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(path, []byte("old\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setxattr(path, "user.origin", []byte("kept"), 0); err != nil {
+			t.Skipf("no user xattrs here: %v", err)
+		}
+		if err := unix.Setxattr(path, "system.posix_acl_access", accessACL(4242), 0); err != nil {
+			t.Skipf("no ACLs here: %v", err)
+		}
+		os.Chmod(path, 0)
+		acl := xattrOf(t, path, "system.posix_acl_access")
+		args := map[string]any{"path": path, "content": "new\n", "mode": "overwrite"}
+		if tool == "files.edit" {
+			args = map[string]any{"path": path, "edits": []map[string]any{{"old_text": "old", "new_text": "new"}}}
+		}
+		alice.ok(tool, args, nil)
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0 {
+			t.Errorf("%s: mode %v (%v), want 0000", tool, fi.Mode(), err)
+		}
+		if v := xattrOf(t, path, "user.origin"); string(v) != "kept" {
+			t.Errorf("%s: user.origin %q", tool, v)
+		}
+		if v := xattrOf(t, path, "system.posix_acl_access"); string(v) != string(acl) {
+			t.Errorf("%s: the ACL is lost: %x, was %x", tool, v, acl)
+		}
+		if b, _ := os.ReadFile(path); string(b) != "new\n" {
+			t.Errorf("%s: content %q", tool, b)
+		}
+	}
+}
+
+// accessACL is an access ACL in the kernel's xattr format: owner rw-, the
+// user uid r--, group r--, mask r--, others ---.
+func accessACL(uid uint32) []byte {
+	entry := func(b []byte, tag, perm uint16, id uint32) []byte {
+		b = binary.LittleEndian.AppendUint16(b, tag)
+		b = binary.LittleEndian.AppendUint16(b, perm)
+		return binary.LittleEndian.AppendUint32(b, id)
+	}
+	const none = 0xffffffff
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	b = entry(b, 0x01, 6, none)
+	b = entry(b, 0x02, 4, uid)
+	b = entry(b, 0x04, 4, none)
+	b = entry(b, 0x10, 4, none)
+	return entry(b, 0x20, 0, none)
+}
+
+func xattrOf(t *testing.T, path, name string) []byte {
+	t.Helper()
+	buf := make([]byte, 1024)
+	n, err := unix.Getxattr(path, name, buf)
+	if err != nil {
+		t.Errorf("getxattr %s: %v", name, err)
+		return nil
+	}
+	return buf[:n]
+}
+
+// TestListingDescriptorsStayWithTheAgent: commands process.run starts
+// while files.list reads directories inherit none of them.
+func TestListingDescriptorsStayWithTheAgent(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	root := t.TempDir()
+	for i := range 300 {
+		d := filepath.Join(root, "d"+strconv.Itoa(i))
+		os.Mkdir(d, 0o755)
+		os.WriteFile(filepath.Join(d, "f"), nil, 0o644)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c.call("files.list", map[string]any{"path": root, "depth": 2, "max_entries": 10000})
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	var run struct {
+		Stdout struct {
+			Data string `json:"data"`
+		} `json:"stdout"`
+	}
+	for deadline, n := time.Now().Add(8*time.Second), 0; n < 200 && time.Now().Before(deadline); n++ {
+		c.ok("process.run", map[string]any{"command": "ls -l /proc/self/fd/"}, &run)
+		if strings.Contains(run.Stdout.Data, root) {
+			t.Fatalf("a command inherited a directory files.list was reading:\n%s", run.Stdout.Data)
+		}
+	}
+}

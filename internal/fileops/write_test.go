@@ -163,7 +163,7 @@ func TestWriteValidates(t *testing.T) {
 // of 4 MiB only ever sees one of the versions written, whole.
 func TestOverwriteIsAtomic(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big")
-	const versions = 200
+	const versions = 40
 	sums := map[string]bool{}
 	content := func(i int) string {
 		return strings.Repeat(string(rune('a'+i%26)), 4<<20-8) + fmt.Sprintf("%08d", i)

@@ -2,7 +2,6 @@ package atomicfile_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // TestWriteReplaces: an existing file is replaced whole, with the mode
@@ -131,7 +131,7 @@ func TestLikeKeepsOwnerModeAndAttributes(t *testing.T) {
 	if uid == 0 {
 		uid, gid = 65534, 65534
 	}
-	acl := testACL(0o6, 4242, 0o4)
+	acl := testkit.AccessACL(4242)
 	for _, mode := range []uint32{0o4755, 0o2710, 0o1600, 0} {
 		dir := t.TempDir()
 		old := filepath.Join(dir, "f")
@@ -154,7 +154,7 @@ func TestLikeKeepsOwnerModeAndAttributes(t *testing.T) {
 		if err := unix.Stat(old, &want); err != nil {
 			t.Fatal(err)
 		}
-		wantACL, _ := xattr(old, "system.posix_acl_access")
+		wantACL := testkit.Xattr(t, old, "system.posix_acl_access")
 		fd, err := unix.Open(old, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -175,45 +175,16 @@ func TestLikeKeepsOwnerModeAndAttributes(t *testing.T) {
 		if got.Mode != want.Mode || got.Uid != want.Uid || got.Gid != want.Gid {
 			t.Errorf("mode %04o: replacement is %o %d:%d, want %o %d:%d", mode, got.Mode, got.Uid, got.Gid, want.Mode, want.Uid, want.Gid)
 		}
-		if v, err := xattr(old, "user.origin"); err != nil || string(v) != "kept" {
-			t.Errorf("mode %04o: user.origin = %q (%v), want kept", mode, v, err)
+		if v := testkit.Xattr(t, old, "user.origin"); string(v) != "kept" {
+			t.Errorf("mode %04o: user.origin = %q, want kept", mode, v)
 		}
-		if v, err := xattr(old, "system.posix_acl_access"); err != nil || !bytes.Equal(v, wantACL) {
-			t.Errorf("mode %04o: ACL = %x (%v), want %x", mode, v, err, wantACL)
+		if v := testkit.Xattr(t, old, "system.posix_acl_access"); !bytes.Equal(v, wantACL) {
+			t.Errorf("mode %04o: ACL = %x, want %x", mode, v, wantACL)
 		}
 		if b, _ := os.ReadFile(old); string(b) != "new" {
 			t.Errorf("mode %04o: content %q", mode, b)
 		}
 	}
-}
-
-// testACL encodes an access ACL (the kernel's posix_acl_xattr format):
-// owner rw-, one named user with perm, the group and mask with group,
-// others nothing.
-func testACL(owner, user uint32, group uint32) []byte {
-	entry := func(tag, perm uint16, id uint32) []byte {
-		b := make([]byte, 8)
-		binary.LittleEndian.PutUint16(b, tag)
-		binary.LittleEndian.PutUint16(b[2:], perm)
-		binary.LittleEndian.PutUint32(b[4:], id)
-		return b
-	}
-	const undefined = 0xffffffff
-	b := binary.LittleEndian.AppendUint32(nil, 2)
-	b = append(b, entry(0x01, uint16(owner), undefined)...)
-	b = append(b, entry(0x02, 0o4, user)...)
-	b = append(b, entry(0x04, uint16(group), undefined)...)
-	b = append(b, entry(0x10, uint16(group), undefined)...)
-	return append(b, entry(0x20, 0, undefined)...)
-}
-
-func xattr(path, name string) ([]byte, error) {
-	buf := make([]byte, 4096)
-	n, err := unix.Getxattr(path, name, buf)
-	if err != nil {
-		return nil, err
-	}
-	return buf[:n], nil
 }
 
 // TestLongNameHasATemporaryName: a 255-byte name, the longest Linux

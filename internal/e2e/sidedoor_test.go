@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // twoPrincipals is a relay and device with alice, allowed every tool, and
@@ -177,11 +178,11 @@ func TestReplacingKeepsAttributes(t *testing.T) {
 		if err := unix.Setxattr(path, "user.origin", []byte("kept"), 0); err != nil {
 			t.Skipf("no user xattrs here: %v", err)
 		}
-		if err := unix.Setxattr(path, "system.posix_acl_access", accessACL(4242), 0); err != nil {
+		if err := unix.Setxattr(path, "system.posix_acl_access", testkit.AccessACL(4242), 0); err != nil {
 			t.Skipf("no ACLs here: %v", err)
 		}
 		os.Chmod(path, 0)
-		acl := xattrOf(t, path, "system.posix_acl_access")
+		acl := testkit.Xattr(t, path, "system.posix_acl_access")
 		args := map[string]any{"path": path, "content": "new\n", "mode": "overwrite"}
 		if tool == "files.edit" {
 			args = map[string]any{"path": path, "edits": []map[string]any{{"old_text": "old", "new_text": "new"}}}
@@ -191,44 +192,16 @@ func TestReplacingKeepsAttributes(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0 {
 			t.Errorf("%s: mode %v (%v), want 0000", tool, fi.Mode(), err)
 		}
-		if v := xattrOf(t, path, "user.origin"); string(v) != "kept" {
+		if v := testkit.Xattr(t, path, "user.origin"); string(v) != "kept" {
 			t.Errorf("%s: user.origin %q", tool, v)
 		}
-		if v := xattrOf(t, path, "system.posix_acl_access"); string(v) != string(acl) {
+		if v := testkit.Xattr(t, path, "system.posix_acl_access"); string(v) != string(acl) {
 			t.Errorf("%s: the ACL is lost: %x, was %x", tool, v, acl)
 		}
 		if b, _ := os.ReadFile(path); string(b) != "new\n" {
 			t.Errorf("%s: content %q", tool, b)
 		}
 	}
-}
-
-// accessACL is an access ACL in the kernel's xattr format: owner rw-, the
-// user uid r--, group r--, mask r--, others ---.
-func accessACL(uid uint32) []byte {
-	entry := func(b []byte, tag, perm uint16, id uint32) []byte {
-		b = binary.LittleEndian.AppendUint16(b, tag)
-		b = binary.LittleEndian.AppendUint16(b, perm)
-		return binary.LittleEndian.AppendUint32(b, id)
-	}
-	const none = 0xffffffff
-	b := binary.LittleEndian.AppendUint32(nil, 2)
-	b = entry(b, 0x01, 6, none)
-	b = entry(b, 0x02, 4, uid)
-	b = entry(b, 0x04, 4, none)
-	b = entry(b, 0x10, 4, none)
-	return entry(b, 0x20, 0, none)
-}
-
-func xattrOf(t *testing.T, path, name string) []byte {
-	t.Helper()
-	buf := make([]byte, 1024)
-	n, err := unix.Getxattr(path, name, buf)
-	if err != nil {
-		t.Errorf("getxattr %s: %v", name, err)
-		return nil
-	}
-	return buf[:n]
 }
 
 // TestListingDescriptorsStayWithTheAgent: commands process.run starts

@@ -195,33 +195,45 @@ func (t *target) openExisting(flags int) (*os.File, unix.Stat_t, error) {
 const replacedRetries = 3
 
 // openRegular opens the target, which lstat found to be the regular file
-// st, with flags; fstat must find the same file.
+// st, with flags, to read or write it: fstat must find the same regular
+// file, and not one of the agent's own under another name.
 func (t *target) openRegular(st unix.Stat_t, flags int) (*os.File, error) {
 	if err := kindError(st.Mode); err != nil {
 		return nil, err
 	}
-	fd, err := toolpath.Openat(t.dfd(), t.name, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
+	f, got, err := t.openSame(st, flags|unix.O_NONBLOCK)
 	if err != nil {
-		return nil, fsError(err, "open")
-	}
-	var got unix.Stat_t
-	if err := unix.Fstat(fd, &got); err != nil {
-		unix.Close(fd)
-		return nil, fsError(err, "examine")
+		return nil, err
 	}
 	if err := kindError(got.Mode); err != nil {
-		unix.Close(fd)
+		f.Close()
 		return nil, err
+	}
+	if t.links.Own(&got) {
+		f.Close()
+		return nil, owndirs.ErrInside
+	}
+	return f, nil
+}
+
+// openSame opens the target with flags, never following a symlink, and
+// returns it with its fstat, which must find the file st: a file replaced
+// meanwhile is a conflict.
+func (t *target) openSame(st unix.Stat_t, flags int) (*os.File, unix.Stat_t, error) {
+	var got unix.Stat_t
+	fd, err := toolpath.Openat(t.dfd(), t.name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, got, fsError(err, "open")
+	}
+	if err := unix.Fstat(fd, &got); err != nil {
+		unix.Close(fd)
+		return nil, got, fsError(err, "examine")
 	}
 	if got.Dev != st.Dev || got.Ino != st.Ino {
 		unix.Close(fd)
-		return nil, errReplaced
+		return nil, got, errReplaced
 	}
-	if t.links.Own(&got) {
-		unix.Close(fd)
-		return nil, owndirs.ErrInside
-	}
-	return os.NewFile(uintptr(fd), t.name), nil
+	return os.NewFile(uintptr(fd), t.name), got, nil
 }
 
 // hashFrom returns the SHA-256 (hex) and length of what r holds from its

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -191,15 +190,12 @@ func (l *lister) add(fd, sub int, path, name string, st unix.Stat_t, enter bool,
 }
 
 func readNames(fd int) ([]string, error) {
-	// Close-on-exec, as every descriptor the agent opens: a command started
-	// meanwhile must not inherit a directory to climb from.
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
+	ents, err := toolpath.ReadDir(fd)
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
 	}
-	f := os.NewFile(uintptr(dup), "")
-	defer f.Close()
-	return f.Readdirnames(-1)
+	return names, err
 }
 
 func entry(dirfd int, full, name string, st unix.Stat_t) Entry {

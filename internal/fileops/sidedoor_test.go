@@ -3,7 +3,6 @@ package fileops
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/owndirs"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // agentDirs makes an agent's config and state directories with an
@@ -151,7 +151,7 @@ func TestReplacementKeepsModeOwnerAndAttributes(t *testing.T) {
 	if uid == 0 {
 		uid = 65534
 	}
-	acl := aclXattr(4242)
+	acl := testkit.AccessACL(4242)
 	for _, mode := range []uint32{0, 0o4750, 0o640} {
 		for _, how := range []string{"overwrite", "edit"} {
 			path := filepath.Join(t.TempDir(), "f")
@@ -168,7 +168,7 @@ func TestReplacementKeepsModeOwnerAndAttributes(t *testing.T) {
 			}
 			var before unix.Stat_t
 			unix.Stat(path, &before)
-			wantACL := getxattr(t, path, "system.posix_acl_access")
+			wantACL := testkit.Xattr(t, path, "system.posix_acl_access")
 			var err error
 			if how == "overwrite" {
 				_, err = Write(nil, WriteRequest{Path: path, Content: "new text\n", Mode: ModeOverwrite})
@@ -186,41 +186,14 @@ func TestReplacementKeepsModeOwnerAndAttributes(t *testing.T) {
 			if after.Mode != before.Mode || after.Uid != before.Uid || after.Gid != before.Gid {
 				t.Errorf("%s of mode %04o: now %o %d:%d, was %o %d:%d", how, mode, after.Mode, after.Uid, after.Gid, before.Mode, before.Uid, before.Gid)
 			}
-			if v := getxattr(t, path, "user.kept"); string(v) != "yes" {
+			if v := testkit.Xattr(t, path, "user.kept"); string(v) != "yes" {
 				t.Errorf("%s of mode %04o: user.kept = %q", how, mode, v)
 			}
-			if v := getxattr(t, path, "system.posix_acl_access"); !bytes.Equal(v, wantACL) {
+			if v := testkit.Xattr(t, path, "system.posix_acl_access"); !bytes.Equal(v, wantACL) {
 				t.Errorf("%s of mode %04o: the ACL is %x, was %x", how, mode, v, wantACL)
 			}
 		}
 	}
-}
-
-// aclXattr is an access ACL (the kernel's xattr format) granting the user
-// uid read beside owner rw-, group r-- and others nothing.
-func aclXattr(uid uint32) []byte {
-	entry := func(b []byte, tag, perm uint16, id uint32) []byte {
-		b = binary.LittleEndian.AppendUint16(b, tag)
-		b = binary.LittleEndian.AppendUint16(b, perm)
-		return binary.LittleEndian.AppendUint32(b, id)
-	}
-	const none = 0xffffffff
-	b := binary.LittleEndian.AppendUint32(nil, 2)
-	b = entry(b, 0x01, 6, none)
-	b = entry(b, 0x02, 4, uid)
-	b = entry(b, 0x04, 4, none)
-	b = entry(b, 0x10, 4, none)
-	return entry(b, 0x20, 0, none)
-}
-
-func getxattr(t *testing.T, path, name string) []byte {
-	t.Helper()
-	buf := make([]byte, 1024)
-	n, err := unix.Getxattr(path, name, buf)
-	if err != nil {
-		t.Fatalf("getxattr %s: %v", name, err)
-	}
-	return buf[:n]
 }
 
 // TestListingLeaksNoDescriptorToAChild: while files.list reads

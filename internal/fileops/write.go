@@ -153,20 +153,8 @@ var errAlreadyExists = errcode.New(errcode.AlreadyExists, "the file exists; mode
 // openLike opens the existing file st, without reading it, for its
 // replacement to keep its owner, mode and extended attributes.
 func (t *target) openLike(st unix.Stat_t) (*os.File, error) {
-	fd, err := toolpath.Openat(t.dfd(), t.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
-	if err != nil {
-		return nil, fsError(err, "open")
-	}
-	var got unix.Stat_t
-	if err := unix.Fstat(fd, &got); err != nil {
-		unix.Close(fd)
-		return nil, fsError(err, "examine")
-	}
-	if got.Dev != st.Dev || got.Ino != st.Ino {
-		unix.Close(fd)
-		return nil, errReplaced
-	}
-	return os.NewFile(uintptr(fd), t.name), nil
+	f, _, err := t.openSame(st, unix.O_PATH)
+	return f, err
 }
 
 // writeAtomic replaces the target with data through atomicfile.

@@ -805,7 +805,6 @@ func TestSearchSkipsTheAgentsOwnDirectories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const secret = "ccd_secret_token_marker"
 	os.WriteFile(filepath.Join(config, "identity.json"), []byte(`{"token":"`+secret+`"}`), 0o600)
 	os.MkdirAll(filepath.Join(state, "jobs", "j"), 0o700)
 	os.WriteFile(filepath.Join(state, "jobs", "j", "stdout.cap"), []byte(secret+"\n"), 0o600)
@@ -840,19 +839,30 @@ func TestSearchSkipsTheAgentsOwnDirectories(t *testing.T) {
 	}
 }
 
+const secret = "ccd_secret_token_marker"
+
+// configWithSecret is an agent's config directory whose identity holds
+// content, and its set.
+func configWithSecret(t *testing.T, content string) (string, *owndirs.Set) {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "config")
+	own, err := owndirs.New(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(config, "identity.json"), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config, own
+}
+
 // TestSwapMidWalkLeadsNowhere: a directory already listed that is swapped
 // for a symlink into the agent's config directory before its files are
 // opened leads the walk nowhere: the files are opened in the directory
 // that was listed, never by their path afresh.
 func TestSwapMidWalkLeadsNowhere(t *testing.T) {
 	root := t.TempDir()
-	config := filepath.Join(t.TempDir(), "config")
-	own, err := owndirs.New(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const secret = "ccd_secret_token_marker"
-	os.WriteFile(filepath.Join(config, "identity.json"), []byte(secret+" in the identity\n"), 0o600)
+	config, own := configWithSecret(t, secret+" in the identity\n")
 	write(t, root, "a/identity.json", secret+" decoy\n")
 	write(t, root, "a/sub/x.txt", secret+" below\n")
 	a := filepath.Join(root, "a")
@@ -894,15 +904,8 @@ func TestSwapMidWalkLeadsNowhere(t *testing.T) {
 // agent's is not read.
 func TestSearchSkipsProcessesAndOwnFilesOtherNames(t *testing.T) {
 	root := t.TempDir()
-	config := filepath.Join(t.TempDir(), "config")
-	own, err := owndirs.New(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const secret = "ccd_secret_token_marker"
-	id := filepath.Join(config, "identity.json")
-	os.WriteFile(id, []byte(secret+"\n"), 0o600)
-	if err := os.Link(id, filepath.Join(root, "copy.json")); err != nil {
+	config, own := configWithSecret(t, secret+"\n")
+	if err := os.Link(filepath.Join(config, "identity.json"), filepath.Join(root, "copy.json")); err != nil {
 		t.Fatal(err)
 	}
 	write(t, root, "plain.txt", secret+"\n")

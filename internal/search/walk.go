@@ -3,13 +3,10 @@ package search
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/toolpath"
@@ -195,7 +192,7 @@ func (w *worker) dir(t task) []task {
 			return nil
 		}
 	}
-	ents, err := readDir(fd)
+	ents, err := toolpath.ReadDir(fd)
 	w.cnt.dirs++
 	if err != nil {
 		// The entries read before the error are still searched.
@@ -239,18 +236,6 @@ func (w *worker) dir(t task) []task {
 		w.children[i].parent = ref
 	}
 	return w.children
-}
-
-// readDir reads the entries of the directory open as fd, leaving fd open
-// (and its offset at the end).
-func readDir(fd int) ([]os.DirEntry, error) {
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(dup), "")
-	defer f.Close()
-	return f.ReadDir(-1)
 }
 
 func rootOpenError(err error) error {

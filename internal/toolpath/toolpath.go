@@ -58,6 +58,20 @@ func Openat(dfd int, name string, flags int) (int, error) {
 	}
 }
 
+// ReadDir reads the entries of the directory open as fd, through a
+// close-on-exec copy of it, as every descriptor the agent opens is: a
+// command started meanwhile must not inherit a directory to climb from.
+// fd stays open, its offset at the end.
+func ReadDir(fd int) ([]os.DirEntry, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "")
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
 // IsPerProcess reports whether name, in the directory open as dirfd, is a
 // per-process entry of a proc file system's root: a PID, self or
 // thread-self. What cannot be examined counts as one.

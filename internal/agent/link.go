@@ -92,7 +92,7 @@ func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDi
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
-	tools.Register(srv, svc, host, authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(0), time.Now))
+	tools.Register(srv, svc, host, authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(), time.Now))
 	return func(ctx context.Context, conn *transport.Conn) error {
 		ss, err := srv.Connect(ctx, conn, nil)
 		if err != nil {

@@ -38,7 +38,7 @@ func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 	pub := key.Public().(ed25519.PublicKey)
 	now := time.Now()
 	clock := func() time.Time { return now }
-	gate := RemoteGate(t.TempDir(), device, pub, NewUsedGrants(0), clock)
+	gate := RemoteGate(t.TempDir(), device, pub, NewUsedGrants(), clock)
 	mint := func(dev, tool string) mcp.Meta {
 		g, err := MintGrant(key, dev, tool, "tok_1", now)
 		if err != nil {
@@ -77,7 +77,7 @@ func TestCeilingAppliesAfterTheGrant(t *testing.T) {
 	key, _ := NewGrantKey()
 	dir := t.TempDir()
 	now := time.Now()
-	gate := RemoteGate(dir, device, key.Public().(ed25519.PublicKey), NewUsedGrants(0), func() time.Time { return now })
+	gate := RemoteGate(dir, device, key.Public().(ed25519.PublicKey), NewUsedGrants(), func() time.Time { return now })
 	// Each call needs a fresh grant.
 	req := func() *mcp.CallToolRequest {
 		g, _ := MintGrant(key, device, "process.jobs", "tok_1", now)
@@ -113,7 +113,7 @@ func TestCeilingAppliesAfterTheGrant(t *testing.T) {
 func TestRemoteActsForTheGrantsPrincipalOnce(t *testing.T) {
 	key, _ := NewGrantKey()
 	now := time.Now()
-	gate := RemoteGate(t.TempDir(), device, key.Public().(ed25519.PublicKey), NewUsedGrants(0), func() time.Time { return now })
+	gate := RemoteGate(t.TempDir(), device, key.Public().(ed25519.PublicKey), NewUsedGrants(), func() time.Time { return now })
 	ctx := context.Background()
 	mint := func(sub string) *mcp.CallToolRequest {
 		g, err := MintGrant(key, device, "process.jobs", sub, now)

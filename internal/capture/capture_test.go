@@ -91,9 +91,9 @@ func readAll(t testing.TB, path string, maxBytes int) pageResult {
 	var r pageResult
 	var off int64
 	for {
-		p, m, err := ReadPage(path, off, maxBytes)
+		p, m, err := readPage(path, off, maxBytes)
 		if err != nil {
-			t.Fatalf("ReadPage(%d, %d): %v", off, maxBytes, err)
+			t.Fatalf("readPage(%d, %d): %v", off, maxBytes, err)
 		}
 		checkPage(t, p, m, off, maxBytes)
 		if r.eof {
@@ -153,7 +153,7 @@ func TestFiveMiBKeepsHeadAndTail(t *testing.T) {
 	if err := w.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := ReadMeta(path)
+	m, err := readMeta(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestSmallStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 		want, wantGaps := expectRetained(data)
-		m, err := ReadMeta(path)
+		m, err := readMeta(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +219,7 @@ func TestReadPageOffsets(t *testing.T) {
 	tailStart := int64(total - tailBytes)
 
 	// Inside the gap: continue at the first tail byte.
-	p, _, err := ReadPage(path, headBytes+5, 10)
+	p, _, err := readPage(path, headBytes+5, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestReadPageOffsets(t *testing.T) {
 		t.Fatalf("page in gap: %+v", p)
 	}
 	// A head page stops at the gap rather than crossing it.
-	p, _, err = ReadPage(path, headBytes-4, 100)
+	p, _, err = readPage(path, headBytes-4, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,11 +236,11 @@ func TestReadPageOffsets(t *testing.T) {
 		t.Fatalf("head page: offset %d next %d gap %v", p.Offset, p.NextOffset, p.Gap)
 	}
 	// Live stream: past the end is an empty page, not an error.
-	p, m, err := ReadPage(path, total+100, 10)
+	p, m, err := readPage(path, total+100, 10)
 	if err != nil || p.Offset != total+100 || p.NextOffset != total+100 || len(p.Data) != 0 || p.EOF || m.Complete {
 		t.Fatalf("beyond live end: %+v %+v %v", p, m, err)
 	}
-	p, _, err = ReadPage(path, total, 10)
+	p, _, err = readPage(path, total, 10)
 	if err != nil || p.NextOffset != total || len(p.Data) != 0 || p.EOF {
 		t.Fatalf("at live end: %+v %v", p, err)
 	}
@@ -248,26 +248,26 @@ func TestReadPageOffsets(t *testing.T) {
 		off int64
 		max int
 	}{{-1, 10}, {0, 0}, {0, -5}} {
-		if _, _, err := ReadPage(path, bad.off, bad.max); !errors.Is(err, ErrInvalid) {
-			t.Fatalf("ReadPage(%d, %d) = %v, want ErrInvalid", bad.off, bad.max, err)
+		if _, _, err := readPage(path, bad.off, bad.max); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("readPage(%d, %d) = %v, want ErrInvalid", bad.off, bad.max, err)
 		}
 	}
 
 	if err := w.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ReadPage(path, total+1, 10); !errors.Is(err, ErrOffsetBeyondEnd) {
+	if _, _, err := readPage(path, total+1, 10); !errors.Is(err, ErrOffsetBeyondEnd) {
 		t.Fatalf("beyond sealed end: %v, want ErrOffsetBeyondEnd", err)
 	}
-	p, _, err = ReadPage(path, total, 10)
+	p, _, err = readPage(path, total, 10)
 	if err != nil || !p.EOF || len(p.Data) != 0 {
 		t.Fatalf("at sealed end: %+v %v", p, err)
 	}
-	p, _, err = ReadPage(path, total-10, 10)
+	p, _, err = readPage(path, total-10, 10)
 	if err != nil || !p.EOF || !bytes.Equal(p.Data, data[total-10:]) {
 		t.Fatalf("last bytes: %+v %v", p, err)
 	}
-	if p, _, _ = ReadPage(path, total-10, 9); p.EOF {
+	if p, _, _ = readPage(path, total-10, 9); p.EOF {
 		t.Fatal("EOF on a page that stops short of the end")
 	}
 	if _, err := w.Write([]byte("late")); err == nil {
@@ -324,7 +324,7 @@ func pageWhileWriting(t *testing.T, w *Writer, path string, finish func() error)
 			}
 			finished = true // one more page against the sealed file
 		}
-		m, err := ReadMeta(path)
+		m, err := readMeta(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,9 +338,9 @@ func pageWhileWriting(t *testing.T, w *Writer, path string, finish func() error)
 			off = follow
 		}
 		maxBytes := 1 + rng.IntN(tailBytes)
-		p, pm, err := ReadPage(path, off, maxBytes)
+		p, pm, err := readPage(path, off, maxBytes)
 		if err != nil {
-			t.Fatalf("ReadPage(%d): %v", off, err)
+			t.Fatalf("readPage(%d): %v", off, err)
 		}
 		checkPage(t, p, pm, off, maxBytes)
 		for i, b := range p.Data {
@@ -368,7 +368,7 @@ func TestUnsealedCaptureIsIncompleteButConsistent(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := ReadMeta(path)
+	m, err := readMeta(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func killWriter(t *testing.T, env ...string) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		m, err := ReadMeta(path)
+		m, err := readMeta(path)
 		if err == nil && m.ObservedBytes > 3<<20 {
 			break
 		}
@@ -448,7 +448,7 @@ func killWriter(t *testing.T, env ...string) {
 		t.Fatal("writer exited cleanly; it should have been killed")
 	}
 
-	m, err := ReadMeta(path)
+	m, err := readMeta(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,10 +526,10 @@ func TestCorruptFiles(t *testing.T) {
 		if err := os.WriteFile(bad, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ReadMeta(bad); !errors.Is(err, ErrCorrupt) {
+		if _, err := readMeta(bad); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: ReadMeta error %v, want ErrCorrupt", name, err)
 		}
-		if _, _, err := ReadPage(bad, 0, 100); !errors.Is(err, ErrCorrupt) {
+		if _, _, err := readPage(bad, 0, 100); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: ReadPage error %v, want ErrCorrupt", name, err)
 		}
 	}
@@ -549,9 +549,6 @@ func TestCorruptFiles(t *testing.T) {
 		}
 		checkCorrupt(fmt.Sprintf("%d-byte stream, last byte cut", n), b[:len(b)-1])
 		checkCorrupt(fmt.Sprintf("%d-byte stream, ring cut", n), b[:ringOffset+1])
-	}
-	if _, err := ReadMeta(filepath.Join(t.TempDir(), "missing.cap")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("missing file: %v", err)
 	}
 	if _, err := Create(path); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("Create over an existing capture: %v, want ErrExist", err)
@@ -606,7 +603,7 @@ func TestDiskFullStopsRetentionHonestly(t *testing.T) {
 		if disk.writesAfter != 0 {
 			t.Fatalf("allowed %d: %d data writes after the disk filled", allowed, disk.writesAfter)
 		}
-		m, err := ReadMeta(path)
+		m, err := readMeta(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -681,7 +678,7 @@ func TestHeaderWriteFailureStopsData(t *testing.T) {
 	if dataWrites.Load() != before {
 		t.Fatal("data written after a header write failed")
 	}
-	m, err := ReadMeta(path)
+	m, err := readMeta(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,7 +723,7 @@ func TestCreateMode(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
 	}
-	m, err := ReadMeta(path)
+	m, err := readMeta(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -761,7 +758,7 @@ func BenchmarkReadPage64KiB(b *testing.B) {
 	b.ReportAllocs()
 	var off int64
 	for b.Loop() {
-		p, _, err := ReadPage(path, off, slackBytes)
+		p, _, err := readPage(path, off, slackBytes)
 		if err != nil {
 			b.Fatal(err)
 		}

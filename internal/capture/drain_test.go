@@ -61,7 +61,7 @@ func waitPublished(t *testing.T, path string, observed int64) Meta {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		m, err := ReadMeta(path)
+		m, err := readMeta(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestDrainCountsExactly(t *testing.T) {
 				if err := <-drained; err != nil {
 					t.Fatal(err)
 				}
-				m, err := ReadMeta(file)
+				m, err := readMeta(file)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -172,7 +172,7 @@ func TestDrainCountsExactly(t *testing.T) {
 				if err := w.Seal(); err != nil {
 					t.Fatal(err)
 				}
-				m, err = ReadMeta(file)
+				m, err = readMeta(file)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -317,7 +317,7 @@ func TestDiskFullWhileSplicing(t *testing.T) {
 		if mapped := disk.reads > 0; mapped != (allowed >= headBytes+ringBytes) {
 			t.Fatalf("allowed %d: %d reads into the ring's mapping", allowed, disk.reads)
 		}
-		m, err := ReadMeta(file)
+		m, err := readMeta(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -385,7 +385,7 @@ func TestCloseUnderABlockedDrain(t *testing.T) {
 				t.Fatal(err)
 			}
 			final := w.Meta()
-			if m, err := ReadMeta(file); err != nil || m != final || m.ObservedBytes != int64(len(data)) || m.Complete {
+			if m, err := readMeta(file); err != nil || m != final || m.ObservedBytes != int64(len(data)) || m.Complete {
 				t.Fatalf("after Close: header %+v (%v), writer %+v", m, err, final)
 			}
 			if _, err := pw.Write([]byte("late output")); err != nil {
@@ -399,7 +399,7 @@ func TestCloseUnderABlockedDrain(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("Drain did not end after the writer was closed")
 			}
-			if m, err := ReadMeta(file); err != nil || m != final || w.Meta() != final {
+			if m, err := readMeta(file); err != nil || m != final || w.Meta() != final {
 				t.Fatalf("late output changed the capture: header %+v (%v), writer %+v, final %+v", m, err, w.Meta(), final)
 			}
 			want, _ := expectRetained(data)

@@ -83,7 +83,7 @@ func TestTornHeaderIsRetried(t *testing.T) {
 	writePos(t, w, 0, total)
 	for _, torn := range []int{1, 2, 3} {
 		reads := tearHeaders(t, path, torn)
-		m, err := ReadMeta(path)
+		m, err := readMeta(path)
 		if err != nil {
 			t.Fatalf("%d torn reads: ReadMeta: %v", torn, err)
 		}
@@ -91,7 +91,7 @@ func TestTornHeaderIsRetried(t *testing.T) {
 		if *reads != torn+1 {
 			t.Fatalf("%d torn reads: header read %d times", torn, *reads)
 		}
-		p, _, err := ReadPage(path, headBytes-10, 20)
+		p, _, err := readPage(path, headBytes-10, 20)
 		if err != nil {
 			t.Fatalf("%d torn reads: ReadPage: %v", torn, err)
 		}
@@ -109,7 +109,7 @@ func TestHeaderTornForeverIsCorrupt(t *testing.T) {
 	w, path := newWriter(t)
 	writePos(t, w, 0, 1000)
 	reads := tearHeaders(t, path, 1<<30)
-	if _, err := ReadMeta(path); !errors.Is(err, ErrCorrupt) {
+	if _, err := readMeta(path); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ReadMeta: %v, want ErrCorrupt", err)
 	}
 	// The first read and four retries, spread over well under a millisecond.
@@ -156,7 +156,7 @@ func TestLapDuringReadDropsOverwrittenBytes(t *testing.T) {
 	writePos(t, w, 0, total)
 	lapOnce(t, w, 192*kib)
 	off := total - 512*kib
-	p, m, err := ReadPage(path, off, 512*kib)
+	p, m, err := readPage(path, off, 512*kib)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestLapAtTheHeadEnd(t *testing.T) {
 	w, path := newWriter(t)
 	writePos(t, w, 0, total)
 	lapOnce(t, w, 128*kib)
-	p, _, err := ReadPage(path, 512*kib, 512*kib)
+	p, _, err := readPage(path, 512*kib, 512*kib)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestLapAcrossTheHeadEnd(t *testing.T) {
 	w, path := newWriter(t)
 	writePos(t, w, 0, total)
 	lapOnce(t, w, 128*kib)
-	p, _, err := ReadPage(path, 512*kib-100, 1024*kib)
+	p, _, err := readPage(path, 512*kib-100, 1024*kib)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestWriterCatchingUpWithoutLapKeepsPage(t *testing.T) {
 	w, path := newWriter(t)
 	writePos(t, w, 0, total)
 	lapOnce(t, w, 64*kib)
-	p, _, err := ReadPage(path, 512*kib-100, 1024*kib)
+	p, _, err := readPage(path, 512*kib-100, 1024*kib)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestPageAcrossTheHeadEndIsWhole(t *testing.T) {
 	if err := w.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := ReadPage(path, 0, 1024*kib)
+	p, _, err := readPage(path, 0, 1024*kib)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestCountersGoingBackwardsIsCorrupt(t *testing.T) {
 		b := make([]byte, fieldsLen)
 		h.encode(b)
 		lapDuringRead = func() { lapDuringRead = nil; overwriteHeader(t, path, b) }
-		_, _, err := ReadPage(path, total-5000, 1000)
+		_, _, err := readPage(path, total-5000, 1000)
 		lapDuringRead = nil
 		if !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: ReadPage %v, want ErrCorrupt", name, err)
@@ -273,7 +273,7 @@ func TestSealReportsFailedFsync(t *testing.T) {
 	if err := w.Seal(); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Seal with a failing fsync: %v, want EIO", err)
 	}
-	m, err := ReadMeta(path)
+	m, err := readMeta(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestLargestCounterAccepted(t *testing.T) {
 	b := make([]byte, fieldsLen)
 	(&header{observed: math.MaxInt64, flags: flagWriteError}).encode(b)
 	overwriteHeader(t, path, b)
-	m, err := ReadMeta(path)
+	m, err := readMeta(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func FuzzReadMeta(f *testing.F) {
 	f.Add([]byte{}, false)
 	writeFile := fuzzFile(f)
 	f.Fuzz(func(t *testing.T, content []byte, fix bool) {
-		m, err := ReadMeta(writeFile(t, content, fix, 0))
+		m, err := readMeta(writeFile(t, content, fix, 0))
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v is not ErrCorrupt", err)
@@ -107,7 +107,7 @@ func FuzzReadPage(f *testing.F) {
 	writeFile := fuzzFile(f)
 	f.Fuzz(func(t *testing.T, content []byte, fix bool, extend uint32, offset int64, maxBytes int) {
 		path := writeFile(t, content, fix, extend)
-		p, m, err := ReadPage(path, offset, maxBytes)
+		p, m, err := readPage(path, offset, maxBytes)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrOffsetBeyondEnd) {
 				t.Fatalf("unexpected error %v", err)
@@ -125,7 +125,7 @@ func FuzzReadPage(f *testing.F) {
 		if offset <= m.ObservedBytes && p.NextOffset > m.ObservedBytes {
 			t.Fatalf("next offset %d beyond observed %d", p.NextOffset, m.ObservedBytes)
 		}
-		if mm, err := ReadMeta(path); err != nil || mm != m {
+		if mm, err := readMeta(path); err != nil || mm != m {
 			t.Fatalf("ReadMeta %+v, %v disagrees with page meta %+v", mm, err, m)
 		}
 	})

@@ -157,7 +157,7 @@ func checkAgainstModel(t *testing.T, path string, seed uint64) {
 	}
 
 	t.Logf("%d bytes, %d pauses; the reader checked %d pages, %d bytes", total, paused, polled.pages.Load(), polled.bytes.Load())
-	m, err := ReadMeta(file)
+	m, err := readMeta(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func pollAgainstModel(file string, ref model, produced *atomic.Int64, stop <-cha
 			return nil
 		default:
 		}
-		m, err := ReadMeta(file)
+		m, err := readMeta(file)
 		if err != nil {
 			return err
 		}
@@ -205,7 +205,7 @@ func pollAgainstModel(file string, ref model, produced *atomic.Int64, stop <-cha
 			off = follow
 		}
 		maxBytes := 1 + rng.IntN(tailBytes+slackBytes)
-		p, pm, err := ReadPage(file, off, maxBytes)
+		p, pm, err := readPage(file, off, maxBytes)
 		if err != nil {
 			return err
 		}

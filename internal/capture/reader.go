@@ -33,13 +33,9 @@ var (
 	lapDuringRead func()
 )
 
-// ReadMeta reads the capture metadata of the file at path.
-func ReadMeta(path string) (Meta, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Meta{}, err
-	}
-	defer f.Close()
+// ReadMeta reads the capture metadata of the open capture file f. The
+// caller opens it, so that it decides what may stand in the file's place.
+func ReadMeta(f *os.File) (Meta, error) {
 	h, err := readHeader(f)
 	if err != nil {
 		return Meta{}, err
@@ -86,21 +82,16 @@ func readHeader(f *os.File) (header, error) {
 	}
 }
 
-// ReadPage reads at most maxBytes retained bytes at or after stream position
-// offset. An offset inside the discarded middle (or past the bytes a failed
-// disk write left retained) yields a Gap and data from the next retained
-// byte. An offset past the end is ErrOffsetBeyondEnd once the capture is
+// ReadPage reads from the open capture file f at most maxBytes retained
+// bytes at or after stream position offset. An offset inside the discarded
+// middle (or past the bytes a failed disk write left retained) yields a Gap
+// and data from the next retained byte. An offset past the end is ErrOffsetBeyondEnd once the capture is
 // complete, and an empty page while it is live. The returned Meta is the
 // freshest header read.
-func ReadPage(path string, offset int64, maxBytes int) (Page, Meta, error) {
+func ReadPage(f *os.File, offset int64, maxBytes int) (Page, Meta, error) {
 	if offset < 0 || maxBytes <= 0 {
 		return Page{}, Meta{}, fmt.Errorf("%w: offset %d, max %d", ErrInvalid, offset, maxBytes)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return Page{}, Meta{}, err
-	}
-	defer f.Close()
 	h, err := readHeader(f)
 	if err != nil {
 		return Page{}, Meta{}, err

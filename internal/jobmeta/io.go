@@ -8,7 +8,6 @@ import (
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/strictjson"
 	"github.com/commandcore/commandcore/internal/uuidtext"
@@ -88,23 +87,23 @@ func (r *Reconciled) validate() error {
 	return nil
 }
 
-// Read decodes the metadata file at path into v. A missing file returns an
-// error satisfying errors.Is(err, os.ErrNotExist); anything unreadable,
-// oversized, malformed or from an unknown schema returns ErrCorrupt.
-func Read[T any, P interface {
+// decodeRead decodes what a read of a metadata file returned.
+func decodeRead[T any, P interface {
 	*T
 	Versioned
-}](path string) (*T, error) {
-	// The one owner-only reader: a FIFO or a symlink planted in a job's
-	// directory must neither block a listing nor redirect it.
-	data, err := ownerfile.Read(path, limits.MaxMetadataBytes, ownerfile.SharedWrite)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
+}](data []byte, err error) (*T, error) {
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, readErr(err)
 	}
 	return Decode[T, P](data)
+}
+
+// readErr keeps a missing file missing; anything else is corrupt.
+func readErr(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrCorrupt, err)
 }
 
 // Decode decodes one metadata document. Unknown fields are tolerated, since

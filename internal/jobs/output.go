@@ -3,12 +3,13 @@ package jobs
 import (
 	"context"
 	"errors"
-	"path/filepath"
+	"os"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/textenc"
@@ -95,16 +96,24 @@ func (s *Service) page(who principal.Principal, req OutputRequest, max int) (*Ou
 	if rec.State == jobmeta.Corrupt {
 		return nil, errcode.New(errcode.Internal, "the job's metadata is corrupt; the machine's owner can inspect it with `commandcore jobs`")
 	}
-	dir := s.store.Dir(req.ProcessID)
+	dir, err := s.store.OpenDir(req.ProcessID)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		// Forgotten since its record was read.
+		return nil, jobstore.ErrNotFound()
+	case err != nil:
+		return nil, errcode.Wrap(errcode.Internal, err, "the job's directory cannot be opened; the machine's owner can inspect it with `commandcore jobs`")
+	}
+	defer dir.Close()
 	out := &Output{ProcessID: req.ProcessID, State: rec.State, Terminal: rec.Terminal}
 	if rec.Capture != nil {
 		out.Capture = *rec.Capture
 	}
-	out.Stdout, err = streamPage(filepath.Join(dir, jobmeta.StdoutFile), req.StdoutOffset, max, rec.Terminal, "stdout_offset")
+	out.Stdout, err = streamPage(dir, jobmeta.StdoutFile, req.StdoutOffset, max, rec.Terminal, "stdout_offset")
 	if err != nil {
 		return nil, err
 	}
-	out.Stderr, err = streamPage(filepath.Join(dir, jobmeta.StderrFile), req.StderrOffset, max, rec.Terminal, "stderr_offset")
+	out.Stderr, err = streamPage(dir, jobmeta.StderrFile, req.StderrOffset, max, rec.Terminal, "stderr_offset")
 	if err != nil {
 		return nil, err
 	}
@@ -116,10 +125,23 @@ func (s *Service) page(who principal.Principal, req OutputRequest, max int) (*Ou
 	return out, nil
 }
 
-// streamPage reads one stream. For a terminal job the stream can grow no
-// more, so reaching its end is EOF whether or not the capture was sealed.
-func streamPage(path string, offset int64, max int, terminal bool, field string) (StreamPage, error) {
-	p, m, err := capture.ReadPage(path, offset, max)
+// streamPage reads one stream, the capture file name of dir. For a
+// terminal job the stream can grow no more, so reaching its end is EOF
+// whether or not the capture was sealed.
+func streamPage(dir *jobmeta.Dir, name string, offset int64, max int, terminal bool, field string) (StreamPage, error) {
+	f, err := dir.Open(name)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Something in the capture's place (a link the job planted, say):
+		// never followed. The refusal's words name no path (ownerfile).
+		return StreamPage{}, errcode.Wrap(errcode.Internal, err,
+			"the %s capture was refused (%v) and not read; the machine's owner can inspect the job with `commandcore jobs`", field[:6], err)
+	}
+	var p capture.Page
+	var m capture.Meta
+	if err == nil {
+		defer f.Close()
+		p, m, err = capture.ReadPage(f, offset, max)
+	}
 	switch {
 	case errors.Is(err, capture.ErrOffsetBeyondEnd):
 		return StreamPage{}, errcode.New(errcode.InvalidArgument, "%s is past the end of the stream (%d bytes)", field, m.ObservedBytes)

@@ -24,38 +24,48 @@ type files struct {
 func readOptional[T any, P interface {
 	*T
 	jobmeta.Versioned
-}](path string) (*T, error) {
-	v, err := jobmeta.Read[T, P](path)
+}](d *jobmeta.Dir, name string) (*T, error) {
+	v, err := jobmeta.ReadIn[T, P](d, name)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	return v, err
 }
 
-func (s *Store) load(id string) (*files, error) {
+func load(d *jobmeta.Dir) (*files, error) {
 	var f files
 	var err error
-	if f.job, err = jobmeta.Read[jobmeta.Job](s.file(id, jobmeta.JobFile)); err != nil {
+	if f.job, err = jobmeta.ReadIn[jobmeta.Job](d, jobmeta.JobFile); err != nil {
 		return nil, err
 	}
 	// The terminal record is read before anything the supervisor writes
 	// earlier, so a job is never seen as terminal with a stale claim.
-	if f.result, err = readOptional[jobmeta.Result](s.file(id, jobmeta.ResultFile)); err != nil {
+	if f.result, err = readOptional[jobmeta.Result](d, jobmeta.ResultFile); err != nil {
 		return nil, err
 	}
-	if f.claim, err = readOptional[jobmeta.Claim](s.file(id, jobmeta.ClaimFile)); err != nil {
+	if f.claim, err = readOptional[jobmeta.Claim](d, jobmeta.ClaimFile); err != nil {
 		return nil, err
 	}
-	if f.stop, err = readOptional[jobmeta.StopRequest](s.file(id, jobmeta.StopFile)); err != nil {
+	if f.stop, err = readOptional[jobmeta.StopRequest](d, jobmeta.StopFile); err != nil {
 		return nil, err
 	}
-	if f.read, err = readOptional[jobmeta.ReadMark](s.file(id, jobmeta.ReadMarkFile)); err != nil {
+	if f.read, err = readOptional[jobmeta.ReadMark](d, jobmeta.ReadMarkFile); err != nil {
 		return nil, err
 	}
-	if f.reconciled, err = readOptional[jobmeta.Reconciled](s.file(id, jobmeta.ReconciledFile)); err != nil {
+	if f.reconciled, err = readOptional[jobmeta.Reconciled](d, jobmeta.ReconciledFile); err != nil {
 		return nil, err
 	}
 	return &f, nil
+}
+
+// loadID is load of job id's directory.
+func (s *Store) loadID(id string) (*files, error) {
+	d, err := s.OpenDir(id)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return load(d)
 }
 
 // record derives the record of job id. A missing job.json returns
@@ -66,7 +76,12 @@ func (s *Store) record(id string) (*jobmeta.Record, error) { return s.derive(id,
 // show (capture counters, a fallback job's survivors), which costs reads
 // of the capture files and of /proc.
 func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
-	f, err := s.load(id)
+	d, err := s.OpenDir(id)
+	var f *files
+	if err == nil {
+		defer d.Close()
+		f, err = load(d)
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		// Only job.json is mandatory. A directory without it is being
 		// created under the admission lock, or was damaged.
@@ -102,14 +117,14 @@ func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
 			InvocationID: id.InvocationID, Manager: id.Manager,
 		}
 	}
-	r.State = s.classify(id, f, r)
+	r.State = s.classify(d, id, f, r)
 	r.Terminal = r.State.Terminal()
 	if full && r.Terminal && f.job.FailureDomain == jobmeta.DomainSharedParentCgroup && f.claim != nil && f.claim.Child != nil {
 		// No unit cleans up after a fallback job: report what is left.
 		r.Survivors, _ = s.procs.GroupSurvivors(*f.claim.Child)
 	}
 	if full {
-		r.Capture = s.captureOf(id, f)
+		r.Capture = captureOf(d, f)
 	}
 	if res := f.result; res != nil {
 		t := res.CompletedAt
@@ -146,7 +161,7 @@ func (s *Store) corrupt(id string) *jobmeta.Record {
 
 // classify decides the state of a job, persisting a conclusion drawn from
 // evidence (reconciled.json) so that it never changes afterwards.
-func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
+func (s *Store) classify(d *jobmeta.Dir, id string, f *files, r *jobmeta.Record) jobmeta.State {
 	// The supervisor's records win over the launcher's: a launch given up
 	// on (a missed READY, a lost start-job reply) may have run all the same.
 	switch {
@@ -186,7 +201,7 @@ func (s *Store) classify(id string, f *files, r *jobmeta.Record) jobmeta.State {
 		return v.State
 	}
 	// The supervisor may have published its record after we looked.
-	if res, err := readOptional[jobmeta.Result](s.file(id, jobmeta.ResultFile)); err == nil && res != nil {
+	if res, err := readOptional[jobmeta.Result](d, jobmeta.ResultFile); err == nil && res != nil {
 		f.result = res
 		return s.classifyResult(f)
 	}
@@ -214,7 +229,7 @@ func (s *Store) ReleaseUnit(id, unit string) {
 	if s.ResetUnit == nil || !jobmeta.ValidID(id) {
 		return
 	}
-	f, err := s.load(id)
+	f, err := s.loadID(id)
 	switch {
 	case err == nil && (f.result != nil || f.reconciled != nil || f.abandoned()):
 	case err == nil:
@@ -264,21 +279,26 @@ func (s *Store) conclude(id string, f *files, v reconcile.Verdict) bool {
 // captureOf returns the capture metadata: the sealed counters of the
 // terminal record, or the capture files' headers, which for a lost
 // supervisor are lower bounds (complete stays false unless EOF was sealed).
-func (s *Store) captureOf(id string, f *files) *jobmeta.Capture {
+func captureOf(d *jobmeta.Dir, f *files) *jobmeta.Capture {
 	if f.result != nil {
 		c := f.result.Capture
 		return &c
 	}
 	return &jobmeta.Capture{
-		Stdout: s.streamCapture(s.file(id, jobmeta.StdoutFile)),
-		Stderr: s.streamCapture(s.file(id, jobmeta.StderrFile)),
+		Stdout: streamCapture(d, jobmeta.StdoutFile),
+		Stderr: streamCapture(d, jobmeta.StderrFile),
 	}
 }
 
-func (s *Store) streamCapture(path string) jobmeta.StreamCapture {
-	m, err := capture.ReadMeta(path)
+func streamCapture(d *jobmeta.Dir, name string) jobmeta.StreamCapture {
+	f, err := d.Open(name)
 	if err != nil {
 		// Unknown, not zero: nothing trustworthy was published.
+		return jobmeta.StreamCapture{}
+	}
+	defer f.Close()
+	m, err := capture.ReadMeta(f)
+	if err != nil {
 		return jobmeta.StreamCapture{}
 	}
 	return jobmeta.StreamCaptureOf(m)

@@ -74,6 +74,10 @@ func (s *Store) Dir(id string) string { return filepath.Join(s.root, id) }
 
 func (s *Store) file(id, name string) string { return filepath.Join(s.root, id, name) }
 
+// OpenDir opens the directory of job id, for reading its files
+// (jobmeta.Dir). id must be valid.
+func (s *Store) OpenDir(id string) (*jobmeta.Dir, error) { return jobmeta.OpenDir(s.Dir(id)) }
+
 // checkID turns a malformed ID into invalid_argument and a missing job into
 // not_found, so no caller ever joins an unchecked string into a path.
 func (s *Store) checkID(id string) error {

@@ -89,6 +89,11 @@ const (
 	// refuse replays: a grant lives GrantTTL plus twice the skew (120 s),
 	// so this admits over 800 calls a second.
 	MaxGrantsRemembered = 100_000
+	// MaxGrantsRememberedPerPrincipal bounds the part of them one principal
+	// may hold, so that one client's flood of calls refuses only its own:
+	// a quarter, over 200 calls a second, and the whole memory takes at
+	// least four principals.
+	MaxGrantsRememberedPerPrincipal = 25_000
 	// EnrollCodeTTL and ClientTokenTTL are the relay's default lifetimes.
 	EnrollCodeTTL  = 15 * time.Minute
 	ClientTokenTTL = 30 * 24 * time.Hour

@@ -38,6 +38,8 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
 	"MaxGrantsRemembered": {MaxGrantsRemembered, 100_000},
+	// Internal: a quarter of them, so no one principal fills the memory.
+	"MaxGrantsRememberedPerPrincipal": {MaxGrantsRememberedPerPrincipal, 25_000},
 	// Internal: the owner's permissions.json, bounded like job-resources.json.
 	"MaxPermissionsBytes": {MaxPermissionsBytes, 64 * kib},
 	"JournalMaxEntries":   {JournalMaxEntries, 10_000},     // README, What is here: the newest 10,000 entries
@@ -199,5 +201,11 @@ func TestDerivedBoundsHold(t *testing.T) {
 	}
 	if life := GrantTTL + 2*GrantClockSkew; MaxGrantsRemembered/int(life/time.Second) < 800 {
 		t.Error("the replay memory admits fewer than 800 calls a second")
+	}
+	if life := GrantTTL + 2*GrantClockSkew; MaxGrantsRememberedPerPrincipal/int(life/time.Second) < 200 {
+		t.Error("the replay memory admits fewer than 200 calls a second of one principal")
+	}
+	if MaxGrantsRememberedPerPrincipal*4 > MaxGrantsRemembered {
+		t.Error("fewer than four principals fill the replay memory")
 	}
 }

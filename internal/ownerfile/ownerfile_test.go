@@ -163,7 +163,7 @@ func TestNotOwnedRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := check(fi, os.Geteuid()+1, bound, Private); err == nil || err.Error() != "it is not owned by the agent's user" {
+	if err := check(fi, os.Geteuid()+1, Private); err == nil || err.Error() != "it is not owned by the agent's user" {
 		t.Fatalf("a file of another user: %v", err)
 	}
 	p := file(t, `{}`, 0o600)

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestGiveUpOnEOF(t *testing.T) {
 		if final.Complete || final.ObservedBytes < 24 {
 			t.Fatalf("keep writing %v: final meta %+v", keepWriting, final)
 		}
-		onDisk, err := capture.ReadMeta(path)
+		onDisk, err := readMeta(path)
 		if err != nil || onDisk != final {
 			t.Fatalf("keep writing %v: header %+v (%v), result would say %+v", keepWriting, onDisk, err, final)
 		}
@@ -72,7 +73,7 @@ func TestGiveUpOnEOF(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		close(stop)
 		<-writing
-		if m, err := capture.ReadMeta(path); err != nil || m != final || w.Meta() != final {
+		if m, err := readMeta(path); err != nil || m != final || w.Meta() != final {
 			t.Fatalf("keep writing %v: output after the give-up changed the capture: header %+v (%v), writer %+v, final %+v", keepWriting, m, err, w.Meta(), final)
 		}
 	}
@@ -97,7 +98,17 @@ func TestEOFWithinGraceSeals(t *testing.T) {
 	}
 	pw.Close()
 	finishCapture(r, done, w, time.Now().Add(captureGrace))
-	if m, err := capture.ReadMeta(path); err != nil || !m.Complete || m.ObservedBytes != 100000 {
+	if m, err := readMeta(path); err != nil || !m.Complete || m.ObservedBytes != 100000 {
 		t.Fatalf("meta %+v, %v", m, err)
 	}
+}
+
+// readMeta reads the capture metadata of the file at path.
+func readMeta(path string) (capture.Meta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return capture.Meta{}, err
+	}
+	defer f.Close()
+	return capture.ReadMeta(f)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/status"
@@ -72,7 +73,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil && !errors.Is(err, enrollment.ErrNotEnrolled) {
 		return err
 	}
-	hidden := svc.HideOwnDirs(ctx, cfg.ConfigDir)
+	hidden := svc.HideOwnDirs(ctx, cfg.ConfigDir, authz.JobsCutOff(cfg.ConfigDir))
 	now := time.Now().UTC()
 	rt := newRuntimeRecord(cfg.StateDir, status.Runtime{
 		Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,

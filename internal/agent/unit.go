@@ -51,7 +51,8 @@ func unitOfCgroups(cgs []procfs.Cgroup) string {
 }
 
 // systemdView is what the agent sees of its user manager now: whether it
-// reaches it and the failure domain its next job would get.
+// reaches it, the failure domain its next job would get, and whether that
+// job and the next process.run command could start cut off from it.
 func systemdView(ctx context.Context, svc *jobs.Service) *status.RuntimeSystemd {
 	sd := &status.RuntimeSystemd{UserManager: status.ManagerReachable, ObservedAt: time.Now().UTC()}
 	domain, err := svc.Domain(ctx)
@@ -63,5 +64,7 @@ func systemdView(ctx context.Context, svc *jobs.Service) *status.RuntimeSystemd 
 	default:
 		sd.FailureDomain = domain
 	}
+	cutJobs, cutRun := svc.CanCutOff(domain)
+	sd.CanCutJobs, sd.CanCutRun = cutJobs && err == nil, cutRun
 	return sd
 }

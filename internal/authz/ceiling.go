@@ -39,6 +39,9 @@ type Ceiling struct {
 	present bool
 	// tools are validated scope entries (ValidScope).
 	tools []string
+	// cutOff: the owner keeps jobs and process.run commands out of the
+	// user manager's reach ("jobs_reach_user_manager": false).
+	cutOff bool
 	// err is why a present ceiling is invalid; it then denies everything.
 	err error
 }
@@ -71,18 +74,21 @@ func readCeiling(path string) ([]byte, error) {
 
 // DecodeCeiling parses a ceiling document strictly:
 //
-//	{"schema_version": 1, "tools": ["process.*", "system.metrics"]}
+//	{"schema_version": 1, "tools": ["process.*", "system.metrics"], "jobs_reach_user_manager": false}
 //
-// Both keys are required, each exactly once and spelled exactly so, with
-// nothing after the object. schema_version must be 1; tools entries are
-// scope entries, and an empty list allows nothing. On failure it returns a
+// schema_version and tools are required, jobs_reach_user_manager is
+// optional (true when absent); each key at most once and spelled exactly
+// so, with nothing after the object. schema_version must be 1; tools
+// entries are scope entries, and an empty list allows nothing;
+// jobs_reach_user_manager is true or false. On failure it returns a
 // ceiling that denies everything together with the error.
 func DecodeCeiling(data []byte) (*Ceiling, error) {
 	// The raw fields: absent stays nil, so a missing key is told apart
 	// from a null one.
 	var fields struct {
-		SchemaVersion json.RawMessage `json:"schema_version"`
-		Tools         json.RawMessage `json:"tools"`
+		SchemaVersion        json.RawMessage `json:"schema_version"`
+		Tools                json.RawMessage `json:"tools"`
+		JobsReachUserManager json.RawMessage `json:"jobs_reach_user_manager"`
 	}
 	if err := strictjson.Decode(data, &fields, limits.MaxPermissionsBytes, strictjson.ExactKeys); err != nil {
 		return refuseCeiling(ceilingDecodeError(err))
@@ -107,7 +113,15 @@ func DecodeCeiling(data []byte) (*Ceiling, error) {
 			return refuseCeiling(invalidCeiling(fmt.Sprintf("tools entry %d is not a valid name or pattern", i+1), nil))
 		}
 	}
-	return &Ceiling{present: true, tools: *tools}, nil
+	reach := true
+	if fields.JobsReachUserManager != nil {
+		var v *bool
+		if err := json.Unmarshal(fields.JobsReachUserManager, &v); err != nil || v == nil {
+			return refuseCeiling(invalidCeiling("jobs_reach_user_manager must be true or false", err))
+		}
+		reach = *v
+	}
+	return &Ceiling{present: true, tools: *tools, cutOff: !reach}, nil
 }
 
 // ceilingDecodeError names what is wrong with the document; a field's name
@@ -152,6 +166,29 @@ func (c *Ceiling) Tools() []string {
 		return nil
 	}
 	return append([]string{}, c.tools...)
+}
+
+// JobsReachUserManager reports whether the jobs and process.run commands
+// started under the ceiling may reach the user manager: false only when a
+// valid ceiling says so, since false claims a cut that only the owner's
+// valid file establishes (an invalid one runs nothing at all).
+func (c *Ceiling) JobsReachUserManager() bool {
+	return c == nil || c.err != nil || !c.cutOff
+}
+
+// JobsCutOff returns the owner's word on the jobs and process.run
+// commands started next: whether the ceiling in configDir keeps them off
+// the user manager. It reads the file afresh at each call, as the gate
+// does, so an owner's edit takes effect at the next launch; an invalid
+// ceiling is its error.
+func JobsCutOff(configDir string) func() (bool, error) {
+	return func() (bool, error) {
+		c, err := LoadCeiling(configDir)
+		if err != nil {
+			return false, err
+		}
+		return !c.JobsReachUserManager(), nil
+	}
 }
 
 // Allows reports whether tool may run under the ceiling.

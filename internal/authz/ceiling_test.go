@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -180,9 +181,78 @@ func TestFailsClosed(t *testing.T) {
 		{"tools null entry", `{"schema_version": 1, "tools": ["process.*", null]}`, 0o600, "tools entry 2 is not a valid name or pattern"},
 		{"invalid pattern", `{"schema_version": 1, "tools": ["process.*", "secret*"]}`, 0o600, "tools entry 2 is not a valid name or pattern"},
 		{"empty pattern", `{"schema_version": 1, "tools": ["process.*", ""]}`, 0o600, "tools entry 2 is not a valid name or pattern"},
+		{"reach a string", `{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": "false"}`, 0o600, "jobs_reach_user_manager must be true or false"},
+		{"reach a number", `{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": 0}`, 0o600, "jobs_reach_user_manager must be true or false"},
+		{"reach null", `{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": null}`, 0o600, "jobs_reach_user_manager must be true or false"},
+		{"reach a list", `{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": [false]}`, 0o600, "jobs_reach_user_manager must be true or false"},
+		{"reach twice", `{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": false, "jobs_reach_user_manager": true}`, 0o600, "it has a duplicate field"},
+		{"reach case-folded", `{"schema_version": 1, "tools": ["process.*"], "Jobs_Reach_User_Manager": false}`, 0o600, "it has an unknown field"},
 	}
 	for _, c := range cases {
 		wantDenied(t, c.name, write(t, c.content, c.mode), c.why)
+	}
+}
+
+// TestJobsReachUserManager: the owner's "jobs_reach_user_manager" is what
+// the ceiling reports, true unless a valid file says false, and it narrows
+// no tool list: a cut-off ceiling still allows the tools it names.
+func TestJobsReachUserManager(t *testing.T) {
+	for name, tc := range map[string]struct {
+		content string
+		reach   bool
+	}{
+		"false":  {`{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": false}`, false},
+		"true":   {`{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": true}`, true},
+		"absent": {`{"schema_version": 1, "tools": ["process.*"]}`, true},
+		"first":  {`{"jobs_reach_user_manager": false, "tools": ["process.*"], "schema_version": 1}`, false},
+	} {
+		c, err := LoadCeiling(write(t, tc.content, 0o600))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := c.JobsReachUserManager(); got != tc.reach {
+			t.Errorf("%s: JobsReachUserManager() = %v, want %v", name, got, tc.reach)
+		}
+		if !c.Allows("process.start") || !c.Allows("process.run") || c.Allows("files.read") {
+			t.Errorf("%s: the key changed which tools the ceiling allows", name)
+		}
+	}
+	absent, err := LoadCeiling(t.TempDir())
+	if err != nil || !absent.JobsReachUserManager() {
+		t.Errorf("without a file jobs must reach the user manager: %v", err)
+	}
+	// A refused file runs nothing; it establishes no cut either.
+	refused, _ := LoadCeiling(write(t, `{"schema_version": 1, "tools": ["*"], "jobs_reach_user_manager": "no"}`, 0o600))
+	if !refused.JobsReachUserManager() || refused.Allows("process.start") {
+		t.Error("an invalid ceiling claims a cut or allows a tool")
+	}
+}
+
+// TestJobsCutOffReadsTheFileAtEachCall: the owner's word the launches
+// ask is the file as it is at that moment: an edit takes effect at the
+// next call, and a broken file is an error, not a silent default.
+func TestJobsCutOffReadsTheFileAtEachCall(t *testing.T) {
+	dir := t.TempDir()
+	cutOff := JobsCutOff(dir)
+	for _, step := range []struct {
+		content string
+		cut     bool
+		fails   bool
+	}{
+		{"", false, false},
+		{`{"schema_version": 1, "tools": ["*"], "jobs_reach_user_manager": false}`, true, false},
+		{`{"schema_version": 1, "tools": ["*"]}`, false, false},
+		{`{"schema_version": 1, "tools": ["*"], "jobs_reach_user_manager": 0}`, false, true},
+	} {
+		if step.content != "" {
+			if err := os.WriteFile(filepath.Join(dir, CeilingFile), []byte(step.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cut, err := cutOff()
+		if cut != step.cut || (err != nil) != step.fails {
+			t.Errorf("%q: cut %v, %v; want cut %v, failure %v", step.content, cut, err, step.cut, step.fails)
+		}
 	}
 }
 
@@ -300,6 +370,11 @@ func FuzzDecode(f *testing.F) {
 		`{"schema_version":1,"tools":["a*"]}`, `{"schema_version":1,"tools":[]}{}`,
 		`{"schema_version":1,"tools":[],"tools":[]}`, `{"schema_version":1.0,"tools":[]}`,
 		`{"schema_version":1,"tools":["\u0061"]}`, ``, `{`, `null`,
+		`{"schema_version":1,"tools":[],"jobs_reach_user_manager":false}`,
+		`{"schema_version":1,"tools":["*"],"jobs_reach_user_manager":true}`,
+		`{"schema_version":1,"tools":[],"jobs_reach_user_manager":null}`,
+		`{"schema_version":1,"tools":[],"jobs_reach_user_manager":"false"}`,
+		`{"schema_version":1,"tools":[],"jobs_reach_user_\u006danager":false}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -318,7 +393,14 @@ func FuzzDecode(f *testing.F) {
 			if c.Allows("process.start") || c.Allows("") || c.Check("x") != err {
 				t.Fatal("a refused ceiling allows a tool")
 			}
+			if !c.JobsReachUserManager() {
+				t.Fatal("a refused ceiling claims to cut jobs off the user manager")
+			}
 			return
+		}
+		// A cut comes only from the literal false of the owner's file.
+		if !c.JobsReachUserManager() && !bytes.Contains(data, []byte("false")) {
+			t.Fatalf("cut jobs off without a false in %q", data)
 		}
 		for _, tool := range c.tools {
 			if !ValidScope(tool) {

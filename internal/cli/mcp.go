@@ -41,7 +41,7 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			svc.HideOwnDirs(cmd.Context(), dirs.Config)
+			svc.HideOwnDirs(cmd.Context(), dirs.Config, authz.JobsCutOff(dirs.Config))
 			// No remote grants here, but the owner's ceiling still applies.
 			tools.Register(srv, svc, host, authz.LocalGate(dirs.Config))
 			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)

@@ -14,14 +14,22 @@
 // the start time stay those of the process the caller started, so
 // signalling it by its identity keeps working.
 //
+// A program cut off from the user manager (the owner's permissions.json)
+// also gets each of the manager's sockets covered by /dev/null, which
+// refuses a connection; in the user namespace of an agent that is not
+// root, the kernel refuses it the /proc/PID/root of every process outside,
+// the way to the sockets around the cover.
+//
 // The program gets the environment the caller gave it; the variables the
 // Go runtime reads at start travel past the role set aside (runtimeVars),
 // and the role starts under its own (roleEnv).
 //
-// Its arguments are fixed positions: STATE CONFIG BIND PATH ARG0 ARG...,
-// BIND empty for none. They carry only the agent's own directories and
-// the program's argv, never a command (process.run's shell gets its
-// command through cmdpipe, as before).
+// Its arguments are [--cover=SOCKET]... STATE CONFIG BIND PATH ARG0
+// ARG..., fixed positions after the covers, BIND empty for none. The
+// covers come first, so a role started by an agent older than them still
+// reads its positions. They carry only the agent's own directories, the
+// manager's sockets and the program's argv, never a command
+// (process.run's shell gets its command through cmdpipe, as before).
 package hideexec
 
 import (
@@ -44,6 +52,9 @@ import (
 
 // Role is the role's subcommand.
 const Role = "hide-exec"
+
+// coverFlag starts an argument naming a socket to cover.
+const coverFlag = "--cover="
 
 // ExitFailure is the role's exit status when it cannot hide the directories
 // or start the program, as env(1) and nice(1) use 125 for their own
@@ -76,14 +87,24 @@ type Hider struct {
 	// userns: the agent cannot mount by itself, so the role gets a user
 	// namespace too.
 	userns bool
+	// sockets are the user manager's, covered for a program cut off from
+	// it; those missing when it starts are skipped.
+	sockets []string
 }
 
 // Wrap has cmd, not yet started, run its program through the role with
 // the directories hidden and, when bind is set, that directory (inside
-// the state directory) bound back in, writable. cmd's SysProcAttr
-// (Setpgid, Setsid, Pdeathsig) is kept.
-func (h *Hider) Wrap(cmd *exec.Cmd, bind string) {
-	cmd.Args = append([]string{h.exe, Role, h.state, h.config, bind, cmd.Path}, cmd.Args...)
+// the state directory) bound back in, writable; when cut, the user
+// manager's sockets are covered too. cmd's SysProcAttr (Setpgid, Setsid,
+// Pdeathsig) is kept.
+func (h *Hider) Wrap(cmd *exec.Cmd, bind string, cut bool) {
+	args := []string{h.exe, Role}
+	if cut {
+		for _, s := range h.sockets {
+			args = append(args, coverFlag+s)
+		}
+	}
+	cmd.Args = append(append(args, h.state, h.config, bind, cmd.Path), cmd.Args...)
 	cmd.Path = h.exe
 	env := cmd.Env
 	if env == nil {
@@ -143,22 +164,23 @@ const probeTimeout = 5 * time.Second
 
 // Probe finds out, with a throw-away run of the role (exe is the binary),
 // whether a program started through it really cannot see the state and
-// config directories while a directory bound back into the state directory
-// stays writable. It returns the Hider where so, nil where not (user
-// namespaces refused by a sysctl or an LSM): the caller then starts its
-// programs as before. It leaves nothing behind.
-func Probe(ctx context.Context, exe, state, config string) *Hider {
+// config directories, nor connect to the user manager's sockets when cut
+// off, while a directory bound back into the state directory stays
+// writable. It returns the Hider where so, nil where not (user namespaces
+// refused by a sysctl or an LSM): the caller then starts its programs as
+// before. It leaves nothing behind.
+func Probe(ctx context.Context, exe, state, config string, sockets []string) *Hider {
 	m, err := NewMarkers(state, config)
 	if err != nil {
 		return nil
 	}
 	defer m.Remove()
-	h := &Hider{exe: exe, state: state, config: config, userns: !canMount()}
+	h := &Hider{exe: exe, state: state, config: config, userns: !canMount(), sockets: sockets}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", m.Argv()...)
+	cmd := exec.CommandContext(ctx, "/bin/sh", m.Argv(sockets...)...)
 	cmd.Dir = "/"
-	h.Wrap(cmd, m.Bound)
+	h.Wrap(cmd, m.Bound, true)
 	if startProbe(cmd) != nil || !m.OK() {
 		return nil
 	}
@@ -173,9 +195,9 @@ type Markers struct {
 	StateMark, ConfigMark, Bound string
 }
 
-// script runs in a probe: the markers must be out of sight, and the
-// directory bound back in must be writable.
-const script = `test ! -e "$1" && test ! -e "$2" && : > "$3/ok"`
+// script runs in a probe: the markers must be out of sight, each socket
+// after them no socket there, and the directory bound back in writable.
+const script = `test ! -e "$1" && test ! -e "$2" && b=$3 && shift 3 && for s; do test ! -S "$s" || exit 1; done && : > "$b/ok"`
 
 // NewMarkers creates a probe's markers in state and config.
 func NewMarkers(state, config string) (*Markers, error) {
@@ -197,9 +219,9 @@ func NewMarkers(state, config string) (*Markers, error) {
 }
 
 // Argv is the arguments of a POSIX shell (after its name) that runs the
-// probe's check.
-func (m *Markers) Argv() []string {
-	return []string{"-c", script, "probe", m.StateMark, m.ConfigMark, m.Bound}
+// probe's check, with sockets that must not be reachable.
+func (m *Markers) Argv(sockets ...string) []string {
+	return append([]string{"-c", script, "probe", m.StateMark, m.ConfigMark, m.Bound}, sockets...)
 }
 
 // OK reports whether the check passed.
@@ -215,10 +237,15 @@ func (m *Markers) Remove() {
 	os.RemoveAll(m.Bound)
 }
 
-// Main is the role: args are STATE CONFIG BIND PATH ARG0 ARG... (see the
-// package comment). It returns only on failure, with ExitFailure, having
-// said why on stderr without naming a path.
+// Main is the role: args are [--cover=SOCKET]... STATE CONFIG BIND PATH
+// ARG0 ARG... (see the package comment). It returns only on failure, with
+// ExitFailure, having said why on stderr without naming a path.
 func Main(args []string, stderr io.Writer) int {
+	var cover []string
+	for len(args) > 0 && strings.HasPrefix(args[0], coverFlag) {
+		cover = append(cover, strings.TrimPrefix(args[0], coverFlag))
+		args = args[1:]
+	}
 	if len(args) < 5 {
 		fmt.Fprintf(stderr, "commandcore %s: started by the agent only\n", Role)
 		return ExitFailure
@@ -227,7 +254,7 @@ func Main(args []string, stderr io.Writer) int {
 	// no_new_privs belongs to a thread: it must be set on the one that
 	// execs.
 	runtime.LockOSThread()
-	if err := hide(state, config, bind); err != nil {
+	if err := hide(state, config, bind, cover); err != nil {
 		fmt.Fprintf(stderr, "commandcore: %v\n", err)
 		return ExitFailure
 	}
@@ -254,10 +281,10 @@ func Main(args []string, stderr io.Writer) int {
 	return ExitFailure
 }
 
-// hide covers state and config, binds bind back in, and re-enters the
-// working directory through the new mounts, so a working directory inside
-// a hidden one leads nowhere.
-func hide(state, config, bind string) error {
+// hide covers state and config, binds bind back in, covers the sockets,
+// and re-enters the working directory through the new mounts, so a
+// working directory inside a hidden one leads nowhere.
+func hide(state, config, bind string, sockets []string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %v", errno(err))
 	}
@@ -293,6 +320,19 @@ func hide(state, config, bind string) error {
 		}
 		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", bindFD), bind, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind the job directory: %v", errno(err))
+		}
+	}
+	for _, s := range sockets {
+		// A bind only: what covers a socket is /dev/null itself, which
+		// takes no connection, and a remount of it could fail on flags
+		// the host locked on /dev.
+		err := unix.Mount(os.DevNull, s, "", unix.MS_BIND, "")
+		if errors.Is(err, unix.ENOENT) {
+			// Not there (no bus), or already beneath a cover.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("cover the user manager's sockets: %v", errno(err))
 		}
 	}
 	for _, d := range covered {

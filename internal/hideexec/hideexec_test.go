@@ -3,8 +3,10 @@ package hideexec
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,13 +17,24 @@ import (
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
-// The test binary doubles as the role, and, with asUserEnv set, as an
-// agent of an ordinary user that probes and runs one command.
+// The test binary doubles as the role, as a client that connects to a
+// unix socket (`EXE connect PATH`, printing what happened) and, with
+// asUserEnv set, as an agent of an ordinary user that probes and runs one
+// command.
 const asUserEnv = "HIDEEXEC_TEST_AS_USER"
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == Role {
 		os.Exit(Main(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) == 3 && os.Args[1] == "connect" {
+		if c, err := net.Dial("unix", os.Args[2]); err != nil {
+			fmt.Println("not connected:", errors.Unwrap(errors.Unwrap(err)))
+		} else {
+			fmt.Println("connected")
+			c.Close()
+		}
+		os.Exit(0)
 	}
 	if spec := os.Getenv(asUserEnv); spec != "" {
 		os.Exit(runAsAgent(spec))
@@ -30,12 +43,18 @@ func TestMain(m *testing.M) {
 }
 
 // runAsAgent probes and runs a shell command through the role as an agent
-// would; spec is STATE\nCONFIG\nCWD\nCOMMAND. It prints "userns" when the
-// role got a user namespace, then the command's output.
+// would; spec is STATE\nCONFIG\nCWD\nSOCKET\nCOMMAND, and a SOCKET, when
+// not empty, is the user manager's socket the command is cut off from. It
+// prints "userns" when the role got a user namespace, then the command's
+// output.
 func runAsAgent(spec string) int {
-	f := strings.SplitN(spec, "\n", 4)
+	f := strings.SplitN(spec, "\n", 5)
+	var sockets []string
+	if f[3] != "" {
+		sockets = []string{f[3]}
+	}
 	exe, _ := os.Executable()
-	h := Probe(context.Background(), exe, f[0], f[1])
+	h := Probe(context.Background(), exe, f[0], f[1], sockets)
 	if h == nil {
 		fmt.Println("probe failed")
 		return 1
@@ -50,10 +69,10 @@ func runAsAgent(spec string) int {
 		return 1
 	}
 	defer held.Close()
-	cmd := exec.Command("/bin/sh", "-c", f[3])
+	cmd := exec.Command("/bin/sh", "-c", f[4])
 	cmd.Dir = f[2]
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
-	h.Wrap(cmd, "")
+	h.Wrap(cmd, "", sockets != nil)
 	cmd.Run()
 	return 0
 }
@@ -75,13 +94,13 @@ func agentDirs(t *testing.T, root string) (state, config string) {
 	return state, config
 }
 
-func probe(t *testing.T, state, config string) *Hider {
+func probe(t *testing.T, state, config string, sockets ...string) *Hider {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := Probe(context.Background(), exe, state, config)
+	h := Probe(context.Background(), exe, state, config, sockets)
 	if h == nil {
 		if os.Geteuid() == 0 {
 			t.Fatal("the probe failed for root, who can always make a mount namespace")
@@ -95,12 +114,18 @@ func probe(t *testing.T, state, config string) *Hider {
 // output, its exit status and the PID the caller started.
 func run(t *testing.T, h *Hider, dir, bind, script string) (string, int, int) {
 	t.Helper()
+	return runCut(t, h, dir, bind, false, script)
+}
+
+// runCut is run, cut off from the user manager when cut.
+func runCut(t *testing.T, h *Hider, dir, bind string, cut bool, script string) (string, int, int) {
+	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	h.Wrap(cmd, bind)
+	h.Wrap(cmd, bind, cut)
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -180,7 +205,7 @@ func TestEnvironmentReachesTheProgramAsGiven(t *testing.T) {
 		cmd.Env = env
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		h.Wrap(cmd, "")
+		h.Wrap(cmd, "", false)
 		if err := cmd.Run(); err != nil || stderr.Len() != 0 {
 			t.Fatalf("%v: %s", err, stderr.Bytes())
 		}
@@ -237,7 +262,7 @@ func TestOrdinaryUserGetsAUserNamespace(t *testing.T) {
 		`cat /proc/$PPID/root%[1]s/identity.json /proc/$PPID/fd/*; `+
 		`grep NoNewPrivs /proc/self/status; id -u; echo written > out`, config, state)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), asUserEnv+"="+state+"\n"+config+"\n"+work+"\n"+script)
+	cmd.Env = append(os.Environ(), asUserEnv+"="+state+"\n"+config+"\n"+work+"\n\n"+script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	b, err := cmd.CombinedOutput()
 	out := string(b)
@@ -282,7 +307,7 @@ func TestProbeWhereUserNamespacesAreRefused(t *testing.T) {
 	startProbe = func(*exec.Cmd) error { return &os.SyscallError{Syscall: "clone", Err: syscall.EPERM} }
 	t.Cleanup(func() { startProbe = (*exec.Cmd).Run })
 	state, config := t.TempDir(), t.TempDir()
-	if h := Probe(context.Background(), "/nonexistent", state, config); h != nil {
+	if h := Probe(context.Background(), "/nonexistent", state, config, nil); h != nil {
 		t.Fatal("a refused probe returned a Hider")
 	}
 	assertEmpty(t, state, config)
@@ -301,5 +326,118 @@ func assertEmpty(t *testing.T, dirs ...string) {
 		if ents, _ := os.ReadDir(d); len(ents) != 0 {
 			t.Errorf("%s holds %v after the probe", d, ents)
 		}
+	}
+}
+
+// listen serves a unix socket at path that anyone may connect to, as the
+// user bus is (srw-rw-rw-).
+func listen(t *testing.T, path string) {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}
+
+// connected counts the "connected" lines of the connect helper's output.
+func connected(out string) int {
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if line == "connected" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCutOffCommandReachesNoSocket: a command cut off from the user
+// manager cannot connect to its socket, which one that is not cut off
+// does; a socket that is not there is skipped, not created, and the
+// socket outside keeps working.
+func TestCutOffCommandReachesNoSocket(t *testing.T) {
+	state, config := agentDirs(t, t.TempDir())
+	dir := t.TempDir()
+	sock, missing := filepath.Join(dir, "bus"), filepath.Join(dir, "private")
+	listen(t, sock)
+	h := probe(t, state, config, sock, missing)
+	exe, _ := os.Executable()
+	script := fmt.Sprintf(`%q connect %q`, exe, sock)
+	out, code, _ := runCut(t, h, "/", "", true, script)
+	if code != 0 || connected(out) != 0 || !strings.Contains(out, "not connected: connection refused") {
+		t.Fatalf("a cut-off command and the socket (exit %d): %q", code, out)
+	}
+	if out, _, _ := runCut(t, h, "/", "", false, script); connected(out) != 1 {
+		t.Fatalf("a command that is not cut off and the socket: %q", out)
+	}
+	if _, err := os.Lstat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the missing socket's path after the cut: %v", err)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("the socket outside: %v", err)
+	}
+	c.Close()
+}
+
+// TestOrdinaryUsersCutOffCommandReachesNoSocket: for an agent of an
+// ordinary user (uid 65534, started by this root test), a cut-off command
+// reaches the socket neither at its path, nor through the /proc/PID/root
+// of the agent, which still sees it, nor by unmounting the cover, not even
+// from a user namespace of its own; the same command not cut off connects.
+func TestOrdinaryUsersCutOffCommandReachesNoSocket(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a process as another user")
+	}
+	const nobody = 65534
+	testkit.SkipWithoutUserNamespaces(t, nobody)
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, _ := os.Executable()
+	bin := filepath.Join(root, "hideexec.test")
+	copyFile(t, exe, bin)
+	state, config := agentDirs(t, root)
+	sock := filepath.Join(root, "bus")
+	listen(t, sock)
+	for _, p := range []string{state, config, filepath.Join(config, "identity.json")} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asNobody := func(socket, script string) string {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), asUserEnv+"="+state+"\n"+config+"\n/\n"+socket+"\n"+script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		b, err := cmd.CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(b), "userns\n") {
+			t.Fatalf("as an ordinary user: %v: %q", err, b)
+		}
+		return string(b)
+	}
+	script := fmt.Sprintf(`%[1]q connect %[2]q; %[1]q connect /proc/$PPID/root%[2]s; umount %[2]q && echo unmounted; `+
+		`unshare -Urm sh -c 'umount %[2]q && echo unmounted; %[1]q connect %[2]q'`, bin, sock)
+	out := asNobody(sock, script)
+	if connected(out) != 0 || strings.Contains(out, "unmounted") || !strings.Contains(out, "not connected: connection refused") ||
+		!strings.Contains(out, "not connected: permission denied") {
+		t.Fatalf("an ordinary user's cut-off command and the socket: %q", out)
+	}
+	if out := asNobody("", fmt.Sprintf(`%q connect %q`, bin, sock)); connected(out) != 1 {
+		t.Fatalf("an ordinary user's command that is not cut off and the socket: %q", out)
 	}
 }

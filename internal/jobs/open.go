@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobstore"
@@ -152,8 +153,12 @@ type Hiding struct{ Units, Run bool }
 // directory and configDir inaccessible to job units, and whether the
 // hide-exec role can to process.run commands and fallback supervisors
 // (the binary re-executed as it needs a mount namespace, which the host
-// may refuse). Each that can hides them from then on. It reports which.
-func (s *Service) HideOwnDirs(ctx context.Context, configDir string) Hiding {
+// may refuse). Each that can hides them from then on. It probes too
+// whether job units can start cut off from the user manager (CanCutOff);
+// cutOff is the owner's word, asked at each launch, on whether a job or
+// command is to be (authz.JobsCutOff). It reports what it found.
+func (s *Service) HideOwnDirs(ctx context.Context, configDir string, cutOff func() (bool, error)) Hiding {
+	s.ownerCut = cutOff
 	// Nothing hides a directory that does not exist; one enrollment
 	// creates later would be in sight.
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
@@ -161,7 +166,8 @@ func (s *Service) HideOwnDirs(ctx context.Context, configDir string) Hiding {
 	}
 	var h Hiding
 	if s.launcher.Exe != "" {
-		if hider := hideexec.Probe(ctx, s.launcher.Exe, s.stateDir, configDir); hider != nil {
+		sockets, _ := launcher.ManagerSockets()
+		if hider := hideexec.Probe(ctx, s.launcher.Exe, s.stateDir, configDir, sockets); hider != nil {
 			s.runHide, s.launcher.FallbackHide, h.Run = hider, hider, true
 		}
 	}
@@ -169,12 +175,57 @@ func (s *Service) HideOwnDirs(ctx context.Context, configDir string) Hiding {
 		s.launcher.Hide = &launcher.Hidden{State: s.stateDir, Config: configDir}
 		h.Units = true
 	}
+	if s.launcher.ProbeCut(ctx, s.stateDir, configDir) {
+		s.launcher.Cut = &launcher.Hidden{State: s.stateDir, Config: configDir}
+	}
 	return h
 }
 
-// RunHide is what process.run starts its commands through, nil where the
-// host cannot hide the agent's directories from them.
-func (s *Service) RunHide() *hideexec.Hider { return s.runHide }
+// CanCutOff reports whether the next job, in domain, and the next
+// process.run command could start cut off from the user manager.
+func (s *Service) CanCutOff(domain string) (jobs, run bool) {
+	return s.launcher.CanCutOff(domain), s.canCutRun()
+}
+
+// canCutRun is CanCutOff for process.run: its commands are cut off
+// through the hide-exec role.
+func (s *Service) canCutRun() bool {
+	_, ok := launcher.ManagerSockets()
+	return ok && s.runHide != nil
+}
+
+// RunConfinement is how process.run starts its next command: through
+// hider (nil where the host cannot hide the agent's directories from it)
+// and, when cut, cut off from the user manager, as the owner's
+// permissions.json says. Where the owner cuts commands off and this host
+// cannot, the command is refused.
+func (s *Service) RunConfinement() (hider *hideexec.Hider, cut bool, err error) {
+	cut, err = s.cutOff()
+	if err != nil {
+		return nil, false, err
+	}
+	if cut && !s.canCutRun() {
+		return nil, false, errCannotCut("commands")
+	}
+	return s.runHide, cut, nil
+}
+
+// cutOff is the owner's word on whether the next job or command is to
+// start out of the user manager's reach; before HideOwnDirs, the local
+// CLI's, nothing is cut.
+func (s *Service) cutOff() (bool, error) {
+	if s.ownerCut == nil {
+		return false, nil
+	}
+	return s.ownerCut()
+}
+
+// errCannotCut refuses what the owner wants cut off the user manager
+// where this host cannot do it.
+func errCannotCut(what string) error {
+	return errcode.New(errcode.PermissionDenied,
+		"the machine's owner keeps %s off the user manager (permissions.json), which this host cannot do; they are refused", what)
+}
 
 // DeviceID is the local device ID this service names its job units with
 // ("" for a service opened with OpenExisting over a directory without one).

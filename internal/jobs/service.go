@@ -59,6 +59,9 @@ type Service struct {
 	// runHide starts process.run's shells; nil until HideOwnDirs found
 	// that it works.
 	runHide *hideexec.Hider
+	// ownerCut says, at each launch, whether the owner cuts it off the
+	// user manager; set by HideOwnDirs.
+	ownerCut func() (bool, error)
 }
 
 // serviceVars are variables of the launching process's own service that
@@ -268,7 +271,14 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.launch(ctx, env, caps, domain, who, req.Name)
+	cut, err := s.cutOff()
+	if err != nil {
+		return nil, err
+	}
+	if can, _ := s.CanCutOff(domain); cut && !can {
+		return nil, errCannotCut("jobs")
+	}
+	id, err := s.launch(ctx, env, caps, domain, cut, who, req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +313,7 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 // launch runs the launch sequence with its ledger and returns the job ID.
 // A launch that fails after admission leaves a launch_failed record and
 // returns its ID with no error, so the client can see what happened.
-func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobresources.Caps, domain string, who principal.Principal, name string) (string, error) {
+func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobresources.Caps, domain string, cut bool, who principal.Principal, name string) (string, error) {
 	// The launch finishes or fails cleanly even if the request is cancelled.
 	timeout := s.claimTimeout
 	if timeout == 0 {
@@ -358,7 +368,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 		wrote <- err
 	}()
 
-	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps, Timeout: env.Timeout()})
+	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps, Timeout: env.Timeout(), CutOff: cut})
 	if err != nil {
 		failCode = jobmeta.LaunchErrUnit
 		phase(activity.PhaseUnitStart, failCode)

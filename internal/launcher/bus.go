@@ -234,8 +234,29 @@ func busSocketPath() string {
 		}
 		return ""
 	}
-	first, _, _ := strings.Cut(addr, ";")
-	rest, ok := strings.CutPrefix(first, "unix:")
+	if paths := busAddressPaths(addr); len(paths) > 0 {
+		return paths[0]
+	}
+	return ""
+}
+
+// busAddressPaths returns, for each address of a D-Bus address list, the
+// socket path it names, or "" for one that names none; empty entries
+// (a trailing ';') are no address.
+func busAddressPaths(addr string) []string {
+	var paths []string
+	for _, a := range strings.Split(addr, ";") {
+		if a != "" {
+			paths = append(paths, unixPath(a))
+		}
+	}
+	return paths
+}
+
+// unixPath is the socket path of one D-Bus address, "" when it is not a
+// unix:path= address.
+func unixPath(addr string) string {
+	rest, ok := strings.CutPrefix(addr, "unix:")
 	if !ok {
 		return ""
 	}

@@ -32,15 +32,17 @@ type Hidden struct {
 // (status 226/NAMESPACE).
 func hideProperties(h Hidden, jobDir string) []sdbus.Property {
 	type tmpfs struct{ Path, Options string }
-	type bind struct {
-		Source, Dest string
-		IgnoreENOENT bool
-		Flags        uint64
-	}
 	return []sdbus.Property{
 		{Name: "TemporaryFileSystem", Value: dbus.MakeVariant([]tmpfs{{Path: h.State, Options: "ro"}, {Path: h.Config, Options: "ro"}})},
-		{Name: "BindPaths", Value: dbus.MakeVariant([]bind{{Source: jobDir, Dest: jobDir}})},
+		{Name: "BindPaths", Value: dbus.MakeVariant([]bindPath{{Source: jobDir, Dest: jobDir}})},
 	}
+}
+
+// bindPath is one entry of BindPaths= or BindReadOnlyPaths= on the bus.
+type bindPath struct {
+	Source, Dest string
+	IgnoreENOENT bool
+	Flags        uint64
 }
 
 // ProbeHiding reports whether the user manager can start a unit with the

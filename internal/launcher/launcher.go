@@ -85,6 +85,11 @@ type Launcher struct {
 	// the hide-exec role, out of sight of the agent's directories but for
 	// the job's own, as a unit's Hide does.
 	FallbackHide *hideexec.Hider
+	// Cut, when set, are the agent's directories a job unit cut off from
+	// the user manager hides, in the user namespace it runs in (set only
+	// where ProbeCut found that this works); without it no unit is cut
+	// off.
+	Cut *Hidden
 
 	// Procs identifies the user manager, so that its replacement is
 	// noticed; nil skips that check.
@@ -137,6 +142,9 @@ type Spec struct {
 	// Timeout is the job's time limit, 0 for none. The supervisor enforces
 	// it; the unit gets only a backstop past it (RuntimeMaxSec).
 	Timeout time.Duration
+	// CutOff starts the job out of the user manager's reach (the owner's
+	// permissions.json); the caller checked CanCutOff.
+	CutOff bool
 }
 
 // Started is a started supervisor, or one that may have started: its
@@ -199,9 +207,7 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 	if l.Slice != "" {
 		props = append(props, sdbus.PropSlice(l.Slice))
 	}
-	if l.Hide != nil {
-		props = append(props, hideProperties(*l.Hide, sp.JobDir)...)
-	}
+	props = append(props, l.confinement(sp.JobDir, sp.CutOff)...)
 	if sp.Timeout > 0 {
 		props = append(props, sdbus.Property{Name: "RuntimeMaxUSec", Value: dbus.MakeVariant(uint64(Backstop(sp.Timeout).Microseconds()))})
 	}
@@ -326,7 +332,7 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
 	if l.FallbackHide != nil {
-		l.FallbackHide.Wrap(cmd, sp.JobDir)
+		l.FallbackHide.Wrap(cmd, sp.JobDir, sp.CutOff)
 	}
 	if err := startNiced(cmd, sp.Resources.Nice); err != nil {
 		return nil, err

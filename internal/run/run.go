@@ -118,6 +118,9 @@ type Options struct {
 	// sight of the agent's own directories (README); nil starts it in the
 	// agent's own namespaces, where the host refuses them.
 	Hide *hideexec.Hider
+	// CutOff, with Hide, covers the user manager's sockets too (the
+	// owner's permissions.json).
+	CutOff bool
 }
 
 // errTransport marks a Progress failure.
@@ -218,7 +221,7 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	if opts.Hide != nil {
 		// The role execs the shell: the PID, group and start time the
 		// lifeline and the stop below rely on are the shell's.
-		opts.Hide.Wrap(cmd, "")
+		opts.Hide.Wrap(cmd, "", opts.CutOff)
 	}
 	began := time.Now()
 	started, reaped := make(chan error, 1), make(chan struct{})

@@ -68,8 +68,13 @@ type RuntimeSystemd struct {
 	UserManager string `json:"user_manager"`
 	// FailureDomain is the domain the agent's next job gets, or
 	// DomainRefused.
-	FailureDomain string    `json:"failure_domain"`
-	ObservedAt    time.Time `json:"observed_at"`
+	FailureDomain string `json:"failure_domain"`
+	// CanCutJobs and CanCutRun: the agent's next job, in FailureDomain,
+	// and its next process.run command could start cut off from the user
+	// manager; where not, a cut refuses them.
+	CanCutJobs bool      `json:"can_cut_jobs"`
+	CanCutRun  bool      `json:"can_cut_run"`
+	ObservedAt time.Time `json:"observed_at"`
 }
 
 // Connection is the agent's last local observation of its link.
@@ -134,6 +139,9 @@ type Agent struct {
 	// Service is the unit a running agent runs as (empty when it is not a
 	// service); when none runs, the unit status looked for.
 	Service string `json:"service"`
+	// UID is the user the running agent, and every command it runs, runs
+	// as.
+	UID *int `json:"uid,omitempty"`
 	// Stale is set when a runtime record exists but its process is gone
 	// (or the PID now belongs to another process) without having stopped.
 	Stale bool `json:"stale,omitempty"`
@@ -166,14 +174,27 @@ type Jobs struct {
 type Systemd struct {
 	UserManager   string `json:"user_manager"`
 	FailureDomain string `json:"failure_domain"`
-	// AgentDirsHidden: the running agent's jobs cannot reach its config
-	// and state directories; false when no agent runs.
+	// AgentDirsHidden: the running agent's job units have its config and
+	// state directories covered; false when no agent runs.
 	AgentDirsHidden bool `json:"agent_dirs_hidden"`
 	// RunDirsHidden: the running agent's process.run commands, and the
-	// jobs of its no-systemd fallback, cannot reach them either; false when
+	// jobs of its no-systemd fallback, have them covered too; false when
 	// no agent runs, or where the host refuses user namespaces.
-	RunDirsHidden bool       `json:"run_dirs_hidden"`
-	ObservedAt    *time.Time `json:"observed_at,omitempty"`
+	RunDirsHidden bool `json:"run_dirs_hidden"`
+	// Both hold against a command's direct reads: one that can reach the
+	// user manager can start a unit of its own, which nothing covers.
+	//
+	// JobsReachUserManager: new jobs and process.run commands can reach
+	// the user manager (start units of their own, outside any cover), as
+	// the owner's permissions.json says; false only when a valid one says
+	// "jobs_reach_user_manager": false, whether or not an agent runs.
+	JobsReachUserManager bool `json:"jobs_reach_user_manager"`
+	// CanCutJobs and CanCutRun: the running agent's next job and next
+	// process.run command could start cut off from the user manager; where
+	// not, a cut refuses them. False when no agent runs.
+	CanCutJobs bool       `json:"can_cut_jobs"`
+	CanCutRun  bool       `json:"can_cut_run"`
+	ObservedAt *time.Time `json:"observed_at,omitempty"`
 }
 
 // Policy is the owner's resource policy or why it is refused.
@@ -264,16 +285,9 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 		p("systemd:     user manager %s; new jobs run as %s%s\n", r.Systemd.UserManager, r.Systemd.FailureDomain, seen)
 	}
 	if r.Agent.Running {
-		if r.Systemd.AgentDirsHidden {
-			p("Isolation:   jobs cannot reach the agent's config and state directories\n")
-		} else {
-			p("Isolation:   jobs CAN read the agent's files (this user manager cannot hide directories)\n")
-		}
-		if r.Systemd.RunDirsHidden {
-			p("             process.run commands and jobs without a user manager cannot reach them\n")
-		} else {
-			p("             process.run commands and jobs without a user manager CAN read the agent's files (this host refuses them a mount namespace)\n")
-		}
+		writeIsolation(p, r)
+	} else {
+		p("Commands:    user manager %s, as permissions.json says (no agent runs)\n", reachLine(r.Systemd.JobsReachUserManager))
 	}
 	switch {
 	case r.Policy.Error != "":
@@ -292,6 +306,70 @@ func WriteHuman(w io.Writer, r *Report, now time.Time) error {
 		p("Permissions: every tool (no ceiling)\n")
 	}
 	return err
+}
+
+// writeIsolation says what a running agent's commands can reach: what
+// holds, never more (README, "What a command can do").
+func writeIsolation(p func(string, ...any), r *Report) {
+	sd := r.Systemd
+	who := "this user"
+	if r.Agent.UID != nil {
+		who = fmt.Sprintf("uid %d", *r.Agent.UID)
+	}
+	p("Commands:    jobs and process.run commands run as %s and can do what that user can\n", who)
+	if r.Agent.UID != nil && *r.Agent.UID == 0 {
+		// Only a cut-off unit's user namespace takes root's power to
+		// unmount.
+		undo := "every job and process.run command"
+		if !sd.JobsReachUserManager {
+			undo = "process.run commands and jobs without a user manager"
+		}
+		p("             as root, %s can unmount the covers below\n", undo)
+	}
+	manager := reachLine(sd.JobsReachUserManager)
+	if sd.JobsReachUserManager {
+		manager += ": they can start units of their own, outside every cover, and so read the device credential"
+	} else {
+		manager += "; jobs started before keep their reach"
+		var refused []string
+		if !sd.CanCutJobs && sd.FailureDomain != DomainRefused {
+			refused = append(refused, "new jobs")
+		}
+		if !sd.CanCutRun {
+			refused = append(refused, "process.run commands")
+		}
+		if len(refused) > 0 {
+			manager += "; REFUSED, as this host cannot cut them off: " + strings.Join(refused, ", ")
+		}
+	}
+	p("             user manager %s\n", manager)
+	// A cut-off unit hides them in its own user namespace, which may work
+	// where a plain unit's cover does not.
+	units := sd.AgentDirsHidden || (!sd.JobsReachUserManager && sd.CanCutJobs && sd.UserManager == ManagerReachable)
+	var files string
+	switch {
+	case units && sd.RunDirsHidden:
+		files = "covered in job units and process.run commands"
+	case units:
+		files = "covered in job units; process.run commands and jobs without a user manager CAN read them (this host refuses them a mount namespace)"
+	case sd.RunDirsHidden:
+		files = "covered in process.run commands and jobs without a user manager; job units CAN read them (this user manager cannot hide directories)"
+	default:
+		files = "CAN be read by jobs and process.run commands (this host cannot hide directories)"
+	}
+	if sd.JobsReachUserManager && (units || sd.RunDirsHidden) {
+		files += ", against direct reads only"
+	}
+	p("             agent's files %s\n", files)
+}
+
+// reachLine says whether new jobs and process.run commands reach the
+// user manager, as the owner's permissions.json says.
+func reachLine(reach bool) string {
+	if reach {
+		return "reachable from jobs and process.run commands"
+	}
+	return "cut off from new jobs and process.run commands (jobs_reach_user_manager false)"
 }
 
 func since(now time.Time, t *time.Time) string {

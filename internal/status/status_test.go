@@ -17,14 +17,15 @@ func fixed() *Report {
 	started := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	observed := started.Add(90 * time.Second)
 	age := int64(30)
-	mem, nice, weight := uint64(268435456), 10, uint64(50)
+	mem, nice, weight, uid := uint64(268435456), 10, uint64(50), 1000
 	return &Report{
 		SchemaVersion: SchemaVersion,
-		Agent: Agent{Running: true, PID: 4242, Version: "1.2.3", StartedAt: &started, Service: "commandcore.service",
+		Agent: Agent{Running: true, PID: 4242, UID: &uid, Version: "1.2.3", StartedAt: &started, Service: "commandcore.service",
 			Installed: true, UnitFile: "/home/u/.config/systemd/user/commandcore.service"},
-		Connection:  ConnectionView{State: ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
-		Jobs:        Jobs{Running: 2, Terminal: 5, Unread: 1},
-		Systemd:     Systemd{UserManager: ManagerReachable, FailureDomain: "systemd_unit", ObservedAt: &observed},
+		Connection: ConnectionView{State: ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
+		Jobs:       Jobs{Running: 2, Terminal: 5, Unread: 1},
+		Systemd: Systemd{UserManager: ManagerReachable, FailureDomain: "systemd_unit",
+			JobsReachUserManager: true, CanCutJobs: true, CanCutRun: true, ObservedAt: &observed},
 		Policy:      Policy{MemoryMaxBytes: &mem, Nice: &nice, CPUWeight: &weight},
 		Permissions: Permissions{Present: true, Tools: []string{"process.*", "system.metrics"}},
 		StateDir:    "/home/u/.local/state/commandcore",
@@ -126,24 +127,88 @@ func TestHumanSystemd(t *testing.T) {
 }
 
 // TestHumanIsolation: what jobs and what process.run commands can reach
-// is said for each, as the running agent's probes found it.
+// of the agent's files is said for each, as the running agent's probes
+// found it (a cut-off unit covers them in its own user namespace), and
+// while commands reach the user manager no cover is claimed beyond direct
+// reads.
 func TestHumanIsolation(t *testing.T) {
 	r := fixed()
 	for _, tc := range []struct {
-		units, run bool
-		want       []string
+		units, run, reach, cutJobs bool
+		want                       string
 	}{
-		{true, true, []string{"Isolation:   jobs cannot reach the agent's config and state directories\n             process.run commands and jobs without a user manager cannot reach them\n"}},
-		{true, false, []string{"Isolation:   jobs cannot reach", "process.run commands and jobs without a user manager CAN read the agent's files (this host refuses them a mount namespace)\n"}},
-		{false, true, []string{"jobs CAN read the agent's files (this user manager cannot hide directories)\n", "process.run commands and jobs without a user manager cannot reach them\n"}},
+		{true, true, false, false, "             agent's files covered in job units and process.run commands\n"},
+		{true, true, true, false, "             agent's files covered in job units and process.run commands, against direct reads only\n"},
+		{true, false, false, false, "             agent's files covered in job units; process.run commands and jobs without a user manager CAN read them (this host refuses them a mount namespace)\n"},
+		{false, true, false, false, "             agent's files covered in process.run commands and jobs without a user manager; job units CAN read them (this user manager cannot hide directories)\n"},
+		{false, false, true, true, "             agent's files CAN be read by jobs and process.run commands (this host cannot hide directories)\n"},
+		// Cut off, units hide them in their own user namespace.
+		{false, true, false, true, "             agent's files covered in job units and process.run commands\n"},
 	} {
-		r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden = tc.units, tc.run
+		r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden, r.Systemd.JobsReachUserManager = tc.units, tc.run, tc.reach
+		r.Systemd.CanCutJobs, r.Systemd.CanCutRun = tc.cutJobs, true
+		var buf bytes.Buffer
+		WriteHuman(&buf, r, time.Now())
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("units %v, run %v, reach %v: human status lacks %q:\n%s", tc.units, tc.run, tc.reach, tc.want, buf.String())
+		}
+	}
+}
+
+// TestHumanUserManagerReach: status says that commands run as the agent's
+// user, whether they reach its user manager (and what that gives them),
+// which commands a cut the host cannot make refuses, and, for root, which
+// covers a command can undo; with no agent running, the owner's setting.
+func TestHumanUserManagerReach(t *testing.T) {
+	root, user := 0, 1000
+	for _, tc := range []struct {
+		name             string
+		uid              *int
+		reach, jobs, run bool
+		want, never      []string
+	}{
+		{"reach", &user, true, true, true,
+			[]string{"Commands:    jobs and process.run commands run as uid 1000 and can do what that user can\n",
+				"             user manager reachable from jobs and process.run commands: they can start units of their own, outside every cover, and so read the device credential\n"},
+			[]string{"as root", "REFUSED"}},
+		{"cut", &user, false, true, true,
+			[]string{"             user manager cut off from new jobs and process.run commands (jobs_reach_user_manager false); jobs started before keep their reach\n"},
+			[]string{"as root", "REFUSED", "device credential"}},
+		{"cut, units cannot", &user, false, false, true,
+			[]string{"; REFUSED, as this host cannot cut them off: new jobs\n"}, []string{"new jobs, process.run commands"}},
+		{"cut, neither can", &user, false, false, false,
+			[]string{"; REFUSED, as this host cannot cut them off: new jobs, process.run commands\n"}, nil},
+		{"root reach", &root, true, true, true,
+			[]string{"run as uid 0 ", "             as root, every job and process.run command can unmount the covers below\n"}, nil},
+		{"root cut", &root, false, true, true,
+			[]string{"             as root, process.run commands and jobs without a user manager can unmount the covers below\n"}, nil},
+	} {
+		r := fixed()
+		r.Agent.UID = tc.uid
+		r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden = true, true
+		r.Systemd.JobsReachUserManager, r.Systemd.CanCutJobs, r.Systemd.CanCutRun = tc.reach, tc.jobs, tc.run
 		var buf bytes.Buffer
 		WriteHuman(&buf, r, time.Now())
 		for _, want := range tc.want {
 			if !strings.Contains(buf.String(), want) {
-				t.Errorf("units %v, run %v: human status lacks %q:\n%s", tc.units, tc.run, want, buf.String())
+				t.Errorf("%s: human status lacks %q:\n%s", tc.name, want, buf.String())
 			}
+		}
+		for _, never := range tc.never {
+			if strings.Contains(buf.String(), never) {
+				t.Errorf("%s: human status says %q:\n%s", tc.name, never, buf.String())
+			}
+		}
+	}
+	for reach, want := range map[bool]string{
+		true:  "Commands:    user manager reachable from jobs and process.run commands, as permissions.json says (no agent runs)\n",
+		false: "Commands:    user manager cut off from new jobs and process.run commands (jobs_reach_user_manager false), as permissions.json says (no agent runs)\n",
+	} {
+		r := &Report{Agent: Agent{Service: "cc.service"}, Systemd: Systemd{UserManager: ManagerUnknown, FailureDomain: DomainUnknown, JobsReachUserManager: reach}}
+		var buf bytes.Buffer
+		WriteHuman(&buf, r, time.Now())
+		if !strings.Contains(buf.String(), want) || strings.Contains(buf.String(), "agent's files") {
+			t.Errorf("no agent, reach %v: human status lacks %q or claims a cover:\n%s", reach, want, buf.String())
 		}
 	}
 }
@@ -170,6 +235,7 @@ func FuzzDecodeRuntime(f *testing.F) {
 	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b"}`))
 	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","connection":{"state":"x","observed_at":"2026-01-01T00:00:00Z"}}`))
 	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","systemd":{"user_manager":"unreachable","failure_domain":"none","observed_at":"2026-01-01T00:00:00Z"},"stopped_at":"2026-01-01T00:00:01Z"}`))
+	f.Add([]byte(`{"schema":1,"pid":10,"start_ticks":5,"boot_id":"b","systemd":{"user_manager":"reachable","failure_domain":"systemd_unit","can_cut_jobs":true,"can_cut_run":false,"observed_at":"2026-01-01T00:00:00Z"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rt, err := DecodeRuntime(data)
 		if err != nil {

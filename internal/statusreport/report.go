@@ -44,6 +44,10 @@ func Build(in Input, procs *procid.Source) *status.Report {
 		if alive && rt.BootID == boot {
 			started := rt.StartedAt
 			r.Agent.Running, r.Agent.PID, r.Agent.Version, r.Agent.StartedAt, r.Agent.Service = true, rt.PID, rt.Version, &started, rt.Service
+			// The record is owned by the reader's user (ReadRuntime), so
+			// the agent runs as this process's user.
+			uid := os.Geteuid()
+			r.Agent.UID = &uid
 			c := rt.Connection
 			r.Connection = status.ConnectionView{State: c.State, Server: c.Server, ObservedAt: &c.ObservedAt, Since: &c.Since}
 			age := int64(time.Since(c.ObservedAt).Seconds())
@@ -52,6 +56,7 @@ func Build(in Input, procs *procid.Source) *status.Report {
 			if sd := rt.Systemd; sd != nil {
 				at := sd.ObservedAt
 				r.Systemd.UserManager, r.Systemd.FailureDomain, r.Systemd.ObservedAt = sd.UserManager, sd.FailureDomain, &at
+				r.Systemd.CanCutJobs, r.Systemd.CanCutRun = sd.CanCutJobs, sd.CanCutRun
 			}
 		} else {
 			r.Agent.Stale, r.Agent.PID = true, rt.PID
@@ -73,6 +78,7 @@ func Build(in Input, procs *procid.Source) *status.Report {
 	}
 	c, err := authz.LoadCeiling(in.ConfigDir)
 	r.Permissions = status.Permissions{Present: c.Present(), Tools: c.Tools()}
+	r.Systemd.JobsReachUserManager = c.JobsReachUserManager()
 	if err != nil {
 		r.Permissions.Error = strings.TrimPrefix(errcode.From(err).Message, "the local permission ceiling is invalid: ")
 	}

@@ -50,7 +50,7 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 		Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
 		Version: "1.2.3", StartedAt: observed, Service: "cc.service", AgentDirsHidden: true, RunDirsHidden: true,
 		Connection: status.Connection{State: status.ConnConnected, Server: "https://relay.example", ObservedAt: observed, Since: observed},
-		Systemd:    &status.RuntimeSystemd{UserManager: "unreachable", FailureDomain: "none", ObservedAt: observed},
+		Systemd:    &status.RuntimeSystemd{UserManager: "unreachable", FailureDomain: "none", CanCutRun: true, ObservedAt: observed},
 	}
 	stoppedAt := time.Now().UTC()
 	for _, tc := range []struct {
@@ -81,7 +81,8 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 				t.Fatalf("agent = %+v, want running %v, stale %v, installed", r.Agent, tc.running, tc.stale)
 			}
 			if !tc.running {
-				if r.Connection.State != status.ConnUnknown || r.Systemd.AgentDirsHidden || r.Systemd.RunDirsHidden || r.Systemd.UserManager != "unknown" {
+				if r.Connection.State != status.ConnUnknown || r.Systemd.AgentDirsHidden || r.Systemd.RunDirsHidden || r.Systemd.CanCutRun ||
+					r.Systemd.UserManager != "unknown" || r.Agent.UID != nil {
 					t.Fatalf("a dead agent's connection %+v (systemd %+v) was believed", r.Connection, r.Systemd)
 				}
 				if r.Agent.Service != "commandcore.service" {
@@ -92,8 +93,12 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 			if r.Agent.PID != self.PID || r.Agent.Version != "1.2.3" || r.Agent.Service != "cc.service" || !r.Systemd.AgentDirsHidden || !r.Systemd.RunDirsHidden {
 				t.Fatalf("agent %+v, dirs hidden %v/%v: not the record's", r.Agent, r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden)
 			}
-			if r.Systemd.UserManager != "unreachable" || r.Systemd.FailureDomain != "none" || r.Systemd.ObservedAt == nil || !r.Systemd.ObservedAt.Equal(observed) {
+			if r.Systemd.UserManager != "unreachable" || r.Systemd.FailureDomain != "none" || r.Systemd.CanCutJobs || !r.Systemd.CanCutRun ||
+				r.Systemd.ObservedAt == nil || !r.Systemd.ObservedAt.Equal(observed) {
 				t.Fatalf("systemd = %+v, want the record's facts", r.Systemd)
+			}
+			if r.Agent.UID == nil || *r.Agent.UID != os.Geteuid() {
+				t.Fatalf("agent uid %v, want this process's %d", r.Agent.UID, os.Geteuid())
 			}
 			if r.Connection.State != status.ConnConnected || r.Connection.Server != "https://relay.example" ||
 				r.Connection.AgeSeconds == nil || *r.Connection.AgeSeconds < 60 {
@@ -122,6 +127,43 @@ func TestPolicyReported(t *testing.T) {
 		}
 		if string(got) != tc.want {
 			t.Errorf("%s: status policy %s, want %s", tc.doc, got, tc.want)
+		}
+	}
+}
+
+// TestJobsReachUserManagerReported: systemd.jobs_reach_user_manager is the
+// owner's permissions.json, agent or none: true without a file or key,
+// false only where a valid file says so.
+func TestJobsReachUserManagerReported(t *testing.T) {
+	for _, tc := range []struct {
+		doc   string
+		reach bool
+	}{
+		{"", true},
+		{`{"schema_version": 1, "tools": ["*"]}`, true},
+		{`{"schema_version": 1, "tools": ["*"], "jobs_reach_user_manager": true}`, true},
+		{`{"schema_version": 1, "tools": ["*"], "jobs_reach_user_manager": false}`, false},
+		{`{"schema_version": 1, "tools": ["*"], "jobs_reach_user_manager": "false"}`, true},
+	} {
+		config := t.TempDir()
+		if tc.doc != "" {
+			if err := os.WriteFile(filepath.Join(config, "permissions.json"), []byte(tc.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := Build(Input{StateDir: t.TempDir(), ConfigDir: config, Service: "commandcore.service"}, procid.Default())
+		out, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Systemd map[string]any `json:"systemd"`
+		}
+		if err := json.Unmarshal(out, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if got := doc.Systemd["jobs_reach_user_manager"]; got != tc.reach {
+			t.Errorf("permissions.json %q: systemd.jobs_reach_user_manager = %v, want %v", tc.doc, got, tc.reach)
 		}
 	}
 }

@@ -177,7 +177,11 @@ func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 	add(r, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
 		func(ctx context.Context, c Call, in run.Request) (*run.Result, error) {
 			shell, env := svc.CommandBase()
-			opts := run.Options{Shell: shell, BaseEnv: env, Procs: svc.Procs(), Hide: svc.RunHide()}
+			hide, cut, err := svc.RunConfinement()
+			if err != nil {
+				return nil, err
+			}
+			opts := run.Options{Shell: shell, BaseEnv: env, Procs: svc.Procs(), Hide: hide, CutOff: cut}
 			if tok := c.Req.Params.GetProgressToken(); tok != nil && c.Req.Session != nil {
 				opts.Progress = progressSender(c.Req.Session, tok)
 			}

@@ -239,3 +239,37 @@ func TestListingDescriptorsStayWithTheAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestNoFileCallReadsWithoutBound: a file over the hash bound is read for
+// its window only (sha256 null, and why), and an edit's search for the
+// text nearest a missing old_text stops at its bound and says so.
+func TestNoFileCallReadsWithoutBound(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("head\n")
+	f.WriteAt([]byte("tail"), 64<<20+1) // sparse: past the bound unwritten
+	f.Close()
+	var r struct {
+		Data    string  `json:"data"`
+		SHA256  *string `json:"sha256"`
+		Skipped string  `json:"sha256_skipped"`
+		Size    int64   `json:"size"`
+	}
+	c.ok("files.read", map[string]any{"path": big, "max_bytes": 5}, &r)
+	if r.Data != "head\n" || r.SHA256 != nil || !strings.Contains(r.Skipped, "67108864") || r.Size != 64<<20+5 {
+		t.Errorf("a read of a file over the bound: %+v", r)
+	}
+	lines := filepath.Join(dir, "lines")
+	if err := os.WriteFile(lines, []byte(strings.Repeat("a\n", 200_000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw, isErr := c.call("files.edit", map[string]any{"path": lines, "edits": []map[string]any{{"old_text": strings.Repeat("a\n", 30) + strings.Repeat("z", 200), "new_text": "x"}}})
+	if !isErr || !strings.Contains(string(raw), `"near_search_bounded":true`) {
+		t.Errorf("an edit whose near search is quadratic: %s", raw)
+	}
+}

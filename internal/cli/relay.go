@@ -338,7 +338,7 @@ type tokenRevokeOptions struct {
 func newTokenRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a client token; it is refused within a second",
+		Short: "Revoke a client token; it is refused from its next request on",
 		Args:  exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runTokenRevoke(&tokenRevokeOptions{relayOptions: newRelayOptions(g, streams), ID: args[0]})

@@ -92,10 +92,6 @@ const (
 	// EnrollCodeTTL and ClientTokenTTL are the relay's default lifetimes.
 	EnrollCodeTTL  = 15 * time.Minute
 	ClientTokenTTL = 30 * 24 * time.Hour
-	// ClientTokenRecheck is how long the relay relies on a client token's
-	// last successful check before it reads the token again: a revoked
-	// token stops working within it (an expired one at once).
-	ClientTokenRecheck = 1 * time.Second
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 

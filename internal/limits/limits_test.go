@@ -94,14 +94,12 @@ var durations = map[string]struct{ got, want time.Duration }{
 	// Internal: the agent's reconnect backoff.
 	"ReconnectMin":   {ReconnectMin, 1 * time.Second},
 	"ReconnectMax":   {ReconnectMax, 60 * time.Second},
-	"GrantTTL":       {GrantTTL, 60 * time.Second},       // README, The relay and the link: 60 s
-	"GrantClockSkew": {GrantClockSkew, 30 * time.Second}, // Internal: relay and device clocks may differ this much
-	"EnrollCodeTTL":  {EnrollCodeTTL, 15 * time.Minute},  // README, The relay and the link: valid 15 minutes
-	"ClientTokenTTL": {ClientTokenTTL, 30 * day},         // README, The relay and the link: valid 30 days
-	// README, The relay and the link: a revocation takes effect within 1 s.
-	"ClientTokenRecheck": {ClientTokenRecheck, 1 * time.Second},
-	"StopEscalation":     {StopEscalation, 3 * time.Second},      // README, Managed jobs: SIGKILL after 3 s
-	"JobTimeoutMax":      {JobTimeoutMax, 2592000 * time.Second}, // SPEC §3 process.start: timeout_s 1-2592000
+	"GrantTTL":       {GrantTTL, 60 * time.Second},           // README, The relay and the link: 60 s
+	"GrantClockSkew": {GrantClockSkew, 30 * time.Second},     // Internal: relay and device clocks may differ this much
+	"EnrollCodeTTL":  {EnrollCodeTTL, 15 * time.Minute},      // README, The relay and the link: valid 15 minutes
+	"ClientTokenTTL": {ClientTokenTTL, 30 * day},             // README, The relay and the link: valid 30 days
+	"StopEscalation": {StopEscalation, 3 * time.Second},      // README, Managed jobs: SIGKILL after 3 s
+	"JobTimeoutMax":  {JobTimeoutMax, 2592000 * time.Second}, // SPEC §3 process.start: timeout_s 1-2592000
 	// Internal: the unit's RuntimeMaxSec is the limit + 3 s escalation + this.
 	"TimeoutBackstopMargin": {TimeoutBackstopMargin, 5 * time.Second},
 	"MaxInputBytes":         {MaxInputBytes, 65536},       // SPEC §8: input per process.input call 64 KiB

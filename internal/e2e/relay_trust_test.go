@@ -1,14 +1,23 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
@@ -119,4 +128,137 @@ func hammer(call func()) (halt func()) {
 		}
 	}()
 	return func() { close(stop); <-done }
+}
+
+// auditLine is a line of `relay audit --json`: a call, or a count of
+// requests refused without a valid token.
+type auditLine struct {
+	Kind string `json:"kind"`
+	relaystate.AuditEntry
+	Source string `json:"source"`
+	Count  int64  `json:"count"`
+}
+
+// TestRelayAuditSurvivesATokenFlood: more requests with bad client tokens
+// than the audit log holds, from one address, push no authenticated call
+// out of `relay audit`, neither the history from before the flood nor the
+// call right after it; the refusals show as counts for the address.
+func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
+	e, c := onlineDevice(t)
+	var toks []struct{ ID string }
+	for _, line := range strings.Split(e.relayCmd("token", "list", "--json"), "\n") {
+		var tok struct{ ID string }
+		json.Unmarshal([]byte(line), &tok)
+		toks = append(toks, tok)
+	}
+	tokenID := toks[0].ID
+	for range 3 {
+		c.ok("process.jobs", nil, nil)
+	}
+	audit := func() (calls []relaystate.AuditEntry, refused map[string]int64) {
+		t.Helper()
+		refused = map[string]int64{}
+		for _, line := range strings.Split(e.relayCmd("audit", "--last", strconv.Itoa(limits.AuditMaxEntries), "--json"), "\n") {
+			var l auditLine
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatalf("audit line %q: %v", line, err)
+			}
+			if l.Kind == "refusals" {
+				refused[l.Source] += l.Count
+			} else {
+				calls = append(calls, l.AuditEntry)
+			}
+		}
+		return calls, refused
+	}
+	// The history from before the flood, once written.
+	var before []relaystate.AuditEntry
+	for deadline := time.Now().Add(10 * time.Second); len(before) < 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit never showed the calls: %+v", before)
+		}
+		before, _ = audit()
+	}
+
+	const flood = limits.AuditMaxEntries + 1000
+	if n := floodBadTokens(t, strings.TrimPrefix(e.url, "http://"), flood); n != flood {
+		t.Fatalf("%d of %d bad tokens were refused with 401", n, flood)
+	}
+	c.ok("system.metrics", nil, nil)
+
+	var calls []relaystate.AuditEntry
+	var refused map[string]int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		calls, refused = audit()
+		if n := len(calls); n > 0 && calls[n-1].Tool == "system.metrics" && refused["127.0.0.1"] == flood || time.Now().After(deadline) {
+			break
+		}
+	}
+	if n := len(calls); n == 0 || calls[n-1].Tool != "system.metrics" {
+		t.Errorf("the call after the flood is not in the audit (%d calls there)", n)
+	}
+	if len(calls) < len(before) || calls[0].Seq != before[0].Seq {
+		t.Errorf("the history from before the flood was pushed out: %d calls, the oldest seq %d, was %d", len(calls), calls[0].Seq, before[0].Seq)
+	}
+	for _, a := range calls {
+		if a.TokenID != tokenID {
+			t.Errorf("an audit entry of another token than the client's: %+v", a)
+			break
+		}
+	}
+	if len(refused) != 1 || refused["127.0.0.1"] != flood {
+		t.Errorf("refusal counts by source %v, want %d for 127.0.0.1", refused, flood)
+	}
+	if table := e.relayCmd("audit", "--last", "5"); !strings.Contains(table, "Requests refused without a valid client token") || !strings.Contains(table, "127.0.0.1") {
+		t.Errorf("audit table:\n%s", table)
+	}
+}
+
+// floodBadTokens sends n requests to addr's /mcp with bad client tokens
+// (malformed, unknown, none), pipelined on a few connections so the flood
+// costs the test little, and returns how many were refused with 401.
+func floodBadTokens(t *testing.T, addr string, n int) int {
+	t.Helper()
+	const workers, batch = 4, 500
+	bad := []string{"Authorization: Bearer cct_bogus\r\n", "Authorization: Bearer cct_tok_000000000000_" + strings.Repeat("A", 43) + "\r\n", ""}
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			r := bufio.NewReader(conn)
+			for sent := w; sent < n; {
+				var reqs strings.Builder
+				k := 0
+				for ; k < batch && sent < n; k, sent = k+1, sent+workers {
+					fmt.Fprintf(&reqs, "GET /mcp HTTP/1.1\r\nHost: %s\r\n%s\r\n", addr, bad[sent%len(bad)])
+				}
+				if _, err := io.WriteString(conn, reqs.String()); err != nil {
+					t.Error(err)
+					return
+				}
+				for range k {
+					resp, err := http.ReadResponse(r, nil)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusUnauthorized {
+						refused.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return int(refused.Load())
 }

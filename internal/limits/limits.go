@@ -126,6 +126,13 @@ const (
 	// AuditMaxEntries and AuditMaxAge bound the relay's audit log.
 	AuditMaxEntries = 100000
 	AuditMaxAge     = 90 * 24 * time.Hour
+	// AuditMaxRefusalRows bounds the relay's counts of requests refused
+	// without a valid client token (one per source and minute), kept apart
+	// from the entries and for AuditMaxAge too; AuditPendingRefusalSources
+	// bounds the sources a relay counts in memory before it writes them,
+	// past which further sources are counted together.
+	AuditMaxRefusalRows        = 100000
+	AuditPendingRefusalSources = 4096
 
 	// GPUProbeTimeout bounds the accelerator probe of system.metrics.
 	GPUProbeTimeout = 2 * time.Second

@@ -40,9 +40,13 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxGrantsRemembered": {MaxGrantsRemembered, 100_000},
 	// Internal: the owner's permissions.json, bounded like job-resources.json.
 	"MaxPermissionsBytes": {MaxPermissionsBytes, 64 * kib},
-	"JournalMaxEntries":   {JournalMaxEntries, 10_000},     // README, What is here: the newest 10,000 entries
-	"AuditMaxEntries":     {AuditMaxEntries, 100_000},      // README, The relay and the link: 100,000
-	"MaxEnvEntryBytes":    {MaxEnvEntryBytes, 128*kib - 1}, // exec's 128 KiB, which counts the NUL
+	"JournalMaxEntries":   {JournalMaxEntries, 10_000}, // README, What is here: the newest 10,000 entries
+	"AuditMaxEntries":     {AuditMaxEntries, 100_000},  // README, The relay and the link: 100,000
+	// Internal: a source refused every minute of 69 days, or 100,000 sources in one minute.
+	"AuditMaxRefusalRows": {AuditMaxRefusalRows, 100_000},
+	// Internal: the sources refused while one audit write is under way.
+	"AuditPendingRefusalSources": {AuditPendingRefusalSources, 4096},
+	"MaxEnvEntryBytes":           {MaxEnvEntryBytes, 128*kib - 1}, // exec's 128 KiB, which counts the NUL
 	// Internal: room for a 1 MiB environment.
 	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
 	// Internal: the owner's job-resources.json is a few bytes.

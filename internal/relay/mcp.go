@@ -72,7 +72,7 @@ func (s *Server) mcpHandler() http.Handler {
 		at, start := s.Now(), time.Now()
 		tok, err := s.tokens.auth(bearer(r.Header), at)
 		if err != nil {
-			s.refused(at, start, nil, nil, errToken)
+			s.refusedWithoutToken(at, start, r)
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeError(w, http.StatusUnauthorized, errToken)
 			return

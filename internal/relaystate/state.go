@@ -44,9 +44,12 @@ type State interface {
 	RevokeToken(id string, now time.Time) error
 	TokenChanges() (int64, error)
 
-	// The audit log of client calls.
+	// The audit log of client calls, and apart from it the counts of
+	// requests refused without a valid client token.
 	AppendAudit(entries []AuditEntry, now time.Time) error
 	Audit(n int) ([]AuditEntry, error)
+	AddRefusalCounts(counts []RefusalCount, now time.Time) error
+	RefusalCounts(n int) ([]RefusalCount, error)
 
 	Close() error
 }

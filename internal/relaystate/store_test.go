@@ -323,6 +323,7 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	// Turn it back into a schema-1 database: drop what later schemas added.
 	for _, q := range []string{
+		`DROP TABLE audit_refusals`,
 		`DROP TRIGGER tokens_change_update`,
 		`DROP TRIGGER tokens_change_delete`,
 		`DROP TABLE token_changes`,
@@ -372,5 +373,9 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	if after := tokenChanges(t, s); after == before {
 		t.Fatalf("a revocation left the token counter at %d after migration", after)
+	}
+	// And the refusal counts.
+	if err := s.AddRefusalCounts([]RefusalCount{{Minute: now.Truncate(time.Minute), Source: "192.0.2.1", Count: 2}}, now); err != nil {
+		t.Fatalf("refusal counts after migration: %v", err)
 	}
 }

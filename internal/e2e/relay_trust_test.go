@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relaytest"
 )
 
 // TestRelayRevocationIsExact: through the real relay and agent, 100 times
@@ -261,4 +266,87 @@ func floodBadTokens(t *testing.T, addr string, n int) int {
 	}
 	wg.Wait()
 	return int(refused.Load())
+}
+
+// TestRelayMetricsOffLoopbackNeedAToken: `relay serve` refuses to serve
+// metrics off loopback without --metrics-token (or with one too short to
+// resist guessing), saying so and serving nothing; with one, a scrape
+// without it, with another or in another scheme gets 401, and with it the
+// metrics.
+func TestRelayMetricsOffLoopbackNeedAToken(t *testing.T) {
+	state, cfg := t.TempDir(), t.TempDir()
+	listens := []string{"0.0.0.0:0"}
+	if ip := nonLoopbackIP(); ip != "" {
+		listens = append(listens, net.JoinHostPort(ip, "0"))
+	}
+	const token = "metrics-token-5d1e0c7a9b3f4e21"
+	for _, l := range listens {
+		for _, extra := range [][]string{nil, {"--metrics-token", "short"}} {
+			args := append([]string{"relay", "serve", "--listen", "127.0.0.1:0", "--metrics-listen", l, "--state-dir", state, "--config-dir", cfg}, extra...)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			cmd := exec.CommandContext(ctx, bin, args...)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			cancel()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "--metrics-token") {
+				t.Errorf("metrics on %s %v: %v, stderr %q", l, extra, err, stderr.String())
+			}
+			if strings.Contains(stdout.String(), "listening") || strings.Contains(stderr.String(), "short") {
+				t.Errorf("metrics on %s %v: stdout %q, stderr %q", l, extra, stdout.String(), stderr.String())
+			}
+		}
+	}
+
+	relay, _, metricsURL, err := relaytest.ServeMetricsOn(bin, "0.0.0.0:0", "--metrics-token", token,
+		"--listen", "127.0.0.1:0", "--state-dir", state, "--config-dir", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Process.Signal(syscall.SIGTERM); relay.Wait() })
+	// It announces the wildcard address it listens on; scrape it on loopback.
+	u, err := url.Parse(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = net.JoinHostPort("127.0.0.1", u.Port())
+	metricsURL = u.String()
+	for _, auth := range []string{"", "Bearer ", "Bearer " + token[:len(token)-1], "Bearer " + token + "x", "Basic " + token, token} {
+		req, _ := http.NewRequest("GET", metricsURL, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") || strings.Contains(string(body), "commandcore_relay") {
+			t.Errorf("Authorization %q: %s %q", auth, resp.Status, body)
+		}
+	}
+	m, err := relaytest.ScrapeToken(metricsURL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Value("commandcore_relay_connected_devices"); !ok {
+		t.Fatal("a scrape with the token has no metrics")
+	}
+}
+
+// nonLoopbackIP is an address of this machine's that is not loopback, or
+// "" when it has none.
+func nonLoopbackIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
 }

@@ -133,6 +133,10 @@ const (
 	// past which further sources are counted together.
 	AuditMaxRefusalRows        = 100000
 	AuditPendingRefusalSources = 4096
+	// MetricsTokenMinBytes is the shortest token `relay serve
+	// --metrics-token` takes: a scrape off loopback must present it, so it
+	// must resist guessing over the network.
+	MetricsTokenMinBytes = 16
 
 	// GPUProbeTimeout bounds the accelerator probe of system.metrics.
 	GPUProbeTimeout = 2 * time.Second

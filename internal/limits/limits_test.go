@@ -46,7 +46,9 @@ var counts = map[string]struct{ got, want int64 }{
 	"AuditMaxRefusalRows": {AuditMaxRefusalRows, 100_000},
 	// Internal: the sources refused while one audit write is under way.
 	"AuditPendingRefusalSources": {AuditPendingRefusalSources, 4096},
-	"MaxEnvEntryBytes":           {MaxEnvEntryBytes, 128*kib - 1}, // exec's 128 KiB, which counts the NUL
+	// Internal: too long to guess over the network (`openssl rand -hex 16` prints 32).
+	"MetricsTokenMinBytes": {MetricsTokenMinBytes, 16},
+	"MaxEnvEntryBytes":     {MaxEnvEntryBytes, 128*kib - 1}, // exec's 128 KiB, which counts the NUL
 	// Internal: room for a 1 MiB environment.
 	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
 	// Internal: the owner's job-resources.json is a few bytes.

@@ -98,14 +98,24 @@ func parseTTL(s string) (time.Duration, error) {
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
-	var listen, cert, key, metricsListen string
+	var listen, cert, key, metricsListen, metricsToken string
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (cert == "") != (key == "") {
 				return usageError("--tls-cert and --tls-key go together")
+			}
+			// The metrics' listener first: a refusal comes before anything
+			// is served or announced.
+			var mln net.Listener
+			if metricsListen != "" || metricsToken != "" {
+				var err error
+				if mln, err = listenMetrics(metricsListen, metricsToken); err != nil {
+					return err
+				}
+				defer mln.Close()
 			}
 			st, err := openRelayState(g)
 			if err != nil {
@@ -134,11 +144,8 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 			fmt.Fprintf(streams.Out, "relay: listening on %s\n", base)
 			errc := make(chan error, 2)
 			var ms *http.Server
-			if metricsListen != "" {
-				if ms, err = serveMetrics(metricsListen, srv, streams, errc); err != nil {
-					ln.Close()
-					return err
-				}
+			if mln != nil {
+				ms = serveMetrics(mln, metricsToken, srv, streams, errc)
 			}
 			fmt.Fprintf(streams.Out, "relay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base)
 			hs := srv.HTTPServer()
@@ -173,7 +180,8 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8440", "address to listen on")
 	cmd.Flags().StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM)")
 	cmd.Flags().StringVar(&key, "tls-key", "", "TLS key file (PEM)")
-	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP)")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
+	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", fmt.Sprintf("a secret of at least %d bytes every metrics scrape must present (Authorization: Bearer TOKEN)", limits.MetricsTokenMinBytes))
 	return cmd
 }
 
@@ -188,19 +196,38 @@ func (l stampedLog) Write(line []byte) (int, error) {
 	return len(line), nil
 }
 
-// serveMetrics serves the relay's metrics on their own listener at addr
-// and announces where; the server's end is sent to errc.
-func serveMetrics(addr string, srv *relay.Server, streams IO, errc chan<- error) (*http.Server, error) {
+// listenMetrics opens the metrics' listener at addr. Off loopback the
+// metrics (the relay's traffic, its devices' comings and goings) are for
+// whoever holds the token, so a token is required there; judged by the
+// address bound, so a name that resolves elsewhere is caught too.
+func listenMetrics(addr, token string) (net.Listener, error) {
+	switch {
+	case addr == "":
+		return nil, usageError("--metrics-token goes with --metrics-listen")
+	case token != "" && len(token) < limits.MetricsTokenMinBytes:
+		return nil, usageError("--metrics-token must be at least %d bytes", limits.MetricsTokenMinBytes)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen: %w", err)
 	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); token == "" && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return nil, usageError("--metrics-listen %s is not a loopback address: serving metrics there needs --metrics-token, which every scrape must then present", addr)
+	}
+	return ln, nil
+}
+
+// serveMetrics serves the relay's metrics on ln (with token, when set,
+// required of every scrape) and announces where; the server's end is
+// sent to errc.
+func serveMetrics(ln net.Listener, token string, srv *relay.Server, streams IO, errc chan<- error) *http.Server {
 	m := relaymetrics.New(srv)
 	srv.Observer = m
-	ms := m.Server()
+	ms := m.Server(token)
 	go func() { errc <- ms.Serve(ln) }()
 	fmt.Fprintf(streams.Out, "relay: metrics on http://%s%s\n", ln.Addr(), relaymetrics.Path)
-	return ms, nil
+	return ms
 }
 
 func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -338,7 +365,7 @@ type tokenRevokeOptions struct {
 func newTokenRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a client token; it is refused within a second",
+		Short: "Revoke a client token; it is refused from its next request on",
 		Args:  exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runTokenRevoke(&tokenRevokeOptions{relayOptions: newRelayOptions(g, streams), ID: args[0]})

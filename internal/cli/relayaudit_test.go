@@ -25,23 +25,40 @@ func TestRelayAudit(t *testing.T) {
 	if err := st.AppendAudit(entries, at.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
+	minute := at.Truncate(time.Minute)
+	if err := st.AddRefusalCounts([]relaystate.RefusalCount{{Minute: minute, Source: "192.0.2.7", Count: 5000},
+		{Minute: minute.Add(time.Minute), Source: "", Count: 3}, {Minute: minute.Add(2 * time.Minute), Source: "2001:db8::/64", Count: 12}}, at.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	st.Close()
 
 	code, out, errOut := runMain("relay", "audit", "--last", "2", "--json", "--state-dir", state)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != ExitOK || len(lines) != 2 {
+	if code != ExitOK || len(lines) != 4 {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	var last relaystate.AuditEntry
-	if err := json.Unmarshal([]byte(lines[1]), &last); err != nil || last.Tool != "unknown" || last.Code != "permission_denied" || last.TokenID != "" {
+	var last struct {
+		Kind string `json:"kind"`
+		relaystate.AuditEntry
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &last); err != nil || last.Kind != "call" || last.Tool != "unknown" || last.Code != "permission_denied" || last.TokenID != "" {
 		t.Fatalf("last entry %s: %v", lines[1], err)
+	}
+	if lines[2] != `{"kind":"refusals","minute":"2031-01-02T03:05:00Z","source":"","count":3}` ||
+		lines[3] != `{"kind":"refusals","minute":"2031-01-02T03:06:00Z","source":"2001:db8::/64","count":12}` {
+		t.Fatalf("refusal lines:\n%s\n%s", lines[2], lines[3])
 	}
 
 	code, out, _ = runMain("relay", "audit", "--state-dir", state)
 	want := "TIME                  PRINCIPAL         TOKEN             DEVICE                                TOOL          OUTCOME  CODE               DURATION\n" +
 		"2031-01-02T03:04:05Z  tok_0123456789ab  tok_0123456789ab  0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10  process.jobs  ok       -                  2.5ms\n"
-	if code != ExitOK || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, "2031-01-02T03:05:05Z  -                 -                 -                                     unknown       failed   permission_denied  40µs\n") ||
-		strings.Count(out, "\n") != 5 {
+	refusals := "2031-01-02T03:05:05Z  -                 -                 -                                     unknown       failed   permission_denied  40µs\n" +
+		"\nRequests refused without a valid client token, per source and minute:\n" +
+		"MINUTE                SOURCE         REFUSED\n" +
+		"2031-01-02T03:04:00Z  192.0.2.7      5000\n" +
+		"2031-01-02T03:05:00Z  -              3\n" +
+		"2031-01-02T03:06:00Z  2001:db8::/64  12\n"
+	if code != ExitOK || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, refusals) || strings.Count(out, "\n") != 11 {
 		t.Fatalf("exit %d, table:\n%s", code, out)
 	}
 

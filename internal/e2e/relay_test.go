@@ -158,7 +158,7 @@ func waitOnline(t *testing.T, c *client, args map[string]any) {
 
 // TestRelayEndToEnd: an ordinary MCP client reaches an enrolled agent's
 // tools through the relay, with live output, while the job outlives the
-// agent process; revocation refuses calls within 1 s, the owner's ceiling the next call.
+// agent process; revocation and the owner's ceiling refuse the next call.
 func TestRelayEndToEnd(t *testing.T) {
 	e := startRelay(t)
 	e.enrollAgent("dev1")
@@ -257,10 +257,8 @@ func TestRelayEndToEnd(t *testing.T) {
 	c.ok("system.metrics", nil, nil)
 	os.Remove(ceiling)
 
-	// Revocation takes effect within 1 s (limits.ClientTokenRecheck), in
-	// an open session.
+	// Revocation takes effect on the next request, in an open session.
 	e.relayCmd("token", "revoke", tokenID)
-	time.Sleep(time.Second)
 	if _, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs"}); err == nil {
 		t.Fatal("a revoked token still reaches the device")
 	}

@@ -97,10 +97,6 @@ const (
 	// EnrollCodeTTL and ClientTokenTTL are the relay's default lifetimes.
 	EnrollCodeTTL  = 15 * time.Minute
 	ClientTokenTTL = 30 * 24 * time.Hour
-	// ClientTokenRecheck is how long the relay relies on a client token's
-	// last successful check before it reads the token again: a revoked
-	// token stops working within it (an expired one at once).
-	ClientTokenRecheck = 1 * time.Second
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 
@@ -135,6 +131,17 @@ const (
 	// AuditMaxEntries and AuditMaxAge bound the relay's audit log.
 	AuditMaxEntries = 100000
 	AuditMaxAge     = 90 * 24 * time.Hour
+	// AuditMaxRefusalRows bounds the relay's counts of requests refused
+	// without a valid client token (one per source and minute), kept apart
+	// from the entries and for AuditMaxAge too; AuditPendingRefusalSources
+	// bounds the sources a relay counts in memory before it writes them,
+	// past which further sources are counted together.
+	AuditMaxRefusalRows        = 100000
+	AuditPendingRefusalSources = 4096
+	// MetricsTokenMinBytes is the shortest token `relay serve
+	// --metrics-token` takes: a scrape off loopback must present it, so it
+	// must resist guessing over the network.
+	MetricsTokenMinBytes = 16
 
 	// GPUProbeTimeout bounds the accelerator probe of system.metrics.
 	GPUProbeTimeout = 2 * time.Second

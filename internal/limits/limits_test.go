@@ -42,9 +42,15 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxGrantsRememberedPerPrincipal": {MaxGrantsRememberedPerPrincipal, 25_000},
 	// Internal: the owner's permissions.json, bounded like job-resources.json.
 	"MaxPermissionsBytes": {MaxPermissionsBytes, 64 * kib},
-	"JournalMaxEntries":   {JournalMaxEntries, 10_000},     // README, What is here: the newest 10,000 entries
-	"AuditMaxEntries":     {AuditMaxEntries, 100_000},      // README, The relay and the link: 100,000
-	"MaxEnvEntryBytes":    {MaxEnvEntryBytes, 128*kib - 1}, // exec's 128 KiB, which counts the NUL
+	"JournalMaxEntries":   {JournalMaxEntries, 10_000}, // README, What is here: the newest 10,000 entries
+	"AuditMaxEntries":     {AuditMaxEntries, 100_000},  // README, The relay and the link: 100,000
+	// Internal: a source refused every minute of 69 days, or 100,000 sources in one minute.
+	"AuditMaxRefusalRows": {AuditMaxRefusalRows, 100_000},
+	// Internal: the sources refused while one audit write is under way.
+	"AuditPendingRefusalSources": {AuditPendingRefusalSources, 4096},
+	// Internal: too long to guess over the network (`openssl rand -hex 16` prints 32).
+	"MetricsTokenMinBytes": {MetricsTokenMinBytes, 16},
+	"MaxEnvEntryBytes":     {MaxEnvEntryBytes, 128*kib - 1}, // exec's 128 KiB, which counts the NUL
 	// Internal: room for a 1 MiB environment.
 	"MaxEnvelopeBytes": {MaxEnvelopeBytes, 8 * mib},
 	// Internal: the owner's job-resources.json is a few bytes.
@@ -98,14 +104,12 @@ var durations = map[string]struct{ got, want time.Duration }{
 	// Internal: the agent's reconnect backoff.
 	"ReconnectMin":   {ReconnectMin, 1 * time.Second},
 	"ReconnectMax":   {ReconnectMax, 60 * time.Second},
-	"GrantTTL":       {GrantTTL, 60 * time.Second},       // README, The relay and the link: 60 s
-	"GrantClockSkew": {GrantClockSkew, 30 * time.Second}, // Internal: relay and device clocks may differ this much
-	"EnrollCodeTTL":  {EnrollCodeTTL, 15 * time.Minute},  // README, The relay and the link: valid 15 minutes
-	"ClientTokenTTL": {ClientTokenTTL, 30 * day},         // README, The relay and the link: valid 30 days
-	// README, The relay and the link: a revocation takes effect within 1 s.
-	"ClientTokenRecheck": {ClientTokenRecheck, 1 * time.Second},
-	"StopEscalation":     {StopEscalation, 3 * time.Second},      // README, Managed jobs: SIGKILL after 3 s
-	"JobTimeoutMax":      {JobTimeoutMax, 2592000 * time.Second}, // SPEC §3 process.start: timeout_s 1-2592000
+	"GrantTTL":       {GrantTTL, 60 * time.Second},           // README, The relay and the link: 60 s
+	"GrantClockSkew": {GrantClockSkew, 30 * time.Second},     // Internal: relay and device clocks may differ this much
+	"EnrollCodeTTL":  {EnrollCodeTTL, 15 * time.Minute},      // README, The relay and the link: valid 15 minutes
+	"ClientTokenTTL": {ClientTokenTTL, 30 * day},             // README, The relay and the link: valid 30 days
+	"StopEscalation": {StopEscalation, 3 * time.Second},      // README, Managed jobs: SIGKILL after 3 s
+	"JobTimeoutMax":  {JobTimeoutMax, 2592000 * time.Second}, // SPEC §3 process.start: timeout_s 1-2592000
 	// Internal: the unit's RuntimeMaxSec is the limit + 3 s escalation + this.
 	"TimeoutBackstopMargin": {TimeoutBackstopMargin, 5 * time.Second},
 	"MaxInputBytes":         {MaxInputBytes, 65536},       // SPEC §8: input per process.input call 64 KiB

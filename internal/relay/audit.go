@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
@@ -27,11 +28,15 @@ type auditLog struct {
 
 	mu      sync.Mutex
 	pending []relaystate.AuditEntry
-	writing bool
-	idle    chan struct{} // closed when the running writer has emptied pending
+	// refusals counts requests refused without a valid client token, by
+	// source and minute: however many arrive, they take one row each in
+	// the database and never a place in pending.
+	refusals map[refusalKey]int64
+	writing  bool
+	idle     chan struct{} // closed when the running writer has emptied pending and refusals
 
-	// dropped counts entries that were never written: the queue was full or
-	// the database refused them.
+	// dropped counts calls that were never written: the queue was full or
+	// the database refused them (refused requests' counts included).
 	dropped atomic.Uint64
 }
 
@@ -44,6 +49,13 @@ func openAudit(store relaystate.State) (*auditLog, error) {
 	return &auditLog{store: store}, nil
 }
 
+// refusalKey is a source and a minute (its first instant, Unix
+// nanoseconds).
+type refusalKey struct {
+	minute int64
+	source string
+}
+
 // add queues e without blocking.
 func (a *auditLog) add(e relaystate.AuditEntry) {
 	a.mu.Lock()
@@ -53,6 +65,29 @@ func (a *auditLog) add(e relaystate.AuditEntry) {
 		return
 	}
 	a.pending = append(a.pending, e)
+	a.startWriter()
+}
+
+// refuse counts a request from source refused at at without a valid
+// client token. Past limits.AuditPendingRefusalSources waiting sources,
+// new ones are counted together under no source, so memory stays bounded
+// whatever the traffic.
+func (a *auditLog) refuse(at time.Time, source string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := refusalKey{minute: at.Truncate(time.Minute).UnixNano(), source: source}
+	if a.refusals == nil {
+		a.refusals = map[refusalKey]int64{}
+	}
+	if _, ok := a.refusals[k]; !ok && len(a.refusals) >= limits.AuditPendingRefusalSources {
+		k.source = ""
+	}
+	a.refusals[k]++
+	a.startWriter()
+}
+
+// startWriter starts the writer unless it runs; a.mu is held.
+func (a *auditLog) startWriter() {
 	if !a.writing {
 		a.writing = true
 		a.idle = make(chan struct{})
@@ -60,14 +95,16 @@ func (a *auditLog) add(e relaystate.AuditEntry) {
 	}
 }
 
-// write commits pending entries in batches until none wait. The newest
-// entry's time is the log's clock for the age bound.
+// write commits pending entries in batches, and the refusals counted
+// meanwhile, until none wait. The newest entry's (or minute's) time is the
+// log's clock for the age bound.
 func (a *auditLog) write(idle chan struct{}) {
 	defer close(idle)
 	for {
 		a.mu.Lock()
 		n := min(len(a.pending), auditBatch)
-		if n == 0 {
+		refusals := a.refusals
+		if n == 0 && len(refusals) == 0 {
 			a.writing = false
 			a.pending = nil
 			a.mu.Unlock()
@@ -75,10 +112,33 @@ func (a *auditLog) write(idle chan struct{}) {
 		}
 		batch := slices.Clone(a.pending[:n])
 		a.pending = slices.Delete(a.pending, 0, n)
+		a.refusals = nil
 		a.mu.Unlock()
-		if a.store.AppendAudit(batch, batch[n-1].At) != nil {
+		if n > 0 && a.store.AppendAudit(batch, batch[n-1].At) != nil {
 			a.dropped.Add(uint64(n))
 		}
+		if len(refusals) > 0 {
+			a.writeRefusals(refusals)
+		}
+	}
+}
+
+// writeRefusals commits refusal counts; the requests of counts the
+// database refused are counted as dropped.
+func (a *auditLog) writeRefusals(refusals map[refusalKey]int64) {
+	counts := make([]relaystate.RefusalCount, 0, len(refusals))
+	var newest time.Time
+	var total int64
+	for k, n := range refusals {
+		c := relaystate.RefusalCount{Minute: time.Unix(0, k.minute).UTC(), Source: k.source, Count: n}
+		counts = append(counts, c)
+		if c.Minute.After(newest) {
+			newest = c.Minute
+		}
+		total += n
+	}
+	if a.store.AddRefusalCounts(counts, newest) != nil {
+		a.dropped.Add(uint64(total))
 	}
 }
 

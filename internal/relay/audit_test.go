@@ -3,6 +3,8 @@ package relay
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
 	"github.com/commandcore/commandcore/internal/toolresult"
@@ -86,9 +89,11 @@ func (h *harness) session(tb testing.TB, path, token string) *mcp.ClientSession 
 type auditRow struct{ principal, token, device, tool, outcome, code string }
 
 // TestAuditRecordsEveryCall: forwarded calls, devices.list and refused
-// requests (bad token, unknown device, tool out of scope, made-up tool,
-// offline device) each leave one content-free entry, and are counted for
-// metrics and logged (with the link's up and down) in the audit's words.
+// requests (unknown device, tool out of scope, made-up tool, offline
+// device) each leave one content-free entry, and are counted for metrics
+// and logged (with the link's up and down) in the audit's words; a
+// request with a bad token is counted for its address and minute instead,
+// and for metrics, and not logged.
 func TestAuditRecordsEveryCall(t *testing.T) {
 	obs := newCountingObserver()
 	var logged bytes.Buffer
@@ -159,7 +164,6 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 		{id, id, "", "devices.list", "ok", ""},
 		{id, id, dev, "process.jobs", "ok", ""},
 		{id, id, "", "process.jobs", "failed", "not_found"},
-		{"", "", "", "unknown", "failed", "permission_denied"},
 		{id, id, "", "unknown", "failed", "not_found"},
 		{id, id, dev, "process.jobs", "failed", "device_offline"},
 	}
@@ -174,6 +178,10 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 		if e.At.IsZero() || e.DurationUS < 0 {
 			t.Errorf("entry %d: time %v, duration %d", i, e.At, e.DurationUS)
 		}
+	}
+
+	if counts, err := h.st.RefusalCounts(10); err != nil || len(counts) != 1 || counts[0].Source != "127.0.0.1" || counts[0].Count != 1 {
+		t.Errorf("refusal counts %+v %v, want the bad token's request", counts, err)
 	}
 
 	// Nothing the clients or the device sent reached the database.
@@ -226,7 +234,6 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 		"call devices.list device -: ok -",
 		"call process.jobs device " + dev + ": ok -",
 		"call process.jobs device -: failed not_found",
-		"call unknown device -: failed permission_denied",
 		"call unknown device -: failed not_found",
 		"call process.jobs device " + dev + ": failed device_offline",
 	}
@@ -262,6 +269,125 @@ func TestAuditQueueIsBounded(t *testing.T) {
 	a.writing = false
 	close(a.idle)
 	a.mu.Unlock()
+}
+
+// stallAudit makes the audit's writer look busy in the database, so
+// nothing drains its queue until the returned function is called; the
+// next call then starts a writer.
+func stallAudit(a *auditLog) (release func()) {
+	a.mu.Lock()
+	a.writing, a.idle = true, make(chan struct{})
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		a.writing = false
+		close(a.idle)
+		a.mu.Unlock()
+	}
+}
+
+// TestRefusalsWithoutTokenCannotCrowdOutCalls: while the audit's writer is
+// held up, more requests with a bad client token than the audit's queue
+// holds arrive from one address; the authenticated calls made meanwhile
+// are all recorded, none dropped, the log holds no entry without a token,
+// and the refusals are one count for the address and minute.
+func TestRefusalsWithoutTokenCannotCrowdOutCalls(t *testing.T) {
+	h := newHarness(t, nil)
+	tok, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.link(t, auditDevice())
+	s := h.session(t, "/mcp/dev", bearer)
+	call := func() {
+		t.Helper()
+		if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.jobs"}); err != nil || res.IsError {
+			t.Fatalf("process.jobs: %v %+v", err, res)
+		}
+	}
+	call()
+	h.srv.audit.flush()
+
+	release := stallAudit(h.srv.audit)
+	const flood = auditQueue + 100
+	client := &http.Client{}
+	for i := range flood {
+		req, _ := http.NewRequest("GET", h.hs.URL+"/mcp", nil)
+		req.Header.Set("Authorization", fmt.Sprintf("Bearer cct_bogus_%d", i))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a bad token got %d", resp.StatusCode)
+		}
+	}
+	for range 5 {
+		call()
+	}
+	release()
+	call()
+	h.srv.audit.flush()
+
+	if n := h.srv.AuditDropped(); n != 0 {
+		t.Fatalf("%d audit entries dropped", n)
+	}
+	entries, err := h.st.Audit(limits.AuditMaxEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 7 {
+		t.Fatalf("%d audit entries, want the 7 calls", len(entries))
+	}
+	for _, e := range entries {
+		if e.TokenID != tok.ID || e.Tool != "process.jobs" || e.Outcome != relaystate.AuditOK {
+			t.Fatalf("entry %+v", e)
+		}
+	}
+	counts, err := h.st.RefusalCounts(limits.AuditMaxRefusalRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, c := range counts {
+		if c.Source != "127.0.0.1" {
+			t.Errorf("refusals counted for source %q", c.Source)
+		}
+		total += c.Count
+	}
+	// The flood may straddle a minute's end.
+	if total != flood || len(counts) < 1 || len(counts) > 2 {
+		t.Fatalf("refusal counts %+v, want %d in one or two minutes", counts, flood)
+	}
+}
+
+// TestPendingRefusalSourcesAreBounded: however many sources are refused
+// while the writer is held up, the relay holds at most
+// limits.AuditPendingRefusalSources of them (and one for the rest), and
+// counts every request.
+func TestPendingRefusalSourcesAreBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.srv.audit
+	release := stallAudit(a)
+	at := time.Now()
+	const sources = limits.AuditPendingRefusalSources + 50
+	for i := range sources {
+		a.refuse(at, fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		a.refuse(at, fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+	}
+	a.mu.Lock()
+	held, rest := len(a.refusals), a.refusals[refusalKey{minute: at.Truncate(time.Minute).UnixNano()}]
+	var total int64
+	for _, n := range a.refusals {
+		total += n
+	}
+	a.mu.Unlock()
+	release()
+	if held != limits.AuditPendingRefusalSources+1 || rest != 2*50 || total != 2*sources {
+		t.Fatalf("%d sources held, %d counted together, %d in all", held, rest, total)
+	}
 }
 
 func TestEnrollRefusalsAreCounted(t *testing.T) {

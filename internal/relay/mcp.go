@@ -56,9 +56,8 @@ func (s *Server) mcpHandler() http.Handler {
 	single, multi := s.endpointServers()
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		// Stateless: every HTTP request is authenticated on its own, so a
-		// revocation (within limits.ClientTokenRecheck) or a new device
-		// link is seen at once, and both older clients and the current
-		// protocol are served. The servers are shared: what a request may
+		// revocation or a new device link is seen at once, and both older
+		// clients and the current protocol are served. The servers are shared: what a request may
 		// reach travels in its context (clientKey).
 		c, _ := r.Context().Value(clientKey{}).(*client)
 		switch {
@@ -73,7 +72,7 @@ func (s *Server) mcpHandler() http.Handler {
 		at, start := s.Now(), time.Now()
 		tok, err := s.tokens.auth(bearer(r.Header), at)
 		if err != nil {
-			s.refused(at, start, nil, nil, errToken)
+			s.refusedWithoutToken(at, start, r)
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeError(w, http.StatusUnauthorized, errToken)
 			return
@@ -223,9 +222,9 @@ func withDevice(schema any) any {
 	return m
 }
 
-// authorize checks the client's token again for every call (a cached check
-// is at most limits.ClientTokenRecheck old), and refuses a session used with
-// another token than the one that opened it.
+// authorize checks the client's token again for every call (a remembered
+// check holds only while no token has changed), and refuses a session used
+// with another token than the one that opened it.
 func (s *Server) authorize(c *client, req *mcp.CallToolRequest, tool string) (*relaystate.Token, error) {
 	if c == nil || req.Extra == nil {
 		return nil, errToken

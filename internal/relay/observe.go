@@ -93,8 +93,19 @@ func (s *Server) observeCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// refused audits a request the relay turned away before MCP read it; tok
-// is nil when the client's token was not recognised.
+// refusedWithoutToken counts a request turned away for its client token:
+// in the audit by source and minute (never as an entry of its own, so no
+// number of them pushes a call out of the log or out of its queue), and in
+// the metrics. It is not logged, for the same reason.
+func (s *Server) refusedWithoutToken(at, start time.Time, r *http.Request) {
+	s.audit.refuse(at, sourceKey(r.RemoteAddr))
+	if s.Observer != nil {
+		s.Observer.Call(UnknownTool, relaystate.AuditFailed, time.Since(start))
+	}
+}
+
+// refused audits a request with a valid token that the relay turned away
+// before MCP read it.
 func (s *Server) refused(at time.Time, start time.Time, tok *relaystate.Token, dev *relaystate.Device, err error) {
 	device := ""
 	if dev != nil {
@@ -106,12 +117,10 @@ func (s *Server) refused(at time.Time, start time.Time, tok *relaystate.Token, d
 // observe records one call in the audit log and the metrics; code is ""
 // for a call that succeeded.
 func (s *Server) observe(at time.Time, d time.Duration, tok *relaystate.Token, device, tool, code string) {
-	e := relaystate.AuditEntry{At: at, Device: device, Tool: tool, Outcome: relaystate.AuditOK, DurationUS: d.Microseconds()}
+	e := relaystate.AuditEntry{At: at, Principal: principalOf(tok), TokenID: tok.ID, Device: device, Tool: tool,
+		Outcome: relaystate.AuditOK, DurationUS: d.Microseconds()}
 	if code != "" {
 		e.Outcome, e.Code = relaystate.AuditFailed, relaystate.AuditCode(code)
-	}
-	if tok != nil {
-		e.Principal, e.TokenID = principalOf(tok), tok.ID
 	}
 	s.audit.add(e)
 	if s.Log != nil {

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
@@ -13,12 +12,13 @@ import (
 // starts over, which costs a store lookup per token and nothing else.
 const maxCachedTokens = 1024
 
-// tokenCache remembers a client token's successful check for at most
-// limits.ClientTokenRecheck, so the requests of one client do not each
-// read the store. A revocation (by `relay token revoke`, another process)
-// therefore takes effect within that bound; an expiry at once, since the
-// remembered token's expiry is checked on every use. A failed check is
-// never remembered.
+// tokenCache remembers a client token's successful check while the
+// store's token-change counter stays what it read before the check, so
+// the requests of one client each read one integer, not the token. A
+// revocation (by `relay token revoke`, another process) moves the counter
+// before it returns, so the next request checks the token again and is
+// refused; an expiry is refused at once, since the remembered token's
+// expiry is checked on every use. A failed check is never remembered.
 type tokenCache struct {
 	store relaystate.State
 	mu    sync.Mutex
@@ -26,25 +26,31 @@ type tokenCache struct {
 }
 
 type checkedToken struct {
-	tok *relaystate.Token
-	at  time.Time // when the store last vouched for it
+	tok     *relaystate.Token
+	changes int64 // the counter as read before the store vouched for it
 }
 
 func newTokenCache(store relaystate.State) *tokenCache {
 	return &tokenCache{store: store, m: map[[sha256.Size]byte]checkedToken{}}
 }
 
-// auth is relaystate.Store.AuthToken, answered from a check younger than
-// limits.ClientTokenRecheck when there is one.
+// auth is relaystate.State.AuthToken, answered from a check no token
+// change has happened since when there is one. A counter that cannot be
+// read refuses the request: nothing vouches for the remembered check.
 func (c *tokenCache) auth(bearer string, now time.Time) (*relaystate.Token, error) {
+	changes, err := c.store.TokenChanges()
+	if err != nil {
+		return nil, err
+	}
 	key := sha256.Sum256([]byte(bearer))
 	c.mu.Lock()
 	e, ok := c.m[key]
 	c.mu.Unlock()
-	// A clock that went back (tests move it) makes a check unusable.
-	if ok && !now.Before(e.at) && now.Sub(e.at) < limits.ClientTokenRecheck && now.Before(e.tok.ExpiresAt) {
+	if ok && e.changes == changes && now.Before(e.tok.ExpiresAt) {
 		return e.tok, nil
 	}
+	// Read after the counter: a change committed between the two reads
+	// either shows in this check or moves the counter past what is kept.
 	tok, err := c.store.AuthToken(bearer, now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -55,6 +61,6 @@ func (c *tokenCache) auth(bearer string, now time.Time) (*relaystate.Token, erro
 	if len(c.m) >= maxCachedTokens {
 		clear(c.m)
 	}
-	c.m[key] = checkedToken{tok: tok, at: now}
+	c.m[key] = checkedToken{tok: tok, changes: changes}
 	return tok, nil
 }

@@ -7,8 +7,11 @@
 package relaymetrics
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,10 +143,38 @@ func (m *Metrics) EnrollRefused(reason string) {
 }
 
 // Server returns an HTTP server for the metrics: GET /metrics in the
-// Prometheus text format, nothing else.
-func (m *Metrics) Server() *http.Server {
+// Prometheus text format, nothing else. With a token, every scrape must
+// carry it as a bearer token (Authorization: Bearer TOKEN); any other
+// request gets 401.
+func (m *Metrics) Server(token string) *http.Server {
+	var h http.Handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	if token != "" {
+		h = requireBearer(token, h)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET "+Path, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET "+Path, h)
 	return &http.Server{Handler: mux, ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
+}
+
+// requireBearer serves next only the requests that present token. The
+// comparison is of hashes, in constant time, so neither the token's
+// content nor its length shows in how long a refusal takes.
+func requireBearer(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const scheme = "Bearer "
+		auth := r.Header.Get("Authorization")
+		ok := len(auth) > len(scheme) && strings.EqualFold(auth[:len(scheme)], scheme)
+		if ok {
+			got := sha256.Sum256([]byte(auth[len(scheme):]))
+			ok = subtle.ConstantTimeCompare(got[:], want[:]) == 1
+		}
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="commandcore relay metrics"`)
+			http.Error(w, "a metrics scrape needs the relay's metrics token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -38,7 +38,7 @@ func value(t *testing.T, m relaytest.Metrics, name string, labels ...string) flo
 
 func TestMetrics(t *testing.T) {
 	m := New(source{})
-	h := m.Server().Handler
+	h := m.Server("").Handler
 	fams := scrape(t, h)
 	if v := value(t, fams, "commandcore_relay_calls_total", "outcome", "ok", "tool", "files.search"); v != 0 {
 		t.Fatalf("a fresh counter is %v", v)
@@ -88,5 +88,44 @@ func TestMetrics(t *testing.T) {
 	defer srv.Close()
 	if resp, err := http.Post(srv.URL+Path, "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST %s: %v %v", Path, resp.Status, err)
+	}
+}
+
+// TestScrapeNeedsTheToken: with a token, a scrape is served only with
+// "Bearer TOKEN" (the scheme in any case); without one, any scrape is.
+func TestScrapeNeedsTheToken(t *testing.T) {
+	const token = "0123456789abcdef-token"
+	srv := httptest.NewServer(New(source{}).Server(token).Handler)
+	defer srv.Close()
+	status := func(auth string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+Path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer " + token[1:], "Bearer " + token + "x", "Basic " + token, token} {
+		if s := status(auth); s != http.StatusUnauthorized {
+			t.Errorf("Authorization %q: %d", auth, s)
+		}
+	}
+	for _, auth := range []string{"Bearer " + token, "bearer " + token} {
+		if s := status(auth); s != http.StatusOK {
+			t.Errorf("Authorization %q: %d", auth, s)
+		}
+	}
+	if _, err := relaytest.ScrapeToken(srv.URL+Path, token); err != nil {
+		t.Fatal(err)
+	}
+	open := httptest.NewServer(New(source{}).Server("").Handler)
+	defer open.Close()
+	if _, err := relaytest.Scrape(open.URL + Path); err != nil {
+		t.Fatalf("without a token: %v", err)
 	}
 }

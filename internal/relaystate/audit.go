@@ -20,8 +20,9 @@ type AuditEntry struct {
 	Seq int64 `json:"seq"`
 	// At is when the call reached the relay.
 	At time.Time `json:"at"`
-	// Principal, TokenID are whose call it was; empty when the client's
-	// token was not recognised.
+	// Principal, TokenID are whose call it was; empty only in entries of
+	// relays that audited each request without a valid client token one
+	// by one (RefusalCount counts them now).
 	Principal string `json:"principal"`
 	TokenID   string `json:"token_id"`
 	// Device is the ID of the device the call was for; empty when no device
@@ -58,8 +59,9 @@ func errAuditEntry() error {
 // auditBound is how much of the log is kept; zero fields mean the bounds of
 // docs/limits.md. Tests set it (the narrow seam for a small log).
 type auditBound struct {
-	entries int
-	age     time.Duration
+	entries     int
+	refusalRows int
+	age         time.Duration
 }
 
 func (s *Store) auditLimits() (int, time.Duration) {

@@ -15,7 +15,9 @@ import (
 // (except device heartbeat secrets), an enrollment code is consumed
 // exactly once, a rotation commits only while its old token is current,
 // and a revocation by any process takes effect on the next operation
-// (nothing but the grant key is cached).
+// (nothing but the grant key is cached; a caller that remembers a token's
+// check relies on it only while TokenChanges reads what it read before
+// the check).
 type State interface {
 	// GrantKey returns the key the relay signs grants with; it never
 	// changes once created.
@@ -40,10 +42,14 @@ type State interface {
 	AuthToken(bearer string, now time.Time) (*Token, error)
 	Tokens() ([]Token, error)
 	RevokeToken(id string, now time.Time) error
+	TokenChanges() (int64, error)
 
-	// The audit log of client calls.
+	// The audit log of client calls, and apart from it the counts of
+	// requests refused without a valid client token.
 	AppendAudit(entries []AuditEntry, now time.Time) error
 	Audit(n int) ([]AuditEntry, error)
+	AddRefusalCounts(counts []RefusalCount, now time.Time) error
+	RefusalCounts(n int) ([]RefusalCount, error)
 
 	Close() error
 }

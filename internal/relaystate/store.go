@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 3
+const SchemaVersion = 5
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -139,8 +139,37 @@ CREATE TRIGGER IF NOT EXISTS devices_standing_update AFTER UPDATE OF id, standin
 	BEGIN UPDATE standing_changes SET n = n + 1; END;
 `
 
+// schemaV4 adds the token-change counter (TokenChanges): triggers bump it
+// whenever a token row changes or goes, whoever writes, so a relay that
+// finds it unchanged knows every token it checked is as it read it. A new
+// token changes no other token's validity and leaves it alone.
+const schemaV4 = `
+CREATE TABLE IF NOT EXISTS token_changes (
+	one INTEGER PRIMARY KEY CHECK (one = 1),
+	n   INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO token_changes(one, n) VALUES (1, 0);
+CREATE TRIGGER IF NOT EXISTS tokens_change_update AFTER UPDATE ON tokens
+	BEGIN UPDATE token_changes SET n = n + 1; END;
+CREATE TRIGGER IF NOT EXISTS tokens_change_delete AFTER DELETE ON tokens
+	BEGIN UPDATE token_changes SET n = n + 1; END;
+`
+
+// schemaV5 adds the counts of requests refused without a valid client
+// token, one row per source and minute (RefusalCount), apart from the
+// audit of calls so that no number of them can push a call out.
+const schemaV5 = `
+CREATE TABLE IF NOT EXISTS audit_refusals (
+	seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+	minute INTEGER NOT NULL,
+	source TEXT    NOT NULL,
+	count  INTEGER NOT NULL,
+	UNIQUE (minute, source)
+);
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

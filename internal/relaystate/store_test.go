@@ -62,7 +62,7 @@ func TestOpenModesAndSchema(t *testing.T) {
 	if err := s.db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode %q %v", mode, err)
 	}
-	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 3 {
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != SchemaVersion {
 		t.Fatalf("user_version %d %v", version, err)
 	}
 	var busy int
@@ -321,8 +321,12 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Turn it back into a schema-1 database: drop what schemas 2 and 3 added.
+	// Turn it back into a schema-1 database: drop what later schemas added.
 	for _, q := range []string{
+		`DROP TABLE audit_refusals`,
+		`DROP TRIGGER tokens_change_update`,
+		`DROP TRIGGER tokens_change_delete`,
+		`DROP TABLE token_changes`,
 		`DROP TRIGGER devices_standing_insert`,
 		`DROP TRIGGER devices_standing_delete`,
 		`DROP TRIGGER devices_standing_update`,
@@ -345,7 +349,7 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	defer s.Close()
 	var version int
-	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 3 {
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != SchemaVersion {
 		t.Fatalf("user_version %d %v", version, err)
 	}
 	list, err := s.Tokens()
@@ -361,5 +365,17 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	enrollT(t, s, "migrated", "")
 	if after := changes(t, s); after == before {
 		t.Fatalf("an enrollment left the counter at %d after migration", after)
+	}
+	// So does the token-change counter.
+	before = tokenChanges(t, s)
+	if err := s.RevokeToken(tok.ID, now); err != nil {
+		t.Fatal(err)
+	}
+	if after := tokenChanges(t, s); after == before {
+		t.Fatalf("a revocation left the token counter at %d after migration", after)
+	}
+	// And the refusal counts.
+	if err := s.AddRefusalCounts([]RefusalCount{{Minute: now.Truncate(time.Minute), Source: "192.0.2.1", Count: 2}}, now); err != nil {
+		t.Fatalf("refusal counts after migration: %v", err)
 	}
 }

@@ -264,3 +264,19 @@ func (s *Store) RevokeToken(id string, now time.Time) error {
 	}
 	return s.updateOne(errNoToken, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, now.UnixNano(), id)
 }
+
+// TokenChanges returns the token-change counter: a number that changes
+// whenever a token is revoked, deleted or otherwise changed, by any
+// process, and not when one is created or checked. A relay that checked a
+// token when the counter read n may rely on that check (but for expiry,
+// which time alone brings) for as long as the counter still reads n: one
+// integer read by primary key rather than the token.
+func (s *Store) TokenChanges() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT n FROM token_changes WHERE one = 1`).Scan(&n); err != nil {
+		return 0, dbErr(err)
+	}
+	return n, nil
+}

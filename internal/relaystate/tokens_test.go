@@ -175,6 +175,80 @@ func TestRevokeThroughAnotherStore(t *testing.T) {
 	wantCode(t, cli.RevokeToken(bearer, t0), errcode.NotFound)
 }
 
+func tokenChanges(t *testing.T, s *Store) int64 {
+	t.Helper()
+	n, err := s.TokenChanges()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestTokenChangesFollowValidity: the token-change counter moves with
+// every write that can change whether a token is accepted, by this Store,
+// another one on the database (another process) or the sqlite3 shell; and
+// stays put under creating and checking tokens and the relay's other
+// writes, so a relay's remembered checks survive them.
+func TestTokenChangesFollowValidity(t *testing.T) {
+	dir := t.TempDir()
+	relay, cli := openT(t, dir), openT(t, dir) // as two processes
+	a, _ := mustToken(t, cli, "a", time.Hour, t0)
+	b, _ := mustToken(t, cli, "b", time.Hour, t0)
+	c, _ := mustToken(t, cli, "c", time.Hour, t0)
+	_, liveBearer := mustToken(t, cli, "live", time.Hour, t0)
+	moves := []struct {
+		what string
+		do   func() error
+	}{
+		{"a revocation by another Store", func() error { return cli.RevokeToken(a.ID, t0) }},
+		{"a second revocation", func() error { return relay.RevokeToken(a.ID, t0) }},
+		{"an expiry moved by the shell", func() error {
+			_, err := cli.db.Exec(`UPDATE tokens SET expires_at = ? WHERE id = ?`, t0.UnixNano(), b.ID)
+			return err
+		}},
+		{"a scope changed by the shell", func() error {
+			_, err := cli.db.Exec(`UPDATE tokens SET tools = '["system.metrics"]' WHERE id = ?`, c.ID)
+			return err
+		}},
+		{"a deletion by the shell", func() error {
+			_, err := cli.db.Exec(`DELETE FROM tokens WHERE id = ?`, c.ID)
+			return err
+		}},
+	}
+	for _, m := range moves {
+		before := tokenChanges(t, relay)
+		if err := m.do(); err != nil {
+			t.Fatalf("%s: %v", m.what, err)
+		}
+		if after := tokenChanges(t, relay); after == before {
+			t.Errorf("%s left the counter at %d", m.what, after)
+		}
+	}
+	stays := []struct {
+		what string
+		do   func() error
+	}{
+		{"a new token", func() error {
+			_, _, err := cli.CreateToken(TokenSpec{Name: "d", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
+			return err
+		}},
+		{"a check", func() error { _, err := relay.AuthToken(liveBearer, t0); return err }},
+		{"an audit entry", func() error {
+			return relay.AppendAudit([]AuditEntry{{At: t0, Tool: "unknown", Outcome: AuditOK}}, t0)
+		}},
+		{"an enrollment", func() error { enrollT(t, relay, "dev", ""); return nil }},
+	}
+	for _, s := range stays {
+		before := tokenChanges(t, relay)
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+		if after := tokenChanges(t, relay); after != before {
+			t.Errorf("%s moved the counter from %d to %d", s.what, before, after)
+		}
+	}
+}
+
 func TestTokensNewestFirst(t *testing.T) {
 	s := openT(t, t.TempDir())
 	if toks, err := s.Tokens(); err != nil || toks == nil || len(toks) != 0 {

@@ -13,8 +13,18 @@ import (
 type Metrics map[string]*dto.MetricFamily
 
 // Scrape GETs a Prometheus text endpoint and parses it.
-func Scrape(url string) (Metrics, error) {
-	resp, err := http.Get(url)
+func Scrape(url string) (Metrics, error) { return ScrapeToken(url, "") }
+
+// ScrapeToken is Scrape with a bearer token, when token is not empty.
+func ScrapeToken(url, token string) (Metrics, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,12 @@ func Serve(bin string, args ...string) (*exec.Cmd, string, error) {
 // ServeMetrics is Serve with metrics on a free loopback port; it also
 // returns the metrics' URL.
 func ServeMetrics(bin string, args ...string) (cmd *exec.Cmd, url, metricsURL string, err error) {
-	cmd, lines, err := serve(bin, 2, append(args, "--metrics-listen", "127.0.0.1:0"))
+	return ServeMetricsOn(bin, "127.0.0.1:0", args...)
+}
+
+// ServeMetricsOn is ServeMetrics with the metrics on listen.
+func ServeMetricsOn(bin, listen string, args ...string) (cmd *exec.Cmd, url, metricsURL string, err error) {
+	cmd, lines, err := serve(bin, 2, append(args, "--metrics-listen", listen))
 	if err != nil {
 		return nil, "", "", err
 	}

@@ -188,7 +188,7 @@ func (w *walker) push(path string) {
 			names = append(names, n)
 		}
 	}
-	if strings.HasSuffix(path, "/") && len(names) > 0 {
+	if strings.HasSuffix(path, "/") {
 		names = append(names, ".")
 	}
 	w.rest = append(names, w.rest...)

@@ -357,3 +357,31 @@ func FuzzParentResolvesAsTheKernel(f *testing.F) {
 		}
 	})
 }
+
+// TestLinkChainsEndWhereTheKernelsDo: a chain of as many symlinks as the
+// kernel follows resolves, one more is ELOOP, for the kernel and for Parent
+// alike.
+func TestLinkChainsEndWhereTheKernelsDo(t *testing.T) {
+	base := t.TempDir()
+	os.WriteFile(filepath.Join(base, "l0"), []byte("x"), 0o644)
+	for i := 1; i <= maxLinks+1; i++ {
+		os.Symlink("l"+strconv.Itoa(i-1), filepath.Join(base, "l"+strconv.Itoa(i)))
+	}
+	for n, wantLoop := range map[int]bool{maxLinks: false, maxLinks + 1: true} {
+		path := filepath.Join(base, "l"+strconv.Itoa(n))
+		fd, kerr := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if kerr == nil {
+			unix.Close(fd)
+		}
+		dir, name, err := Parent(nil, path, false)
+		if err == nil {
+			dir.Close()
+		}
+		if errors.Is(kerr, unix.ELOOP) != wantLoop || errors.Is(err, unix.ELOOP) != wantLoop {
+			t.Errorf("a chain of %d: the kernel %v, Parent %q %v; want ELOOP %v", n, kerr, name, err, wantLoop)
+		}
+		if !wantLoop && name != "l0" {
+			t.Errorf("a chain of %d ends at %q", n, name)
+		}
+	}
+}

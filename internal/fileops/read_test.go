@@ -207,6 +207,7 @@ func naiveWindow(content []byte, req ReadRequest) (data []byte, offset int64, ne
 func FuzzReadWindow(f *testing.F) {
 	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 2, 2, int64(0), 10, 3, int64(100))
 	f.Add([]byte("€€€€"), 0, 0, int64(1), 4, 1, int64(100))
+	f.Add([]byte("one\ntwo\nthree"), 0, 0, int64(5), 4, 3, int64(100))
 	f.Add([]byte("a\n\nb"), 3, 0, int64(0), 0, 7, int64(100))
 	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 2, 2, int64(0), 10, 3, int64(4))
 	f.Add([]byte("one\ntwo\nthree\n€uro\nlast"), 0, 0, int64(6), 5, 2, int64(1))

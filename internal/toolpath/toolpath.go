@@ -179,13 +179,17 @@ func (w *walker) close() {
 	unix.Close(w.root)
 }
 
-// push puts the names of path before the ones still to resolve.
+// push puts the names of path before the ones still to resolve. A
+// trailing slash names a directory, as "." after the name does.
 func (w *walker) push(path string) {
 	var names []string
 	for _, n := range strings.Split(path, "/") {
 		if n != "" {
 			names = append(names, n)
 		}
+	}
+	if strings.HasSuffix(path, "/") {
+		names = append(names, ".")
 	}
 	w.rest = append(names, w.rest...)
 }

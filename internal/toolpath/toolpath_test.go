@@ -307,3 +307,81 @@ func TestResolutionLeavesNoDescriptor(t *testing.T) {
 		t.Errorf("%d descriptors open after, %d before", after, before)
 	}
 }
+
+// FuzzParentResolvesAsTheKernel: whatever path a caller sends, Parent
+// answers the file the kernel would open, or refuses; it never leaves the
+// tree the path leads to, and never panics.
+func FuzzParentResolvesAsTheKernel(f *testing.F) {
+	base := f.TempDir()
+	for _, d := range []string{"a/b/c", "a/d", "e"} {
+		os.MkdirAll(filepath.Join(base, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(base, "a/b/file"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(base, "e/g"), []byte("y"), 0o644)
+	for link, target := range map[string]string{
+		"rel": "a/b", "up": "../a", "abs": filepath.Join(base, "a/d"), "dangling": "nowhere/x",
+		"loop": "loop", "a/b/c/back": "../../..", "a/tofile": "b/file", "e/self": ".",
+	} {
+		os.Symlink(target, filepath.Join(base, link))
+	}
+	for _, s := range []string{"rel/file", "up/b/c/back/e/g", "abs/../b/./file", "dangling", "loop", "a/tofile/x", "a/b/c/back/rel/../d", "e/self/self/g", "..", "a//b///file/", "x/../a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, rel string) {
+		if strings.IndexByte(rel, 0) >= 0 || len(rel) > 512 {
+			return
+		}
+		path := base + "/" + rel
+		dir, name, err := Parent(nil, path, false)
+		if err != nil {
+			return // refused or not found: nothing to compare
+		}
+		defer dir.Close()
+		if strings.Contains(name, "/") || name == "" || name == ".." {
+			t.Fatalf("Parent(%q) names %q", rel, name)
+		}
+		var got unix.Stat_t
+		gotErr := unix.Fstatat(int(dir.Fd()), name, &got, unix.AT_SYMLINK_NOFOLLOW)
+		fd, kerr := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if kerr != nil {
+			if gotErr == nil {
+				t.Fatalf("Parent(%q) finds %q, the kernel: %v", rel, name, kerr)
+			}
+			return
+		}
+		defer unix.Close(fd)
+		var want unix.Stat_t
+		unix.Fstat(fd, &want)
+		if gotErr != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+			t.Fatalf("Parent(%q) = %q (%v), not the file the kernel opens", rel, name, gotErr)
+		}
+	})
+}
+
+// TestLinkChainsEndWhereTheKernelsDo: a chain of as many symlinks as the
+// kernel follows resolves, one more is ELOOP, for the kernel and for Parent
+// alike.
+func TestLinkChainsEndWhereTheKernelsDo(t *testing.T) {
+	base := t.TempDir()
+	os.WriteFile(filepath.Join(base, "l0"), []byte("x"), 0o644)
+	for i := 1; i <= maxLinks+1; i++ {
+		os.Symlink("l"+strconv.Itoa(i-1), filepath.Join(base, "l"+strconv.Itoa(i)))
+	}
+	for n, wantLoop := range map[int]bool{maxLinks: false, maxLinks + 1: true} {
+		path := filepath.Join(base, "l"+strconv.Itoa(n))
+		fd, kerr := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if kerr == nil {
+			unix.Close(fd)
+		}
+		dir, name, err := Parent(nil, path, false)
+		if err == nil {
+			dir.Close()
+		}
+		if errors.Is(kerr, unix.ELOOP) != wantLoop || errors.Is(err, unix.ELOOP) != wantLoop {
+			t.Errorf("a chain of %d: the kernel %v, Parent %q %v; want ELOOP %v", n, kerr, name, err, wantLoop)
+		}
+		if !wantLoop && name != "l0" {
+			t.Errorf("a chain of %d ends at %q", n, name)
+		}
+	}
+}

@@ -2,8 +2,11 @@ package jobinput
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -266,4 +269,223 @@ func FuzzReadReply(f *testing.F) {
 			t.Fatalf("reply out of range: %+v", rep)
 		}
 	})
+}
+
+// TestASupervisorThatDiedIsGone: a supervisor killed before it could
+// remove its socket leaves the file behind, and nothing listens on it.
+func TestASupervisorThatDiedIsGone(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Net: "unix", Name: filepath.Join(dir, SocketFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	if _, err := os.Stat(filepath.Join(dir, SocketFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Send(dir, Request{Data: []byte("x")}); !errors.Is(err, ErrGone) {
+		t.Fatalf("stale socket: %v, want ErrGone", err)
+	}
+}
+
+func TestAFullSizeWriteIsTaken(t *testing.T) {
+	dir := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	serve(t, dir, Sink{W: w, Offsets: offsets(0, 0)})
+	got := make(chan int, 1)
+	go func() { b, _ := io.ReadAll(r); got <- len(b) }()
+	rep, err := Send(dir, Request{Data: make([]byte, limits.MaxInputBytes), EOF: true})
+	if err != nil || rep.Accepted != limits.MaxInputBytes {
+		t.Fatalf("64 KiB: %+v, %v; want all accepted", rep, err)
+	}
+	if n := <-got; n != limits.MaxInputBytes {
+		t.Fatalf("stdin got %d bytes", n)
+	}
+}
+
+// TestARequestIsReadIntoTheGivenBuffer: the supervisor's one buffer holds
+// every request's data, a full-size one too.
+func TestARequestIsReadIntoTheGivenBuffer(t *testing.T) {
+	frame, err := encodeRequest(Request{Data: bytes.Repeat([]byte("x"), limits.MaxInputBytes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, limits.MaxInputBytes)
+	req, err := readRequest(bytes.NewReader(frame), buf)
+	if err != nil || len(req.Data) != limits.MaxInputBytes {
+		t.Fatalf("%d bytes, %v", len(req.Data), err)
+	}
+	if &req.Data[0] != &buf[0] {
+		t.Fatal("the data is not in the given buffer")
+	}
+}
+
+func TestAResizeIsValidatedBeforeSending(t *testing.T) {
+	for name, r := range map[string]Request{
+		"no size":       {Resize: &terminal.Size{}},
+		"too wide":      {Resize: &terminal.Size{Cols: limits.TerminalDimensionMax + 1, Rows: 24}},
+		"with data":     {Resize: &terminal.Size{Cols: 80, Rows: 24}, Data: []byte("x")},
+		"with eof":      {Resize: &terminal.Size{Cols: 80, Rows: 24}, EOF: true},
+		"data and eof":  {Resize: &terminal.Size{Cols: 80, Rows: 24}, Data: []byte("x"), EOF: true},
+		"invalid, eof":  {Resize: &terminal.Size{}, EOF: true},
+		"invalid, data": {Resize: &terminal.Size{}, Data: []byte("x")},
+	} {
+		if _, err := Send(t.TempDir(), r); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+// TestReadRequestRefusesEveryStrayByte: each header byte that is not the
+// format's, alone, makes the frame malformed.
+func TestReadRequestRefusesEveryStrayByte(t *testing.T) {
+	write, _ := encodeRequest(Request{Data: []byte("hi")})
+	resize, _ := encodeRequest(Request{Resize: &terminal.Size{Cols: 80, Rows: 24}})
+	for _, frame := range [][]byte{write, resize} {
+		if _, err := readRequest(bytes.NewReader(frame), nil); err != nil {
+			t.Fatalf("%x: %v", frame, err)
+		}
+	}
+	for _, c := range []struct {
+		frame []byte
+		at    int
+		to    byte
+	}{
+		{write, 0, 'X'}, {write, 1, 'X'}, {write, 2, version + 1},
+		{write, 4, 2}, {write, 5, 1}, {write, 6, 1}, {write, 7, 1},
+		{resize, 4, flagEOF}, {resize, 8, 0}, {resize, 5, 1},
+	} {
+		f := bytes.Clone(c.frame)
+		f[c.at] = c.to
+		if _, err := readRequest(bytes.NewReader(f), nil); !errors.Is(err, ErrMalformed) {
+			t.Errorf("byte %d of %x set to %d: %v, want ErrMalformed", c.at, c.frame, c.to, err)
+		}
+	}
+	over := bytes.Clone(write[:requestLen])
+	binary.LittleEndian.PutUint32(over[8:], limits.MaxInputBytes+1)
+	if _, err := readRequest(io.MultiReader(bytes.NewReader(over), bytes.NewReader(make([]byte, limits.MaxInputBytes+1))), nil); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a frame of 64 KiB + 1: %v, want ErrMalformed", err)
+	}
+}
+
+func TestReadReplyRefusesWhatIsOutOfRange(t *testing.T) {
+	full := encodeReply(statusOK, Reply{Accepted: limits.MaxInputBytes, StdoutOffset: 1, StderrOffset: 2})
+	if rep, err := readReply(bytes.NewReader(full)); err != nil || rep != (Reply{limits.MaxInputBytes, 1, 2}) {
+		t.Fatalf("all of 64 KiB accepted: %+v, %v", rep, err)
+	}
+	bad := map[string][]byte{
+		"over 64 KiB":      encodeReply(statusOK, Reply{Accepted: limits.MaxInputBytes + 1}),
+		"negative stdout":  encodeReply(statusOK, Reply{StdoutOffset: -1}),
+		"negative stderr":  encodeReply(statusOK, Reply{StderrOffset: -1}),
+		"an unknown state": encodeReply(statusBad+1, Reply{}),
+	}
+	for i := 1; i < 4; i++ {
+		b := encodeReply(statusOK, Reply{})
+		b[i] = 1
+		bad[fmt.Sprintf("padding byte %d", i)] = b
+	}
+	for name, b := range bad {
+		if _, err := readReply(bytes.NewReader(b)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+// TestCloseEndsAStdinPipeButNotATerminal: once the supervisor stops
+// serving, a job reading a pipe sees end-of-file; a terminal's master
+// stays open for the capture of what the job still prints.
+func TestCloseEndsAStdinPipeButNotATerminal(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l := serve(t, t.TempDir(), Sink{W: w, Offsets: offsets(0, 0)})
+	l.Close()
+	r.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := r.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("stdin after Close: %d, %v; want end-of-file", n, err)
+	}
+
+	master, slave, err := terminal.Open(terminal.Size{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	l = serve(t, t.TempDir(), Sink{W: master, Terminal: true, Offsets: offsets(0, 0)})
+	l.Close()
+	if _, err := slave.Write([]byte("bye\n")); err != nil {
+		t.Fatal(err)
+	}
+	master.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := master.Read(make([]byte, 64)); n == 0 || err != nil {
+		t.Fatalf("master after Close: %d, %v; want the job's output", n, err)
+	}
+}
+
+// TestAReplyCutShort: no reply at all is a supervisor that ended while
+// the request waited; part of one is a broken frame.
+func TestAReplyCutShort(t *testing.T) {
+	if _, err := readReply(bytes.NewReader(nil)); !errors.Is(err, ErrGone) {
+		t.Errorf("no reply: %v, want ErrGone", err)
+	}
+	if _, err := readReply(bytes.NewReader(encodeReply(statusOK, Reply{})[:replyLen-1])); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a short reply: %v, want ErrMalformed", err)
+	}
+}
+
+// TestServingOutlastsNoFreeDescriptor: a supervisor out of descriptors
+// when a request arrives serves it once one is free again.
+func TestServingOutlastsNoFreeDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l, err := Listen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	// Connected before Serve, the request waits in the backlog.
+	c, err := dial(dir, time.Now().Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	frame, _ := encodeRequest(Request{Data: []byte("x")})
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	// The lowest free descriptor becomes the limit: no new one opens.
+	free, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(free)
+	low := lim
+	low.Cur = uint64(free)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	l.Serve(Sink{W: w, Offsets: offsets(0, 0)})
+	time.Sleep(200 * time.Millisecond)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := readReply(c); err != nil || rep.Accepted != 1 {
+		t.Fatalf("reply %+v, %v; want the byte taken", rep, err)
+	}
 }

@@ -122,3 +122,54 @@ func FuzzObject(f *testing.F) {
 		}
 	})
 }
+
+// TestValidAgreesWithEncodingJSON: the edges of every token, where a
+// forwarder that disagreed with the next decoder would pass on what it
+// refuses or refuse what it reads.
+func TestValidAgreesWithEncodingJSON(t *testing.T) {
+	for in, want := range map[string]bool{
+		`0`: true, `-0`: true, `10`: true, `9`: true, `19`: true, `1.09`: true, `-1.90`: true,
+		`1e5`: true, `1E5`: true, `1e+5`: true, `1e-5`: true, `1e09`: true, `1e`: false, `1e+`: false,
+		`"\u09af\u0AF0"`: true, `"\u00G0"`: false, `"\u00:0"`: false, `"\u00g0"`: false, `"\u00@0"`: false,
+		`"\u12`: false, `"\u12"`: false, `"\u"`: false,
+		`" a b "`: true, "\"\x1f\"": false,
+		`[1,"a",{"b":[true,false,null]}]`: true, `[1,x]`: false, `[.5]`: false, `[+1]`: false,
+	} {
+		// No spare capacity: a read past the end panics instead of
+		// reading whatever follows.
+		b := []byte(in)
+		b = b[:len(b):len(b)]
+		if got := Valid(b); got != want || json.Valid(b) != want {
+			t.Errorf("Valid(%s) = %v, want %v as encoding/json", in, got, want)
+		}
+	}
+}
+
+// TestDepthCountsObjectsAndNotScalars: nesting counts every object and
+// array, and a scalar at the deepest level adds none.
+func TestDepthCountsObjectsAndNotScalars(t *testing.T) {
+	nest := func(n int, open, close, inner string) []byte {
+		return []byte(strings.Repeat(open, n) + inner + strings.Repeat(close, n))
+	}
+	for _, c := range []struct {
+		name string
+		in   []byte
+		want bool
+	}{
+		{"objects at the limit", nest(MaxDepth, `{"a":`, `}`, `1`), true},
+		{"objects past the limit", nest(MaxDepth+1, `{"a":`, `}`, `1`), false},
+		{"a number in arrays at the limit", nest(MaxDepth, `[`, `]`, `1`), true},
+		{"a string in arrays at the limit", nest(MaxDepth, `[`, `]`, `"s"`), true},
+	} {
+		if got := Valid(c.in); got != c.want || json.Valid(c.in) != c.want {
+			t.Errorf("%s: Valid %v, want %v as encoding/json", c.name, got, c.want)
+		}
+	}
+	// Object's own braces are the first level.
+	if _, err := Object(nest(MaxDepth, `{"a":`, `}`, `1`)); err != nil {
+		t.Errorf("objects at the limit: %v", err)
+	}
+	if _, err := Object(nest(MaxDepth+1, `{"a":`, `}`, `1`)); !errors.Is(err, ErrSyntax) {
+		t.Errorf("objects past the limit: %v, want ErrSyntax", err)
+	}
+}

@@ -38,7 +38,8 @@ GREMLINS  ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # transport, its framing (frame.go) only.
 MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/authz internal/reconcile internal/jobstore \
-             internal/errcode internal/limits internal/transport
+             internal/errcode internal/limits internal/transport \
+             internal/fileops internal/jsonspan internal/jobinput internal/toolpath
 
 .PHONY: build test fuzz vet docs run bench clean package package-test vm-test vm-storm inspector-test mutation
 

@@ -9,6 +9,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,5 +113,66 @@ func TestReplayedGrantIsRefused(t *testing.T) {
 	g, _ = authz.MintGrant(r.key, r.deviceID, "process.jobs", "alice", time.Now())
 	if res, code := call(); res.IsError {
 		t.Fatalf("a fresh grant after the replay: %s", code)
+	}
+}
+
+// TestAGrantFloodLocksOutOnlyTheFlooder: a relay that mints fresh grants
+// for one principal as fast as the agent takes them gets exactly the
+// principal's share accepted, then a refusal that says so; another
+// principal's next call is still served.
+func TestAGrantFloodLocksOutOnlyTheFlooder(t *testing.T) {
+	r := startTestRelay(t)
+	var cs *mcp.ClientSession
+	select {
+	case cs = <-r.sessions:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent never linked")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	defer cancel()
+	call := func(principal string) (bool, string) {
+		g, err := authz.MintGrant(r.key, r.deviceID, "process.jobs", principal, time.Now())
+		if err != nil {
+			t.Error(err)
+			return false, ""
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Meta: mcp.Meta{authz.GrantMetaKey: g}})
+		if err != nil {
+			t.Error(err)
+			return false, ""
+		}
+		var sc struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(raw, &sc)
+		return !res.IsError, sc.Error.Code + ": " + sc.Error.Message
+	}
+	// Every grant of the flood lives 90 s, longer than the flood takes.
+	const share = 25_000
+	var issued atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for n := issued.Add(1); n <= share && ctx.Err() == nil; n = issued.Add(1) {
+				if ok, why := call("mallory"); !ok {
+					t.Errorf("mallory's call %d refused: %s", n, why)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the flood of %d calls did not end in time", share)
+	}
+	if ok, why := call("mallory"); ok || !strings.Contains(why, "grant_invalid: too many grants of this principal") {
+		t.Fatalf("mallory past its share: served %v, %s", ok, why)
+	}
+	if ok, why := call("alice"); !ok {
+		t.Fatalf("mallory's flood locked alice out: %s", why)
 	}
 }

@@ -273,3 +273,64 @@ func TestNoFileCallReadsWithoutBound(t *testing.T) {
 		t.Errorf("an edit whose near search is quadratic: %s", raw)
 	}
 }
+
+// TestSearchSwapsLeadNowhere: directories swapped for symlinks to the
+// agent's state directory while files.search walks them (between the
+// listing of a directory and the opening of its entries) never lead the
+// search into it, though the names inside match; the search still finds
+// the text in the tree.
+func TestSearchSwapsLeadNowhere(t *testing.T) {
+	state := t.TempDir()
+	const marker = "MARKER-c0ffee-2d41"
+	if err := os.MkdirAll(filepath.Join(state, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "sub", "f"), []byte(marker+" planted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, state, nil)
+	root := t.TempDir()
+	const dirs = 40
+	for i := range dirs {
+		d := filepath.Join(root, "d"+strconv.Itoa(i))
+		os.MkdirAll(filepath.Join(d, "sub"), 0o755)
+		os.WriteFile(filepath.Join(d, "sub", "f"), []byte(marker+" tree\n"), 0o644)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			d := filepath.Join(root, "d"+strconv.Itoa(i%dirs))
+			os.Rename(d, d+".real")
+			os.Symlink(state, d)
+			time.Sleep(100 * time.Microsecond)
+			os.Remove(d)
+			os.Rename(d+".real", d)
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	var res struct {
+		Matches []struct {
+			Path string `json:"path"`
+			Text string `json:"text"`
+		} `json:"matches"`
+	}
+	found := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		c.ok("files.search", map[string]any{"root": root, "text": marker}, &res)
+		for _, m := range res.Matches {
+			if !strings.HasPrefix(m.Path, root+"/") || strings.Contains(m.Text, "planted") {
+				t.Fatalf("a search through a swapped directory read the agent's file as %s: %q", m.Path, m.Text)
+			}
+		}
+		found += len(res.Matches)
+	}
+	if found == 0 {
+		t.Fatal("no search found the text in the tree")
+	}
+}

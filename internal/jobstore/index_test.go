@@ -1,16 +1,20 @@
 package jobstore_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/limits"
 )
 
 // TestAdmissionIndexDecidesAsAFullScan: whatever state the admission index
@@ -114,4 +118,225 @@ func code(err error) errcode.Code {
 		return ""
 	}
 	return errcode.From(err).Code
+}
+
+// plantIndex writes an admission index claiming that job jid exited long
+// ago (past retention) and was read, mutated by edit, as raw JSON padded
+// with spaces to pad bytes when pad is set.
+func (f *fixture) plantIndex(jid string, edit func(entry, doc map[string]any), pad int) {
+	f.t.Helper()
+	ended := f.base.Add(-limits.TerminalJobRetention - time.Hour)
+	entry := map[string]any{"process_id": jid, "state": "exited", "terminal": true, "created_at": ended,
+		"completed_at": ended, "exit_code": 0, "read": true, "ended_at": ended}
+	doc := map[string]any{"schema": 2, "jobs": map[string]any{jid: entry}}
+	if edit != nil {
+		edit(entry, doc)
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if pad > 0 {
+		data = append(data, bytes.Repeat([]byte(" "), pad-len(data))...)
+	}
+	// Replaced by a rename, as the store does, so the file is a new one.
+	tmp := filepath.Join(f.state, "index.tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(f.root, ".index.json")); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestAdmissionTrustsOnlyASoundIndex: a launch takes the final jobs from
+// the admission index instead of deriving them (an index that lies about
+// a running job is believed: the job is listed as exited and pruned as
+// expired), and an index that is unsound in any way (another schema, no
+// job table, an entry that is not a final job under its own valid ID,
+// unknown fields, over its 4 MiB bound) is not used at all: the running
+// job is derived from its files and kept.
+func TestAdmissionTrustsOnlyASoundIndex(t *testing.T) {
+	const bound = 4 << 20
+	cases := []struct {
+		name    string
+		edit    func(entry, doc map[string]any)
+		pad     int
+		trusted bool
+	}{
+		{name: "sound", trusted: true},
+		{name: "exactly at the bound", pad: bound, trusted: true},
+		{name: "one byte over the bound", pad: bound + 1},
+		{name: "another schema", edit: func(_, doc map[string]any) { doc["schema"] = 1 }},
+		{name: "no job table", edit: func(_, doc map[string]any) { doc["jobs"] = nil }},
+		{name: "unknown field", edit: func(_, doc map[string]any) { doc["extra"] = true }},
+		{name: "entry under another ID", edit: func(e, _ map[string]any) { e["process_id"] = id(9) }},
+		{name: "entry not final", edit: func(e, _ map[string]any) { e["state"] = "running" }},
+		{name: "entry not marked terminal", edit: func(e, _ map[string]any) { e["terminal"] = false }},
+		{name: "invalid ID beside it", edit: func(_, doc map[string]any) {
+			doc["jobs"].(map[string]any)["x"] = map[string]any{"process_id": "x", "state": "exited", "terminal": true}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.running(id(1), f.base)
+			f.plantIndex(id(1), c.edit, c.pad)
+
+			sums, err := f.st.Summaries()
+			if err != nil || len(sums) != 1 {
+				t.Fatalf("summaries %+v, %v", sums, err)
+			}
+			if want := map[bool]jobmeta.State{true: jobmeta.Exited, false: jobmeta.Running}[c.trusted]; sums[0].State != want {
+				t.Errorf("listed as %s, want %s (index trusted: %v)", sums[0].State, want, c.trusted)
+			}
+			if err := f.st.Admit(f.newJob(id(2))); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{id(1), id(2)}
+			if c.trusted {
+				want = []string{id(2)}
+			}
+			sameDirs(t, "after admission", f.dirs(), want)
+		})
+	}
+}
+
+// TestIndexFollowsItsFile: a listing after the index was replaced uses
+// the new one, not the one it decoded before.
+func TestIndexFollowsItsFile(t *testing.T) {
+	f := newFixture(t)
+	f.running(id(1), f.base)
+	f.plantIndex(id(1), nil, 0)
+	if sums, _ := f.st.Summaries(); len(sums) != 1 || sums[0].State != jobmeta.Exited {
+		t.Fatalf("first listing %+v, want the index's exited", sums)
+	}
+	f.plantIndex(id(1), func(e, _ map[string]any) { e["state"] = "timed_out" }, 0)
+	if sums, _ := f.st.Summaries(); len(sums) != 1 || sums[0].State != jobmeta.TimedOut {
+		t.Fatalf("listing after the index changed %+v, want the new index's timed_out", sums)
+	}
+	os.Remove(filepath.Join(f.root, ".index.json"))
+	if sums, _ := f.st.Summaries(); len(sums) != 1 || sums[0].State != jobmeta.Running {
+		t.Fatalf("listing without an index %+v, want the derived running", sums)
+	}
+}
+
+// TestIndexHoldsOnlyFinalJobs: a launch indexes exactly the jobs whose end
+// is on disk; a job that is terminal without it (a launch given up on)
+// stays derived, so when its supervisor's result appears after all the
+// listing tells its real end.
+func TestIndexHoldsOnlyFinalJobs(t *testing.T) {
+	f := newFixture(t)
+	f.running(id(1), f.base)
+	f.terminal(id(2), f.base, f.base, false)
+	if err := f.st.Admit(f.newJob(id(3))); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.MarkLaunchFailed(id(3), jobmeta.LaunchErrSupervisor); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Admit(f.newJob(id(4))); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexedIDs(t, f); !reflect.DeepEqual(got, []string{id(2)}) {
+		t.Fatalf("index holds %v, want only the exited job %s", got, id(2))
+	}
+	seven := 7
+	f.write(id(3), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &seven, CompletedAt: f.now})
+	if r := f.get(id(3)); r.State != jobmeta.Exited {
+		t.Fatalf("derived %s", r.State)
+	}
+	sums, err := f.st.Summaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sums {
+		if s.ProcessID == id(3) && (s.State != jobmeta.Exited || s.ExitCode == nil || *s.ExitCode != 7) {
+			t.Errorf("listed %+v, want exited 7", s)
+		}
+	}
+	if err := f.st.Admit(f.newJob(id(5))); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexedIDs(t, f); !reflect.DeepEqual(got, []string{id(2), id(3)}) {
+		t.Fatalf("index holds %v, want the two ended jobs", got)
+	}
+}
+
+// TestIndexRewrittenOnlyWhenItChanges: a launch that learns nothing new
+// leaves the index file as it was; one that learns of a read mark, a new
+// final job or a forgotten one replaces it.
+func TestIndexRewrittenOnlyWhenItChanges(t *testing.T) {
+	f := newFixture(t)
+	f.terminal(id(1), f.base, f.base, true)
+	f.terminal(id(2), f.base, f.base, false)
+	f.terminal(id(3), f.base, f.base, false)
+	n := 10
+	admit := func() {
+		t.Helper()
+		n++
+		if err := f.st.Admit(f.newJob(id(n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inode := func() uint64 {
+		t.Helper()
+		fi, err := os.Stat(filepath.Join(f.root, ".index.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	admit()
+	before := inode()
+	admit()
+	if inode() != before {
+		t.Errorf("a launch that learned nothing rewrote the index")
+	}
+	steps := []struct {
+		what string
+		do   func()
+	}{
+		{"a read mark", func() {
+			f.write(id(2), jobmeta.ReadMarkFile, &jobmeta.ReadMark{Schema: jobmeta.SchemaVersion, ReadAt: f.now})
+		}},
+		{"a forgotten job", func() { os.RemoveAll(f.st.Dir(id(3))) }},
+		{"a new final job", func() { f.terminal(id(4), f.base, f.base, false) }},
+	}
+	for _, s := range steps {
+		s.do()
+		before = inode()
+		admit()
+		if inode() == before {
+			t.Errorf("a launch that learned of %s kept the old index", s.what)
+		}
+		before = inode()
+		admit()
+		if inode() != before {
+			t.Errorf("the launch after learning of %s rewrote the index", s.what)
+		}
+	}
+	if got := indexedIDs(t, f); !reflect.DeepEqual(got, []string{id(1), id(2), id(4)}) {
+		t.Errorf("index holds %v", got)
+	}
+}
+
+// indexedIDs is the sorted job IDs of the index on disk.
+func indexedIDs(t *testing.T, f *fixture) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.root, ".index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx struct {
+		Jobs map[string]json.RawMessage `json:"jobs"`
+	}
+	if err := json.Unmarshal(data, &idx); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for k := range idx.Jobs {
+		ids = append(ids, k)
+	}
+	return sorted(ids...)
 }

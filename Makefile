@@ -20,8 +20,8 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
              ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \
              ./internal/transport:FuzzReadLinkFrame \
-             ./internal/relay:FuzzSplitDevice ./internal/relay:FuzzDecodeEnrollRequest \
-             ./internal/relay:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
+             ./internal/relay:FuzzSplitDevice ./internal/enrollment:FuzzDecodeEnrollRequest \
+             ./internal/enrollment:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \
              ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply \
              ./internal/install:FuzzParseExecStart \

@@ -7,15 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/tools"
-	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/transport"
-	"github.com/commandcore/commandcore/internal/version"
 )
 
 // CheckServer says whether server is a URL the agent can link to.
@@ -87,12 +83,10 @@ func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDi
 	if err != nil {
 		return nil, err
 	}
-	host, err := tools.NewHost("/proc", svc, stateDir, configDir)
+	srv, err := tools.NewServer(svc, stateDir, configDir, authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(), time.Now))
 	if err != nil {
 		return nil, err
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
-	tools.Register(srv, svc, host, authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(), time.Now))
 	return func(ctx context.Context, conn *transport.Conn) error {
 		ss, err := srv.Connect(ctx, conn, nil)
 		if err != nil {

@@ -1,31 +1,19 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log"
-	"net"
-	"net/http"
-	"os/signal"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
-	"github.com/commandcore/commandcore/internal/relaymetrics"
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
-
-// relayShutdown bounds a graceful stop of the relay's HTTP server.
-const relayShutdown = 5 * time.Second
 
 func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd := &cobra.Command{
@@ -48,15 +36,6 @@ func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.AddCommand(newRelayServeCmd(g, streams), newEnrollCodeCmd(g, streams), token, newRelayDevicesCmd(g, streams),
 		newRelayAuditCmd(g, streams))
 	return cmd
-}
-
-// openRelayState opens the relay's database in the state directory.
-func openRelayState(g *globalFlags) (relaystate.State, error) {
-	dirs, err := g.dirs()
-	if err != nil {
-		return nil, err
-	}
-	return relaystate.Open(dirs.State)
 }
 
 // relayOptions is what the relay's administration commands share: where
@@ -95,139 +74,6 @@ func parseTTL(s string) (time.Duration, error) {
 		return 0, usageError("--ttl: %q is not a positive duration (like 15m, 12h or 30d)", s)
 	}
 	return d, nil
-}
-
-func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
-	var listen, cert, key, metricsListen, metricsToken string
-	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]]",
-		Short: "Run the relay",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (cert == "") != (key == "") {
-				return usageError("--tls-cert and --tls-key go together")
-			}
-			// The metrics' listener first: a refusal comes before anything
-			// is served or announced.
-			var mln net.Listener
-			if metricsListen != "" || metricsToken != "" {
-				var err error
-				if mln, err = listenMetrics(metricsListen, metricsToken); err != nil {
-					return err
-				}
-				defer mln.Close()
-			}
-			st, err := openRelayState(g)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			srv, err := relay.New(st)
-			if err != nil {
-				return err
-			}
-			srv.Log = log.New(stampedLog{streams.Err}, "", 0)
-			defer srv.Close()
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen: %w", err)
-			}
-			scheme := "http"
-			if cert != "" {
-				scheme = "https"
-			}
-			base := scheme + "://" + ln.Addr().String()
-			if tcp, ok := ln.Addr().(*net.TCPAddr); ok && cert == "" && !tcp.IP.IsLoopback() {
-				// Agents refuse plain ws:// off loopback; say so before they try.
-				fmt.Fprintln(streams.Err, "relay: warning: serving plain HTTP on a non-loopback address; agents and clients elsewhere need --tls-cert and --tls-key")
-			}
-			fmt.Fprintf(streams.Out, "relay: listening on %s\n", base)
-			errc := make(chan error, 2)
-			var ms *http.Server
-			if mln != nil {
-				ms = serveMetrics(mln, metricsToken, srv, streams, errc)
-			}
-			fmt.Fprintf(streams.Out, "relay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base)
-			hs := srv.HTTPServer()
-			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
-			defer stop()
-			go func() {
-				if cert != "" {
-					errc <- hs.ServeTLS(ln, cert, key)
-				} else {
-					errc <- hs.Serve(ln)
-				}
-			}()
-			select {
-			case err := <-errc:
-				return fmt.Errorf("serve: %w", err)
-			case <-ctx.Done():
-			}
-			srv.Close()
-			sctx, cancel := context.WithTimeout(context.Background(), relayShutdown)
-			defer cancel()
-			err = hs.Shutdown(sctx)
-			if ms != nil {
-				// Scrapable until the calls have drained.
-				ms.Shutdown(sctx)
-			}
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("shut down: %w", err)
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8440", "address to listen on")
-	cmd.Flags().StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM)")
-	cmd.Flags().StringVar(&key, "tls-key", "", "TLS key file (PEM)")
-	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
-	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", fmt.Sprintf("a secret of at least %d bytes every metrics scrape must present (Authorization: Bearer TOKEN)", limits.MetricsTokenMinBytes))
-	return cmd
-}
-
-// stampedLog writes each of the relay's log lines after "relay: " and the
-// local time, as the agent's lines (activity.Format) carry theirs.
-type stampedLog struct{ w io.Writer }
-
-func (l stampedLog) Write(line []byte) (int, error) {
-	if _, err := l.w.Write(append([]byte("relay: "+time.Now().Format("2006-01-02 15:04:05.000")+"  "), line...)); err != nil {
-		return 0, err
-	}
-	return len(line), nil
-}
-
-// listenMetrics opens the metrics' listener at addr. Off loopback the
-// metrics (the relay's traffic, its devices' comings and goings) are for
-// whoever holds the token, so a token is required there; judged by the
-// address bound, so a name that resolves elsewhere is caught too.
-func listenMetrics(addr, token string) (net.Listener, error) {
-	switch {
-	case addr == "":
-		return nil, usageError("--metrics-token goes with --metrics-listen")
-	case token != "" && len(token) < limits.MetricsTokenMinBytes:
-		return nil, usageError("--metrics-token must be at least %d bytes", limits.MetricsTokenMinBytes)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listen: %w", err)
-	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); token == "" && (!ok || !tcp.IP.IsLoopback()) {
-		ln.Close()
-		return nil, usageError("--metrics-listen %s is not a loopback address: serving metrics there needs --metrics-token, which every scrape must then present", addr)
-	}
-	return ln, nil
-}
-
-// serveMetrics serves the relay's metrics on ln (with token, when set,
-// required of every scrape) and announces where; the server's end is
-// sent to errc.
-func serveMetrics(ln net.Listener, token string, srv *relay.Server, streams IO, errc chan<- error) *http.Server {
-	m := relaymetrics.New(srv)
-	srv.Observer = m
-	ms := m.Server(token)
-	go func() { errc <- ms.Serve(ln) }()
-	fmt.Fprintf(streams.Out, "relay: metrics on http://%s%s\n", ln.Addr(), relaymetrics.Path)
-	return ms
 }
 
 func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {

@@ -7,20 +7,6 @@ import (
 	"github.com/commandcore/commandcore/internal/jobs"
 )
 
-// openService builds the job core over the resolved state directory.
-// installed makes the launcher refuse the shared-cgroup fallback.
-func openService(g *globalFlags, installed bool) (*jobs.Service, error) {
-	dirs, err := g.dirs()
-	if err != nil {
-		return nil, err
-	}
-	exe, err := ownExecutable()
-	if err != nil {
-		return nil, err
-	}
-	return jobs.Open(dirs.State, exe, installed)
-}
-
 // openJobs opens the job core over the jobs an agent left in its state
 // directory (globalFlags.agentDirs), for the jobs commands: it creates
 // nothing, and a missing state directory is an error naming it.

@@ -137,7 +137,9 @@ func (f *fixture) plantIndex(jid string, edit func(entry, doc map[string]any), p
 		f.t.Fatal(err)
 	}
 	if pad > 0 {
-		data = append(data, bytes.Repeat([]byte(" "), pad-len(data))...)
+		// Inside the object, so that a read short of the end is not JSON.
+		body := data[:len(data)-1]
+		data = append(append(body, bytes.Repeat([]byte(" "), pad-len(data))...), '}')
 	}
 	// Replaced by a rename, as the store does, so the file is a new one.
 	tmp := filepath.Join(f.state, "index.tmp")

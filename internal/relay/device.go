@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -13,66 +12,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/strictjson"
 	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
 )
 
-// maxEnrollBytes bounds an enrollment request body.
-const maxEnrollBytes = 4 << 10
-
-// MaxEnrollResponseBytes bounds the server's answer to an enrollment; an
-// identity is a few hundred bytes.
-const MaxEnrollResponseBytes = 64 << 10
-
 // lastSeenEvery is how often a connected device's last-seen time is
 // brought up to date, unless Server.SeenEvery says otherwise.
 const lastSeenEvery = time.Minute
-
-// EnrollRequest is what `commandcore enroll` posts to /v1/enroll.
-type EnrollRequest struct {
-	Code string `json:"code"`
-	// Name is the device's proposed name (its host name); a name given
-	// with the code wins.
-	Name string `json:"name"`
-}
-
-// EnrollResponse carries the device's identity, shown once.
-type EnrollResponse struct {
-	DeviceID string `json:"device_id"`
-	Name     string `json:"name"`
-	Token    string `json:"token"`
-	Secret   []byte `json:"secret"`
-	GrantKey string `json:"grant_key"`
-}
-
-// DecodeEnrollRequest reads an enrollment request strictly: one JSON
-// object with only code and name.
-func DecodeEnrollRequest(body []byte) (*EnrollRequest, error) {
-	var req EnrollRequest
-	if err := strictjson.Decode(body, &req, maxEnrollBytes); err != nil {
-		return nil, errcode.New(errcode.InvalidArgument, "enrollment request must be one JSON object with code and name")
-	}
-	return &req, nil
-}
-
-// DecodeEnrollResponse reads a server's answer to an enrollment strictly
-// and checks that it is a usable identity.
-func DecodeEnrollResponse(body []byte) (*EnrollResponse, error) {
-	var resp EnrollResponse
-	if err := strictjson.Decode(body, &resp, MaxEnrollResponseBytes); err != nil {
-		return nil, errors.New("the server's answer is not an enrollment response")
-	}
-	if resp.DeviceID == "" || resp.Name == "" || resp.Token == "" || len(resp.Secret) < 16 {
-		return nil, errors.New("the server's answer is an incomplete identity")
-	}
-	if _, err := authz.DecodeGrantKey(resp.GrantKey); err != nil {
-		return nil, errors.New("the server sent an invalid grant key")
-	}
-	return &resp, nil
-}
 
 // errorBody is the shape of every non-MCP error response.
 type errorBody struct {
@@ -103,12 +52,12 @@ func httpStatus(err error) int {
 }
 
 func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxEnrollBytes+1))
-	if err != nil || len(body) > maxEnrollBytes {
+	body, err := io.ReadAll(io.LimitReader(r.Body, enrollment.MaxRequestBytes+1))
+	if err != nil || len(body) > enrollment.MaxRequestBytes {
 		writeError(w, http.StatusBadRequest, errcode.New(errcode.InvalidArgument, "enrollment request is too large or unreadable"))
 		return
 	}
-	req, err := DecodeEnrollRequest(body)
+	req, err := enrollment.DecodeRequest(body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -118,7 +67,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, httpStatus(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, EnrollResponse{
+	writeJSON(w, http.StatusOK, enrollment.Response{
 		DeviceID: dev.ID, Name: dev.Name, Token: token, Secret: secret,
 		GrantKey: authz.EncodeGrantKey(s.key.Public().(ed25519.PublicKey)),
 	})

@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/enrollment"
 )
 
 // postEnroll posts an enrollment request and returns the status and body.
 func postEnroll(tb testing.TB, base, code, name string) (int, string) {
 	tb.Helper()
-	body, _ := json.Marshal(EnrollRequest{Code: code, Name: name})
+	body, _ := json.Marshal(enrollment.Request{Code: code, Name: name})
 	res, err := http.Post(base+"/v1/enroll", "application/json", bytes.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
@@ -43,7 +45,7 @@ func TestEnrollRefusalsAreIdentical(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("the refusals used the code up: %d %s", status, body)
 	}
-	if resp, err := DecodeEnrollResponse([]byte(body)); err != nil || resp.Name != "box" {
+	if resp, err := enrollment.DecodeResponse([]byte(body)); err != nil || resp.Name != "box" {
 		t.Fatalf("enrolled: %+v %v", resp, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -93,7 +94,7 @@ func New(store relaystate.State) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// Refusals are counted whoever refuses: the rate limit or the code.
-	mux.HandleFunc("POST /v1/enroll", s.countRefusals(s.limitEnroll(http.HandlerFunc(s.enroll)).ServeHTTP))
+	mux.HandleFunc("POST "+enrollment.EnrollPath, s.countRefusals(s.limitEnroll(http.HandlerFunc(s.enroll)).ServeHTTP))
 	mux.HandleFunc("GET "+transport.AgentPath, s.agent)
 	h := s.mcpHandler()
 	mux.Handle("/mcp", h)

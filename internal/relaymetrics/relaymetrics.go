@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -50,7 +49,14 @@ type Source interface {
 	AuditDropped() uint64
 }
 
-// Metrics holds the relay's series. It implements relay.Observer.
+// Labels are the closed sets of the relay's label values: the tools its
+// audit log names and the reasons it refuses enrollments for.
+type Labels struct {
+	Tools          []string
+	EnrollRefusals []string
+}
+
+// Metrics holds the relay's series. It is the relay's Observer.
 type Metrics struct {
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
@@ -61,12 +67,10 @@ type Metrics struct {
 	tools, outcomes, kinds, reasons []string
 }
 
-var _ relay.Observer = (*Metrics)(nil)
-
 // New returns the relay's metrics, reading src's gauges when scraped.
 // Every series of every known label value starts at zero, so a rate over
 // it is defined from the first scrape.
-func New(src Source) *Metrics {
+func New(src Source, labels Labels) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -86,9 +90,9 @@ func New(src Source) *Metrics {
 			Name: "commandcore_relay_enroll_refusals_total",
 			Help: "Enrollment requests the relay refused, by reason.",
 		}, []string{"reason"}),
-		tools:    relay.AuditTools(),
+		tools:    labels.Tools,
 		outcomes: []string{relaystate.AuditOK, relaystate.AuditFailed},
-		reasons:  relay.EnrollRefusals,
+		reasons:  labels.EnrollRefusals,
 	}
 	for _, k := range LinkEnds {
 		m.kinds = append(m.kinds, string(k))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/relaytest"
-	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -37,7 +36,7 @@ func value(t *testing.T, m relaytest.Metrics, name string, labels ...string) flo
 }
 
 func TestMetrics(t *testing.T) {
-	m := New(source{})
+	m := New(source{}, testLabels)
 	h := m.Server("").Handler
 	fams := scrape(t, h)
 	if v := value(t, fams, "commandcore_relay_calls_total", "outcome", "ok", "tool", "files.search"); v != 0 {
@@ -74,8 +73,8 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
 		}
 	}
-	if got := fams["commandcore_relay_call_duration_seconds"].Metric; len(got) != len(toolspec.Tools())+2 {
-		t.Errorf("%d duration series, want one per tool of the table, devices.list and unknown", len(got))
+	if got := fams["commandcore_relay_call_duration_seconds"].Metric; len(got) != len(testLabels.Tools) {
+		t.Errorf("%d duration series, want one per tool of the labels", len(got))
 	}
 	// Nothing but the relay's own series: the client library's default
 	// collectors (Go runtime, process) are not registered.
@@ -95,7 +94,7 @@ func TestMetrics(t *testing.T) {
 // "Bearer TOKEN" (the scheme in any case); without one, any scrape is.
 func TestScrapeNeedsTheToken(t *testing.T) {
 	const token = "0123456789abcdef-token"
-	srv := httptest.NewServer(New(source{}).Server(token).Handler)
+	srv := httptest.NewServer(New(source{}, testLabels).Server(token).Handler)
 	defer srv.Close()
 	status := func(auth string) int {
 		t.Helper()
@@ -123,9 +122,12 @@ func TestScrapeNeedsTheToken(t *testing.T) {
 	if _, err := relaytest.ScrapeToken(srv.URL+Path, token); err != nil {
 		t.Fatal(err)
 	}
-	open := httptest.NewServer(New(source{}).Server("").Handler)
+	open := httptest.NewServer(New(source{}, testLabels).Server("").Handler)
 	defer open.Close()
 	if _, err := relaytest.Scrape(open.URL + Path); err != nil {
 		t.Fatalf("without a token: %v", err)
 	}
 }
+
+// testLabels are label sets as the relay's, with the values the tests use.
+var testLabels = Labels{Tools: []string{"files.search", "process.run", "unknown"}, EnrollRefusals: []string{"rate_limited", "bad_code"}}

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/commandcore/commandcore/internal/relayapi"
 )
 
 // Bearer is an http.RoundTripper that adds a client token to every request.
@@ -28,13 +30,6 @@ func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func HTTPClient(token string) *http.Client {
 	return &http.Client{Transport: Bearer{token}}
 }
-
-// listening and metricsOn are how `relay serve` announces its addresses
-// on its first lines.
-const (
-	listening = "relay: listening on "
-	metricsOn = "relay: metrics on "
-)
 
 // Serve starts `bin relay serve` with args (e.g. --listen, --state-dir)
 // and returns the running process and the base URL it announced. Its
@@ -76,7 +71,7 @@ func serve(bin string, n int, args []string) (*exec.Cmd, []string, error) {
 	}
 	r := bufio.NewReader(out)
 	var got []string
-	for _, prefix := range []string{listening, metricsOn}[:n] {
+	for _, prefix := range []string{relayapi.AnnounceListening, relayapi.AnnounceMetrics}[:n] {
 		line, err := r.ReadString('\n')
 		v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
 		if err != nil || !ok {

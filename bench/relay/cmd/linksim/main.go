@@ -46,6 +46,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -251,13 +252,13 @@ func enrollFrom(server string, j int, codes []string, devs []device) error {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
 	for i := j * enrollPerSource; i < min(len(codes), (j+1)*enrollPerSource); i++ {
-		body, _ := json.Marshal(relay.EnrollRequest{Code: codes[i], Name: fmt.Sprintf("sim-%05d", i)})
+		body, _ := json.Marshal(enrollment.Request{Code: codes[i], Name: fmt.Sprintf("sim-%05d", i)})
 		for attempt := 0; ; attempt++ {
-			resp, err := client.Post(server+"/v1/enroll", "application/json", bytes.NewReader(body))
+			resp, err := client.Post(server+enrollment.EnrollPath, "application/json", bytes.NewReader(body))
 			if err != nil {
 				return fmt.Errorf("enroll: %w", err)
 			}
-			data, err := io.ReadAll(io.LimitReader(resp.Body, relay.MaxEnrollResponseBytes))
+			data, err := io.ReadAll(io.LimitReader(resp.Body, enrollment.MaxResponseBytes))
 			resp.Body.Close()
 			if err != nil {
 				return fmt.Errorf("enroll: %w", err)
@@ -271,7 +272,7 @@ func enrollFrom(server string, j int, codes []string, devs []device) error {
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("enroll: HTTP %d", resp.StatusCode)
 			}
-			id, err := relay.DecodeEnrollResponse(data)
+			id, err := enrollment.DecodeResponse(data)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/relay"
+	"github.com/commandcore/commandcore/internal/relaystate"
+)
+
+type relayServeOptions struct {
+	IO IO
+	// The flags as given.
+	Listen, Cert, Key, MetricsListen, MetricsToken string
+}
+
+func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
+	o := &relayServeOptions{IO: streams}
+	cmd := &cobra.Command{
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]]",
+		Short: "Run the relay",
+		Args:  exactArgs(0),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
+	}
+	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:8440", "address to listen on")
+	cmd.Flags().StringVar(&o.Cert, "tls-cert", "", "TLS certificate file (PEM)")
+	cmd.Flags().StringVar(&o.Key, "tls-key", "", "TLS key file (PEM)")
+	cmd.Flags().StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
+	cmd.Flags().StringVar(&o.MetricsToken, "metrics-token", "", fmt.Sprintf("a secret of at least %d bytes every metrics scrape must present (Authorization: Bearer TOKEN)", limits.MetricsTokenMinBytes))
+	return cmd
+}
+
+func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) error {
+	st, err := openRelayState(g)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
+	defer stop()
+	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
+		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken,
+		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
+}
+
+// serveFlagError names the flags behind relay.Serve's refusals of its
+// configuration, as usage errors.
+func serveFlagError(err error) error {
+	switch {
+	case errors.Is(err, relay.ErrTLSPair):
+		return usageError("--tls-cert and --tls-key go together")
+	case errors.Is(err, relay.ErrMetricsTokenAlone):
+		return usageError("--metrics-token goes with --metrics-listen")
+	case errors.Is(err, relay.ErrMetricsTokenShort):
+		return usageError("--metrics-token must be at least %d bytes", limits.MetricsTokenMinBytes)
+	case errors.Is(err, relay.ErrMetricsNeedToken):
+		return usageError("--metrics-listen %v; serving metrics there needs --metrics-token, which every scrape must then present", err)
+	}
+	return err
+}
+
+// stampedLog writes each of the relay's log lines after "relay: " and the
+// local time, as the agent's lines carry theirs.
+type stampedLog struct{ w io.Writer }
+
+func (l stampedLog) Write(line []byte) (int, error) {
+	if _, err := l.w.Write(append([]byte("relay: "+time.Now().Format("2006-01-02 15:04:05.000")+"  "), line...)); err != nil {
+		return 0, err
+	}
+	return len(line), nil
+}
+
+// openRelayState opens the relay's database in the state directory.
+func openRelayState(g *globalFlags) (relaystate.State, error) {
+	dirs, err := g.dirs()
+	if err != nil {
+		return nil, err
+	}
+	return relaystate.Open(dirs.State)
+}

@@ -1,0 +1,159 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/relayapi"
+	"github.com/commandcore/commandcore/internal/relaymetrics"
+	"github.com/commandcore/commandcore/internal/relaystate"
+)
+
+// shutdownGrace bounds a graceful stop of the relay's HTTP servers.
+const shutdownGrace = 5 * time.Second
+
+// Serve's refusals of a configuration, before it serves anything.
+var (
+	// ErrTLSPair: a certificate without its key, or a key without its
+	// certificate.
+	ErrTLSPair = errors.New("a TLS certificate and its key go together")
+	// ErrMetricsTokenAlone: a metrics token without a metrics address.
+	ErrMetricsTokenAlone = errors.New("a metrics token goes with a metrics address")
+)
+
+// ErrMetricsNeedToken is Serve's refusal to serve metrics off loopback
+// without a token: there they are the relay's traffic and its devices'
+// comings and goings, for whoever holds the token only.
+var ErrMetricsNeedToken = errors.New("metrics off a loopback address need a token")
+
+// ErrMetricsTokenShort refuses a metrics token too short to resist
+// guessing.
+var ErrMetricsTokenShort = fmt.Errorf("a metrics token is at least %d bytes", limits.MetricsTokenMinBytes)
+
+// ServeConfig is what Serve needs.
+type ServeConfig struct {
+	// State is the relay's database; Serve does not close it.
+	State relaystate.State
+	// Listen is the address of the MCP, enrollment and agent endpoints.
+	Listen string
+	// TLSCert and TLSKey, both or neither, serve HTTPS.
+	TLSCert, TLSKey string
+	// MetricsListen, when set, serves Prometheus metrics there over plain
+	// HTTP, requiring MetricsToken of every scrape when that is set.
+	MetricsListen, MetricsToken string
+	// Out gets the announcements, Warn the warnings, Log one line per
+	// call.
+	Out, Warn io.Writer
+	Log       *log.Logger
+}
+
+// Serve runs the relay until ctx ends or a listener fails, then ends the
+// device links and drains the calls for up to shutdownGrace.
+func Serve(ctx context.Context, cfg ServeConfig) error {
+	switch {
+	case (cfg.TLSCert == "") != (cfg.TLSKey == ""):
+		return ErrTLSPair
+	case cfg.MetricsToken != "" && cfg.MetricsListen == "":
+		return ErrMetricsTokenAlone
+	}
+	// The metrics' listener first: a refusal comes before anything is
+	// served or announced.
+	var mln net.Listener
+	if cfg.MetricsListen != "" {
+		var err error
+		if mln, err = listenMetrics(cfg.MetricsListen, cfg.MetricsToken); err != nil {
+			return err
+		}
+		defer mln.Close()
+	}
+	srv, err := New(cfg.State)
+	if err != nil {
+		return err
+	}
+	srv.Log = cfg.Log
+	defer srv.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	base := announce(cfg, ln)
+	errc := make(chan error, 2)
+	hs := srv.HTTPServer()
+	go func() {
+		if cfg.TLSCert != "" {
+			errc <- hs.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	var ms *http.Server
+	if mln != nil {
+		m := relaymetrics.New(srv, relaymetrics.Labels{Tools: AuditTools(), EnrollRefusals: EnrollRefusals})
+		srv.Observer = m
+		ms = m.Server(cfg.MetricsToken)
+		go func() { errc <- ms.Serve(mln) }()
+		fmt.Fprintf(cfg.Out, "%shttp://%s%s\n", relayapi.AnnounceMetrics, mln.Addr(), relaymetrics.Path)
+	}
+	fmt.Fprintf(cfg.Out, "relay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	return shutdown(srv, hs, ms)
+}
+
+// announce says where the relay listens, warning first when it serves
+// plain HTTP where agents will refuse it, and returns its base URL.
+func announce(cfg ServeConfig, ln net.Listener) string {
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	base := scheme + "://" + ln.Addr().String()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && cfg.TLSCert == "" && !tcp.IP.IsLoopback() && cfg.Warn != nil {
+		fmt.Fprintln(cfg.Warn, "relay: warning: serving plain HTTP on a non-loopback address; agents and clients elsewhere need --tls-cert and --tls-key")
+	}
+	fmt.Fprintf(cfg.Out, "%s%s\n", relayapi.AnnounceListening, base)
+	return base
+}
+
+// shutdown ends the device links, then lets the calls drain; the metrics
+// stay scrapable until they have.
+func shutdown(srv *Server, hs, ms *http.Server) error {
+	srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	err := hs.Shutdown(ctx)
+	if ms != nil {
+		ms.Shutdown(ctx)
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	return nil
+}
+
+// listenMetrics opens the metrics' listener at addr, judging loopback by
+// the address bound, so a name that resolves elsewhere is caught too.
+func listenMetrics(addr, token string) (net.Listener, error) {
+	if token != "" && len(token) < limits.MetricsTokenMinBytes {
+		return nil, ErrMetricsTokenShort
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); token == "" && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return nil, fmt.Errorf("%s is not a loopback address: %w", addr, ErrMetricsNeedToken)
+	}
+	return ln, nil
+}

@@ -1,0 +1,14 @@
+// Package relayapi is what other programs read of a running relay: the
+// lines `relay serve` starts its output with, each followed by a URL, in
+// this order (scripts, benchmarks and tests take the addresses from
+// them). A leaf, so that test helpers can read it without the relay.
+package relayapi
+
+const (
+	// AnnounceListening is followed by the base URL of the MCP,
+	// enrollment and agent endpoints.
+	AnnounceListening = "relay: listening on "
+	// AnnounceMetrics is followed by the metrics' URL, when they are
+	// served.
+	AnnounceMetrics = "relay: metrics on "
+)

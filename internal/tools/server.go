@@ -1,0 +1,23 @@
+package tools
+
+import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/toolspec"
+	"github.com/commandcore/commandcore/internal/version"
+)
+
+// NewServer is the MCP tool server of a device, the same for a local
+// client over stdio and for the server's link: every tool of this build,
+// each call passed through gate. The agent's own state and config
+// directories are out of every file tool's reach.
+func NewServer(svc *jobs.Service, stateDir, configDir string, gate Gate) (*mcp.Server, error) {
+	host, err := NewHost("/proc", svc, stateDir, configDir)
+	if err != nil {
+		return nil, err
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
+	Register(srv, svc, host, gate)
+	return srv, nil
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os/signal"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -17,34 +18,36 @@ func newAgentCmd(g *globalFlags, streams IO) *cobra.Command {
 		Use:   "agent",
 		Short: "Run the agent (installed as a systemd user service)",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if server != "" {
-				if err := agent.CheckServer(server); err != nil {
-					return usageError("--server: %v", err)
-				}
-			}
-			if every <= 0 {
-				return usageError("--reconcile-every must be positive")
-			}
-			dirs, err := g.dirs()
-			if err != nil {
-				return err
-			}
-			exe, err := ownExecutable()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
-			defer stop()
-			return agent.Run(ctx, agent.Config{
-				StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
-				Installed: installed || runningAsService(), Server: server, ReconcileEvery: every, Log: streams.Err,
-			})
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, g, streams, server, installed, every) },
 	}
 	cmd.Flags().StringVar(&server, "server", "", "the server's URL (default: the one enrolled with)")
 	cmd.Flags().BoolVar(&installed, "installed", false, "behave as an installed service: refuse jobs outside the systemd user manager")
 	cmd.Flags().DurationVar(&every, "reconcile-every", agent.ReconcileEvery, "how often to look at every job")
 	cmd.Flags().MarkHidden("reconcile-every")
 	return cmd
+}
+
+func runAgent(cmd *cobra.Command, g *globalFlags, streams IO, server string, installed bool, every time.Duration) error {
+	if server != "" {
+		if err := agent.CheckServer(server); err != nil {
+			return usageError("--server: %v", err)
+		}
+	}
+	if every <= 0 {
+		return usageError("--reconcile-every must be positive")
+	}
+	dirs, err := g.dirs()
+	if err != nil {
+		return err
+	}
+	exe, err := ownExecutable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
+	defer stop()
+	return agent.Run(ctx, agent.Config{
+		StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
+		Installed: installed || runningAsService(), Server: server, ReconcileEvery: every, Log: streams.Err,
+	})
 }

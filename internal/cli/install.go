@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,25 +34,27 @@ func newInstallCmd(g *globalFlags, streams IO) *cobra.Command {
 		Use:   "install",
 		Short: "Write, enable and start the agent's systemd user unit (keeps an existing identity and jobs)",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, dirs, err := installOptions(g)
-			if err != nil {
-				return err
-			}
-			if err := install.Install(cmd.Context(), o); err != nil {
-				return err
-			}
-			path, _ := install.UnitPath(o)
-			fmt.Fprintf(streams.Out, "installed and started %s (%s)\nstate: %s\nconfig: %s\n", o.Service, path, dirs.State, dirs.Config)
-			if lingering, err := install.Lingering(); err == nil && !lingering {
-				fmt.Fprintln(streams.Out, "note: the agent runs only while you are logged in; to keep it running, run: sudo loginctl enable-linger \"$USER\"")
-			}
-			if _, err := enrollment.Load(dirs.Config); errors.Is(err, enrollment.ErrNotEnrolled) {
-				fmt.Fprintf(streams.Out, "next: the agent is not enrolled; get a code from your server and run: commandcore enroll --server URL --code CODE%s\n", dirFlags(g, o))
-			}
-			return nil
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runInstall(cmd.Context(), g, streams) },
 	}
+}
+
+func runInstall(ctx context.Context, g *globalFlags, streams IO) error {
+	o, dirs, err := installOptions(g)
+	if err != nil {
+		return err
+	}
+	if err := install.Install(ctx, o); err != nil {
+		return err
+	}
+	path, _ := install.UnitPath(o)
+	fmt.Fprintf(streams.Out, "installed and started %s (%s)\nstate: %s\nconfig: %s\n", o.Service, path, dirs.State, dirs.Config)
+	if lingering, err := install.Lingering(); err == nil && !lingering {
+		fmt.Fprintln(streams.Out, "note: the agent runs only while you are logged in; to keep it running, run: sudo loginctl enable-linger \"$USER\"")
+	}
+	if _, err := enrollment.Load(dirs.Config); errors.Is(err, enrollment.ErrNotEnrolled) {
+		fmt.Fprintf(streams.Out, "next: the agent is not enrolled; get a code from your server and run: commandcore enroll --server URL --code CODE%s\n", dirFlags(g, o))
+	}
+	return nil
 }
 
 // dirFlags are the flags another command needs to reach the installation
@@ -82,28 +85,30 @@ func newUninstallCmd(g *globalFlags, streams IO) *cobra.Command {
 		Use:   "uninstall",
 		Short: "Stop, disable and remove the agent's user unit (state, identity and jobs stay)",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, _, err := installOptions(g)
-			if err != nil {
-				return err
-			}
-			res, err := install.Uninstall(cmd.Context(), o)
-			if res != nil {
-				for _, f := range res.Removed {
-					fmt.Fprintf(streams.Out, "removed %s\n", f)
-				}
-			}
-			switch {
-			case err != nil:
-				return err
-			case !res.Found:
-				fmt.Fprintf(streams.Out, "%s is not installed\n", o.Service)
-			case res.Stopped:
-				fmt.Fprintf(streams.Out, "stopped, disabled and uninstalled %s; state kept\n", o.Service)
-			default:
-				fmt.Fprintf(streams.Out, "uninstalled %s; state kept\n", o.Service)
-			}
-			return nil
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runUninstall(cmd.Context(), g, streams) },
 	}
+}
+
+func runUninstall(ctx context.Context, g *globalFlags, streams IO) error {
+	o, _, err := installOptions(g)
+	if err != nil {
+		return err
+	}
+	res, err := install.Uninstall(ctx, o)
+	if res != nil {
+		for _, f := range res.Removed {
+			fmt.Fprintf(streams.Out, "removed %s\n", f)
+		}
+	}
+	switch {
+	case err != nil:
+		return err
+	case !res.Found:
+		fmt.Fprintf(streams.Out, "%s is not installed\n", o.Service)
+	case res.Stopped:
+		fmt.Fprintf(streams.Out, "stopped, disabled and uninstalled %s; state kept\n", o.Service)
+	default:
+		fmt.Fprintf(streams.Out, "uninstalled %s; state kept\n", o.Service)
+	}
+	return nil
 }

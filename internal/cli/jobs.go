@@ -331,41 +331,45 @@ func newJobsReconcileCmd(g *globalFlags, streams IO, asJSON *bool) *cobra.Comman
 		Short: "Show (and with --kill, end) processes a lost fallback job left behind",
 		Args:  exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			svc, err := openJobs(g, streams)
-			if err != nil {
-				return err
-			}
-			defer svc.Close()
-			id, err := svc.ResolveID(args[0])
-			if err != nil {
-				return err
-			}
-			rec, err := svc.Status(principal.Local, id)
-			if err != nil {
-				return err
-			}
-			survivors := rec.Survivors
-			if kill {
-				if survivors, err = svc.KillSurvivors(id); err != nil {
-					return err
-				}
-			}
-			if *asJSON {
-				return writeJSON(streams.Out, map[string]any{"process_id": rec.ProcessID, "state": rec.State, "survivors": survivors, "killed": kill})
-			}
-			verb := "survives"
-			if kill {
-				verb = "killed"
-			}
-			for _, p := range survivors {
-				fmt.Fprintf(streams.Out, "pid %d (start ticks %d) %s\n", p.PID, p.StartTicks, verb)
-			}
-			if len(survivors) == 0 {
-				fmt.Fprintf(streams.Out, "%s (%s): no surviving processes\n", rec.ProcessID, rec.State)
-			}
-			return nil
+			return runJobsReconcile(g, streams, asJSON, kill, args[0])
 		},
 	}
 	cmd.Flags().BoolVar(&kill, "kill", false, "send SIGKILL to each survivor after verifying its identity")
 	return cmd
+}
+
+func runJobsReconcile(g *globalFlags, streams IO, asJSON *bool, kill bool, ref string) error {
+	svc, err := openJobs(g, streams)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	id, err := svc.ResolveID(ref)
+	if err != nil {
+		return err
+	}
+	rec, err := svc.Status(principal.Local, id)
+	if err != nil {
+		return err
+	}
+	survivors := rec.Survivors
+	if kill {
+		if survivors, err = svc.KillSurvivors(id); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return writeJSON(streams.Out, map[string]any{"process_id": rec.ProcessID, "state": rec.State, "survivors": survivors, "killed": kill})
+	}
+	verb := "survives"
+	if kill {
+		verb = "killed"
+	}
+	for _, p := range survivors {
+		fmt.Fprintf(streams.Out, "pid %d (start ticks %d) %s\n", p.PID, p.StartTicks, verb)
+	}
+	if len(survivors) == 0 {
+		fmt.Fprintf(streams.Out, "%s (%s): no surviving processes\n", rec.ProcessID, rec.State)
+	}
+	return nil
 }

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commandcore/commandcore/internal/relay"
+	"github.com/commandcore/commandcore/internal/relaystate"
+)
+
+type devicesOptions struct {
+	relayOptions
+	JSON bool
+}
+
+func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
+	o := &devicesOptions{relayOptions: newRelayOptions(g, streams)}
+	cmd := &cobra.Command{
+		Use:   "devices [--json]",
+		Short: "Enrolled devices with connection state and last-seen time",
+		Args:  exactArgs(0),
+		RunE:  func(*cobra.Command, []string) error { return runDevices(o) },
+	}
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "one JSON object per line")
+	cmd.AddCommand(newDeviceRevokeCmd(g, streams))
+	return cmd
+}
+
+func runDevices(o *devicesOptions) error {
+	var devs []relaystate.Device
+	err := o.withState(func(st relaystate.State) (err error) {
+		devs, err = st.Devices()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return writeJSONLines(o.IO.Out, devs...)
+	}
+	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tLAST SEEN")
+	for _, d := range devs {
+		seen := "never"
+		if d.LastSeen != nil {
+			seen = d.LastSeen.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", d.Name, d.ID, d.Standing, d.Connected, seen)
+	}
+	return tw.Flush()
+}
+
+func newDeviceRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke a device (by name or ID): its link ends and its credentials are refused until it is enrolled again",
+		Args:  exactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return runDeviceRevoke(g, streams, args[0]) },
+	}
+}
+
+func runDeviceRevoke(g *globalFlags, streams IO, ref string) error {
+	var d *relaystate.Device
+	var revoked bool
+	o := newRelayOptions(g, streams)
+	err := o.withState(func(st relaystate.State) (err error) {
+		d, revoked, err = st.RevokeDevice(ref, o.Now())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !revoked {
+		fmt.Fprintf(streams.Out, "%s (%s) is %s already; its credentials stay refused\n", d.Name, d.ID, d.Standing)
+		return nil
+	}
+	fmt.Fprintf(streams.Out, "revoked %s (%s); a running relay ends its link within %s\n", d.Name, d.ID, relay.StandingPoll)
+	return nil
+}

@@ -41,7 +41,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath
 
-.PHONY: build test fuzz vet docs run bench clean package package-test vm-test vm-storm inspector-test mutation
+.PHONY: build test fuzz vet generate docs run bench clean package package-test vm-test vm-storm inspector-test mutation
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -49,13 +49,17 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/commandcore
 
 vet:
+	scripts/no-binaries.sh
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
-# The relay's tool table and docs/tools.md, from the live tool
-# registrations; a test fails when either is stale.
-docs:
-	$(GO) generate ./internal/toolspec
+# Every generated file: the relay's tool table and docs/tools.md from the
+# live tool registrations, the packaged user unit from the installer's; a
+# test fails when one is stale.
+generate:
+	$(GO) generate ./...
+
+docs: generate
 
 # The tests run against a real systemd user manager, booted here for the
 # current user and shut down afterwards (see internal/systemdtest).
@@ -88,8 +92,10 @@ mutation:
 	CONSTS='internal/limits:limits.go internal/errcode:errcode.go' \
 	EXCLUDE='internal/transport:^(backoff|close|conn|credentials|dial|heartbeat|queue|rotate)\.go$$' scripts/mutation.sh
 
-bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/capture/
+# The headline benchmarks (launch latency, capture throughput, supervisor
+# memory) and their summary; about a minute (bench/run.sh).
+bench:
+	bench/run.sh
 
 # dist/: a .deb and an .rpm with a static binary, the user unit and the docs.
 package:

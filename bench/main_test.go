@@ -52,8 +52,8 @@ func TestMain(m *testing.M) {
 	var err error
 	const mini = "github.com/commandcore/commandcore/bench/cmd/minisup"
 	if ccBin, err = benchkit.Build("COMMANDCORE_BIN", "commandcore", "github.com/commandcore/commandcore/cmd/commandcore", ""); err == nil {
-		if miniSup, err = benchkit.Build("MINISUP_BIN", "minisup", mini, "", "CGO_ENABLED=0"); err == nil {
-			miniSupP1, err = benchkit.Build("MINISUP_P1_BIN", "minisup-p1", mini, "-X main.maxProcs=1", "CGO_ENABLED=0")
+		if miniSup, err = benchkit.Build("MINISUP_BIN", "minisup", mini, ""); err == nil {
+			miniSupP1, err = benchkit.Build("MINISUP_P1_BIN", "minisup-p1", mini, "-X main.maxProcs=1")
 		}
 	}
 	if err != nil {

@@ -16,7 +16,7 @@ OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/commandcore-bench.XXXXXX")}
 mkdir -p "$OUT"
 
 echo "== build" >&2
-go build -o bin/commandcore ./cmd/commandcore
+make --no-print-directory build >&2
 CGO_ENABLED=0 go build -o "$OUT/minisup" ./bench/cmd/minisup
 CGO_ENABLED=0 go build -ldflags '-X main.maxProcs=1' -o "$OUT/minisup-p1" ./bench/cmd/minisup
 go test -c -o "$OUT/bench.test" ./bench

@@ -40,7 +40,7 @@ const capacitySettle = 5 * time.Second
 // a real client's process.jobs call to the real agent through the relay.
 // Run it with -benchtime 1x: every number comes from one pass.
 func BenchmarkRelayCapacity(b *testing.B) {
-	simBin, err := benchkit.Build("LINKSIM_BIN", "relay-linksim", "github.com/commandcore/commandcore/bench/relay/cmd/linksim", "", "CGO_ENABLED=0")
+	simBin, err := benchkit.Build("LINKSIM_BIN", "relay-linksim", "github.com/commandcore/commandcore/bench/relay/cmd/linksim", "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,7 @@
 //
 // Like the e2e tests, the benchmarks use the shared systemd user manager
 // (package systemdtest boots or reuses it). Set COMMANDCORE_BIN to benchmark
-// a prebuilt binary; otherwise TestMain builds one (CGO_ENABLED=0).
+// a prebuilt binary; otherwise TestMain builds one as `make build` does.
 package relaybench
 
 import (
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	var err error
-	if ccBin, err = benchkit.Build("COMMANDCORE_BIN", "relay-commandcore", "github.com/commandcore/commandcore/cmd/commandcore", "", "CGO_ENABLED=0"); err != nil {
+	if ccBin, err = benchkit.Build("COMMANDCORE_BIN", "relay-commandcore", "github.com/commandcore/commandcore/cmd/commandcore", ""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "commandcore")
-	if err := testkit.Build(bin, testkit.Main, nil, "CGO_ENABLED=0"); err != nil {
+	if err := testkit.Build(bin, testkit.Main, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
@@ -23,7 +23,7 @@ func newRuntimeRecord(stateDir string, rt status.Runtime) *runtimeRecord {
 }
 
 func (r *runtimeRecord) write() error {
-	if err := jobmeta.WriteAtomic(r.path, &r.rt); err != nil {
+	if err := atomicfile.WriteJSON(r.path, &r.rt); err != nil {
 		return fmt.Errorf("write runtime record: %w", err)
 	}
 	return nil

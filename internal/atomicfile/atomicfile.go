@@ -5,6 +5,7 @@ package atomicfile
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,12 +21,17 @@ import (
 // directory, fsync, rename, fsync of the directory. The directory must
 // exist.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return writePath(path, data, Options{Perm: perm})
+}
+
+// writePath is WriteAt of path's base name in its directory.
+func writePath(path string, data []byte, o Options) error {
 	dir, err := os.OpenFile(filepath.Dir(path), os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("open dir: %w", err)
 	}
 	defer dir.Close()
-	return WriteAt(dir, filepath.Base(path), data, Options{Perm: perm})
+	return WriteAt(dir, filepath.Base(path), data, o)
 }
 
 // Options say what a replacement is besides its content.
@@ -241,4 +247,21 @@ func rename(dfd int, tmp, name string, exclusive bool) error {
 		return fmt.Errorf("rename into place: %w", err)
 	}
 	return nil
+}
+
+// WriteJSON is Write of v encoded as JSON, owner-only: the form of every
+// metadata and state file the agent and its supervisors keep.
+func WriteJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	return Write(path, data, 0o600)
+}
+
+// Create publishes data at path with mode perm unless path exists, in
+// which case the error is fs.ErrExist and the file there is untouched:
+// of writers racing to create the same file, exactly one wins.
+func Create(path string, data []byte, perm os.FileMode) error {
+	return writePath(path, data, Options{Perm: perm, Exclusive: true})
 }

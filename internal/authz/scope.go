@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/namechars"
 )
 
 // ScopeAll is the entry that matches every name.
@@ -56,24 +57,7 @@ func ValidScope(entry string) bool {
 	if len(entry) > maxEntryBytes {
 		return false
 	}
-	return validName(strings.TrimSuffix(entry, prefixSuffix))
-}
-
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// nameByte reports whether c may appear in a name: [A-Za-z0-9._-].
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+	return namechars.Valid(strings.TrimSuffix(entry, prefixSuffix), maxEntryBytes)
 }
 
 // MatchScope reports whether any pattern covers name: "*" covers everything,

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
@@ -66,7 +67,7 @@ func (f *jobsFixture) dir(id string) string { return filepath.Join(f.state, "job
 
 func (f *jobsFixture) write(t *testing.T, id, name string, v any) {
 	t.Helper()
-	if err := jobmeta.WriteAtomic(filepath.Join(f.dir(id), name), v); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(f.dir(id), name), v); err != nil {
 		t.Fatal(err)
 	}
 }

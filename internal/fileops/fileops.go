@@ -46,6 +46,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/eintr"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/owndirs"
 	"github.com/commandcore/commandcore/internal/toolpath"
@@ -221,7 +222,7 @@ func (t *target) openRegular(st unix.Stat_t, flags int) (*os.File, error) {
 // meanwhile is a conflict.
 func (t *target) openSame(st unix.Stat_t, flags int) (*os.File, unix.Stat_t, error) {
 	var got unix.Stat_t
-	fd, err := toolpath.Openat(t.dfd(), t.name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := eintr.Openat(t.dfd(), t.name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, got, fsError(err, "open")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/eintr"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/owndirs"
 	"github.com/commandcore/commandcore/internal/toolpath"
@@ -152,7 +153,7 @@ func (l *lister) dir(fd int, path string, level int) error {
 			if enter {
 				flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 			}
-			if s, err := toolpath.Openat(fd, name, flags); err == nil {
+			if s, err := eintr.Openat(fd, name, flags, 0); err == nil {
 				sub = s
 			}
 		}

@@ -10,11 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
+	"github.com/commandcore/commandcore/internal/eintr"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/owndirs"
 	"github.com/commandcore/commandcore/internal/textenc"
-	"github.com/commandcore/commandcore/internal/toolpath"
 )
 
 // The modes of files.write.
@@ -212,7 +212,7 @@ func appendTo(t *target, data []byte, want string) (*WriteResult, error) {
 	} else {
 		// O_EXCL: a file that appeared meanwhile is not one this call examined.
 		var fd int
-		fd, err = toolpath.Openat(t.dfd(), t.name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		fd, err = eintr.Openat(t.dfd(), t.name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
 		if errors.Is(err, unix.EEXIST) {
 			return nil, errcode.New(errcode.Conflict, "the file was created while this call wrote it; try again")
 		}

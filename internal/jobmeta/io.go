@@ -1,12 +1,10 @@
 package jobmeta
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 
-	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/strictjson"
@@ -19,16 +17,6 @@ var ErrCorrupt = errors.New("corrupt metadata")
 // ValidID reports whether s is a canonical job or device ID, a lowercase
 // UUID; only such strings are ever joined into a path.
 func ValidID(s string) bool { return uuidtext.Canonical(s) }
-
-// WriteAtomic writes v as JSON to path with mode 0600, atomically (see
-// atomicfile.Write).
-func WriteAtomic(path string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode metadata: %w", err)
-	}
-	return atomicfile.Write(path, data, 0o600)
-}
 
 // Versioned is satisfied by every metadata file type: it names its schema
 // and checks the fields a reader relies on.

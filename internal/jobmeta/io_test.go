@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/procid"
@@ -80,7 +81,7 @@ func roundTrip[T any, P interface {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, name)
-	if err := jobmeta.WriteAtomic(path, v); err != nil {
+	if err := atomicfile.WriteJSON(path, v); err != nil {
 		t.Fatalf("%s: WriteAtomic: %v", name, err)
 	}
 	fi, err := os.Stat(path)
@@ -118,7 +119,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestResultNullCountersStayUnknown(t *testing.T) {
 	path := filepath.Join(t.TempDir(), jobmeta.ResultFile)
-	if err := jobmeta.WriteAtomic(path, validResult()); err != nil {
+	if err := atomicfile.WriteJSON(path, validResult()); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(path)
@@ -150,7 +151,7 @@ func TestWriteAtomicReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := validRead()
-	if err := jobmeta.WriteAtomic(path, want); err != nil {
+	if err := atomicfile.WriteJSON(path, want); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
@@ -169,11 +170,11 @@ func TestWriteAtomicReplaces(t *testing.T) {
 func TestWriteAtomicFailures(t *testing.T) {
 	dir := t.TempDir()
 	// Unencodable value: nothing is created.
-	if err := jobmeta.WriteAtomic(filepath.Join(dir, "x.json"), func() {}); err == nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "x.json"), func() {}); err == nil {
 		t.Error("WriteAtomic of a func succeeded")
 	}
 	// Missing directory.
-	if err := jobmeta.WriteAtomic(filepath.Join(dir, "missing", "x.json"), validRead()); err == nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "missing", "x.json"), validRead()); err == nil {
 		t.Error("WriteAtomic into a missing directory succeeded")
 	}
 	// Target is a non-empty directory: the rename fails and the temporary is removed.
@@ -181,7 +182,7 @@ func TestWriteAtomicFailures(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(target, "inner"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := jobmeta.WriteAtomic(target, validRead()); err == nil {
+	if err := atomicfile.WriteJSON(target, validRead()); err == nil {
 		t.Error("WriteAtomic over a non-empty directory succeeded")
 	}
 	entries, _ := os.ReadDir(dir)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/activity"
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/envelope"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/hideexec"
@@ -561,7 +562,7 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 	dir := s.store.Dir(id)
 	if rec.StopRequestAt == nil {
 		req := &jobmeta.StopRequest{Schema: jobmeta.SchemaVersion, RequestedAt: s.store.Now()}
-		if err := jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.StopFile), req); err != nil {
+		if err := atomicfile.WriteJSON(filepath.Join(dir, jobmeta.StopFile), req); err != nil {
 			return nil, fmt.Errorf("record stop request: %w", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/principal"
@@ -48,7 +49,7 @@ func fallbackJob(t *testing.T, svc *Service, owner string, edit func(*jobmeta.Cl
 	if edit != nil {
 		edit(claim)
 	}
-	if err := jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(id), jobmeta.ClaimFile), claim); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(svc.store.Dir(id), jobmeta.ClaimFile), claim); err != nil {
 		t.Fatal(err)
 	}
 	return id, sup, cur
@@ -117,7 +118,7 @@ func TestWaitSeesEveryKindOfEnd(t *testing.T) {
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		res := &jobmeta.Result{Schema: 1, CompletedAt: time.Now().UTC(), ExitCode: new(int)}
-		jobmeta.WriteAtomic(filepath.Join(svc.store.Dir(a), jobmeta.ResultFile), res)
+		atomicfile.WriteJSON(filepath.Join(svc.store.Dir(a), jobmeta.ResultFile), res)
 	}()
 	res, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{a, b}, TimeoutMS: ms(20000)})
 	if err != nil || len(res.Ended) != 1 || res.Ended[0].ProcessID != a || res.Ended[0].State != jobmeta.Exited ||

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/strictjson"
 )
@@ -158,7 +159,7 @@ func (s *Store) Summaries() ([]jobmeta.Summary, error) {
 // writeIndex replaces the index. A failure costs only speed: the next
 // launch derives the jobs again.
 func (s *Store) writeIndex(idx *index) {
-	jobmeta.WriteAtomic(filepath.Join(s.root, indexFile), idx)
+	atomicfile.WriteJSON(filepath.Join(s.root, indexFile), idx)
 }
 
 // final reports whether a job's end is recorded on disk, so its record can

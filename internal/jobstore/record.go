@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/reconcile"
@@ -267,7 +268,7 @@ func (s *Store) classifyResult(f *files) jobmeta.State {
 func (s *Store) conclude(id string, f *files, v reconcile.Verdict) bool {
 	rc := &jobmeta.Reconciled{Schema: jobmeta.SchemaVersion, State: v.State, ReconciledAt: s.Now(), Evidence: v.Evidence}
 	f.reconciled = rc
-	if jobmeta.WriteAtomic(s.file(id, jobmeta.ReconciledFile), rc) != nil {
+	if atomicfile.WriteJSON(s.file(id, jobmeta.ReconciledFile), rc) != nil {
 		return false
 	}
 	if s.OnReconciled != nil {

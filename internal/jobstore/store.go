@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -200,7 +201,7 @@ func (s *Store) Admit(j *jobmeta.Job) error {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return fmt.Errorf("create job directory: %w", err)
 		}
-		if err := jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.JobFile), j); err != nil {
+		if err := atomicfile.WriteJSON(filepath.Join(dir, jobmeta.JobFile), j); err != nil {
 			os.RemoveAll(dir)
 			return fmt.Errorf("write job metadata: %w", err)
 		}
@@ -275,7 +276,7 @@ func (s *Store) MarkLaunchFailed(id, reason string) error {
 	j.LaunchFailed = true
 	j.LaunchError = reason
 	j.FailedAt = &now
-	if err := jobmeta.WriteAtomic(s.file(id, jobmeta.JobFile), j); err != nil {
+	if err := atomicfile.WriteJSON(s.file(id, jobmeta.JobFile), j); err != nil {
 		return err
 	}
 	return s.MarkRead(id)
@@ -287,7 +288,7 @@ func (s *Store) MarkRead(id string) error {
 	if _, err := os.Stat(p); err == nil {
 		return nil
 	}
-	return jobmeta.WriteAtomic(p, &jobmeta.ReadMark{Schema: jobmeta.SchemaVersion, ReadAt: s.Now()})
+	return atomicfile.WriteJSON(p, &jobmeta.ReadMark{Schema: jobmeta.SchemaVersion, ReadAt: s.Now()})
 }
 
 // Forget deletes a terminal job's metadata and output.

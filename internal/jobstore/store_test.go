@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobstore"
@@ -73,7 +74,7 @@ func id(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012x", n) }
 
 func (f *fixture) write(id, name string, v any) {
 	f.t.Helper()
-	if err := jobmeta.WriteAtomic(filepath.Join(f.st.Dir(id), name), v); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(f.st.Dir(id), name), v); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -525,9 +526,9 @@ func TestGetMalformedIDTouchesNothing(t *testing.T) {
 	}
 	for _, dir := range targets {
 		os.MkdirAll(dir, 0o700)
-		jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.JobFile), &jobmeta.Job{Schema: 1, ID: id(7),
+		atomicfile.WriteJSON(filepath.Join(dir, jobmeta.JobFile), &jobmeta.Job{Schema: 1, ID: id(7),
 			FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: f.base.Add(-time.Hour)})
-		jobmeta.WriteAtomic(filepath.Join(dir, jobmeta.ClaimFile), &jobmeta.Claim{Schema: 1, Supervisor: dead, BootID: f.bootID})
+		atomicfile.WriteJSON(filepath.Join(dir, jobmeta.ClaimFile), &jobmeta.Claim{Schema: 1, Supervisor: dead, BootID: f.bootID})
 	}
 	for bad, dir := range targets {
 		r, err := f.st.Get(bad)

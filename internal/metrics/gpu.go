@@ -12,8 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/limits"
+	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/procgroup"
 	"github.com/commandcore/commandcore/internal/procid"
 )
 
@@ -134,21 +136,16 @@ func (s *Source) probeGPU(ctx context.Context) (_ *GPUReport, cacheable bool) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The child is a real process even when the Source reads a fixture tree.
 	procs := procid.Default()
-	var started atomic.Pointer[procid.Identity]
+	var group atomic.Pointer[procgroup.Group]
 	cmd.Cancel = func() error {
-		// The whole group: a wrapper script's children die with it. The
-		// leader is our unreaped child; check it is still the process we
-		// started before signalling its group.
-		want := started.Load()
-		if cur, _, err := procs.Lookup(cmd.Process.Pid); err != nil || want == nil || cur != *want {
-			return nil
-		}
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		// The whole group: a wrapper script's children die with it.
+		group.Load().Signal(unix.SIGKILL)
+		return nil
 	}
 	cmd.WaitDelay = gpuWaitDelay
 	if err = cmd.Start(); err == nil {
-		if id, _, err := procs.Lookup(cmd.Process.Pid); err == nil {
-			started.Store(&id)
+		if g, err := procgroup.Of(procs, cmd.Process.Pid); err == nil {
+			group.Store(g)
 		}
 		err = cmd.Wait()
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/eintr"
 )
 
 // Permission bits a caller refuses. Write by group or others is always
@@ -107,11 +109,7 @@ func OpenDir(path string) (*os.File, error) {
 
 // openAt opens name relative to dirfd and checks what it opened.
 func openAt(dirfd int, name string, deny os.FileMode) (*os.File, error) {
-	fd, err := unix.Openat(dirfd, name, openFlags, 0)
-	for errors.Is(err, unix.EINTR) {
-		// As os.OpenFile does: some file systems interrupt open(2).
-		fd, err = unix.Openat(dirfd, name, openFlags, 0)
-	}
+	fd, err := eintr.Openat(dirfd, name, openFlags, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil, &Error{Reason: "it does not exist", Err: err}

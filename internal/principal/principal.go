@@ -5,7 +5,11 @@
 // its own jobs only.
 package principal
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/commandcore/commandcore/internal/namechars"
+)
 
 // Principal is who a call acts for.
 type Principal string
@@ -20,16 +24,7 @@ const MaxBytes = 64
 // Valid reports whether name may be a remote principal: 1 to MaxBytes
 // letters, digits, '.', '_' and '-', and not Local in any letter case.
 func Valid(name string) bool {
-	if name == "" || len(name) > MaxBytes || strings.EqualFold(name, string(Local)) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return namechars.Valid(name, MaxBytes) && !strings.EqualFold(name, string(Local))
 }
 
 // Sees reports whether p may see and act on a job owned by owner. Local

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/eintr"
 )
 
 // Identity names one process incarnation.
@@ -104,10 +106,7 @@ const statMax = 2048
 // does this for every live job.
 func (s *Source) stat(pid int) (procStat, error) {
 	path := filepath.Join(s.root, strconv.Itoa(pid), "stat")
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	}
+	fd, err := eintr.Openat(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err == unix.ENOENT || err == unix.ESRCH {
 		return procStat{}, ErrGone
 	}
@@ -115,10 +114,7 @@ func (s *Source) stat(pid int) (procStat, error) {
 		return procStat{}, fmt.Errorf("stat pid: %w", err)
 	}
 	var buf [statMax]byte
-	n, err := unix.Read(fd, buf[:])
-	for err == unix.EINTR {
-		n, err = unix.Read(fd, buf[:])
-	}
+	n, err := eintr.Read(fd, buf[:])
 	unix.Close(fd)
 	if err == unix.ESRCH {
 		return procStat{}, ErrGone

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/namechars"
 	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
@@ -67,16 +68,7 @@ func isLowerHex(s string) bool {
 // bytes of [A-Za-z0-9._-], and not "." or ".." (a name appears as a URL
 // path segment, /mcp/<device>).
 func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > MaxNameBytes || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return namechars.Valid(s, MaxNameBytes) && s != "." && s != ".."
 }
 
 // ValidDeviceName reports whether s may name a device: a valid name that

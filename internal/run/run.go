@@ -10,7 +10,6 @@ package run
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -20,10 +19,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/commandcore/commandcore/internal/cmdpipe"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/exitstatus"
 	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -333,21 +331,10 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	closeAll(rs[:], nil)
 	res.DurationMS = time.Since(began).Milliseconds()
 
-	var st syscall.WaitStatus
-	if cmd.ProcessState != nil {
-		st, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
-	} else if werr != nil {
+	if cmd.ProcessState == nil {
 		return nil, errcode.Wrap(errcode.Internal, werr, "could not reap the command")
 	}
-	if st.Signaled() {
-		res.Signal = unix.SignalName(st.Signal())
-		if res.Signal == "" {
-			res.Signal = fmt.Sprintf("signal %d", int(st.Signal()))
-		}
-	} else {
-		code := st.ExitStatus()
-		res.ExitCode = &code
-	}
+	res.ExitCode, res.Signal = exitstatus.Of(cmd.ProcessState)
 
 	c := r.capt
 	var retained int64

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/eintr"
 )
 
 type scanStatus int
@@ -102,10 +104,7 @@ func (w *worker) scanFD(fd int, path string, limit int64, sizeKnown bool) scanSt
 				eof = true
 				break
 			}
-			m, err := syscall.Read(fd, buf[n:n+want])
-			if err == syscall.EINTR {
-				continue
-			}
+			m, err := eintr.Read(fd, buf[n:n+want])
 			if err != nil {
 				return scanReadError
 			}
@@ -168,10 +167,7 @@ func (w *worker) scanFD(fd int, path string, limit int64, sizeKnown bool) scanSt
 func (w *worker) finishProbe(fd int, read, limit int64, eof bool) scanStatus {
 	for !eof && read < BinaryProbeBytes && read < limit {
 		want := int(min(int64(len(w.buf)), BinaryProbeBytes-read, limit-read))
-		m, err := syscall.Read(fd, w.buf[:want])
-		if err == syscall.EINTR {
-			continue
-		}
+		m, err := eintr.Read(fd, w.buf[:want])
 		if err != nil {
 			return scanReadError
 		}

@@ -65,6 +65,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/eintr"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/owndirs"
 	"github.com/commandcore/commandcore/internal/toolpath"
@@ -229,10 +230,10 @@ func defaultHooks() hooks {
 	return hooks{
 		openRoot: toolpath.Dir,
 		openDir: func(dirfd int, name, _ string) (int, error) {
-			return toolpath.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+			return eintr.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		},
 		openFile: func(dirfd int, name, _ string) (int, error) {
-			return toolpath.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
+			return eintr.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		},
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
-	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 // Dirs are the directories one CommandCore installation uses.
@@ -88,7 +88,7 @@ func LocalDeviceID(stateDir string) (string, error) {
 		if !errors.Is(err, os.ErrNotExist) || attempt > 0 {
 			return id, err
 		}
-		if err := createLocalDevice(stateDir, path); err != nil {
+		if err := createLocalDevice(path); err != nil {
 			return "", err
 		}
 	}
@@ -130,27 +130,20 @@ func readLocalDevice(path string) (string, error) {
 		return "", fmt.Errorf("read local device ID: %w", err)
 	}
 	var d localDevice
-	if err := json.Unmarshal(data, &d); err != nil || !jobmeta.ValidID(d.DeviceID) {
+	if err := json.Unmarshal(data, &d); err != nil || !uuidtext.Canonical(d.DeviceID) {
 		return "", fmt.Errorf("local device ID file is corrupt")
 	}
 	return d.DeviceID, nil
 }
 
 // createLocalDevice publishes a new local device ID unless another process
-// (an agent and `commandcore mcp` starting together) got there first: the
-// file is written aside and hard-linked into place, which fails if it
-// exists.
-func createLocalDevice(stateDir, path string) error {
-	tmp := filepath.Join(stateDir, "."+localDeviceFile+"."+uuid.NewString())
+// (an agent and `commandcore mcp` starting together) got there first.
+func createLocalDevice(path string) error {
 	data, err := json.Marshal(&localDevice{Schema: 1, DeviceID: uuid.NewString()})
 	if err != nil {
 		return fmt.Errorf("encode local device ID: %w", err)
 	}
-	if err := atomicfile.Write(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write local device ID: %w", err)
-	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := atomicfile.Create(path, data, 0o600); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("publish local device ID: %w", err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/procid"
 )
@@ -36,7 +37,7 @@ func (s *sup) claim() error {
 			s.claimed.Manager = &m
 		}
 	}
-	if err := jobmeta.WriteAtomic(s.path(jobmeta.ClaimFile), &s.claimed); err != nil {
+	if err := atomicfile.WriteJSON(s.path(jobmeta.ClaimFile), &s.claimed); err != nil {
 		return err
 	}
 	// The unit is Type=notify: its start job completes exactly when the
@@ -52,7 +53,7 @@ func (s *sup) recordChild(child procid.Identity) error {
 	started := time.Now().UTC()
 	s.claimed.Child = &child
 	s.claimed.StartedAt = &started
-	if err := jobmeta.WriteAtomic(s.path(jobmeta.ClaimFile), &s.claimed); err != nil {
+	if err := atomicfile.WriteJSON(s.path(jobmeta.ClaimFile), &s.claimed); err != nil {
 		return fmt.Errorf("record child identity: %w", err)
 	}
 	return nil

@@ -13,14 +13,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/cmdpipe"
 	"github.com/commandcore/commandcore/internal/envelope"
+	"github.com/commandcore/commandcore/internal/exitstatus"
 	"github.com/commandcore/commandcore/internal/jobinput"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/procgroup"
@@ -118,7 +119,7 @@ func (s *sup) finishUnstarted(reason string, cause error) error {
 func (s *sup) publish(r jobmeta.Result) error {
 	r.Schema = jobmeta.SchemaVersion
 	r.Capture = jobmeta.Capture{Stdout: jobmeta.StreamCaptureOf(s.stdout.Meta()), Stderr: jobmeta.StreamCaptureOf(s.stderr.Meta())}
-	if err := jobmeta.WriteAtomic(s.path(jobmeta.ResultFile), &r); err != nil {
+	if err := atomicfile.WriteJSON(s.path(jobmeta.ResultFile), &r); err != nil {
 		return fmt.Errorf("publish result: %w", err)
 	}
 	return nil
@@ -183,11 +184,6 @@ func (s *sup) supervise(env *envelope.Envelope, input *jobinput.Listener, sigs <
 	std.out.finish(writers)
 
 	r := jobmeta.Result{CompletedAt: end.completedAt, StopRequested: end.stopRequested, StoppedByManager: end.byManager, TimedOut: end.timedOut}
-	if ws, ok := end.status.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		r.Signal = unix.SignalName(unix.Signal(ws.Signal()))
-	} else {
-		code := end.status.ExitCode()
-		r.ExitCode = &code
-	}
+	r.ExitCode, r.Signal = exitstatus.Of(end.status)
 	return s.publish(r)
 }

@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/eintr"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/owndirs"
 )
@@ -47,16 +48,6 @@ const maxLinks = 40
 
 // procRootIno is the inode of a proc file system's root directory.
 const procRootIno = 1
-
-// Openat is openat(2) retried on EINTR, with mode 0666 for O_CREAT.
-func Openat(dfd int, name string, flags int) (int, error) {
-	for {
-		fd, err := unix.Openat(dfd, name, flags, 0o666)
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
-}
 
 // ReadDir reads the entries of the directory open as fd, through a
 // close-on-exec copy of it, as every descriptor the agent opens is: a
@@ -160,7 +151,7 @@ func newWalker(own *owndirs.Set, path string, makeDirs bool) (*walker, error) {
 	if !strings.HasPrefix(path, "/") {
 		return nil, errcode.New(errcode.InvalidArgument, "path must be an absolute path")
 	}
-	root, err := Openat(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	root, err := eintr.Openat(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +283,7 @@ func (w *walker) follow(name string) error {
 // the agent's own. The name must not be a symlink (it was examined) or, if
 // it became one meanwhile, the open fails.
 func (w *walker) enter(name string) error {
-	fd, err := Openat(w.cur, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := eintr.Openat(w.cur, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
@@ -308,7 +299,7 @@ func (w *walker) enter(name string) error {
 // isOwn reports whether the directory name of cur is one of the agent's
 // own.
 func (w *walker) isOwn(name string) bool {
-	fd, err := Openat(w.cur, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := eintr.Openat(w.cur, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return true // what cannot be examined cannot be shown to be safe
 	}
@@ -329,7 +320,7 @@ func (w *walker) replace(fd int) error {
 
 // reopen opens the current directory for reading (to list or fsync it).
 func (w *walker) reopen() (*os.File, error) {
-	fd, err := Openat(w.cur, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	fd, err := eintr.Openat(w.cur, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

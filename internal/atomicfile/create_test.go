@@ -1,0 +1,69 @@
+package atomicfile_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/commandcore/commandcore/internal/atomicfile"
+)
+
+// TestCreateHasOneWinner: of writers racing to create one file, exactly
+// one succeeds, the others get fs.ErrExist, and the file holds the
+// winner's content, owner-only; no temporary file is left.
+func TestCreateHasOneWinner(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "device.json")
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			err := atomicfile.Create(path, []byte{byte('a' + i)}, 0o600)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case !errors.Is(err, fs.ErrExist):
+				t.Errorf("writer %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d writers created the file", wins.Load())
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 1 {
+		t.Fatalf("the file: %v, %v", fi, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left in the directory: %v", entries)
+	}
+}
+
+// TestWriteJSONIsOwnerOnly: the value as JSON, mode 0600 whatever the
+// umask, replacing what was there; a value JSON cannot encode leaves the
+// old file.
+func TestWriteJSONIsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.WriteJSON(path, map[string]int{"schema": 1}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	fi, _ := os.Stat(path)
+	if err != nil || string(data) != `{"schema":1}` || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%q %v %v", data, fi.Mode(), err)
+	}
+	if err := atomicfile.WriteJSON(path, func() {}); err == nil {
+		t.Fatal("a function was encoded")
+	}
+	if data, _ := os.ReadFile(path); string(data) != `{"schema":1}` {
+		t.Errorf("a failed encoding changed the file: %q", data)
+	}
+}

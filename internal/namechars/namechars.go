@@ -1,0 +1,20 @@
+// Package namechars is the one character rule of every name an owner
+// gives: principals, device and token names, and the entries of a token's
+// scopes. A name of these characters is safe as a URL path segment, a
+// label value and a word in a log line.
+package namechars
+
+// Valid reports whether s is 1 to max bytes of ASCII letters, digits,
+// '.', '_' and '-'.
+func Valid(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,24 @@
+package namechars
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestValid: the whole set at either end of the bound, and each kind of
+// byte outside it refused.
+func TestValid(t *testing.T) {
+	for _, ok := range []string{"a", "Z", "0", "9", ".", "_", "-", "dev-1.bo", strings.Repeat("x", 8)} {
+		if !Valid(ok, 8) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"", strings.Repeat("x", 9), "a b", "a/b", "a:b", "é", "a\x00", "@", "`", "[", "{", "/"} {
+		if Valid(bad, 8) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if !Valid("dev-1.box_A", 11) || Valid("dev-1.box_A", 10) {
+		t.Error("the bound is not exact")
+	}
+}

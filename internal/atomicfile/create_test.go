@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,3 +68,35 @@ func TestWriteJSONIsOwnerOnly(t *testing.T) {
 		t.Errorf("a failed encoding changed the file: %q", data)
 	}
 }
+
+// TestWriteJSONFailuresLeaveNothing: a value JSON cannot encode, a
+// missing directory and a directory in the way fail, and leave no
+// temporary file.
+func TestWriteJSONFailuresLeaveNothing(t *testing.T) {
+	dir := t.TempDir()
+	// Unencodable value: nothing is created.
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "x.json"), func() {}); err == nil {
+		t.Error("WriteJSON of a func succeeded")
+	}
+	// Missing directory.
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "missing", "x.json"), map[string]int{"schema": 1}); err == nil {
+		t.Error("WriteJSON into a missing directory succeeded")
+	}
+	// Target is a non-empty directory: the rename fails and the temporary is removed.
+	target := filepath.Join(dir, "target")
+	if err := os.MkdirAll(filepath.Join(target, "inner"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.WriteJSON(target, map[string]int{"schema": 1}); err == nil {
+		t.Error("WriteJSON over a non-empty directory succeeded")
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "target" {
+		t.Errorf("directory holds %v after failures, want only [target]", names)
+	}
+}
+

@@ -2,6 +2,7 @@ package jobmeta
 
 import (
 	"fmt"
+	"errors"
 	"os"
 	"path/filepath"
 
@@ -58,4 +59,35 @@ func Read[T any, P interface {
 	}
 	defer d.Close()
 	return ReadIn[T, P](d, filepath.Base(path))
+}
+
+// ReadClaimIn reads the supervisor's claim in d, under its name or, in a
+// job directory of an earlier build, under LegacyClaimFile.
+func ReadClaimIn(d *Dir) (*Claim, error) {
+	c, err := ReadIn[Claim](d, ClaimFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return ReadIn[Claim](d, LegacyClaimFile)
+	}
+	return c, err
+}
+
+// ReadClaim is ReadClaimIn of the job directory at dir.
+func ReadClaim(dir string) (*Claim, error) {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return nil, readErr(err)
+	}
+	defer d.Close()
+	return ReadClaimIn(d)
+}
+
+// Claimed reports whether the job directory at dir holds a claim, under
+// either name.
+func Claimed(dir string) bool {
+	for _, name := range []string{ClaimFile, LegacyClaimFile} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }

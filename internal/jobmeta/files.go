@@ -15,17 +15,20 @@ const SchemaVersion = 1
 // File names inside a job directory. Each file has exactly one writer, so
 // no two processes ever race on the same file:
 //   - JobFile: the launcher (agent or `commandcore mcp`), at launch.
-//   - ClaimFile, ResultFile: the job's supervisor.
+//   - ClaimFile, ResultFile: the job's supervisor (LegacyClaimFile is
+//     the claim's name in job directories of earlier builds, read only).
 //   - StopFile, ReadFile, ReconciledFile: whoever manages the job later.
 const (
-	JobFile        = "job.json"
-	ClaimFile      = "identity.json"
-	ResultFile     = "result.json"
-	StopFile       = "stop.json"
-	ReadMarkFile   = "read.json"
-	ReconciledFile = "reconciled.json"
-	StdoutFile     = "stdout.cap"
-	StderrFile     = "stderr.cap"
+	JobFile   = "job.json"
+	ClaimFile = "claim.json"
+	// LegacyClaimFile is read when ClaimFile is missing, never written.
+	LegacyClaimFile = "identity.json"
+	ResultFile      = "result.json"
+	StopFile        = "stop.json"
+	ReadMarkFile    = "read.json"
+	ReconciledFile  = "reconciled.json"
+	StdoutFile      = "stdout.cap"
+	StderrFile      = "stderr.cap"
 )
 
 // Job is what the launcher records at launch. It holds no command,
@@ -63,9 +66,8 @@ const (
 )
 
 // Claim is the supervisor's claim: the process identities of the
-// supervisor, its manager and its shell, written to ClaimFile (named
-// identity.json on disk, as existing jobs have it) before the shell starts
-// and again once the shell runs (with Child set).
+// supervisor, its manager and its shell, written to ClaimFile before the
+// shell starts and again once the shell runs (with Child set).
 type Claim struct {
 	Schema       int              `json:"schema"`
 	Supervisor   procid.Identity  `json:"supervisor"`

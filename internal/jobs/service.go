@@ -423,8 +423,8 @@ const claimPollFine = 2 * time.Millisecond
 // start job's completion (READY, sent after the claim) ends the wait at
 // once; its failure ends it unless the claim is there after all.
 func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.Started) error {
-	path := filepath.Join(s.store.Dir(id), jobmeta.ClaimFile)
-	claimed := func() bool { _, err := os.Stat(path); return err == nil }
+	dir := s.store.Dir(id)
+	claimed := func() bool { return jobmeta.Claimed(dir) }
 	ready := started.Ready
 	// Claims normally land within a few milliseconds: poll finely first.
 	// Without a READY to end the wait early (the fallback, a manager that
@@ -568,7 +568,7 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 	}
 	// A supervisor that has not claimed yet finds stop.json right after
 	// its claim; one that has gets a signal, checked against its identity.
-	ident, err := jobmeta.Read[jobmeta.Claim](filepath.Join(dir, jobmeta.ClaimFile))
+	ident, err := jobmeta.ReadClaim(dir)
 	if err == nil {
 		boot, _ := s.procs.BootID()
 		if ident.BootID == boot {

@@ -44,7 +44,9 @@ func load(d *jobmeta.Dir) (*files, error) {
 	if f.result, err = readOptional[jobmeta.Result](d, jobmeta.ResultFile); err != nil {
 		return nil, err
 	}
-	if f.claim, err = readOptional[jobmeta.Claim](d, jobmeta.ClaimFile); err != nil {
+	if f.claim, err = jobmeta.ReadClaimIn(d); errors.Is(err, os.ErrNotExist) {
+		f.claim = nil
+	} else if err != nil {
 		return nil, err
 	}
 	if f.stop, err = readOptional[jobmeta.StopRequest](d, jobmeta.StopFile); err != nil {

@@ -178,6 +178,48 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	capBytes := opts.CapBytes
+	if capBytes <= 0 {
+		capBytes = limits.RunOutputCapBytes
+	}
+	c, err := start(req.Command, cwd, env, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.release()
+	r := &runner{
+		ctx: ctx, progress: opts.Progress, capt: &capture{cap: capBytes},
+		queue:       make(chan Chunk, limits.LiveQueueFrames),
+		senderStop:  make(chan struct{}),
+		transportKO: make(chan struct{}),
+	}
+	res, abandoned := c.supervise(ctx, r, limit)
+	werr := c.cmd.Wait()
+	closeAll(c.rs[:], nil)
+	res.DurationMS = time.Since(c.began).Milliseconds()
+	if c.cmd.ProcessState == nil {
+		return nil, errcode.Wrap(errcode.Internal, werr, "could not reap the command")
+	}
+	res.ExitCode, res.Signal = exitstatus.Of(c.cmd.ProcessState)
+	r.collect(res, abandoned)
+	return res, nil
+}
+
+// child is a started command: the read ends of its output pipes, its
+// process group, and what holds the group's ID until it is reaped.
+type child struct {
+	cmd     *exec.Cmd
+	rs      [2]*os.File
+	command *cmdpipe.Pipe
+	life    *procgroup.Lifeline
+	group   *procgroup.Group
+	reaped  chan struct{}
+	began   time.Time
+}
+
+// start starts the shell in its own process group, with a lifeline in
+// place, and sends it command.
+func start(command, cwd string, env []string, opts Options) (*child, error) {
 	shell := opts.Shell
 	if shell == "" {
 		shell = jobs.DefaultShell()
@@ -186,81 +228,86 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	if procs == nil {
 		procs = procid.Default()
 	}
-	capBytes := opts.CapBytes
-	if capBytes <= 0 {
-		capBytes = limits.RunOutputCapBytes
-	}
-
-	var rs, ws [2]*os.File
-	for i := range rs {
-		if rs[i], ws[i], err = os.Pipe(); err != nil {
-			closeAll(rs[:], ws[:])
+	var ws [2]*os.File
+	c := &child{reaped: make(chan struct{})}
+	var err error
+	for i := range c.rs {
+		if c.rs[i], ws[i], err = os.Pipe(); err != nil {
+			closeAll(c.rs[:], ws[:])
 			return nil, errcode.Wrap(errcode.Internal, err, "could not create output pipes")
 		}
 	}
-	command, err := cmdpipe.New()
-	if err != nil {
-		closeAll(rs[:], ws[:])
+	if c.command, err = cmdpipe.New(); err != nil {
+		closeAll(c.rs[:], ws[:])
 		return nil, errcode.Wrap(errcode.Internal, err, "could not create the command pipe")
 	}
-	defer command.Close()
-	cmd := exec.Command(shell)
-	cmd.Args = cmdpipe.Argv(shell)
-	cmd.ExtraFiles = []*os.File{command.Reader()}
-	cmd.Dir, cmd.Env = cwd, env
-	cmd.Stdin = nil // /dev/null
-	cmd.Stdout, cmd.Stderr = ws[0], ws[1]
+	c.cmd = exec.Command(shell)
+	c.cmd.Args = cmdpipe.Argv(shell)
+	c.cmd.ExtraFiles = []*os.File{c.command.Reader()}
+	c.cmd.Dir, c.cmd.Env = cwd, env
+	c.cmd.Stdin = nil // /dev/null
+	c.cmd.Stdout, c.cmd.Stderr = ws[0], ws[1]
 	// A foreground command must not outlive the server that runs it, even
 	// one killed outright: the kernel kills the shell when the thread that
 	// started it ends, and the lifeline kills the rest of its group. The
 	// thread is held until the child is reaped, so only the process's end
 	// ends it (go.dev/issue/27505).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if opts.Hide != nil {
 		// The role execs the shell: the PID, group and start time the
-		// lifeline and the stop below rely on are the shell's.
-		opts.Hide.Wrap(cmd, "", opts.CutOff)
+		// lifeline and the stop rely on are the shell's.
+		opts.Hide.Wrap(c.cmd, "", opts.CutOff)
 	}
-	began := time.Now()
-	started, reaped := make(chan error, 1), make(chan struct{})
-	defer close(reaped)
+	c.began = time.Now()
+	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		started <- cmd.Start()
-		<-reaped
+		started <- c.cmd.Start()
+		<-c.reaped
 	}()
 	if err := <-started; err != nil {
-		closeAll(rs[:], ws[:])
+		closeAll(c.rs[:], ws[:])
+		close(c.reaped)
+		c.command.Close()
 		return nil, errcode.Wrap(errcode.Internal, err, "could not start the command")
 	}
 	closeAll(nil, ws[:])
-	pid := cmd.Process.Pid
+	pid := c.cmd.Process.Pid
 	// The shell waits for its command, so the lifeline is in place before
 	// anything of the command runs.
-	life, err := procgroup.StartLifeline(shell, pid)
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		closeAll(rs[:], nil)
+	if c.life, err = procgroup.StartLifeline(shell, pid); err != nil {
+		c.cmd.Process.Kill()
+		c.cmd.Wait()
+		closeAll(c.rs[:], nil)
+		close(c.reaped)
+		c.command.Close()
 		return nil, errcode.Wrap(errcode.Internal, err, "could not start the command")
 	}
-	defer life.Release()
-	command.Send(req.Command)
+	c.command.Send(command)
 	// The child stays unreaped until the end (exits are observed with
 	// WNOWAIT), so its PID — and with it the process group ID — cannot be
 	// reused while we may still signal the group. Without an identity the
 	// group is nil and is signalled nothing.
-	group, _ := procgroup.Of(procs, pid)
+	c.group, _ = procgroup.Of(procs, pid)
+	return c, nil
+}
 
-	r := &runner{
-		ctx: ctx, progress: opts.Progress, capt: &capture{cap: capBytes},
-		queue:       make(chan Chunk, limits.LiveQueueFrames),
-		senderStop:  make(chan struct{}),
-		transportKO: make(chan struct{}),
-	}
+// release lets the lifeline go, then the thread that started the child,
+// then the command pipe; the child has been reaped.
+func (c *child) release() {
+	c.life.Release()
+	close(c.reaped)
+	c.command.Close()
+}
+
+// supervise pumps the output through r until the shell has exited and
+// its pipes are drained, stopping the group on cancellation, on a broken
+// transport or at the time limit, and abandoning pipes a process that
+// left the group still holds. It returns with the shell exited, unreaped.
+func (c *child) supervise(ctx context.Context, r *runner, limit time.Duration) (res *Result, abandoned bool) {
 	var readers sync.WaitGroup
-	for i, f := range rs {
+	for i, f := range c.rs {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
@@ -272,9 +319,9 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	senderDone := make(chan struct{})
 	go func() { defer close(senderDone); r.send() }()
 	exited := make(chan struct{})
-	go func() { defer close(exited); procgroup.AwaitExit(pid) }()
+	go func() { defer close(exited); procgroup.AwaitExit(c.cmd.Process.Pid) }()
 
-	res := &Result{}
+	res = &Result{}
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	var stopper *procgroup.Stopper
@@ -282,14 +329,13 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	var abandon <-chan time.Time
 	stop := func() {
 		if stopper == nil {
-			stopper = group.Stop(limits.StopEscalation)
+			stopper = c.group.Stop(limits.StopEscalation)
 			killed = stopper.Killed()
 		}
 	}
 	ctxDone, transportKO := ctx.Done(), (<-chan struct{})(r.transportKO)
 	exitedC, readersC := (<-chan struct{})(exited), (<-chan struct{})(readersDone)
 	leaderGone, pipesDone := false, false
-	abandoned := false
 	for !(leaderGone && pipesDone) {
 		select {
 		case <-ctxDone:
@@ -313,7 +359,7 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 		case <-abandon:
 			abandon = nil
 			abandoned = true
-			closeAll(rs[:], nil)
+			closeAll(c.rs[:], nil)
 		case <-exitedC:
 			exitedC, leaderGone = nil, true
 		case <-readersC:
@@ -327,27 +373,22 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 		stopper.Kill()
 	}
 	<-senderDone
-	werr := cmd.Wait()
-	closeAll(rs[:], nil)
-	res.DurationMS = time.Since(began).Milliseconds()
+	return res, abandoned
+}
 
-	if cmd.ProcessState == nil {
-		return nil, errcode.Wrap(errcode.Internal, werr, "could not reap the command")
-	}
-	res.ExitCode, res.Signal = exitstatus.Of(cmd.ProcessState)
-
+// collect puts the retained output and its accounting into res.
+func (r *runner) collect(res *Result, abandoned bool) {
 	c := r.capt
 	var retained int64
 	res.Stdout, retained = streamOutput(c.buf[0], c.observed[0], retained)
 	res.Stderr, retained = streamOutput(c.buf[1], c.observed[1], retained)
 	observed := c.observed[0] + c.observed[1]
 	res.OutputCapture = Capture{
-		LimitBytes: capBytes, ObservedBytes: observed, RetainedBytes: retained,
+		LimitBytes: c.cap, ObservedBytes: observed, RetainedBytes: retained,
 		Truncated: observed > retained,
 		TransportComplete: r.progress != nil && !res.Cancelled && !abandoned && !r.failed.Load() &&
 			r.delivered.Load() == observed,
 	}
-	return res, nil
 }
 
 // runner carries the live-output pipeline of one Run.

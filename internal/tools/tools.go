@@ -18,7 +18,6 @@ import (
 
 	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/fileops"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -27,7 +26,6 @@ import (
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
-	"github.com/commandcore/commandcore/internal/search"
 	"github.com/commandcore/commandcore/internal/strictjson"
 	"github.com/commandcore/commandcore/internal/textenc"
 	"github.com/commandcore/commandcore/internal/toolresult"
@@ -104,96 +102,9 @@ func NewHost(procRoot string, svc *jobs.Service, ownDirs ...string) (*Host, erro
 // Register adds the tools this build serves (docs/tools.md) to srv.
 func Register(srv *mcp.Server, svc *jobs.Service, host *Host, gate Gate) {
 	r := registrar{srv: srv, journal: svc.Journal(), gate: gate}
-	add(r, "system.metrics", "Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
-		func(ctx context.Context, _ Call, in metrics.MetricsRequest) (*metrics.Metrics, error) {
-			return host.Metrics.Metrics(ctx, in)
-		})
-	add(r, "process.list", fmt.Sprintf("Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (this agent's jobs only); each filter narrows. The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
-		func(ctx context.Context, c Call, in proclist.Request) (*proclist.Result, error) {
-			if err := in.Validate(); err != nil {
-				return nil, err
-			}
-			return host.Processes.List(ctx, in, func(id string) bool {
-				_, err := svc.Status(c.Who, id)
-				return err == nil
-			})
-		})
-	add(r, "process.start", "Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
-		func(ctx context.Context, c Call, in jobs.StartRequest) (*jobs.StartResult, error) {
-			return svc.Start(ctx, c.Who, in)
-		})
-	add(r, "process.status", "One managed job's full record: state, end reason, exit code, capture counters, identity.",
-		func(_ context.Context, c Call, in IDRequest) (*jobmeta.Record, error) {
-			return svc.Status(c.Who, in.ProcessID)
-		})
-	add(r, "process.output", "Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
-		func(ctx context.Context, c Call, in jobs.OutputRequest) (*jobs.Output, error) {
-			return svc.Output(ctx, c.Who, in)
-		})
-	add(r, "process.input", "Write to a running stdin or pty job's input: data (utf-8 or base64, at most 64 KiB a call), eof closes stdin (on a terminal: end-of-file). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses. Input is never recorded.",
-		func(ctx context.Context, c Call, in jobs.InputRequest) (*jobs.InputResult, error) {
-			return svc.Input(ctx, c.Who, in)
-		})
-	add(r, "process.resize", "Resize a pty job's terminal (cols, rows 1-1000); the job gets SIGWINCH.",
-		func(_ context.Context, c Call, in jobs.ResizeRequest) (*jobs.ResizeResult, error) {
-			return svc.Resize(c.Who, in)
-		})
-	add(r, "process.stop", "Request a stop (SIGTERM to the job's process group, SIGKILL after 3 s). Returns the current state.",
-		func(_ context.Context, c Call, in IDRequest) (*jobmeta.Record, error) {
-			return svc.Stop(c.Who, in.ProcessID)
-		})
-	add(r, "process.wait", waitDescription,
-		func(ctx context.Context, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
-			return wait(ctx, svc, c, in)
-		})
-	add(r, "process.jobs", "List managed jobs, newest first.",
-		func(_ context.Context, c Call, _ NoArgs) (*JobList, error) {
-			sums, err := svc.Summaries(c.Who)
-			if err != nil {
-				return nil, err
-			}
-			return &JobList{Jobs: append(make([]jobmeta.Summary, 0, len(sums)), sums...)}, nil
-		})
-	add(r, "files.search", "Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
-		func(ctx context.Context, _ Call, in search.Request) (*search.Result, error) {
-			return search.Search(ctx, in, host.Own)
-		})
-	add(r, "files.read", "Read a regular file by lines (start_line, line_count) or by bytes (offset, max_bytes): data as UTF-8 text or base64, the whole file's size and sha256, mtime, eof and where to continue. Directories, FIFOs and devices are refused, never opened.",
-		func(ctx context.Context, _ Call, in fileops.ReadRequest) (*fileops.ReadResult, error) {
-			return fileops.Read(ctx, host.Own, in)
-		})
-	add(r, "files.write", "Write a file: create (default; already_exists if it exists), overwrite or append; expected_sha256 refuses with conflict unless the content matches. create and overwrite are atomic and keep an existing file's mode and owner. At most 8 MiB.",
-		func(_ context.Context, _ Call, in fileops.WriteRequest) (*fileops.WriteResult, error) {
-			return fileops.Write(host.Own, in)
-		})
-	add(r, "files.edit", "Replace exact text in a file: every edit or none, atomically, each old_text found exactly expected_replacements times (default 1), else edit_mismatch naming the edit, the count and the line of the closest match. Returns a unified diff.",
-		func(ctx context.Context, _ Call, in fileops.EditRequest) (*fileops.EditResult, error) {
-			return fileops.EditFile(ctx, host.Own, in)
-		})
-	add(r, "files.list", "List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
-		func(ctx context.Context, _ Call, in fileops.ListRequest) (*fileops.ListResult, error) {
-			return fileops.List(ctx, host.Own, in)
-		})
-	add(r, "process.run", "Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most 8 KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.",
-		func(ctx context.Context, c Call, in run.Request) (*run.Result, error) {
-			shell, env := svc.CommandBase()
-			hide, cut, err := svc.RunConfinement()
-			if err != nil {
-				return nil, err
-			}
-			opts := run.Options{Shell: shell, BaseEnv: env, Procs: svc.Procs(), Hide: hide, CutOff: cut}
-			if tok := c.Req.Params.GetProgressToken(); tok != nil && c.Req.Session != nil {
-				opts.Progress = progressSender(c.Req.Session, tok)
-			}
-			return run.Run(ctx, in, opts)
-		})
-	add(r, "process.forget", "Delete a terminal job's metadata and output.",
-		func(_ context.Context, c Call, in IDRequest) (*Forgotten, error) {
-			if _, err := svc.Forget(c.Who, in.ProcessID); err != nil {
-				return nil, err
-			}
-			return &Forgotten{ProcessID: in.ProcessID, Forgotten: true}, nil
-		})
+	for _, d := range table(svc, host) {
+		d.add(r, d)
+	}
 }
 
 // Gate decides whether a call may run at all, before its arguments are
@@ -217,9 +128,10 @@ type registrar struct {
 }
 
 // add registers a tool whose input is decoded strictly into In and whose
-// result is an Out, with its title, annotations (surface.go) and an
+// result is an Out, with the title and annotations of its definition and an
 // outputSchema from Out.
-func add[In, Out any](r registrar, name, desc string, h func(context.Context, Call, In) (Out, error)) {
+func add[In, Out any](r registrar, d definition, h func(context.Context, Call, In) (Out, error)) {
+	name := d.name
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
@@ -228,8 +140,8 @@ func add[In, Out any](r registrar, name, desc string, h func(context.Context, Ca
 	if err != nil {
 		panic(fmt.Sprintf("output schema for %s: %v", name, err))
 	}
-	tool := &mcp.Tool{Name: name, Description: desc, InputSchema: schema, OutputSchema: output}
-	annotate(tool)
+	tool := &mcp.Tool{Name: name, Description: d.desc, InputSchema: schema, OutputSchema: output}
+	d.annotate(tool)
 	r.srv.AddTool(tool,
 		func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 			began := time.Now()

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 )
 
 // waitDescription is process.wait's tool description.
-const waitDescription = "Wait for managed jobs to end: returns when any (mode all: every) job of process_ids (1-32) is terminal, or after timeout_ms (default 60000, at most 600000), with the terminal jobs' records as ended and the live ones' ids as pending. With a progress token, a progress notification arrives at least every 10 s while it waits. Cancelled with the request."
+var waitDescription = fmt.Sprintf("Wait for managed jobs to end: returns when any (mode all: every) job of process_ids (1-%d) is terminal, or after timeout_ms (default %d, at most %d), with the terminal jobs' records as ended and the live ones' ids as pending. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
+	limits.WaitMaxJobs, limits.WaitTimeoutDefault.Milliseconds(), limits.WaitTimeoutMax.Milliseconds(), seconds(limits.WaitProgressMaxGap))
 
 // wait runs process.wait, keeping a client that gave a progress token
 // informed while it waits, so the client's request timeout does not fire.

@@ -1,0 +1,225 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/fileops"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/proclist"
+	"github.com/commandcore/commandcore/internal/run"
+	"github.com/commandcore/commandcore/internal/search"
+)
+
+// hint is what a tool's annotations tell a client about its effects.
+type hint int
+
+const (
+	// changes: the tool changes something, but nothing it cannot undo or
+	// that was not asked for (a launch, input).
+	changes hint = iota
+	// readOnly: the tool changes nothing.
+	readOnly
+	// destructive: the tool ends or deletes something.
+	destructive
+)
+
+// definition is everything about one tool: its name, title, effect,
+// description and handler. add registers it with its input and output
+// types, which the handler fixes.
+type definition struct {
+	name, title string
+	effect      hint
+	desc        string
+	add         func(registrar, definition)
+}
+
+// handlers are what the tools act on.
+type handlers struct {
+	svc  *jobs.Service
+	host *Host
+}
+
+// tool defines a tool whose handler takes an In and returns an Out.
+func tool[In, Out any](name, title string, effect hint, desc string, h func(*handlers, context.Context, Call, In) (Out, error)) func(*handlers) definition {
+	return func(hs *handlers) definition {
+		return definition{name: name, title: title, effect: effect, desc: desc, add: func(r registrar, d definition) {
+			add(r, d, func(ctx context.Context, c Call, in In) (Out, error) { return h(hs, ctx, c, in) })
+		}}
+	}
+}
+
+// definitions are the tools this build serves, in listing order; the
+// bounds their descriptions name come from internal/limits.
+var definitions = []func(*handlers) definition{
+	tool("system.metrics", "Host metrics", readOnly,
+		"Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
+		(*handlers).systemMetrics),
+	tool("process.list", "List host processes", readOnly,
+		fmt.Sprintf("Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (this agent's jobs only); each filter narrows. The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
+		(*handlers).processList),
+	tool("process.start", "Start a managed job", changes,
+		"Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
+		(*handlers).processStart),
+	tool("process.status", "Job status", readOnly,
+		"One managed job's full record: state, end reason, exit code, capture counters, identity.",
+		(*handlers).processStatus),
+	tool("process.output", "Read job output", readOnly,
+		"Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
+		(*handlers).processOutput),
+	tool("process.input", "Send input to a job", changes,
+		fmt.Sprintf("Write to a running stdin or pty job's input: data (utf-8 or base64, at most %d KiB a call), eof closes stdin (on a terminal: end-of-file). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses. Input is never recorded.", limits.MaxInputBytes>>10),
+		(*handlers).processInput),
+	tool("process.resize", "Resize a job's terminal", changes,
+		fmt.Sprintf("Resize a pty job's terminal (cols, rows 1-%d); the job gets SIGWINCH.", limits.TerminalDimensionMax),
+		(*handlers).processResize),
+	tool("process.stop", "Stop a job", destructive,
+		fmt.Sprintf("Request a stop (SIGTERM to the job's process group, SIGKILL after %s). Returns the current state.", seconds(limits.StopEscalation)),
+		(*handlers).processStop),
+	tool("process.wait", "Wait for jobs to end", readOnly, waitDescription, (*handlers).processWait),
+	tool("process.jobs", "List managed jobs", readOnly, "List managed jobs, newest first.", (*handlers).processJobs),
+	tool("files.search", "Search files", readOnly,
+		"Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
+		(*handlers).filesSearch),
+	tool("files.read", "Read a file", readOnly,
+		"Read a regular file by lines (start_line, line_count) or by bytes (offset, max_bytes): data as UTF-8 text or base64, the whole file's size and sha256, mtime, eof and where to continue. Directories, FIFOs and devices are refused, never opened.",
+		(*handlers).filesRead),
+	tool("files.write", "Write a file", destructive,
+		fmt.Sprintf("Write a file: create (default; already_exists if it exists), overwrite or append; expected_sha256 refuses with conflict unless the content matches. create and overwrite are atomic and keep an existing file's mode and owner. At most %d MiB.", limits.FileWriteMax>>20),
+		(*handlers).filesWrite),
+	tool("files.edit", "Edit a file", destructive,
+		"Replace exact text in a file: every edit or none, atomically, each old_text found exactly expected_replacements times (default 1), else edit_mismatch naming the edit, the count and the line of the closest match. Returns a unified diff.",
+		(*handlers).filesEdit),
+	tool("files.list", "List a directory", readOnly,
+		"List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
+		(*handlers).filesList),
+	tool("process.run", "Run a short command", changes,
+		fmt.Sprintf("Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most %d KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.", limits.LiveChunkBytes>>10),
+		(*handlers).processRun),
+	tool("process.forget", "Forget a finished job", destructive,
+		"Delete a terminal job's metadata and output.",
+		(*handlers).processForget),
+}
+
+// annotate sets a tool's title and annotations from its definition. No
+// tool reaches beyond this machine: openWorldHint is false for all.
+func (d definition) annotate(t *mcp.Tool) {
+	closed, destroys := false, d.effect == destructive
+	t.Title = d.title
+	t.Annotations = &mcp.ToolAnnotations{
+		Title:           d.title,
+		ReadOnlyHint:    d.effect == readOnly,
+		IdempotentHint:  d.effect == readOnly,
+		DestructiveHint: &destroys,
+		OpenWorldHint:   &closed,
+	}
+}
+
+// table is every definition, bound to svc and host.
+func table(svc *jobs.Service, host *Host) []definition {
+	hs := &handlers{svc: svc, host: host}
+	out := make([]definition, len(definitions))
+	for i, d := range definitions {
+		out[i] = d(hs)
+	}
+	return out
+}
+
+func (h *handlers) systemMetrics(ctx context.Context, _ Call, in metrics.MetricsRequest) (*metrics.Metrics, error) {
+	return h.host.Metrics.Metrics(ctx, in)
+}
+
+func (h *handlers) processList(ctx context.Context, c Call, in proclist.Request) (*proclist.Result, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	return h.host.Processes.List(ctx, in, func(id string) bool {
+		_, err := h.svc.Status(c.Who, id)
+		return err == nil
+	})
+}
+
+func (h *handlers) processStart(ctx context.Context, c Call, in jobs.StartRequest) (*jobs.StartResult, error) {
+	return h.svc.Start(ctx, c.Who, in)
+}
+
+func (h *handlers) processStatus(_ context.Context, c Call, in IDRequest) (*jobmeta.Record, error) {
+	return h.svc.Status(c.Who, in.ProcessID)
+}
+
+func (h *handlers) processOutput(ctx context.Context, c Call, in jobs.OutputRequest) (*jobs.Output, error) {
+	return h.svc.Output(ctx, c.Who, in)
+}
+
+func (h *handlers) processInput(ctx context.Context, c Call, in jobs.InputRequest) (*jobs.InputResult, error) {
+	return h.svc.Input(ctx, c.Who, in)
+}
+
+func (h *handlers) processResize(_ context.Context, c Call, in jobs.ResizeRequest) (*jobs.ResizeResult, error) {
+	return h.svc.Resize(c.Who, in)
+}
+
+func (h *handlers) processStop(_ context.Context, c Call, in IDRequest) (*jobmeta.Record, error) {
+	return h.svc.Stop(c.Who, in.ProcessID)
+}
+
+func (h *handlers) processWait(ctx context.Context, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
+	return wait(ctx, h.svc, c, in)
+}
+
+func (h *handlers) processJobs(_ context.Context, c Call, _ NoArgs) (*JobList, error) {
+	sums, err := h.svc.Summaries(c.Who)
+	if err != nil {
+		return nil, err
+	}
+	return &JobList{Jobs: append(make([]jobmeta.Summary, 0, len(sums)), sums...)}, nil
+}
+
+func (h *handlers) filesSearch(ctx context.Context, _ Call, in search.Request) (*search.Result, error) {
+	return search.Search(ctx, in, h.host.Own)
+}
+
+func (h *handlers) filesRead(ctx context.Context, _ Call, in fileops.ReadRequest) (*fileops.ReadResult, error) {
+	return fileops.Read(ctx, h.host.Own, in)
+}
+
+func (h *handlers) filesWrite(_ context.Context, _ Call, in fileops.WriteRequest) (*fileops.WriteResult, error) {
+	return fileops.Write(h.host.Own, in)
+}
+
+func (h *handlers) filesEdit(ctx context.Context, _ Call, in fileops.EditRequest) (*fileops.EditResult, error) {
+	return fileops.EditFile(ctx, h.host.Own, in)
+}
+
+func (h *handlers) filesList(ctx context.Context, _ Call, in fileops.ListRequest) (*fileops.ListResult, error) {
+	return fileops.List(ctx, h.host.Own, in)
+}
+
+func (h *handlers) processRun(ctx context.Context, c Call, in run.Request) (*run.Result, error) {
+	shell, env := h.svc.CommandBase()
+	hide, cut, err := h.svc.RunConfinement()
+	if err != nil {
+		return nil, err
+	}
+	opts := run.Options{Shell: shell, BaseEnv: env, Procs: h.svc.Procs(), Hide: hide, CutOff: cut}
+	if tok := c.Req.Params.GetProgressToken(); tok != nil && c.Req.Session != nil {
+		opts.Progress = progressSender(c.Req.Session, tok)
+	}
+	return run.Run(ctx, in, opts)
+}
+
+func (h *handlers) processForget(_ context.Context, c Call, in IDRequest) (*Forgotten, error) {
+	if _, err := h.svc.Forget(c.Who, in.ProcessID); err != nil {
+		return nil, err
+	}
+	return &Forgotten{ProcessID: in.ProcessID, Forgotten: true}, nil
+}
+
+// seconds writes d as a bound in a description: "3 s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%d s", int(d/time.Second)) }

@@ -99,4 +99,3 @@ func TestWriteJSONFailuresLeaveNothing(t *testing.T) {
 		t.Errorf("directory holds %v after failures, want only [target]", names)
 	}
 }
-

@@ -9,8 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/commandcore/commandcore/internal/docs/layout"
 )
 
 // root is the repository, from this package's directory.
@@ -57,38 +60,34 @@ func constants(t *testing.T, path, typ string) []string {
 	return out
 }
 
-// TestLayoutListsEveryPackage: the README's layout table names every
-// directory under internal/, and cmd/ and bench/, and nothing that is gone.
-func TestLayoutListsEveryPackage(t *testing.T) {
-	table := section(t, read(t, "README.md"), "### Layout")
-	entries, err := os.ReadDir(filepath.Join(root, "internal"))
+// TestLayoutTableIsGenerated: the README's layout table is what `make
+// generate` writes from the tree: a row for every package under cmd/,
+// internal/ and bench/, each described by the first sentence of the
+// package's own doc comment, and marked a leaf exactly when it imports no
+// package of ours. A package added without a doc comment, or a row edited
+// by hand, fails here.
+func TestLayoutTableIsGenerated(t *testing.T) {
+	pkgs, err := layout.Packages(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, e := range entries {
-		if e.IsDir() {
-			want = append(want, "internal/"+e.Name())
+	if len(pkgs) < 60 {
+		t.Fatalf("found only %d packages", len(pkgs))
+	}
+	readme := read(t, "README.md")
+	want := string(layout.Table(pkgs))
+	if !strings.Contains(readme, want) {
+		t.Errorf("the README's layout table is stale; run make generate")
+	}
+	for _, p := range pkgs {
+		if p.Synopsis == "" {
+			t.Errorf("%s has no doc comment to describe it", p.Dir)
 		}
 	}
-	if len(want) < 40 {
-		t.Fatalf("found only %d directories under internal/", len(want))
-	}
-	want = append(want, "cmd/commandcore", "bench/")
-	for _, dir := range want {
-		if !strings.Contains(table, "`"+dir) {
-			t.Errorf("the README's layout table does not list %s", dir)
-		}
-	}
-	for _, m := range tablePackage.FindAllStringSubmatch(table, -1) {
-		if _, err := os.Stat(filepath.Join(root, m[1])); err != nil {
-			t.Errorf("the README's layout table lists %s, which does not exist", m[1])
-		}
+	if !strings.Contains(section(t, readme, "### Layout"), want) {
+		t.Error("the layout table is not in the README's Layout section")
 	}
 }
-
-// tablePackage is a package the layout table names, such as `internal/cli`.
-var tablePackage = regexp.MustCompile("`((?:internal|cmd|bench)/[\\w/]+)")
 
 // TestStatesAreDocumented: docs/states.md has a row for every job state
 // and failure domain of internal/jobmeta.
@@ -167,4 +166,98 @@ func TestBoundaries(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestArchitectureArrowsAreImports: in docs/architecture.md's package
+// list, every package an entry's arrow names (`a` → `b`, `c`) is a direct
+// import of the entry's package, and every package called a leaf (an
+// entry "— leaf:", a "leaves:" list, the shared leaves) imports no
+// package of ours.
+func TestArchitectureArrowsAreImports(t *testing.T) {
+	list := section(t, read(t, "docs/architecture.md"), "## Packages")
+	imports := goImports(t)
+	name := regexp.MustCompile("`([a-z][a-z0-9/]*)`")
+	entries := regexp.MustCompile(`(?m)^- `).Split(list, -1)
+	checked := 0
+	leaf := func(pkg string) {
+		if deps, ok := imports[pkg]; ok && len(deps) > 0 {
+			t.Errorf("architecture.md calls %s a leaf; it imports %v", pkg, deps)
+		}
+		checked++
+	}
+	_, shared, _ := strings.Cut(list, "**Shared leaves**:")
+	shared, _, _ = strings.Cut(shared, "Just above them")
+	for _, m := range name.FindAllStringSubmatch(shared, -1) {
+		leaf(m[1])
+	}
+	for _, e := range entries[1:] {
+		e = strings.SplitN(e, "\n\n", 2)[0]
+		if rest, ok := strings.CutPrefix(e, "leaves:"); ok {
+			for _, m := range name.FindAllStringSubmatch(rest, -1) {
+				leaf(m[1])
+			}
+			continue
+		}
+		if m := name.FindStringSubmatch(e); m != nil && strings.Contains(e, "— leaf") {
+			leaf(m[1])
+		}
+		// Arrows inside a package's parenthesis: `a` (what it is; → `b`).
+		for _, g := range inline.FindAllStringSubmatch(e, -1) {
+			for _, m := range name.FindAllStringSubmatch(g[2], -1) {
+				if _, isPkg := imports[m[1]]; isPkg && !slices.Contains(imports[g[1]], m[1]) {
+					t.Errorf("architecture.md says %s → %s; %s imports %v", g[1], m[1], g[1], imports[g[1]])
+				}
+				checked++
+			}
+		}
+		e = inline.ReplaceAllString(e, "")
+		head, arrow, ok := strings.Cut(e, "→")
+		if !ok {
+			continue
+		}
+		pkg := name.FindStringSubmatch(head)
+		if pkg == nil {
+			continue
+		}
+		deps, known := imports[pkg[1]]
+		if !known {
+			continue
+		}
+		for _, m := range name.FindAllStringSubmatch(arrow, -1) {
+			if _, isPkg := imports[m[1]]; isPkg && !slices.Contains(deps, m[1]) {
+				t.Errorf("architecture.md says %s → %s; %s imports %v", pkg[1], m[1], pkg[1], deps)
+			}
+			checked++
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked only %d arrows and leaves", checked)
+	}
+}
+
+// inline is a package with its own arrow in parentheses after it.
+var inline = regexp.MustCompile("`([a-z][a-z0-9/]*)` \\([^()]*?→([^()]*)\\)")
+
+// goImports maps each package under internal/ (by its path below
+// internal/) to the packages of ours it imports, tests aside.
+func goImports(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./internal/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	m := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module+"internal/")
+		m[pkg] = []string{}
+		for _, imp := range f[1:] {
+			if dep, ok := strings.CutPrefix(imp, module+"internal/"); ok {
+				m[pkg] = append(m[pkg], dep)
+			}
+		}
+	}
+	return m
 }

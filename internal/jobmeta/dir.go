@@ -1,8 +1,8 @@
 package jobmeta
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 

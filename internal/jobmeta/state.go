@@ -1,7 +1,7 @@
-// Package jobmeta is the leaf package of managed-job records: the files a job
-// directory holds, the record the tools and the CLI show, and the atomic,
-// versioned way they are written and read. It imports nothing of the
-// project's but limits and procid, so every role can use it.
+// Package jobmeta is the managed-job records: the files a job directory
+// holds, the record the tools and the CLI show, and the versioned, strict
+// way they are read. It imports only small packages (none of the job core,
+// the network or MCP), so every role can use it.
 package jobmeta
 
 // State is a job's state (docs/states.md).

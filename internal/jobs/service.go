@@ -311,6 +311,36 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 	return res, nil
 }
 
+// newJob is the record of a job about to be admitted.
+func (s *Service) newJob(env *envelope.Envelope, domain string, who principal.Principal, name string) *jobmeta.Job {
+	id := uuid.NewString()
+	job := &jobmeta.Job{
+		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.deviceID, Name: name, Owner: string(who),
+		FailureDomain: domain, CreatedAt: s.store.Now(), TimeoutS: env.TimeoutS,
+		Stdin: env.Stdin, PTY: env.PTY,
+	}
+	if domain == jobmeta.DomainSystemdUnit {
+		job.Unit = launcher.UnitName(s.deviceID, id)
+	}
+	return job
+}
+
+// sendEnvelope writes env to w and closes it, returning the outcome on
+// the channel. The supervisor reads the envelope to EOF while the
+// launcher waits for its claim; a large envelope does not fit the pipe
+// buffer, so it is written concurrently, closed to signal the end, and
+// bounded by timeout so a dead reader cannot hold the launch.
+func sendEnvelope(w *os.File, env *envelope.Envelope, timeout time.Duration) <-chan error {
+	w.SetWriteDeadline(time.Now().Add(timeout))
+	wrote := make(chan error, 1)
+	go func() {
+		err := envelope.Encode(w, env)
+		w.Close()
+		wrote <- err
+	}()
+	return wrote
+}
+
 // launch runs the launch sequence with its ledger and returns the job ID.
 // A launch that fails after admission leaves a launch_failed record and
 // returns its ID with no error, so the client can see what happened.
@@ -323,15 +353,8 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
-	id := uuid.NewString()
-	job := &jobmeta.Job{
-		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.deviceID, Name: name, Owner: string(who),
-		FailureDomain: domain, CreatedAt: s.store.Now(), TimeoutS: env.TimeoutS,
-		Stdin: env.Stdin, PTY: env.PTY,
-	}
-	if domain == jobmeta.DomainSystemdUnit {
-		job.Unit = launcher.UnitName(s.deviceID, id)
-	}
+	job := s.newJob(env, domain, who, name)
+	id := job.ID
 	var led ledger
 	phase := s.phaseClock(id)
 	if err := s.store.Admit(job); err != nil {
@@ -357,17 +380,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	phase(activity.PhasePipe, "")
 	led.add("pipe", func() { r.Close(); w.Close() })
 
-	// The supervisor reads the envelope to EOF while we wait for its claim;
-	// a large envelope does not fit the pipe buffer, so write concurrently,
-	// close to signal the end, and bound the write so a dead reader cannot
-	// hold us.
-	w.SetWriteDeadline(time.Now().Add(timeout))
-	wrote := make(chan error, 1)
-	go func() {
-		err := envelope.Encode(w, env)
-		w.Close()
-		wrote <- err
-	}()
+	wrote := sendEnvelope(w, env, timeout)
 
 	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps, Timeout: env.Timeout(), CutOff: cut})
 	if err != nil {

@@ -3,8 +3,8 @@ package jobstore_test
 import (
 	"os"
 	"path/filepath"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
 )

@@ -83,74 +83,100 @@ type Reason struct {
 
 // Evaluate judges a Metrics snapshot by the thresholds above.
 func Evaluate(m *Metrics) Health {
-	var rs []Reason
-	add := func(code, sev, subject string, value, threshold float64) {
-		v, t := round2(value), threshold
-		rs = append(rs, Reason{Code: code, Severity: sev, Subject: subject, Value: &v, Threshold: &t})
-	}
-	// below/above add the reason at the most severe level crossed.
-	below := func(code, subject string, v, warn, crit float64) {
-		switch {
-		case v < crit:
-			add(code, VerdictCritical, subject, v, crit)
-		case v < warn:
-			add(code, VerdictWarning, subject, v, warn)
+	var rs reasons
+	rs.memory(m)
+	rs.pressure(m)
+	if l := m.CPU.Load; l != nil && m.CPU.Count > 0 {
+		if per := l.Load5 / float64(m.CPU.Count); per >= LoadPerCPUWarn {
+			rs.add(ReasonLoadHigh, VerdictWarning, "", per, LoadPerCPUWarn)
 		}
 	}
-	above := func(code, subject string, v, warn, crit float64) {
-		switch {
-		case v >= crit:
-			add(code, VerdictCritical, subject, v, crit)
-		case v >= warn:
-			add(code, VerdictWarning, subject, v, warn)
-		}
+	rs.disks(m.Disks)
+	for _, e := range m.Errors {
+		rs = append(rs, Reason{Code: ReasonMetricsIncomplete, Severity: VerdictWarning, Subject: e})
 	}
+	return rs.health()
+}
 
+// reasons collects what a snapshot crosses.
+type reasons []Reason
+
+func (rs *reasons) add(code, sev, subject string, value, threshold float64) {
+	v, t := round2(value), threshold
+	*rs = append(*rs, Reason{Code: code, Severity: sev, Subject: subject, Value: &v, Threshold: &t})
+}
+
+// below and above add the reason at the most severe level crossed.
+func (rs *reasons) below(code, subject string, v, warn, crit float64) {
+	switch {
+	case v < crit:
+		rs.add(code, VerdictCritical, subject, v, crit)
+	case v < warn:
+		rs.add(code, VerdictWarning, subject, v, warn)
+	}
+}
+
+func (rs *reasons) above(code, subject string, v, warn, crit float64) {
+	switch {
+	case v >= crit:
+		rs.add(code, VerdictCritical, subject, v, crit)
+	case v >= warn:
+		rs.add(code, VerdictWarning, subject, v, warn)
+	}
+}
+
+// memory judges available memory and swap.
+func (rs *reasons) memory(m *Metrics) {
 	if mem := m.Memory; mem != nil && mem.AvailablePercent != nil {
-		below(ReasonMemoryAvailableLow, "", *mem.AvailablePercent, MemoryAvailableWarnPercent, MemoryAvailableCritPercent)
+		rs.below(ReasonMemoryAvailableLow, "", *mem.AvailablePercent, MemoryAvailableWarnPercent, MemoryAvailableCritPercent)
 	}
 	if sw := m.Swap; sw != nil && sw.UsedPercent != nil && *sw.UsedPercent >= SwapUsedWarnPercent {
-		add(ReasonSwapUsedHigh, VerdictWarning, "", *sw.UsedPercent, SwapUsedWarnPercent)
+		rs.add(ReasonSwapUsedHigh, VerdictWarning, "", *sw.UsedPercent, SwapUsedWarnPercent)
 	}
+}
+
+// pressure judges the PSI averages over a minute.
+func (rs *reasons) pressure(m *Metrics) {
 	if p := m.PSI.Memory; p != nil {
 		switch {
 		case p.Full != nil && p.Full.Avg60 >= MemoryPressureCritPercent:
-			add(ReasonMemoryPressureHigh, VerdictCritical, "full", p.Full.Avg60, MemoryPressureCritPercent)
+			rs.add(ReasonMemoryPressureHigh, VerdictCritical, "full", p.Full.Avg60, MemoryPressureCritPercent)
 		case p.Some != nil && p.Some.Avg60 >= MemoryPressureWarnPercent:
-			add(ReasonMemoryPressureHigh, VerdictWarning, "some", p.Some.Avg60, MemoryPressureWarnPercent)
+			rs.add(ReasonMemoryPressureHigh, VerdictWarning, "some", p.Some.Avg60, MemoryPressureWarnPercent)
 		}
 	}
 	if p := m.PSI.CPU; p != nil && p.Some != nil && p.Some.Avg60 >= CPUPressureWarnPercent {
-		add(ReasonCPUPressureHigh, VerdictWarning, "some", p.Some.Avg60, CPUPressureWarnPercent)
+		rs.add(ReasonCPUPressureHigh, VerdictWarning, "some", p.Some.Avg60, CPUPressureWarnPercent)
 	}
 	if p := m.PSI.IO; p != nil && p.Full != nil && p.Full.Avg60 >= IOPressureWarnPercent {
-		add(ReasonIOPressureHigh, VerdictWarning, "full", p.Full.Avg60, IOPressureWarnPercent)
+		rs.add(ReasonIOPressureHigh, VerdictWarning, "full", p.Full.Avg60, IOPressureWarnPercent)
 	}
-	if l := m.CPU.Load; l != nil && m.CPU.Count > 0 {
-		if per := l.Load5 / float64(m.CPU.Count); per >= LoadPerCPUWarn {
-			add(ReasonLoadHigh, VerdictWarning, "", per, LoadPerCPUWarn)
-		}
-	}
-	for _, d := range m.Disks {
+}
+
+// disks judges each answering file system's space and inodes; one that
+// did not answer in time is a reason of its own.
+func (rs *reasons) disks(disks []Disk) {
+	for _, d := range disks {
 		switch d.Status {
 		case "timeout":
-			rs = append(rs, Reason{Code: ReasonDiskUnresponsive, Severity: VerdictWarning, Subject: d.MountPoint})
+			*rs = append(*rs, Reason{Code: ReasonDiskUnresponsive, Severity: VerdictWarning, Subject: d.MountPoint})
 			continue
 		case "ok":
 		default:
 			continue
 		}
 		if d.UsedPercent != nil {
-			above(ReasonDiskSpaceLow, d.MountPoint, *d.UsedPercent, DiskUsedWarnPercent, DiskUsedCritPercent)
+			rs.above(ReasonDiskSpaceLow, d.MountPoint, *d.UsedPercent, DiskUsedWarnPercent, DiskUsedCritPercent)
 		}
 		if d.InodesUsedPercent != nil {
-			above(ReasonDiskInodesLow, d.MountPoint, *d.InodesUsedPercent, InodesUsedWarnPercent, InodesUsedCritPercent)
+			rs.above(ReasonDiskInodesLow, d.MountPoint, *d.InodesUsedPercent, InodesUsedWarnPercent, InodesUsedCritPercent)
 		}
 	}
-	for _, e := range m.Errors {
-		rs = append(rs, Reason{Code: ReasonMetricsIncomplete, Severity: VerdictWarning, Subject: e})
-	}
+}
 
+// health is the verdict of the most severe reason, with every reason,
+// most severe first, then by code and subject.
+func (rs reasons) health() Health {
 	h := Health{Verdict: VerdictOK, Reasons: []Reason{}}
 	if len(rs) == 0 {
 		return h

@@ -1,5 +1,5 @@
 // Package reconcile decides what became of a managed job from the evidence
-// left behind, in a fixed priority:
+// left behind. The evidence counts in a fixed priority:
 //
 //  1. the supervisor's terminal record (exited, stopped_by_request,
 //     timed_out, or launch_failed when the shell never started). A job its service

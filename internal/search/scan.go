@@ -90,30 +90,10 @@ func (w *worker) scanFD(fd int, path string, limit int64, sizeKnown bool) scanSt
 		if s.ctx.Err() != nil {
 			return scanAborted
 		}
-		// Fill the buffer.
 		before := n
-		for n < len(buf) {
-			want := len(buf) - n
-			if rem := limit - read; int64(want) > rem {
-				want = int(rem)
-			}
-			if want == 0 {
-				if !sizeKnown {
-					return scanLarge // read max_file_bytes+1 bytes
-				}
-				eof = true
-				break
-			}
-			m, err := eintr.Read(fd, buf[n:n+want])
-			if err != nil {
-				return scanReadError
-			}
-			if m == 0 {
-				eof = true
-				break
-			}
-			n += m
-			read += int64(m)
+		var st scanStatus
+		if n, read, eof, st = fill(fd, buf, n, read, limit, sizeKnown); st != scanDone {
+			return st
 		}
 		// Binary check on the part of the file's first BinaryProbeBytes that
 		// was just read.
@@ -159,6 +139,35 @@ func (w *worker) scanFD(fd int, path string, limit int64, sizeKnown bool) scanSt
 		lineStart = false
 	}
 	return scanDone
+}
+
+// fill reads from fd into buf past its first n bytes until buf is full,
+// the file ends or limit bytes of it were read (read so far), and returns
+// the new n and read. A file of unknown size that reaches limit is
+// scanLarge (limit is then max_file_bytes+1); a failed read scanReadError.
+func fill(fd int, buf []byte, n int, read, limit int64, sizeKnown bool) (int, int64, bool, scanStatus) {
+	for n < len(buf) {
+		want := len(buf) - n
+		if rem := limit - read; int64(want) > rem {
+			want = int(rem)
+		}
+		if want == 0 {
+			if !sizeKnown {
+				return n, read, false, scanLarge
+			}
+			return n, read, true, scanDone
+		}
+		m, err := eintr.Read(fd, buf[n:n+want])
+		if err != nil {
+			return n, read, false, scanReadError
+		}
+		if m == 0 {
+			return n, read, true, scanDone
+		}
+		n += m
+		read += int64(m)
+	}
+	return n, read, false, scanDone
 }
 
 // finishProbe completes the binary check of a file whose search stopped

@@ -1,7 +1,6 @@
-// Package status is the leaf package of the agent's runtime record and of
-// the `commandcore status` report: the agent writes the record,
-// statusreport verifies it and builds the report, and they share these
-// types.
+// Package status is the types of the agent's runtime record and of the
+// `commandcore status` report: the agent writes the record, statusreport
+// verifies it and builds the report, and they share these types.
 package status
 
 import (

@@ -1,5 +1,5 @@
-// Package uuidtext is a leaf: whether a string is a UUID in its canonical
-// text form (8-4-4-4-12 hexadecimal digits). Job and device IDs are such
+// Package uuidtext tells whether a string is a UUID in its canonical text
+// form (8-4-4-4-12 hexadecimal digits). Job and device IDs are such
 // strings, and only such strings are ever joined into a path or taken for
 // an ID rather than a name. A loop, not a regular expression: a listing
 // checks every job directory's name.

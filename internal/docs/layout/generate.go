@@ -1,0 +1,3 @@
+package layout
+
+//go:generate go run ./cmd/layoutgen

@@ -65,7 +65,7 @@ func TestPackagesReadTheTree(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	os.WriteFile(filepath.Join(root, "internal/a/broken.go"), []byte("package a\nfunc {"), 0o644)
+	os.WriteFile(filepath.Join(root, "internal/a/broken.go"), []byte("packag a\n"), 0o644)
 	if _, err := Packages(root); err == nil || !strings.Contains(err.Error(), "broken.go") {
 		t.Errorf("a file that does not parse: %v", err)
 	}

@@ -29,7 +29,7 @@ const stormMax = 12 * time.Minute
 // sampled every 250 ms and one job's output is paged with process.output
 // (64 KiB pages from its tail); the same paging before the storm is the
 // idle baseline. Afterwards every job's observed_bytes must equal what it
-// wrote. Targets (issue 14): RSS flat (±10 %), counters exact, paging p50
+// wrote. Targets (BENCHMARKS.md): RSS flat (±10 %), counters exact, paging p50
 // during the storm ≤ 2× idle. STORM_NICE=N writes {"nice": N} to the
 // state directory's job-resources.json first, so every job (the probe too)
 // runs at that niceness.

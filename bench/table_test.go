@@ -15,7 +15,7 @@ import (
 // state directory and with a full table on disk (99 terminal jobs, read,
 // and 31 live ones), interleaved launch by launch so outside load falls on
 // both alike; and process.jobs over the full table (132 jobs while a
-// sample runs). Targets (issue 14): the full table's start p50 ≤ 1.1× the
+// sample runs). Targets (BENCHMARKS.md): the full table's start p50 ≤ 1.1× the
 // empty one's; process.jobs p50 ≤ 10 ms.
 func BenchmarkStartFullTable(b *testing.B) {
 	empty := newMCP(b, stateDir(b))

@@ -34,7 +34,7 @@ var wire = map[string]struct {
 	"NotInteractive":     {NotInteractive, "not_interactive"},
 	"NotRunning":         {NotRunning, "not_running"},
 	"InputClosed":        {InputClosed, "input_closed"},
-	// SPEC §3, files.write and files.edit.
+	// docs/tools.md, files.write and files.edit.
 	"AlreadyExists": {AlreadyExists, "already_exists"},
 	"Conflict":      {Conflict, "conflict"},
 	"EditMismatch":  {EditMismatch, "edit_mismatch"},

@@ -28,7 +28,7 @@ func TestPrepareRefusesEnvStringsExecCannotPass(t *testing.T) {
 }
 
 // TestStartRefusesBadTimeLimits: timeout_s is 1-2592000, 0 or absent for
-// none (SPEC §3); anything else is invalid_argument before any job exists.
+// none (docs/tools.md); anything else is invalid_argument before any job exists.
 func TestStartRefusesBadTimeLimits(t *testing.T) {
 	svc := service(t, "/nonexistent")
 	for _, secs := range []int{-1, 2592001, 1 << 40} {

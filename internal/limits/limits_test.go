@@ -64,11 +64,11 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxMetadataBytes": {MaxMetadataBytes, 1 * mib},
 	// docs/tools.md process.wait: process_ids 1–32; docs/limits.md.
 	"WaitMaxJobs": {WaitMaxJobs, 32},
-	// SPEC §3 files.read: max_bytes default 64 KiB, at most 1 MiB; §8 1 MiB / 8 MiB.
+	// docs/tools.md files.read: max_bytes default 64 KiB, at most 1 MiB; docs/limits.md 1 MiB / 8 MiB.
 	"FileReadDefault": {FileReadDefault, 64 * kib},
 	"FileReadMax":     {FileReadMax, 1 * mib},
 	"FileWriteMax":    {FileWriteMax, 8 * mib},
-	// SPEC §3 files.edit: 1–100 edits, diff bounded to 64 KiB.
+	// docs/tools.md files.edit: 1–100 edits, diff bounded to 64 KiB.
 	"FileEditMaxEdits": {FileEditMaxEdits, 100},
 	"FileEditDiffMax":  {FileEditDiffMax, 64 * kib},
 	// Internal: room for the 10 MiB file of the edit benchmark, and more.
@@ -77,7 +77,7 @@ var counts = map[string]struct{ got, want int64 }{
 	"FileEditNearMatchSteps": {FileEditNearMatchSteps, 4 << 20},
 	// Internal: a page of a terminal's ps -ww line; 200 processes stay under 1 MiB.
 	"ProcessArgsMaxBytes": {ProcessArgsMaxBytes, 4 * kib},
-	// SPEC §3 files.list: depth 1–10 (default 1), max_entries default 1000,
+	// docs/tools.md files.list: depth 1–10 (default 1), max_entries default 1000,
 	// at most 10000.
 	"FileListDepthDefault":   {FileListDepthDefault, 1},
 	"FileListDepthMax":       {FileListDepthMax, 10},
@@ -109,11 +109,11 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"EnrollCodeTTL":  {EnrollCodeTTL, 15 * time.Minute},      // README, The relay and the link: valid 15 minutes
 	"ClientTokenTTL": {ClientTokenTTL, 30 * day},             // README, The relay and the link: valid 30 days
 	"StopEscalation": {StopEscalation, 3 * time.Second},      // README, Managed jobs: SIGKILL after 3 s
-	"JobTimeoutMax":  {JobTimeoutMax, 2592000 * time.Second}, // SPEC §3 process.start: timeout_s 1-2592000
+	"JobTimeoutMax":  {JobTimeoutMax, 2592000 * time.Second}, // docs/tools.md process.start: timeout_s 1-2592000
 	// Internal: the unit's RuntimeMaxSec is the limit + 3 s escalation + this.
 	"TimeoutBackstopMargin": {TimeoutBackstopMargin, 5 * time.Second},
-	"MaxInputBytes":         {MaxInputBytes, 65536},       // SPEC §8: input per process.input call 64 KiB
-	"TerminalDimensionMax":  {TerminalDimensionMax, 1000}, // SPEC §3 process.start: pty cols, rows 1-1000 each
+	"MaxInputBytes":         {MaxInputBytes, 65536},       // docs/limits.md: input per process.input call 64 KiB
+	"TerminalDimensionMax":  {TerminalDimensionMax, 1000}, // docs/tools.md process.start: pty cols, rows 1-1000 each
 	// Internal: a job that does not read its stdin, and a frozen peer on the input channel.
 	"InputWriteTimeout":    {InputWriteTimeout, 5 * time.Second},
 	"InputExchangeTimeout": {InputExchangeTimeout, 10 * time.Second},

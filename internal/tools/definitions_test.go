@@ -48,7 +48,7 @@ func TestRelayTableMatchesLiveTools(t *testing.T) {
 }
 
 // TestToolsCarryTitlesAndHints: every tool has a title and an
-// outputSchema, and its annotations say what SPEC §3 says of it: read-only
+// outputSchema, and its annotations say what docs/tools.md says of it: read-only
 // for those that change nothing, destructive for those that end or delete,
 // and never open-world.
 func TestToolsCarryTitlesAndHints(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"github.com/commandcore/commandcore/internal/install"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/statedir"
-	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/statusreport"
 )
 
@@ -57,7 +56,7 @@ func runStatus(o *statusOptions) error {
 	if o.JSON {
 		err = writeJSON(o.IO.Out, r)
 	} else {
-		err = status.WriteHuman(o.IO.Out, r, o.Now())
+		err = writeStatus(o.IO.Out, r, o.Now())
 	}
 	if err != nil {
 		return err

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/status"
+)
+
+// writeStatus prints the friendly summary of r.
+func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
+	var err error
+	p := func(format string, args ...any) {
+		if err == nil {
+			_, err = fmt.Fprintf(w, format, args...)
+		}
+	}
+	switch {
+	case r.Agent.Running:
+		as := "not a service"
+		if r.Agent.Service != "" {
+			as = "as " + r.Agent.Service
+		}
+		p("status.Agent:       running (pid %d, %s, %s), up %s\n", r.Agent.PID, r.Agent.Version, as, since(now, r.Agent.StartedAt))
+	case r.Agent.Stale:
+		p("status.Agent:       not running (stale record: pid %d ended without stopping)\n", r.Agent.PID)
+	case r.Agent.Installed:
+		p("status.Agent:       installed, not running (%s; start it with: systemctl --user start %s)\n", r.Agent.UnitFile, r.Agent.Service)
+	default:
+		p("status.Agent:       not installed (no user unit %s)\n", r.Agent.Service)
+	}
+	p("State:       %s\n", r.StateDir)
+	p("Config:      %s\n", r.ConfigDir)
+	conn := r.Connection.State
+	if r.Connection.Server != "" {
+		prep := " to "
+		if conn == status.ConnDisconnected {
+			prep = " from "
+		}
+		conn += prep + r.Connection.Server
+		if r.Connection.Since != nil {
+			conn += " for " + age(now, *r.Connection.Since)
+		}
+	}
+	if r.Connection.ObservedAt != nil {
+		conn += fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Connection.ObservedAt))
+	}
+	p("status.Connection:  %s\n", conn)
+	p("status.Jobs:        %d running, %d finished (%d unread)\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread)
+	seen := ""
+	if r.Systemd.ObservedAt != nil {
+		seen = fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Systemd.ObservedAt))
+	}
+	switch {
+	case !r.Agent.Running:
+		p("systemd:     unknown (no agent runs to observe it)\n")
+	case r.Systemd.UserManager == status.ManagerUnknown:
+		p("systemd:     unknown (this agent does not record it)\n")
+	case r.Systemd.FailureDomain == status.DomainRefused:
+		p("systemd:     user manager %s; new jobs are refused (an installed agent runs jobs only under it)%s\n", r.Systemd.UserManager, seen)
+	default:
+		p("systemd:     user manager %s; new jobs run as %s%s\n", r.Systemd.UserManager, r.Systemd.FailureDomain, seen)
+	}
+	if r.Agent.Running {
+		writeIsolation(p, r)
+	} else {
+		p("Commands:    user manager %s, as permissions.json says (no agent runs)\n", reachLine(r.Systemd.JobsReachUserManager))
+	}
+	switch {
+	case r.Policy.Error != "":
+		p("status.Policy:      INVALID (%s): launches are refused\n", r.Policy.Error)
+	default:
+		p("status.Policy:      %s\n", policyLine(r.Policy))
+	}
+	switch {
+	case r.Permissions.Error != "":
+		p("status.Permissions: INVALID (%s): every tool call is refused\n", r.Permissions.Error)
+	case r.Permissions.Present && len(r.Permissions.Tools) == 0:
+		p("status.Permissions: no tool (the ceiling allows none)\n")
+	case r.Permissions.Present:
+		p("status.Permissions: only %s\n", strings.Join(r.Permissions.Tools, ", "))
+	default:
+		p("status.Permissions: every tool (no ceiling)\n")
+	}
+	return err
+}
+
+// writeIsolation says what a running agent's commands can reach: what
+// holds, never more (README, "What a command can do").
+func writeIsolation(p func(string, ...any), r *status.Report) {
+	sd := r.Systemd
+	who := "this user"
+	if r.Agent.UID != nil {
+		who = fmt.Sprintf("uid %d", *r.Agent.UID)
+	}
+	p("Commands:    jobs and process.run commands run as %s and can do what that user can\n", who)
+	if r.Agent.UID != nil && *r.Agent.UID == 0 {
+		// Only a cut-off unit's user namespace takes root's power to
+		// unmount.
+		undo := "every job and process.run command"
+		if !sd.JobsReachUserManager {
+			undo = "process.run commands and jobs without a user manager"
+		}
+		p("             as root, %s can unmount the covers below\n", undo)
+	}
+	manager := reachLine(sd.JobsReachUserManager)
+	if sd.JobsReachUserManager {
+		manager += ": they can start units of their own, outside every cover, and so read the device credential"
+	} else {
+		manager += "; jobs started before keep their reach"
+		var refused []string
+		if !sd.CanCutJobs && sd.FailureDomain != status.DomainRefused {
+			refused = append(refused, "new jobs")
+		}
+		if !sd.CanCutRun {
+			refused = append(refused, "process.run commands")
+		}
+		if len(refused) > 0 {
+			manager += "; REFUSED, as this host cannot cut them off: " + strings.Join(refused, ", ")
+		}
+	}
+	p("             user manager %s\n", manager)
+	// A cut-off unit hides them in its own user namespace, which may work
+	// where a plain unit's cover does not.
+	units := sd.AgentDirsHidden || (!sd.JobsReachUserManager && sd.CanCutJobs && sd.UserManager == status.ManagerReachable)
+	var files string
+	switch {
+	case units && sd.RunDirsHidden:
+		files = "covered in job units and process.run commands"
+	case units:
+		files = "covered in job units; process.run commands and jobs without a user manager CAN read them (this host refuses them a mount namespace)"
+	case sd.RunDirsHidden:
+		files = "covered in process.run commands and jobs without a user manager; job units CAN read them (this user manager cannot hide directories)"
+	default:
+		files = "CAN be read by jobs and process.run commands (this host cannot hide directories)"
+	}
+	if sd.JobsReachUserManager && (units || sd.RunDirsHidden) {
+		files += ", against direct reads only"
+	}
+	p("             agent's files %s\n", files)
+}
+
+// reachLine says whether new jobs and process.run commands reach the
+// user manager, as the owner's permissions.json says.
+func reachLine(reach bool) string {
+	if reach {
+		return "reachable from jobs and process.run commands"
+	}
+	return "cut off from new jobs and process.run commands (jobs_reach_user_manager false)"
+}
+
+func since(now time.Time, t *time.Time) string {
+	if t == nil {
+		return "?"
+	}
+	return age(now, *t)
+}
+
+func age(now, t time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String()
+}
+
+// policyLine says what the owner's job-resources.json imposes on new jobs.
+func policyLine(pol status.Policy) string {
+	parts := []string{"no memory cap"}
+	if pol.MemoryMaxBytes != nil {
+		parts[0] = fmt.Sprintf("memory cap %d bytes per job", *pol.MemoryMaxBytes)
+	}
+	if pol.Nice != nil {
+		parts = append(parts, fmt.Sprintf("jobs at nice %d", *pol.Nice))
+	}
+	if pol.CPUWeight != nil {
+		parts = append(parts, fmt.Sprintf("job units at CPU weight %d", *pol.CPUWeight))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"github.com/commandcore/commandcore/internal/status"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func fixed() *status.Report {
+	started := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	observed := started.Add(90 * time.Second)
+	age := int64(30)
+	mem, nice, weight, uid := uint64(268435456), 10, uint64(50), 1000
+	return &status.Report{
+		SchemaVersion: status.SchemaVersion,
+		Agent: status.Agent{Running: true, PID: 4242, UID: &uid, Version: "1.2.3", StartedAt: &started, Service: "commandcore.service",
+			Installed: true, UnitFile: "/home/u/.config/systemd/user/commandcore.service"},
+		Connection: status.ConnectionView{State: status.ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
+		Jobs:       status.Jobs{Running: 2, Terminal: 5, Unread: 1},
+		Systemd: status.Systemd{UserManager: status.ManagerReachable, FailureDomain: "systemd_unit",
+			JobsReachUserManager: true, CanCutJobs: true, CanCutRun: true, ObservedAt: &observed},
+		Policy:      status.Policy{MemoryMaxBytes: &mem, Nice: &nice, CPUWeight: &weight},
+		Permissions: status.Permissions{Present: true, Tools: []string{"process.*", "system.metrics"}},
+		StateDir:    "/home/u/.local/state/commandcore",
+		ConfigDir:   "/home/u/.config/commandcore",
+	}
+}
+
+// TestJSONGolden pins the --json shape: fields may be added, never renamed
+// or removed, so this file only ever grows.
+func TestJSONGolden(t *testing.T) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(fixed()); err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/status.golden.json"
+	if *update {
+		os.WriteFile(golden, buf.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("status --json changed shape:\n%s\nwant:\n%s", buf.Bytes(), want)
+	}
+}
+
+func TestHuman(t *testing.T) {
+	var buf bytes.Buffer
+	r := fixed()
+	if err := writeStatus(&buf, r, r.Agent.StartedAt.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"running (pid 4242, 1.2.3, as commandcore.service), up 2m0s", "State:       /home/u/.local/state/commandcore\n", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "status.Policy:      memory cap 268435456 bytes per job; jobs at nice 10; job units at CPU weight 50\n", "status.Permissions: only process.*, system.metrics"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("human status lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// TestHumanNotRunning: the three ways no agent runs each have their own
+// words, and no systemd fact is claimed without an agent to observe it.
+func TestHumanNotRunning(t *testing.T) {
+	for _, tc := range []struct {
+		agent status.Agent
+		want  string
+	}{
+		{status.Agent{Service: "cc.service"}, "status.Agent:       not installed (no user unit cc.service)\n"},
+		{status.Agent{Service: "cc.service", Installed: true, UnitFile: "/u/cc.service"},
+			"status.Agent:       installed, not running (/u/cc.service; start it with: systemctl --user start cc.service)\n"},
+		{status.Agent{Service: "cc.service", Installed: true, Stale: true, PID: 77}, "status.Agent:       not running (stale record: pid 77 ended without stopping)\n"},
+	} {
+		var buf bytes.Buffer
+		r := &status.Report{Agent: tc.agent, Connection: status.ConnectionView{State: status.ConnUnknown},
+			Systemd:  status.Systemd{UserManager: status.ManagerUnknown, FailureDomain: status.DomainUnknown},
+			Policy:   status.Policy{Error: "malformed JSON"},
+			StateDir: "/s/cc", ConfigDir: "/c/cc"}
+		if err := writeStatus(&buf, r, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		for _, want := range []string{tc.want, "State:       /s/cc\n", "Config:      /c/cc\n", "systemd:     unknown (no agent runs to observe it)\n",
+			"INVALID", "status.Permissions: every tool (no ceiling)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("human status lacks %q:\n%s", want, out)
+			}
+		}
+	}
+}
+
+// TestHumanSystemd: the user manager as the running agent recorded it.
+func TestHumanSystemd(t *testing.T) {
+	r := fixed()
+	now := r.Agent.StartedAt.Add(100 * time.Second)
+	for sd, want := range map[status.Systemd]string{
+		{UserManager: status.ManagerReachable, FailureDomain: "systemd_unit"}:           "user manager reachable; new jobs run as systemd_unit (as the agent last saw it, 10s ago)",
+		{UserManager: status.ManagerUnreachable, FailureDomain: "shared_parent_cgroup"}: "user manager unreachable; new jobs run as shared_parent_cgroup (as the agent last saw it, 10s ago)",
+		{UserManager: status.ManagerUnreachable, FailureDomain: status.DomainRefused}:   "user manager unreachable; new jobs are refused",
+		{UserManager: status.ManagerUnknown, FailureDomain: status.DomainUnknown}:       "systemd:     unknown (this agent does not record it)",
+	} {
+		r.Systemd = sd
+		if sd.UserManager != status.ManagerUnknown {
+			r.Systemd.ObservedAt = r.Connection.ObservedAt
+		}
+		var buf bytes.Buffer
+		writeStatus(&buf, r, now)
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%+v: human status lacks %q:\n%s", sd, want, buf.String())
+		}
+	}
+	r.Agent.Service = ""
+	var buf bytes.Buffer
+	writeStatus(&buf, r, now)
+	if !strings.Contains(buf.String(), "running (pid 4242, 1.2.3, not a service)") {
+		t.Errorf("an agent that is no service:\n%s", buf.String())
+	}
+}
+
+// TestHumanIsolation: what jobs and what process.run commands can reach
+// of the agent's files is said for each, as the running agent's probes
+// found it (a cut-off unit covers them in its own user namespace), and
+// while commands reach the user manager no cover is claimed beyond direct
+// reads.
+func TestHumanIsolation(t *testing.T) {
+	r := fixed()
+	for _, tc := range []struct {
+		units, run, reach, cutJobs bool
+		want                       string
+	}{
+		{true, true, false, false, "             agent's files covered in job units and process.run commands\n"},
+		{true, true, true, false, "             agent's files covered in job units and process.run commands, against direct reads only\n"},
+		{true, false, false, false, "             agent's files covered in job units; process.run commands and jobs without a user manager CAN read them (this host refuses them a mount namespace)\n"},
+		{false, true, false, false, "             agent's files covered in process.run commands and jobs without a user manager; job units CAN read them (this user manager cannot hide directories)\n"},
+		{false, false, true, true, "             agent's files CAN be read by jobs and process.run commands (this host cannot hide directories)\n"},
+		// Cut off, units hide them in their own user namespace.
+		{false, true, false, true, "             agent's files covered in job units and process.run commands\n"},
+	} {
+		r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden, r.Systemd.JobsReachUserManager = tc.units, tc.run, tc.reach
+		r.Systemd.CanCutJobs, r.Systemd.CanCutRun = tc.cutJobs, true
+		var buf bytes.Buffer
+		writeStatus(&buf, r, time.Now())
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("units %v, run %v, reach %v: human status lacks %q:\n%s", tc.units, tc.run, tc.reach, tc.want, buf.String())
+		}
+	}
+}
+
+// TestHumanUserManagerReach: status says that commands run as the agent's
+// user, whether they reach its user manager (and what that gives them),
+// which commands a cut the host cannot make refuses, and, for root, which
+// covers a command can undo; with no agent running, the owner's setting.
+func TestHumanUserManagerReach(t *testing.T) {
+	root, user := 0, 1000
+	for _, tc := range []struct {
+		name             string
+		uid              *int
+		reach, jobs, run bool
+		want, never      []string
+	}{
+		{"reach", &user, true, true, true,
+			[]string{"Commands:    jobs and process.run commands run as uid 1000 and can do what that user can\n",
+				"             user manager reachable from jobs and process.run commands: they can start units of their own, outside every cover, and so read the device credential\n"},
+			[]string{"as root", "REFUSED"}},
+		{"cut", &user, false, true, true,
+			[]string{"             user manager cut off from new jobs and process.run commands (jobs_reach_user_manager false); jobs started before keep their reach\n"},
+			[]string{"as root", "REFUSED", "device credential"}},
+		{"cut, units cannot", &user, false, false, true,
+			[]string{"; REFUSED, as this host cannot cut them off: new jobs\n"}, []string{"new jobs, process.run commands"}},
+		{"cut, neither can", &user, false, false, false,
+			[]string{"; REFUSED, as this host cannot cut them off: new jobs, process.run commands\n"}, nil},
+		{"root reach", &root, true, true, true,
+			[]string{"run as uid 0 ", "             as root, every job and process.run command can unmount the covers below\n"}, nil},
+		{"root cut", &root, false, true, true,
+			[]string{"             as root, process.run commands and jobs without a user manager can unmount the covers below\n"}, nil},
+	} {
+		r := fixed()
+		r.Agent.UID = tc.uid
+		r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden = true, true
+		r.Systemd.JobsReachUserManager, r.Systemd.CanCutJobs, r.Systemd.CanCutRun = tc.reach, tc.jobs, tc.run
+		var buf bytes.Buffer
+		writeStatus(&buf, r, time.Now())
+		for _, want := range tc.want {
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("%s: human status lacks %q:\n%s", tc.name, want, buf.String())
+			}
+		}
+		for _, never := range tc.never {
+			if strings.Contains(buf.String(), never) {
+				t.Errorf("%s: human status says %q:\n%s", tc.name, never, buf.String())
+			}
+		}
+	}
+	for reach, want := range map[bool]string{
+		true:  "Commands:    user manager reachable from jobs and process.run commands, as permissions.json says (no agent runs)\n",
+		false: "Commands:    user manager cut off from new jobs and process.run commands (jobs_reach_user_manager false), as permissions.json says (no agent runs)\n",
+	} {
+		r := &status.Report{Agent: status.Agent{Service: "cc.service"}, Systemd: status.Systemd{UserManager: status.ManagerUnknown, FailureDomain: status.DomainUnknown, JobsReachUserManager: reach}}
+		var buf bytes.Buffer
+		writeStatus(&buf, r, time.Now())
+		if !strings.Contains(buf.String(), want) || strings.Contains(buf.String(), "agent's files") {
+			t.Errorf("no agent, reach %v: human status lacks %q or claims a cover:\n%s", reach, want, buf.String())
+		}
+	}
+}
+
+func TestHumanNamesTheServer(t *testing.T) {
+	r := fixed()
+	now := r.Agent.StartedAt.Add(10 * time.Minute)
+	since := now.Add(-3 * time.Minute)
+	r.Connection.Since = &since
+	r.Connection.Server = "https://relay.example"
+	for state, want := range map[string]string{
+		status.ConnConnected:    "connected to https://relay.example for 3m0s (as the agent last saw it",
+		status.ConnDisconnected: "disconnected from https://relay.example for 3m0s",
+		status.ConnConnecting:   "connecting to https://relay.example for 3m0s",
+	} {
+		r.Connection.State = state
+		var buf bytes.Buffer
+		writeStatus(&buf, r, now)
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%s: human status lacks %q:\n%s", state, want, buf.String())
+		}
+	}
+}

@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"os/signal"
+	"context"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/agent"
+	"github.com/commandcore/commandcore/internal/statedir"
 )
 
 func newAgentCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -36,18 +36,10 @@ func runAgent(cmd *cobra.Command, g *globalFlags, streams IO, server string, ins
 	if every <= 0 {
 		return usageError("--reconcile-every must be positive")
 	}
-	dirs, err := g.dirs()
-	if err != nil {
-		return err
-	}
-	exe, err := ownExecutable()
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
-	defer stop()
-	return agent.Run(ctx, agent.Config{
-		StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
-		Installed: installed || runningAsService(), Server: server, ReconcileEvery: every, Log: streams.Err,
+	return agentRole(cmd, g, func(ctx context.Context, dirs statedir.Dirs, exe string) error {
+		return agent.Run(ctx, agent.Config{
+			StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
+			Installed: installed || runningAsService(), Server: server, ReconcileEvery: every, Log: streams.Err,
+		})
 	})
 }

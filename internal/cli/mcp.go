@@ -1,13 +1,13 @@
 package cli
 
 import (
+	"context"
 	"os"
-	"os/signal"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/agent"
+	"github.com/commandcore/commandcore/internal/statedir"
 )
 
 type mcpOptions struct {
@@ -27,16 +27,8 @@ func newMCPCmd(g *globalFlags) *cobra.Command {
 }
 
 func runMCP(cmd *cobra.Command, g *globalFlags, o *mcpOptions) error {
-	dirs, err := g.dirs()
-	if err != nil {
-		return err
-	}
-	exe, err := ownExecutable()
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
-	defer stop()
-	return agent.ServeLocal(ctx, agent.LocalConfig{StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
-		Installed: o.Installed || runningAsService(), In: os.Stdin, Out: os.Stdout})
+	return agentRole(cmd, g, func(ctx context.Context, dirs statedir.Dirs, exe string) error {
+		return agent.ServeLocal(ctx, agent.LocalConfig{StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
+			Installed: o.Installed || runningAsService(), In: os.Stdin, Out: os.Stdout})
+	})
 }

@@ -1,7 +1,14 @@
 package cli
 
 import (
+	"context"
+	"os/signal"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
 	"fmt"
+	"github.com/commandcore/commandcore/internal/statedir"
 	"os"
 
 	"github.com/commandcore/commandcore/internal/jobs"
@@ -34,3 +41,20 @@ func ownExecutable() (string, error) {
 // runningAsService reports whether this process is a systemd service
 // (systemd sets INVOCATION_ID for every unit it starts).
 func runningAsService() bool { return os.Getenv("INVOCATION_ID") != "" }
+
+// agentRole is what the agent and `commandcore mcp` start from: their
+// directories, this binary (each job's supervisor), and fn's context,
+// which ends on SIGINT or SIGTERM.
+func agentRole(cmd *cobra.Command, g *globalFlags, fn func(ctx context.Context, dirs statedir.Dirs, exe string) error) error {
+	dirs, err := g.dirs()
+	if err != nil {
+		return err
+	}
+	exe, err := ownExecutable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
+	defer stop()
+	return fn(ctx, dirs, exe)
+}

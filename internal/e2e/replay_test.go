@@ -74,17 +74,24 @@ func startTestRelay(t *testing.T) *testRelay {
 	return r
 }
 
+// session waits for the agent's link and returns the MCP session over it.
+func (r *testRelay) session(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	select {
+	case cs := <-r.sessions:
+		return cs
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent never linked")
+		return nil
+	}
+}
+
 // TestReplayedGrantIsRefused: a grant that carried a real call is refused
 // when it comes again, even well within its life, and even for a call
 // that changes nothing.
 func TestReplayedGrantIsRefused(t *testing.T) {
 	r := startTestRelay(t)
-	var cs *mcp.ClientSession
-	select {
-	case cs = <-r.sessions:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the agent never linked")
-	}
+	cs := r.session(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	g, err := authz.MintGrant(r.key, r.deviceID, "process.jobs", "alice", time.Now())
@@ -122,12 +129,7 @@ func TestReplayedGrantIsRefused(t *testing.T) {
 // principal's next call is still served.
 func TestAGrantFloodLocksOutOnlyTheFlooder(t *testing.T) {
 	r := startTestRelay(t)
-	var cs *mcp.ClientSession
-	select {
-	case cs = <-r.sessions:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the agent never linked")
-	}
+	cs := r.session(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	defer cancel()
 	call := func(principal string) (bool, string) {

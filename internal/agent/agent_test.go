@@ -14,6 +14,7 @@ import (
 	"github.com/commandcore/commandcore/internal/activity"
 	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/roles"
 	"github.com/commandcore/commandcore/internal/statedir"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/systemdtest"
@@ -22,7 +23,7 @@ import (
 func TestMain(m *testing.M) {
 	// The test binary is the agent's executable, which its start-up probe
 	// re-executes as the hide-exec role.
-	if len(os.Args) > 1 && os.Args[1] == hideexec.Role {
+	if len(os.Args) > 1 && os.Args[1] == roles.HideExec {
 		os.Exit(hideexec.Main(os.Args[2:], os.Stderr))
 	}
 	systemdtest.Main(m)

@@ -9,12 +9,13 @@ import (
 
 	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/roles"
 	"github.com/commandcore/commandcore/internal/supervisor"
 )
 
 func newSuperviseCmd(streams IO) *cobra.Command {
 	return &cobra.Command{
-		Use:    "supervise JOB_DIR",
+		Use:    roles.Supervise + " JOB_DIR",
 		Short:  "Per-job supervisor (started by the agent; never run by hand)",
 		Hidden: true,
 		Args:   exactArgs(1),
@@ -37,14 +38,14 @@ func Supervise(jobDir string, stdin io.Reader, stderr io.Writer) int {
 
 func newHideExecCmd(streams IO) *cobra.Command {
 	return &cobra.Command{
-		Use:   hideexec.Role + " STATE CONFIG BIND PATH ARG0 [ARG...]",
+		Use:   roles.HideExec + " STATE CONFIG BIND PATH ARG0 [ARG...]",
 		Short: "Start a program with the agent's directories hidden (started by the agent; never run by hand)",
 		// The program's own arguments follow, flags among them.
 		DisableFlagParsing: true,
 		Hidden:             true,
 		RunE: func(_ *cobra.Command, args []string) error {
 			// Main returns only when it could not exec; it has said why.
-			return &exitError{code: hideexec.Main(args, streams.Err), err: errors.New(hideexec.Role + " failed"), quiet: true}
+			return &exitError{code: hideexec.Main(args, streams.Err), err: errors.New(roles.HideExec + " failed"), quiet: true}
 		},
 	}
 }

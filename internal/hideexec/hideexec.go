@@ -48,10 +48,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// Role is the role's subcommand.
-const Role = "hide-exec"
+	"github.com/commandcore/commandcore/internal/roles"
+)
 
 // coverFlag starts an argument naming a socket to cover.
 const coverFlag = "--cover="
@@ -98,7 +97,7 @@ type Hider struct {
 // manager's sockets are covered too. cmd's SysProcAttr (Setpgid, Setsid,
 // Pdeathsig) is kept.
 func (h *Hider) Wrap(cmd *exec.Cmd, bind string, cut bool) {
-	args := []string{h.exe, Role}
+	args := []string{h.exe, roles.HideExec}
 	if cut {
 		for _, s := range h.sockets {
 			args = append(args, coverFlag+s)
@@ -247,7 +246,7 @@ func Main(args []string, stderr io.Writer) int {
 		args = args[1:]
 	}
 	if len(args) < 5 {
-		fmt.Fprintf(stderr, "commandcore %s: started by the agent only\n", Role)
+		fmt.Fprintf(stderr, "commandcore %s: started by the agent only\n", roles.HideExec)
 		return ExitFailure
 	}
 	state, config, bind, path, argv := args[0], args[1], args[2], args[3], args[4:]

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/commandcore/commandcore/internal/roles"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
@@ -24,7 +25,7 @@ import (
 const asUserEnv = "HIDEEXEC_TEST_AS_USER"
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == Role {
+	if len(os.Args) > 1 && os.Args[1] == roles.HideExec {
 		os.Exit(Main(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) == 3 && os.Args[1] == "connect" {

@@ -26,6 +26,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/niceness"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/roles"
 )
 
 // OOMScoreAdjust makes a job's processes preferred OOM victims over the
@@ -197,7 +198,7 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 		// launcher's own claim timeout bounds the start, rolling back a
 		// unit whose supervisor never claims.
 		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(math.MaxUint64))},
-		sdbus.PropExecStart([]string{l.Exe, "supervise", sp.JobDir}, false),
+		sdbus.PropExecStart([]string{l.Exe, roles.Supervise, sp.JobDir}, false),
 		{Name: "StandardInputFileDescriptor", Value: dbus.MakeVariant(dbus.UnixFD(sp.Stdin.Fd()))},
 		{Name: "NoNewPrivileges", Value: dbus.MakeVariant(true)},
 		{Name: "OOMScoreAdjust", Value: dbus.MakeVariant(int32(OOMScoreAdjust))},
@@ -324,7 +325,7 @@ func (l *Launcher) stopUnit(ctx context.Context, unit string) error {
 }
 
 func (l *Launcher) startFallback(sp Spec) (*Started, error) {
-	cmd := exec.Command(l.Exe, "supervise", sp.JobDir)
+	cmd := exec.Command(l.Exe, roles.Supervise, sp.JobDir)
 	cmd.Stdin = sp.Stdin
 	// A minimal environment: the job's own environment travels in the
 	// envelope, and the agent's service variables (INVOCATION_ID, ...) must

@@ -63,6 +63,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/roles"
 )
 
 const (
@@ -541,7 +542,7 @@ func unitJob(path string) (device, id string, ok bool) {
 // process_id when its directory is named by one.
 func (sc *scan) supervisor(p *proc) (string, bool) {
 	a := sc.argvOf(p)
-	if len(a) != 3 || a[1] != "supervise" || !strings.HasPrefix(filepath.Base(a[0]), "commandcore") {
+	if len(a) != 3 || a[1] != roles.Supervise || !strings.HasPrefix(filepath.Base(a[0]), "commandcore") {
 		return "", false
 	}
 	if filepath.Dir(filepath.Clean(a[2])) != sc.l.agent.JobsDir {

@@ -425,6 +425,9 @@ func killWriter(t *testing.T, env ...string) {
 	path := filepath.Join(t.TempDir(), "stdout.cap")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperKilledWriter$")
 	cmd.Env = append(append(os.Environ(), "CAPTURE_TEST_KILL_PATH="+path), env...)
+	// The writer writes until killed: it must not outlive a test that
+	// failed or timed out before killing it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package jobmeta
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/procid"
@@ -83,23 +82,4 @@ func (r *Record) Summary() Summary {
 		ProcessID: r.ProcessID, Name: r.Name, Owner: r.Owner, State: r.State, Terminal: r.Terminal,
 		CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt, ExitCode: r.ExitCode, Read: r.Read,
 	}
-}
-
-// Text is a record's text content for a model: how the job stands, in a
-// line; the structured record carries the rest.
-func (r *Record) Text() string {
-	s := "job " + r.ProcessID + " " + string(r.State)
-	switch {
-	case r.ExitCode != nil:
-		s += " " + strconv.Itoa(*r.ExitCode)
-	case r.Signal != "":
-		s += " by " + r.Signal
-	}
-	if r.StoppedBy != "" {
-		s += ", stopped by " + r.StoppedBy
-	}
-	if r.Error != "" {
-		s += " (" + r.Error + ")"
-	}
-	return s + "\n"
 }

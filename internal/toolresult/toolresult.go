@@ -18,23 +18,20 @@ type ErrorResult struct {
 	Error *errcode.Error `json:"error"`
 }
 
-// Texter is a result with a text form of its own: a short summary for a
-// model, so the text content does not repeat the structured one in full.
-type Texter interface{ Text() string }
-
-// Success wraps a structured result. Its text content is the result's
-// Text, or else its compact JSON.
+// Success wraps a structured result; its text content is the result's
+// compact JSON.
 func Success(out any) *mcp.CallToolResult {
-	var text string
-	if t, ok := out.(Texter); ok {
-		text = t.Text()
-	} else {
-		raw, err := json.Marshal(out)
-		if err != nil {
-			return Failure(fmt.Errorf("encode result: %w", err))
-		}
-		text = string(raw)
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return Failure(fmt.Errorf("encode result: %w", err))
 	}
+	return Summarized(out, string(raw))
+}
+
+// Summarized wraps a structured result with a text content of its own: a
+// short summary for a model, so the text does not repeat the structured
+// content in full.
+func Summarized(out any, text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: out,

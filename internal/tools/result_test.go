@@ -34,7 +34,7 @@ func TestOutputResultOnTheWire(t *testing.T) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(toolresult.Success(out)); err != nil {
+	if err := enc.Encode(toolresult.Summarized(out, outputText(out))); err != nil {
 		t.Fatal(err)
 	}
 	id, _ := jsonrpc.MakeID(float64(3))

@@ -46,11 +46,12 @@ type handlers struct {
 	host *Host
 }
 
-// tool defines a tool whose handler takes an In and returns an Out.
-func tool[In, Out any](name, title string, effect hint, desc string, h func(*handlers, context.Context, Call, In) (Out, error)) func(*handlers) definition {
+// tool defines a tool whose handler takes an In and returns an Out, which
+// text summarises as the result's text content (nil: its compact JSON).
+func tool[In, Out any](name, title string, effect hint, desc string, h func(*handlers, context.Context, Call, In) (Out, error), text func(Out) string) func(*handlers) definition {
 	return func(hs *handlers) definition {
 		return definition{name: name, title: title, effect: effect, desc: desc, add: func(r registrar, d definition) {
-			add(r, d, func(ctx context.Context, c Call, in In) (Out, error) { return h(hs, ctx, c, in) })
+			add(r, d, func(ctx context.Context, c Call, in In) (Out, error) { return h(hs, ctx, c, in) }, text)
 		}}
 	}
 }
@@ -60,51 +61,51 @@ func tool[In, Out any](name, title string, effect hint, desc string, h func(*han
 var definitions = []func(*handlers) definition{
 	tool("system.metrics", "Host metrics", readOnly,
 		"Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
-		(*handlers).systemMetrics),
+		(*handlers).systemMetrics, nil),
 	tool("process.list", "List host processes", readOnly,
 		fmt.Sprintf("Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (this agent's jobs only); each filter narrows. The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
-		(*handlers).processList),
+		(*handlers).processList, nil),
 	tool("process.start", "Start a managed job", changes,
 		"Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
-		(*handlers).processStart),
+		(*handlers).processStart, startText),
 	tool("process.status", "Job status", readOnly,
 		"One managed job's full record: state, end reason, exit code, capture counters, identity.",
-		(*handlers).processStatus),
+		(*handlers).processStatus, recordText),
 	tool("process.output", "Read job output", readOnly,
 		"Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
-		(*handlers).processOutput),
+		(*handlers).processOutput, outputText),
 	tool("process.input", "Send input to a job", changes,
 		fmt.Sprintf("Write to a running stdin or pty job's input: data (utf-8 or base64, at most %d KiB a call), eof closes stdin (on a terminal: end-of-file). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses. Input is never recorded.", limits.MaxInputBytes>>10),
-		(*handlers).processInput),
+		(*handlers).processInput, inputText),
 	tool("process.resize", "Resize a job's terminal", changes,
 		fmt.Sprintf("Resize a pty job's terminal (cols, rows 1-%d); the job gets SIGWINCH.", limits.TerminalDimensionMax),
-		(*handlers).processResize),
+		(*handlers).processResize, resizeText),
 	tool("process.stop", "Stop a job", destructive,
 		fmt.Sprintf("Request a stop (SIGTERM to the job's process group, SIGKILL after %s). Returns the current state.", seconds(limits.StopEscalation)),
-		(*handlers).processStop),
-	tool("process.wait", "Wait for jobs to end", readOnly, waitDescription, (*handlers).processWait),
-	tool("process.jobs", "List managed jobs", readOnly, "List managed jobs, newest first.", (*handlers).processJobs),
+		(*handlers).processStop, recordText),
+	tool("process.wait", "Wait for jobs to end", readOnly, waitDescription, (*handlers).processWait, waitText),
+	tool("process.jobs", "List managed jobs", readOnly, "List managed jobs, newest first.", (*handlers).processJobs, jobsText),
 	tool("files.search", "Search files", readOnly,
 		"Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
-		(*handlers).filesSearch),
+		(*handlers).filesSearch, nil),
 	tool("files.read", "Read a file", readOnly,
 		"Read a regular file by lines (start_line, line_count) or by bytes (offset, max_bytes): data as UTF-8 text or base64, the whole file's size and sha256, mtime, eof and where to continue. Directories, FIFOs and devices are refused, never opened.",
-		(*handlers).filesRead),
+		(*handlers).filesRead, readText),
 	tool("files.write", "Write a file", destructive,
 		fmt.Sprintf("Write a file: create (default; already_exists if it exists), overwrite or append; expected_sha256 refuses with conflict unless the content matches. create and overwrite are atomic and keep an existing file's mode and owner. At most %d MiB.", limits.FileWriteMax>>20),
-		(*handlers).filesWrite),
+		(*handlers).filesWrite, writeText),
 	tool("files.edit", "Edit a file", destructive,
 		"Replace exact text in a file: every edit or none, atomically, each old_text found exactly expected_replacements times (default 1), else edit_mismatch naming the edit, the count and the line of the closest match. Returns a unified diff.",
-		(*handlers).filesEdit),
+		(*handlers).filesEdit, editText),
 	tool("files.list", "List a directory", readOnly,
 		"List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
-		(*handlers).filesList),
+		(*handlers).filesList, nil),
 	tool("process.run", "Run a short command", changes,
 		fmt.Sprintf("Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most %d KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.", limits.LiveChunkBytes>>10),
-		(*handlers).processRun),
+		(*handlers).processRun, nil),
 	tool("process.forget", "Forget a finished job", destructive,
 		"Delete a terminal job's metadata and output.",
-		(*handlers).processForget),
+		(*handlers).processForget, forgetText),
 }
 
 // annotate sets a tool's title and annotations from its definition. No

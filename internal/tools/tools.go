@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -44,33 +43,11 @@ type JobList struct {
 	Jobs []jobmeta.Summary `json:"jobs" jsonschema:"the managed jobs this caller sees, newest first"`
 }
 
-// Text lists the jobs, a line each.
-func (l *JobList) Text() string {
-	var b strings.Builder
-	for _, j := range l.Jobs {
-		fmt.Fprintf(&b, "job %s %s", j.ProcessID, j.State)
-		if j.ExitCode != nil {
-			fmt.Fprintf(&b, " %d", *j.ExitCode)
-		}
-		if j.Name != "" {
-			fmt.Fprintf(&b, " %q", j.Name)
-		}
-		b.WriteByte('\n')
-	}
-	if len(l.Jobs) == 0 {
-		b.WriteString("no managed jobs\n")
-	}
-	return b.String()
-}
-
 // Forgotten is process.forget's result.
 type Forgotten struct {
 	ProcessID string `json:"process_id" jsonschema:"the job's ID"`
 	Forgotten bool   `json:"forgotten" jsonschema:"true: its metadata and output are deleted"`
 }
-
-// Text says what was forgotten.
-func (f *Forgotten) Text() string { return "job " + f.ProcessID + " forgotten\n" }
 
 // Host holds the host-insight engines the tools use, and the agent's own
 // directories, which no tool reaches.
@@ -128,9 +105,9 @@ type registrar struct {
 }
 
 // add registers a tool whose input is decoded strictly into In and whose
-// result is an Out, with the title and annotations of its definition and an
-// outputSchema from Out.
-func add[In, Out any](r registrar, d definition, h func(context.Context, Call, In) (Out, error)) {
+// result is an Out, with the title and annotations of its definition, an
+// outputSchema from Out and text's summary as its text content.
+func add[In, Out any](r registrar, d definition, h func(context.Context, Call, In) (Out, error), text func(Out) string) {
 	name := d.name
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
@@ -166,8 +143,11 @@ func add[In, Out any](r registrar, d definition, h func(context.Context, Call, I
 				out, err = h(ctx, Call{Req: req, Who: who}, in)
 			}
 			r.journal.Record(activity.ToolCallEvent(activity.Tool(name), jobIDOf(in, out), time.Since(began), err))
-			if err != nil {
+			switch {
+			case err != nil:
 				return toolresult.Failure(err), nil
+			case text != nil:
+				return toolresult.Summarized(out, text(out)), nil
 			}
 			return toolresult.Success(out), nil
 		})

@@ -1,0 +1,81 @@
+package tools
+
+import (
+	"testing"
+
+	"github.com/commandcore/commandcore/internal/fileops"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/textenc"
+)
+
+// TestTextSummaries pins each tool's text content: how the job stands or
+// what the file call did in a line, then the output or data itself, a
+// base64 page named only by its byte count.
+func TestTextSummaries(t *testing.T) {
+	zero, two, sum := 0, 2, "ab12"
+	done := &jobs.Pages{
+		Stdout: jobs.StreamPage{Data: "hi", Encoding: textenc.UTF8, NextOffset: 2, EOF: true},
+		Stderr: jobs.StreamPage{Data: "AAECAw==", Encoding: textenc.Base64, NextOffset: 4, EOF: true},
+	}
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"start running", startText(&jobs.StartResult{ProcessID: "p1", State: jobmeta.Running}), "job p1 running\n"},
+		{"start ended with output", startText(&jobs.StartResult{ProcessID: "p1", State: jobmeta.Exited, ExitCode: &two, Output: done}),
+			"job p1 exited 2\nstdout [0, 2):\nhi\nstderr [0, 4): 4 bytes as base64 in the structured result\n"},
+		{"start failed on a loaded host", startText(&jobs.StartResult{ProcessID: "p1", State: jobmeta.LaunchFailed, Error: "unit_start_failed",
+			HostHealth: &metrics.HostHealth{Verdict: metrics.VerdictCritical, Reasons: []metrics.Reason{{Code: "memory_low"}, {Code: "disk_full"}}}}),
+			"job p1 launch_failed (unit_start_failed); host critical: memory_low disk_full\n"},
+		{"start on a healthy host", startText(&jobs.StartResult{ProcessID: "p1", State: jobmeta.Running, HostHealth: &metrics.HostHealth{Verdict: metrics.VerdictOK}}),
+			"job p1 running\n"},
+		{"output with a gap, more to come", outputText(&jobs.Output{State: jobmeta.Running,
+			Stdout: jobs.StreamPage{Offset: 10, Data: "tail", Encoding: textenc.UTF8, NextOffset: 30, Gap: &jobs.Gap{From: 10, To: 26}},
+			Stderr: jobs.StreamPage{Offset: 5, NextOffset: 5}}),
+			"running\nstdout [10, 30) gap [10, 26) more:\ntail\n"},
+		{"output, an empty page that ended", outputText(&jobs.Output{State: jobmeta.Exited, Stdout: jobs.StreamPage{EOF: true}, Stderr: jobs.StreamPage{Offset: 3, NextOffset: 3, EOF: true}}),
+			"exited\n"},
+		{"input", inputText(&jobs.InputResult{ProcessID: "p1", AcceptedBytes: 3}), "job p1 took 3 bytes\n"},
+		{"input closed, with output", inputText(&jobs.InputResult{ProcessID: "p1", AcceptedBytes: 0, InputClosed: true,
+			Output: &jobs.Output{State: jobmeta.Exited, Stdout: jobs.StreamPage{Data: "bye\n", Encoding: textenc.UTF8, NextOffset: 4, EOF: true}}}),
+			"job p1 took 0 bytes; its stdin is closed\njob exited\nstdout [0, 4):\nbye\n"},
+		{"resize", resizeText(&jobs.ResizeResult{ProcessID: "p1", Cols: 120, Rows: 40}), "job p1's terminal is 120x40\n"},
+		{"wait", waitText(&jobs.WaitResult{Ended: []*jobmeta.Record{{ProcessID: "p1", State: jobmeta.WorkerLost, Signal: "SIGKILL"}}, Pending: []string{"p2"}}),
+			"job p1 worker_lost by SIGKILL\njob p2 still running\n"},
+		{"record exited", recordText(&jobmeta.Record{ProcessID: "p1", State: jobmeta.Exited, ExitCode: &zero}), "job p1 exited 0\n"},
+		{"record stopped", recordText(&jobmeta.Record{ProcessID: "p1", State: jobmeta.StoppedByRequest, Signal: "SIGTERM", StoppedBy: "request"}),
+			"job p1 stopped_by_request by SIGTERM, stopped by request\n"},
+		{"record failed", recordText(&jobmeta.Record{ProcessID: "p1", State: jobmeta.LaunchFailed, Error: "exec_failed"}), "job p1 launch_failed (exec_failed)\n"},
+		{"jobs", jobsText(&JobList{Jobs: []jobmeta.Summary{{ProcessID: "p1", State: jobmeta.Exited, ExitCode: &two, Name: "build"}, {ProcessID: "p2", State: jobmeta.Running}}}),
+			"job p1 exited 2 \"build\"\njob p2 running\n"},
+		{"no jobs", jobsText(&JobList{}), "no managed jobs\n"},
+		{"forget", forgetText(&Forgotten{ProcessID: "p1", Forgotten: true}), "job p1 forgotten\n"},
+		{"read to the end", readText(&fileops.ReadResult{Offset: 0, NextOffset: 3, Size: 3, SHA256: &sum, EOF: true, Data: "abc", Encoding: textenc.UTF8}),
+			"bytes [0, 3) of 3, sha256 ab12, to the end:\nabc"},
+		{"read by lines", readText(&fileops.ReadResult{Offset: 0, NextOffset: 4, Size: 9, SHA256: &sum, NextLine: 3, Data: "a\nb\n", Encoding: textenc.UTF8}),
+			"bytes [0, 4) of 9, sha256 ab12, next_line 3:\na\nb\n"},
+		{"read binary, unhashed", readText(&fileops.ReadResult{Offset: 2, NextOffset: 6, Size: 9, Data: "AAECAw==", Encoding: textenc.Base64}),
+			"bytes [2, 6) of 9, sha256 not computed (the file is too large to hash), next_offset 6: binary, as base64 in the structured result\n"},
+		{"write", writeText(&fileops.WriteResult{BytesWritten: 3, Size: 10, SHA256: &sum}), "wrote 3 bytes; the file has 10, sha256 ab12\n"},
+		{"edit", editText(&fileops.EditResult{Replacements: 2, Size: 7, SHA256: "ab12", Diff: "-a\n+b\n"}), "2 replacements; the file has 7 bytes, sha256 ab12\n-a\n+b\n"},
+		{"edit, diff cut", editText(&fileops.EditResult{Replacements: 1, Size: 7, SHA256: "ab12", Diff: "-a\n", DiffTruncated: true}),
+			"1 replacements; the file has 7 bytes, sha256 ab12\n(diff truncated)\n-a\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Errorf("text\n%q\nwant\n%q", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBase64LenCountsPadding pins the byte count a base64 page's text
+// names: padding holds no bytes.
+func TestBase64LenCountsPadding(t *testing.T) {
+	for d, want := range map[string]int{"": 0, "AA==": 1, "AAA=": 2, "AAAA": 3, "AAAAAA==": 4} {
+		if got := base64Len(d); got != want {
+			t.Errorf("base64Len(%q) = %d, want %d", d, got, want)
+		}
+	}
+}

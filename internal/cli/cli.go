@@ -81,6 +81,9 @@ type globalFlags struct {
 	stateDir  string
 	configDir string
 	service   string
+	// database is the relay commands' --database: a PostgreSQL URL in
+	// place of the SQLite file in the state directory.
+	database string
 }
 
 // serviceName is the agent's unit name these commands are about.

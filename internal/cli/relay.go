@@ -19,6 +19,8 @@ func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 			return usageError("relay needs a subcommand; see commandcore relay --help")
 		},
 	}
+	cmd.PersistentFlags().StringVar(&g.database, "database", "",
+		"the relay's state in PostgreSQL (postgres://…; default $"+relayDatabaseEnv+", else SQLite in the state directory); a password belongs in PGPASSFILE or PGPASSWORD, not here")
 	token := &cobra.Command{
 		Use:   "token",
 		Short: "Manage client tokens",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"os"
 	"os/signal"
 	"time"
 
@@ -78,8 +79,20 @@ func (l stampedLog) Write(line []byte) (int, error) {
 	return len(line), nil
 }
 
-// openRelayState opens the relay's database in the state directory.
+// relayDatabaseEnv names the PostgreSQL URL of the relay's state when
+// --database is not given.
+const relayDatabaseEnv = "COMMANDCORE_RELAY_DATABASE"
+
+// openRelayState opens the relay's database: PostgreSQL at --database (or
+// $COMMANDCORE_RELAY_DATABASE), else SQLite in the state directory.
 func openRelayState(g *globalFlags) (relaystate.State, error) {
+	url := g.database
+	if url == "" {
+		url = os.Getenv(relayDatabaseEnv)
+	}
+	if url != "" {
+		return relaystate.OpenPostgres(url)
+	}
 	dirs, err := g.dirs()
 	if err != nil {
 		return nil, err

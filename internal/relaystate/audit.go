@@ -2,7 +2,6 @@ package relaystate
 
 import (
 	"context"
-	"database/sql"
 	"slices"
 	"time"
 	"unicode"
@@ -95,7 +94,7 @@ func (s *Store) AppendAudit(entries []AuditEntry, now time.Time) error {
 		cutoff = minTime
 	}
 	more := false
-	err := s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	err := s.inTx(func(ctx context.Context, tx *txn) error {
 		if len(entries) > 0 {
 			stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit(at, principal, token_id, device, tool, outcome, code, duration_us)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -124,7 +123,7 @@ func (s *Store) AppendAudit(entries []AuditEntry, now time.Time) error {
 	// in batches, each transaction short, not in one that could outlast
 	// the operation bound.
 	for err == nil && more {
-		err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+		err = s.inTx(func(ctx context.Context, tx *txn) error {
 			var err error
 			more, err = pruneAuditAge(ctx, tx, cutoff)
 			return err
@@ -138,7 +137,7 @@ const auditPruneBatch = 5000
 
 // pruneAuditAge deletes up to auditPruneBatch entries older than cutoff,
 // oldest first, and reports whether more may be left.
-func pruneAuditAge(ctx context.Context, tx *sql.Tx, cutoff time.Time) (bool, error) {
+func pruneAuditAge(ctx context.Context, tx *txn, cutoff time.Time) (bool, error) {
 	res, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE seq IN
 		(SELECT seq FROM audit WHERE at < ? ORDER BY at LIMIT ?)`, cutoff.UnixNano(), auditPruneBatch)
 	if err != nil {

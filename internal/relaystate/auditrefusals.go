@@ -2,7 +2,6 @@ package relaystate
 
 import (
 	"context"
-	"database/sql"
 	"net/netip"
 	"slices"
 	"time"
@@ -65,10 +64,10 @@ func (s *Store) AddRefusalCounts(counts []RefusalCount, now time.Time) error {
 	if !storable(cutoff) {
 		cutoff = minTime
 	}
-	return s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	return s.inTx(func(ctx context.Context, tx *txn) error {
 		if len(counts) > 0 {
 			stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit_refusals(minute, source, count) VALUES (?, ?, ?)
-				ON CONFLICT(minute, source) DO UPDATE SET count = count + excluded.count`)
+				ON CONFLICT(minute, source) DO UPDATE SET count = audit_refusals.count + excluded.count`)
 			if err != nil {
 				return err
 			}

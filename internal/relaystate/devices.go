@@ -84,7 +84,7 @@ func (s *Store) CreateEnrollCode(name string, ttl time.Duration, now time.Time) 
 		b.WriteByte(base32Alphabet[c&31])
 	}
 	code := b.String()
-	err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	err = s.inTx(func(ctx context.Context, tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM enroll_codes WHERE expires_at < ?`,
 			now.Add(-codeGCAge).UnixNano()); err != nil {
 			return err
@@ -147,7 +147,7 @@ func (s *Store) Enroll(code, proposedName string, now time.Time) (dev *Device, t
 	d := Device{ID: id.String(), EnrolledAt: fromNanos(now.UnixNano()), Standing: StandingActive}
 	hash := hashSecret(canon)
 
-	err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	err = s.inTx(func(ctx context.Context, tx *txn) error {
 		var (
 			stored  []byte
 			name    string
@@ -203,7 +203,7 @@ func (s *Store) Enroll(code, proposedName string, now time.Time) (dev *Device, t
 // freeName returns name, or name with the smallest suffix "-N" (N >= 2)
 // that no device has. The base is shortened when the suffix would take
 // the name past MaxNameBytes.
-func freeName(ctx context.Context, tx *sql.Tx, name string) (string, error) {
+func freeName(ctx context.Context, tx *txn, name string) (string, error) {
 	taken := func(n string) (bool, error) {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name = ?`, n).Scan(&one)
@@ -396,7 +396,7 @@ func (s *Store) SetSeen(ids []string, at time.Time) error {
 	list, _ := json.Marshal(ids) // strings always encode
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET connected = 1, last_seen = ? WHERE id IN (SELECT value FROM json_each(?))`,
+	if _, err := s.db.ExecContext(ctx, s.db.jsonList(`UPDATE devices SET connected = 1, last_seen = ? WHERE id IN `),
 		at.UnixNano(), string(list)); err != nil {
 		return dbErr(err)
 	}

@@ -61,7 +61,7 @@ func (s *Store) RotateDeviceToken(id, current, next string, now time.Time) error
 	if err := checkNow(now); err != nil {
 		return err
 	}
-	return s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	return s.inTx(func(ctx context.Context, tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE devices SET token_hash = ? WHERE id = ? AND token_hash = ? AND standing = ?`,
 			hashSecret(next), id, hashSecret(current), StandingActive)
 		if err != nil {
@@ -97,7 +97,7 @@ func (s *Store) retiredToken(hash []byte, now time.Time) error {
 	}
 	var dev *Device
 	detected := false
-	err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	err = s.inTx(func(ctx context.Context, tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE devices SET standing = ?, standing_at = ? WHERE id = ? AND standing = ?`,
 			StandingCompromised, now.UnixNano(), id, StandingActive)
 		if err != nil {
@@ -152,7 +152,7 @@ func (s *Store) RevokeDevice(idOrName string, now time.Time) (*Device, bool, err
 // the code replaces that device (its record and retired tokens go), so
 // client tokens scoped to the name reach the new one. An active device
 // keeps its name.
-func releaseName(ctx context.Context, tx *sql.Tx, name string) error {
+func releaseName(ctx context.Context, tx *txn, name string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM retired_device_tokens WHERE device_id IN
 		(SELECT id FROM devices WHERE name = ? AND standing != ?)`, name, StandingActive); err != nil {
 		return err

@@ -175,7 +175,7 @@ var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5}
 // many goroutines, and several Stores (in one or several processes) may
 // use the same state directory at once.
 type Store struct {
-	db *sql.DB
+	db *db
 
 	keyMu sync.Mutex
 	key   ed25519.PrivateKey // cached once loaded; it never changes
@@ -227,21 +227,21 @@ func Open(stateDir string) (*Store, error) {
 	// with a stale snapshot.
 	q.Set("_txlock", "immediate")
 	u := url.URL{Scheme: "file", Path: path}
-	db, err := sql.Open("sqlite", u.String()+"?"+q.Encode())
+	pool, err := sql.Open("sqlite", u.String()+"?"+q.Encode())
 	if err != nil {
 		return nil, errcode.Wrap(errcode.Internal, err, "cannot open the relay state database")
 	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(time.Minute)
+	pool.SetMaxOpenConns(maxConns)
+	pool.SetMaxIdleConns(maxConns)
+	pool.SetConnMaxLifetime(0)
+	pool.SetConnMaxIdleTime(time.Minute)
 
-	if err := initSchema(db); err != nil {
-		db.Close()
+	if err := initSchema(pool); err != nil {
+		pool.Close()
 		return nil, err
 	}
 	tightenModes(path)
-	return &Store{db: db}, nil
+	return &Store{db: &db{DB: pool, engine: engineSQLite}}, nil
 }
 
 // Close closes the database. Using the Store afterwards fails.
@@ -326,24 +326,37 @@ func tightenModes(path string) {
 	}
 }
 
-// inTx runs fn in one write transaction (BEGIN IMMEDIATE) and commits it
-// when fn returns nil. An *errcode.Error from fn is returned as is; any
+// inTx runs fn in one write transaction (db.begin) and commits it when fn
+// returns nil; a transaction PostgreSQL could not serialize with another
+// runs again, up to txAttempts in all. An *errcode.Error from fn is returned as is; any
 // other failure becomes an Internal error.
-func (s *Store) inTx(fn func(ctx context.Context, tx *sql.Tx) error) error {
+func (s *Store) inTx(fn func(ctx context.Context, tx *txn) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	tx, err := s.db.BeginTx(ctx, nil)
+	for attempt := 1; ; attempt++ {
+		err := s.tryTx(ctx, fn)
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) || attempt == txAttempts {
+			return dbErr(err)
+		}
+		if err := backOff(ctx, attempt); err != nil {
+			return dbErr(err)
+		}
+	}
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(ctx context.Context, tx *txn) error) error {
+	tx, err := s.db.begin(ctx)
 	if err != nil {
-		return dbErr(err)
+		return err
 	}
 	defer tx.Rollback()
 	if err := fn(ctx, tx); err != nil {
-		return dbErr(err)
+		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return dbErr(err)
-	}
-	return nil
+	return tx.Commit()
 }
 
 // dbErr passes an *errcode.Error through and hides anything else behind a
@@ -366,7 +379,7 @@ func (s *Store) GrantKey() (ed25519.PrivateKey, error) {
 		return s.key, nil
 	}
 	var seed []byte
-	err := s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	err := s.inTx(func(ctx context.Context, tx *txn) error {
 		err := tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, settingGrantSeed).Scan(&seed)
 		if err == nil {
 			return nil

@@ -20,7 +20,7 @@ var t0 = time.Date(2031, 3, 4, 5, 6, 7, 8, time.UTC)
 
 func openT(t *testing.T, dir string) *Store {
 	t.Helper()
-	s, err := Open(dir)
+	s, err := openPlace(dir)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -110,101 +110,98 @@ func TestOpenRefusesSymlinkAndHidesPath(t *testing.T) {
 }
 
 func TestGrantKeyStable(t *testing.T) {
-	dir := t.TempDir()
-	// Two Stores (as two processes) creating the key at once agree on it.
-	a, b := openT(t, dir), openT(t, dir)
-	keys := make([]ed25519.PrivateKey, 8)
-	var wg sync.WaitGroup
-	for i := range keys {
-		wg.Go(func() {
-			s := a
-			if i%2 == 1 {
-				s = b
-			}
-			k, err := s.GrantKey()
-			if err != nil {
-				t.Error(err)
-			}
-			keys[i] = k
-		})
-	}
-	wg.Wait()
-	for _, k := range keys {
-		if len(k) != ed25519.PrivateKeySize || !k.Equal(keys[0]) {
-			t.Fatal("concurrent GrantKey calls returned different keys")
+	eachEngine(t, func(t *testing.T) {
+		dir := newPlace(t)
+		// Two Stores (as two processes) creating the key at once agree on it.
+		a, b := openT(t, dir), openT(t, dir)
+		keys := make([]ed25519.PrivateKey, 8)
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Go(func() {
+				s := a
+				if i%2 == 1 {
+					s = b
+				}
+				k, err := s.GrantKey()
+				if err != nil {
+					t.Error(err)
+				}
+				keys[i] = k
+			})
 		}
-	}
-	a.Close()
-	b.Close()
-	c := openT(t, dir)
-	k, err := c.GrantKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !k.Equal(keys[0]) {
-		t.Fatal("grant key changed across reopen")
-	}
-	// A different state directory has a different key.
-	other, err := openT(t, t.TempDir()).GrantKey()
-	if err != nil || other.Equal(k) {
-		t.Fatalf("two relays share a grant key (%v)", err)
-	}
-	msg := []byte("m")
-	if !ed25519.Verify(k.Public().(ed25519.PublicKey), msg, ed25519.Sign(k, msg)) {
-		t.Fatal("grant key does not sign")
-	}
+		wg.Wait()
+		for _, k := range keys {
+			if len(k) != ed25519.PrivateKeySize || !k.Equal(keys[0]) {
+				t.Fatal("concurrent GrantKey calls returned different keys")
+			}
+		}
+		a.Close()
+		b.Close()
+		c := openT(t, dir)
+		k, err := c.GrantKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !k.Equal(keys[0]) {
+			t.Fatal("grant key changed across reopen")
+		}
+		// A different state directory has a different key.
+		other, err := openT(t, newPlace(t)).GrantKey()
+		if err != nil || other.Equal(k) {
+			t.Fatalf("two relays share a grant key (%v)", err)
+		}
+		msg := []byte("m")
+		if !ed25519.Verify(k.Public().(ed25519.PublicKey), msg, ed25519.Sign(k, msg)) {
+			t.Fatal("grant key does not sign")
+		}
+	})
 }
 
 // TestSecretsStoredOnlyAsHashes looks for every secret in the raw database
-// files, and checks that the test really sees stored data by finding the
+// files (on PostgreSQL: every row of every table, as text), and checks that the test really sees stored data by finding the
 // secrets' hashes there.
 func TestSecretsStoredOnlyAsHashes(t *testing.T) {
-	dir := t.TempDir()
-	s := openT(t, dir)
-	code, err := s.CreateEnrollCode("", time.Hour, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unused, err := s.CreateEnrollCode("", time.Hour, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, devTok, secret, err := s.Enroll(code, "box", t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, bearer, err := s.CreateToken(TokenSpec{Name: "tk", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := func() []byte {
-		var all []byte
-		for _, name := range []string{File, File + "-wal", File + "-shm"} {
-			b, _ := os.ReadFile(filepath.Join(dir, name))
-			all = append(all, b...)
+	eachEngine(t, func(t *testing.T) {
+		dir := newPlace(t)
+		s := openT(t, dir)
+		code, err := s.CreateEnrollCode("", time.Hour, t0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return all
-	}
-	check := func(stage string, all []byte) {
-		for _, m := range []string{code, unused, devTok, bearer, devTok[4:], bearer[len(bearer)-43:],
-			strings.ToLower(code), code[4:]} {
-			if bytes.Contains(all, []byte(m)) {
-				t.Fatalf("%s: a secret appears in the raw database files", stage)
+		unused, err := s.CreateEnrollCode("", time.Hour, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, devTok, secret, err := s.Enroll(code, "box", t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, bearer, err := s.CreateToken(TokenSpec{Name: "tk", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := func() []byte { return rawState(t, dir) }
+		check := func(stage string, all []byte) {
+			for _, m := range []string{code, unused, devTok, bearer, devTok[4:], bearer[len(bearer)-43:],
+				strings.ToLower(code), code[4:]} {
+				if holds(all, []byte(m)) {
+					t.Fatalf("%s: a secret appears in the raw database files", stage)
+				}
+			}
+			for _, m := range []string{code, unused, devTok, bearer} {
+				if !holds(all, hashSecret(m)) {
+					t.Fatalf("%s: a secret's hash is missing from the raw files (test reads the wrong data?)", stage)
+				}
+			}
+			// The heartbeat secret is stored as is (the relay verifies MACs).
+			if !holds(all, secret) {
+				t.Fatalf("%s: device secret not stored", stage)
 			}
 		}
-		for _, m := range []string{code, unused, devTok, bearer} {
-			if !bytes.Contains(all, hashSecret(m)) {
-				t.Fatalf("%s: a secret's hash is missing from the raw files (test reads the wrong data?)", stage)
-			}
-		}
-		// The heartbeat secret is stored as is (the relay verifies MACs).
-		if !bytes.Contains(all, secret) {
-			t.Fatalf("%s: device secret not stored", stage)
-		}
-	}
-	check("open", raw())
-	s.Close()
-	check("closed", raw())
+		check("open", raw())
+		s.Close()
+		check("closed", raw())
+	})
 }
 
 func TestValidName(t *testing.T) {

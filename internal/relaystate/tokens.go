@@ -135,7 +135,7 @@ func (s *Store) CreateToken(spec TokenSpec, now time.Time) (*Token, string, erro
 	t := &Token{Name: name, Devices: devs, Tools: tls,
 		CreatedAt: fromNanos(now.UnixNano()), ExpiresAt: fromNanos(exp.UnixNano())}
 	var bearer string
-	err = s.inTx(func(ctx context.Context, tx *sql.Tx) error {
+	err = s.inTx(func(ctx context.Context, tx *txn) error {
 		// A 48-bit ID collides rarely; try again rather than fail.
 		for range 8 {
 			t.ID = tokenIDPrefix + randomHex(tokenIDHexLen/2)

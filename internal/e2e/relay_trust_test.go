@@ -24,6 +24,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // TestRelayRevocationIsExact: through the real relay and agent, 100 times
@@ -178,12 +179,12 @@ func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
 	}
 	// The history from before the flood, once written.
 	var before []relaystate.AuditEntry
-	for deadline := time.Now().Add(10 * time.Second); len(before) < 3; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit never showed the calls: %+v", before)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if before, _ = audit(); len(before) < 3 {
+			return fmt.Errorf("the audit never showed the calls: %+v", before)
 		}
-		before, _ = audit()
-	}
+		return nil
+	})
 
 	const flood = limits.AuditMaxEntries + 1000
 	if n := floodBadTokens(t, strings.TrimPrefix(e.url, "http://"), flood); n != flood {

@@ -194,12 +194,14 @@ func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
 
 	var calls []relaystate.AuditEntry
 	var refused map[string]int64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	// On timeout the checks below say what the audit lacks.
+	_ = testkit.Poll(30*time.Second, func() error {
 		calls, refused = audit()
-		if n := len(calls); n > 0 && calls[n-1].Tool == "system.metrics" && refused["127.0.0.1"] == flood || time.Now().After(deadline) {
-			break
+		if n := len(calls); n == 0 || calls[n-1].Tool != "system.metrics" || refused["127.0.0.1"] != flood {
+			return errors.New("the audit lacks the call after the flood or some refusals")
 		}
-	}
+		return nil
+	})
 	if n := len(calls); n == 0 || calls[n-1].Tool != "system.metrics" {
 		t.Errorf("the call after the flood is not in the audit (%d calls there)", n)
 	}

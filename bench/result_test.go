@@ -151,15 +151,13 @@ func resultTable(b *testing.B, c *mcpClient) string {
 		}
 	}
 	// The probe's page is complete once its command moved on to sleep.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(b, 20*time.Second, func() error {
 		var out jobs.Output
-		if err := c.call("process.output", map[string]any{"process_id": probe.ProcessID, "stdout_offset": 99999, "max_bytes": 1}, &out); err == nil && len(out.Stdout.Data) == 1 {
-			break
+		if err := c.call("process.output", map[string]any{"process_id": probe.ProcessID, "stdout_offset": 99999, "max_bytes": 1}, &out); err != nil || len(out.Stdout.Data) != 1 {
+			return fmt.Errorf("the probe did not print its 100,000 bytes (last: %d bytes at offset 99999, %v)", len(out.Stdout.Data), err)
 		}
-		if time.Now().After(deadline) {
-			b.Fatal("the probe did not print its 100,000 bytes within 20 s")
-		}
-	}
+		return nil
+	})
 	return probe.ProcessID
 }
 

@@ -100,12 +100,13 @@ func BenchmarkStartFullTable(b *testing.B) {
 	fmt.Printf("start p50 empty %.1f ms, full %.1f ms (%.2f×); process.jobs p50 %.1f ms\n", ms(e.P50), ms(f.P50), ms(f.P50)/ms(e.P50), ms(l.P50))
 }
 
-// waitStopped waits until a stopped job is terminal.
+// waitStopped waits (at most 20 s) until a stopped job is terminal.
 func waitStopped(c *mcpClient, id string) {
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testkit.Poll(20*time.Second, func() error {
 		var rec record
-		if c.call("process.status", map[string]any{"process_id": id}, &rec) == nil && rec.Terminal {
-			return
+		if err := c.call("process.status", map[string]any{"process_id": id}, &rec); err != nil || !rec.Terminal {
+			return fmt.Errorf("job %s still %s (%v)", id, rec.State, err)
 		}
-	}
+		return nil
+	})
 }

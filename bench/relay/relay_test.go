@@ -75,15 +75,16 @@ func setup(b *testing.B) *env {
 	e.stdio.session = connect(b, e.stdio.live, testkit.Stdio(cmd))
 	e.mcpPID = cmd.Process.Pid
 
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(b, 20*time.Second, func() error {
 		_, err := e.remote.call("process.jobs", nil, nil)
 		if err == nil {
-			break
+			return nil
 		}
-		if !strings.Contains(err.Error(), "device_offline") || time.Now().After(deadline) {
+		if !strings.Contains(err.Error(), "device_offline") {
 			b.Fatalf("the device never came online through the relay: %v", err)
 		}
-	}
+		return fmt.Errorf("the device never came online through the relay: %v", err)
+	})
 	return e
 }
 

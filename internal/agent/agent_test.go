@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"github.com/commandcore/commandcore/internal/statedir"
 	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -46,18 +49,19 @@ func TestRunRecordsItselfUntilStopped(t *testing.T) {
 	}()
 
 	var rt *status.Runtime
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		data, err := os.ReadFile(filepath.Join(state, status.RuntimeFile))
 		if err == nil {
 			rt, err = status.DecodeRuntime(data)
 		}
-		if err == nil && rt.Connection.ObservedAt.After(rt.StartedAt) {
-			break
+		if err == nil && !rt.Connection.ObservedAt.After(rt.StartedAt) {
+			err = fmt.Errorf("connection observed at %v, agent started at %v", rt.Connection.ObservedAt, rt.StartedAt)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no runtime record refreshed by a tick within 10 s (last: %v)", err)
+		if err != nil {
+			return fmt.Errorf("no runtime record refreshed by a tick (last: %v)", err)
 		}
-	}
+		return nil
+	})
 	// This test is no systemd service, whatever unit name it could claim.
 	if rt.PID != os.Getpid() || rt.Service != "" {
 		t.Fatalf("record names pid %d, service %q; want this process (%d) and no service", rt.PID, rt.Service, os.Getpid())
@@ -115,17 +119,16 @@ func TestRecordSaysWhereProcessRunCannotBeHidden(t *testing.T) {
 		done <- Run(ctx, Config{StateDir: state, ConfigDir: config, Exe: "/bin/false", ReconcileEvery: 20 * time.Millisecond})
 	}()
 	var rt *status.Runtime
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		data, err := os.ReadFile(filepath.Join(state, status.RuntimeFile))
 		if err == nil {
-			if rt, err = status.DecodeRuntime(data); err == nil {
-				break
-			}
+			rt, err = status.DecodeRuntime(data)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no runtime record within 10 s (last: %v)", err)
+		if err != nil {
+			return fmt.Errorf("no runtime record (last: %v)", err)
 		}
-	}
+		return nil
+	})
 	if rt.RunDirsHidden {
 		t.Fatal("the record says process.run is hidden, though the role cannot run")
 	}
@@ -147,29 +150,28 @@ func TestTickReleasesFinishedJobsUnits(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	var device string
-	for deadline := time.Now().Add(10 * time.Second); device == ""; time.Sleep(10 * time.Millisecond) {
-		if _, err := status.ReadRuntime(state); err == nil {
-			device, _ = statedir.ExistingLocalDeviceID(state)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if _, err := status.ReadRuntime(state); err != nil {
+			return fmt.Errorf("the agent recorded no runtime record (last: %v)", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent recorded no runtime record within 10 s")
+		if device, _ = statedir.ExistingLocalDeviceID(state); device == "" {
+			return errors.New("the agent recorded a runtime record, but no local device ID")
 		}
-	}
+		return nil
+	})
 	unit := launcher.UnitName(device, uuid.NewString())
 	t.Cleanup(func() { exec.Command("systemctl", "--user", "reset-failed", unit).Run() })
 	if out, err := exec.Command("systemd-run", "--user", "--quiet", "--unit="+unit, "/bin/false").CombinedOutput(); err != nil {
 		t.Fatalf("systemd-run: %v %s", err, out)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		out, err := exec.Command("systemctl", "--user", "show", "-p", "LoadState", "--value", unit).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.TrimSpace(string(out)) == "not-found" {
-			return
+		if s := strings.TrimSpace(string(out)); s != "not-found" {
+			return fmt.Errorf("the failed unit is still %s", s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the failed unit is still %s 10 s on", out)
-		}
-	}
+		return nil
+	})
 }

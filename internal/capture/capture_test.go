@@ -15,6 +15,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // posByte is the byte at stream position pos in position-derived streams; a
@@ -431,18 +433,15 @@ func killWriter(t *testing.T, env ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		m, err := readMeta(path)
-		if err == nil && m.ObservedBytes > 3<<20 {
-			break
+	if err := testkit.Poll(60*time.Second, func() error {
+		if m, err := readMeta(path); err != nil || m.ObservedBytes <= 3<<20 {
+			return fmt.Errorf("%+v %v", m, err)
 		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("writer made no progress: %+v %v", m, err)
-		}
-		time.Sleep(time.Millisecond)
+		return nil
+	}); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("writer made no progress: %v", err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -96,11 +97,12 @@ func TestActivityFollow(t *testing.T) {
 		done <- runActivity(&activityOptions{IO: IO{Out: &out, Err: &out}, Ctx: ctx, StateDir: state, JSON: true})
 	}()
 	record(t, state, activity.ToolCallEvent(activity.ToolProcessStop, liveJob, 0, nil))
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), `"tool":"process.stop"`); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the follow never printed the new entry:\n%s", out.String())
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if s := out.String(); !strings.Contains(s, `"tool":"process.stop"`) {
+			return fmt.Errorf("the follow never printed the new entry:\n%s", s)
 		}
-	}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

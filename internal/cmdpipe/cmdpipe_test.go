@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // shells are the shells jobs use: bash and the POSIX shell (dash here).
@@ -184,9 +186,9 @@ func TestNoProcessCarriesTheCommand(t *testing.T) {
 // awaitGroup waits until process group pgid has n members and returns them.
 func awaitGroup(t *testing.T, pgid, n int) []int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var members []int
+	var members []int
+	testkit.Eventually(t, 10*time.Second, func() error {
+		members = nil
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
 			pid, err := strconv.Atoi(e.Name())
@@ -197,14 +199,12 @@ func awaitGroup(t *testing.T, pgid, n int) []int {
 				members = append(members, pid)
 			}
 		}
-		if len(members) >= n {
-			return members
+		if len(members) < n {
+			return fmt.Errorf("process group %d has %d members, want %d", pgid, len(members), n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d has %d members, want %d", pgid, len(members), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return members
 }
 
 // TestCloseEndsABlockedWrite: a shell that never reads (stopped here) does

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 type statusReport struct {
@@ -87,16 +89,12 @@ func TestAgentAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(state, "agent.json")); err == nil {
-			break
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if _, err := os.Stat(filepath.Join(state, "agent.json")); err != nil {
+			return fmt.Errorf("the agent never wrote its runtime record: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never wrote its runtime record")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	c := newClient(t, state, nil)
 	c.start(map[string]any{"command": "true", "wait_ms": 5000})
 	// The agent journals the end of a job it saw running.
@@ -169,14 +167,12 @@ func TestAgentAndStatus(t *testing.T) {
 	if err := killed.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if r, _ := statusOf(t, state); r.Agent.Running && r.Agent.PID == killed.Process.Pid {
-			break
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if r, _ := statusOf(t, state); !r.Agent.Running || r.Agent.PID != killed.Process.Pid {
+			return fmt.Errorf("the second agent (pid %d) never recorded itself: %+v", killed.Process.Pid, r.Agent)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second agent never recorded itself")
-		}
-	}
+		return nil
+	})
 	killed.Process.Kill()
 	killed.Wait()
 	if r, code := statusOf(t, state); code != 3 || r.Agent.Running || !r.Agent.Stale {

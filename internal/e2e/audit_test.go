@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // TestRelayAuditAndMetrics: five calls through a real relay and agent
@@ -62,7 +64,7 @@ func TestRelayAuditAndMetrics(t *testing.T) {
 	// The log is written behind the calls: wait for the last one.
 	var out string
 	var got []relaystate.AuditEntry
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		out = e.relayCmd("audit", "--last", "5", "--json")
 		got = got[:0]
 		for _, line := range strings.Split(out, "\n") {
@@ -71,13 +73,11 @@ func TestRelayAuditAndMetrics(t *testing.T) {
 				got = append(got, a)
 			}
 		}
-		if len(got) == 5 && got[4].Tool == "devices.list" {
-			break
+		if len(got) != 5 || got[4].Tool != "devices.list" {
+			return fmt.Errorf("the audit never showed the five calls:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit never showed the five calls:\n%s", out)
-		}
-	}
+		return nil
+	})
 	want := []struct{ device, tool, outcome, code string }{
 		{devID, "process.run", "ok", ""},
 		{devID, "system.metrics", "ok", ""},
@@ -142,18 +142,16 @@ func TestRelayAuditAndMetrics(t *testing.T) {
 	// The agent stops: its link's end is counted by kind.
 	e.agent.Process.Signal(syscall.SIGTERM)
 	e.agent.Wait()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		mt, err := relaytest.Scrape(metricsURL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ends, _ := mt.Value("commandcore_relay_link_ends_total", "kind", "remote_close")
 		conn, _ := mt.Value("commandcore_relay_connected_devices")
-		if ends == 1 && conn == 0 {
-			break
+		if ends != 1 || conn != 0 {
+			return fmt.Errorf("after the agent stopped: %v remote_close ends, %v connected", ends, conn)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the agent stopped: %v remote_close ends, %v connected", ends, conn)
-		}
-	}
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // jobCommand keeps a shell, a subshell and two programs running, with marker
@@ -121,22 +124,23 @@ func cmdlinesAsNobody(t *testing.T) map[int]string {
 // readPID waits for a job to write its shell's PID to file.
 func readPID(t *testing.T, file string) int {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	var pid int
+	testkit.Eventually(t, 10*time.Second, func() error {
 		b, _ := os.ReadFile(file)
-		if s := strings.TrimSpace(string(b)); strings.HasSuffix(string(b), "\n") && atoi(s) > 0 {
-			return atoi(s)
+		if pid = atoi(strings.TrimSpace(string(b))); !strings.HasSuffix(string(b), "\n") || pid <= 0 {
+			return fmt.Errorf("the job never wrote its PID: %s holds %q", file, b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job never wrote its PID")
-		}
-	}
+		return nil
+	})
+	return pid
 }
 
 // groupMembers waits until process group pgid has n live members.
 func groupMembers(t *testing.T, pgid, n int) []int {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var members []int
+	var members []int
+	testkit.Eventually(t, 10*time.Second, func() error {
+		members = nil
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
 			pid := atoi(e.Name())
@@ -144,11 +148,10 @@ func groupMembers(t *testing.T, pgid, n int) []int {
 				members = append(members, pid)
 			}
 		}
-		if len(members) >= n {
-			return members
+		if len(members) < n {
+			return fmt.Errorf("process group %d has %d members, want %d", pgid, len(members), n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d has %d members, want %d", pgid, len(members), n)
-		}
-	}
+		return nil
+	})
+	return members
 }

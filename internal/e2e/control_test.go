@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func TestStopEscalatesToSIGKILL(t *testing.T) {
@@ -203,19 +204,16 @@ func treeSnapshot(t *testing.T, root string) string {
 
 func waitOutput(t *testing.T, c *client, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var seen string
-	for time.Now().Before(deadline) {
+	testkit.Eventually(t, 15*time.Second, func() error {
 		var out struct {
 			Stdout struct{ Data string } `json:"stdout"`
 		}
 		c.ok("process.output", map[string]any{"process_id": id, "wait_ms": 1000}, &out)
-		seen = out.Stdout.Data
-		if strings.Contains(seen, want) {
-			return
+		if seen := out.Stdout.Data; !strings.Contains(seen, want) {
+			return fmt.Errorf("job output %q never contained %q", seen, want)
 		}
-	}
-	t.Fatalf("job output %q never contained %q", seen, want)
+		return nil
+	})
 }
 
 func processExists(pid int) bool {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // storedTokens reads the device tokens in an agent's identity file.
@@ -32,14 +36,15 @@ func storedTokens(t *testing.T, configDir string) (token, previous string) {
 // link opened with from ("": any link), and returns it.
 func waitRotatedFrom(t *testing.T, configDir, from string) string {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if tok, prev := storedTokens(t, configDir); prev != "" && (prev == from || from == "") && tok != prev {
-			return tok
+	var tok string
+	testkit.Eventually(t, 20*time.Second, func() error {
+		var prev string
+		if tok, prev = storedTokens(t, configDir); prev == "" || (prev != from && from != "") || tok == prev {
+			return errors.New("the agent never stored a rotated token")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never stored a rotated token")
-		}
-	}
+		return nil
+	})
+	return tok
 }
 
 // deviceJSON is one line of `relay devices --json`.
@@ -66,16 +71,18 @@ func (e *relayEnv) devices() []deviceJSON {
 // satisfies ok.
 func (e *relayEnv) waitDevice(name string, within time.Duration, ok func(deviceJSON) bool) deviceJSON {
 	e.t.Helper()
-	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
-		for _, d := range e.devices() {
+	var found deviceJSON
+	testkit.Eventually(e.t, within, func() error {
+		devices := e.devices()
+		for _, d := range devices {
 			if d.Name == name && ok(d) {
-				return d
+				found = d
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("device %s never got there within %s: %+v", name, within, e.devices())
-		}
-	}
+		return fmt.Errorf("device %s never got there: %+v", name, devices)
+	})
+	return found
 }
 
 // agentWith starts an agent on the given directories.
@@ -93,15 +100,14 @@ func agentWith(t *testing.T, state, config string) *exec.Cmd {
 // journalHas waits until the agent's activity journal holds want.
 func journalHas(t *testing.T, state, want string) string {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		out, _, _ := run(t, "activity", "--last", "200", "--json", "--state-dir", state)
-		if strings.Contains(out, want) {
-			return out
+	var out string
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if out, _, _ = run(t, "activity", "--last", "200", "--json", "--state-dir", state); !strings.Contains(out, want) {
+			return fmt.Errorf("the journal never held %s:\n%s", want, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the journal never held %s:\n%s", want, out)
-		}
-	}
+		return nil
+	})
+	return out
 }
 
 // TestRelayAgentBackWithinSecondsAfterCrash: an agent SIGKILLed and

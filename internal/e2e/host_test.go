@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func TestFilesSearchOverMCP(t *testing.T) {
@@ -172,14 +175,15 @@ func TestProcessRunOverMCP(t *testing.T) {
 	// result arrives; the server sent them all before it.
 	want := "line 1\nline 2\nline 3\n"
 	var got string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		mu.Lock()
 		got = live.String()
 		mu.Unlock()
-		if got == want || time.Now().After(deadline) {
-			break
+		if got != want {
+			return fmt.Errorf("live output %q, transport_complete %v", got, res.OutputCapture.TransportComplete)
 		}
-	}
+		return nil
+	})
 	if got != want || !res.OutputCapture.TransportComplete {
 		t.Fatalf("live output %q, transport_complete %v", got, res.OutputCapture.TransportComplete)
 	}

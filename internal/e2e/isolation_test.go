@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,17 +109,15 @@ func TestRunCannotReadTheAgentsFiles(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(work, "out")); err != nil || string(b) != "written\n" {
 		t.Fatalf("the file the command wrote: %q %v", b, err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		mu.Lock()
 		got := live.String()
 		mu.Unlock()
-		if strings.HasPrefix(got, "streamed\n") {
-			break
+		if !strings.HasPrefix(got, "streamed\n") {
+			return fmt.Errorf("live output: %q", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("live output: %q", got)
-		}
-	}
+		return nil
+	})
 	if !hidden {
 		if !strings.Contains(res.Stdout.Data, job.ProcessID) {
 			t.Fatalf("status says process.run can read the agent's files, but it listed %q", res.Stdout.Data)

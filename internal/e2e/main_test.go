@@ -174,17 +174,14 @@ func (c *client) status(id string) record {
 // waitState polls until the job reaches a terminal state or timeout.
 func (c *client) waitTerminal(id string, timeout time.Duration) record {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		r := c.status(id)
-		if r.Terminal {
-			return r
+	var r record
+	testkit.Eventually(c.t, timeout, func() error {
+		if r = c.status(id); !r.Terminal {
+			return fmt.Errorf("job %s still %s", id, r.State)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("job %s still %s after %v", id, r.State, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return r
 }
 
 // decode returns a page's bytes.

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // awaitOutput pages a job's stdout until it contains want, and returns all
@@ -15,18 +17,20 @@ func (c *client) awaitOutput(id, want string, timeout time.Duration) string {
 	c.t.Helper()
 	var all []byte
 	var off int64
-	for deadline := time.Now().Add(timeout); ; {
+	testkit.Eventually(c.t, timeout, func() error {
 		var out jobs.Output
 		c.ok("process.output", map[string]any{"process_id": id, "stdout_offset": off, "wait_ms": 1000}, &out)
 		all = append(all, decode(c.t, out.Stdout)...)
 		off = out.Stdout.NextOffset
 		if strings.Contains(string(all), want) {
-			return string(all)
+			return nil
 		}
-		if out.Terminal || time.Now().After(deadline) {
+		if out.Terminal {
 			c.t.Fatalf("job output %q never contained %q", all, want)
 		}
-	}
+		return fmt.Errorf("job output %q never contained %q", all, want)
+	})
+	return string(all)
 }
 
 // TestPTYJobRunsOnATerminal: tty names a /dev/pts device, stty size shows

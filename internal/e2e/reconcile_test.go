@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func TestKilledServerThenJobEndsOnItsOwn(t *testing.T) {
@@ -132,14 +134,13 @@ func TestLostFallbackSupervisorReportsSurvivors(t *testing.T) {
 			StartTicks uint64 `json:"start_ticks"`
 		} `json:"survivors"`
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		c.ok("process.status", map[string]any{"process_id": res.ProcessID}, &lost)
-		if lost.Terminal || time.Now().After(deadline) {
-			break
+		if !lost.Terminal {
+			return fmt.Errorf("lost fallback supervisor: %s survivors %+v, want worker_lost with the shell %d", lost.State, lost.Survivors, shell)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if lost.State != "worker_lost" || len(lost.Survivors) != 1 || lost.Survivors[0].PID != shell {
 		t.Fatalf("lost fallback supervisor: %s survivors %+v, want worker_lost with the shell %d", lost.State, lost.Survivors, shell)
 	}
@@ -175,14 +176,13 @@ func TestUnitStoppedBySystemd(t *testing.T) {
 		record
 		StoppedBy string `json:"stopped_by"`
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		c.ok("process.status", map[string]any{"process_id": res.ProcessID}, &rec)
-		if rec.Terminal || time.Now().After(deadline) {
-			break
+		if !rec.Terminal {
+			return fmt.Errorf("stopped by systemd: %s signal %q stopped_by %q", rec.State, rec.Signal, rec.StoppedBy)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if rec.State != "exited" || rec.Signal != "SIGTERM" || rec.StoppedBy != "service_manager" {
 		t.Fatalf("stopped by systemd: %s signal %q stopped_by %q", rec.State, rec.Signal, rec.StoppedBy)
 	}

@@ -145,15 +145,16 @@ func onlineDevice(t *testing.T) (*relayEnv, *client) {
 // waitOnline waits until calls through c reach the device.
 func waitOnline(t *testing.T, c *client, args map[string]any) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		raw, isErr := c.call("process.jobs", args)
 		if !isErr {
-			return
+			return nil
 		}
-		if !strings.Contains(string(raw), "device_offline") || time.Now().After(deadline) {
+		if !strings.Contains(string(raw), "device_offline") {
 			t.Fatalf("device never came online: %s", raw)
 		}
-	}
+		return fmt.Errorf("device never came online: %s", raw)
+	})
 }
 
 // TestRelayEndToEnd: an ordinary MCP client reaches an enrolled agent's
@@ -207,17 +208,15 @@ func TestRelayEndToEnd(t *testing.T) {
 		t.Fatalf("process.run through the relay: %v %+v", err, res)
 	}
 	want := "live 1\nlive 2\nlive 3\n"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		mu.Lock()
 		got := live.String()
 		mu.Unlock()
-		if got == want {
-			break
+		if got != want {
+			return fmt.Errorf("live output through the relay: %q", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("live output through the relay: %q", got)
-		}
-	}
+		return nil
+	})
 
 	// The multi-device endpoint lists the device and takes a device argument.
 	m, err := e.connect("/mcp", token, nil)
@@ -289,15 +288,16 @@ func TestRelayTokenScope(t *testing.T) {
 	if len(list.Tools) != 1 || list.Tools[0].Name != "system.metrics" {
 		t.Fatalf("a system.* token sees %d tools", len(list.Tools))
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		raw, isErr := c.call("system.metrics", nil)
 		if !isErr {
-			break
+			return nil
 		}
-		if !strings.Contains(string(raw), "device_offline") || time.Now().After(deadline) {
+		if !strings.Contains(string(raw), "device_offline") {
 			t.Fatalf("system.metrics: %s", raw)
 		}
-	}
+		return fmt.Errorf("system.metrics: %s", raw)
+	})
 	other, _ := e.newToken("dev2", "*")
 	if _, err := e.connect("/mcp/dev1", other, nil); err == nil {
 		t.Fatal("a token for dev2 opened a session to dev1")
@@ -434,14 +434,12 @@ func TestRelayOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if out := e.relayCmd("devices", "--json"); strings.Contains(out, `"connected":true`) {
-			break
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if out := e.relayCmd("devices", "--json"); !strings.Contains(out, `"connected":true`) {
+			return fmt.Errorf("the agent never linked over wss://: relay devices: %s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never linked over wss://")
-		}
-	}
+		return nil
+	})
 }
 
 // writeSelfSigned writes a certificate for 127.0.0.1 and its key.
@@ -478,30 +476,26 @@ func TestRunningAgentPicksUpEnrollment(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if st, code := statusOf(t, e.agentState); code == 0 {
-			if st.Connection.State != "not_enrolled" {
-				t.Fatalf("before enrollment: %+v", st.Connection)
-			}
-			break
+	testkit.Eventually(t, 10*time.Second, func() error {
+		st, code := statusOf(t, e.agentState)
+		if code != 0 {
+			return fmt.Errorf("the agent never came up: status exit %d", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never came up")
+		if st.Connection.State != "not_enrolled" {
+			t.Fatalf("before enrollment: %+v", st.Connection)
 		}
-	}
+		return nil
+	})
 	code := e.relayCmd("enroll-code", "--name", "late")
 	if _, errOut, rc := run(t, "enroll", "--server", e.url, "--code", code, "--state-dir", e.agentState, "--config-dir", e.agentConfig); rc != 0 {
 		t.Fatalf("enroll: %s", errOut)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		st, _ := statusOf(t, e.agentState)
-		if st.Connection.State == "connected" {
-			break
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if st, _ := statusOf(t, e.agentState); st.Connection.State != "connected" {
+			return fmt.Errorf("the running agent never linked: %+v", st.Connection)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the running agent never linked: %+v", st.Connection)
-		}
-	}
+		return nil
+	})
 	out, _, _ := run(t, "status", "--state-dir", e.agentState)
 	if !strings.Contains(out, "connected to "+e.url) {
 		t.Fatalf("status:\n%s", out)
@@ -533,27 +527,22 @@ func TestRefusedDeviceCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startAgent()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		out, _, _ := run(t, "activity", "--last", "50", "--json", "--state-dir", e.agentState)
-		if strings.Contains(out, `"reason":"authentication_failure"`) {
-			if strings.Count(out, `"kind":"link_end"`) != 1 || strings.Contains(out, "not-a-token") {
-				t.Fatalf("journal:\n%s", out)
-			}
-			break
+		if !strings.Contains(out, `"reason":"authentication_failure"`) {
+			return fmt.Errorf("no authentication failure journalled:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no authentication failure journalled:\n%s", out)
+		if strings.Count(out, `"kind":"link_end"`) != 1 || strings.Contains(out, "not-a-token") {
+			t.Fatalf("journal:\n%s", out)
 		}
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		st, rc := statusOf(t, e.agentState)
-		if rc == 0 && st.Connection.State == "disconnected" {
-			break
+		return nil
+	})
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if st, rc := statusOf(t, e.agentState); rc != 0 || st.Connection.State != "disconnected" {
+			return fmt.Errorf("status: exit %d %+v", rc, st.Connection)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status: exit %d %+v", rc, st.Connection)
-		}
-	}
+		return nil
+	})
 	c := newClient(t, e.agentState, nil)
 	c.start(map[string]any{"command": "true", "wait_ms": 5000})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // TestRelayRevocationIsExact: through the real relay and agent, 100 times
@@ -178,12 +179,12 @@ func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
 	}
 	// The history from before the flood, once written.
 	var before []relaystate.AuditEntry
-	for deadline := time.Now().Add(10 * time.Second); len(before) < 3; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit never showed the calls: %+v", before)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if before, _ = audit(); len(before) < 3 {
+			return fmt.Errorf("the audit never showed the calls: %+v", before)
 		}
-		before, _ = audit()
-	}
+		return nil
+	})
 
 	const flood = limits.AuditMaxEntries + 1000
 	if n := floodBadTokens(t, strings.TrimPrefix(e.url, "http://"), flood); n != flood {
@@ -193,12 +194,14 @@ func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
 
 	var calls []relaystate.AuditEntry
 	var refused map[string]int64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	// On timeout the checks below say what the audit lacks.
+	_ = testkit.Poll(30*time.Second, func() error {
 		calls, refused = audit()
-		if n := len(calls); n > 0 && calls[n-1].Tool == "system.metrics" && refused["127.0.0.1"] == flood || time.Now().After(deadline) {
-			break
+		if n := len(calls); n == 0 || calls[n-1].Tool != "system.metrics" || refused["127.0.0.1"] != flood {
+			return errors.New("the audit lacks the call after the flood or some refusals")
 		}
-	}
+		return nil
+	})
 	if n := len(calls); n == 0 || calls[n-1].Tool != "system.metrics" {
 		t.Errorf("the call after the flood is not in the audit (%d calls there)", n)
 	}

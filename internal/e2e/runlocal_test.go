@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,18 +80,20 @@ func startRunLocal(t *testing.T, dir string, env ...string) *runLocal {
 			r.cmd.Process.Kill()
 		}
 	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		out := r.output()
-		if m, p := runToken.FindStringSubmatch(out), runPIDs.FindStringSubmatch(out); m != nil && p != nil {
-			r.url, r.token = runURL.FindStringSubmatch(out)[1], m[1]
-			r.agentPID, _ = strconv.Atoi(p[1])
-			r.relayPID, _ = strconv.Atoi(p[2])
-			break
+		m, p := runToken.FindStringSubmatch(out), runPIDs.FindStringSubmatch(out)
+		if m == nil || p == nil {
+			if r.exited() {
+				t.Fatalf("run-local did not come up:\n%s", out)
+			}
+			return fmt.Errorf("run-local did not come up:\n%s", out)
 		}
-		if time.Now().After(deadline) || r.exited() {
-			t.Fatalf("run-local did not come up:\n%s", out)
-		}
-	}
+		r.url, r.token = runURL.FindStringSubmatch(out)[1], m[1]
+		r.agentPID, _ = strconv.Atoi(p[1])
+		r.relayPID, _ = strconv.Atoi(p[2])
+		return nil
+	})
 	// The device links a moment after the script prints.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		k, err := testkit.Dial(t, "e2e-run", testkit.Relayed(r.url, r.token), nil)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/agent"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // timedRecord is the part of a record a time-limited job adds.
@@ -121,11 +123,12 @@ func TestTimeoutBackstopReachesALateSupervisor(t *testing.T) {
 	}
 	// The job's end is on record, so the server's next tick resets the
 	// failed unit: a `commandcore mcp` session leaves no unit loaded.
-	for deadline := time.Now().Add(agent.ReconcileEvery + 5*time.Second); unitShow(t, res.Unit, "LoadState")["LoadState"] != "not-found"; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the backstop's failed unit is still loaded after a tick: %v", unitShow(t, res.Unit, "LoadState", "ActiveState", "Result"))
+	testkit.Eventually(t, agent.ReconcileEvery+5*time.Second, func() error {
+		if p := unitShow(t, res.Unit, "LoadState", "ActiveState", "Result"); p["LoadState"] != "not-found" {
+			return fmt.Errorf("the backstop's failed unit is still loaded after a tick: %v", p)
 		}
-	}
+		return nil
+	})
 	if again := c.waitTimed(res.ProcessID, time.Second); again.State != rec.State || again.StoppedBy != rec.StoppedBy || again.Signal != rec.Signal {
 		t.Fatalf("the record changed with the unit's reset: %+v, was %+v", again, rec)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,16 +145,16 @@ func TestPolicyPriority(t *testing.T) {
 // childPID waits for a job's recorded child and returns its PID.
 func childPID(t *testing.T, c *client, id string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if rec := c.status(id); rec.Identity != nil && rec.Identity.Child != nil {
-			return rec.Identity.Child.PID
+	var pid int
+	testkit.Eventually(t, 10*time.Second, func() error {
+		rec := c.status(id)
+		if rec.Identity == nil || rec.Identity.Child == nil {
+			return fmt.Errorf("job %s (%s) recorded no child", id, rec.State)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s recorded no child within 10 s", id)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		pid = rec.Identity.Child.PID
+		return nil
+	})
+	return pid
 }
 
 // waitAutogroupNice waits until process pid's autogroup (/proc/PID/autogroup,
@@ -161,22 +162,16 @@ func childPID(t *testing.T, c *client, id string) int {
 // after the shell starts, retrying while the kernel's rate limit refuses.
 func waitAutogroupNice(t *testing.T, pid int, want string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var got string
-	for {
+	testkit.Eventually(t, 15*time.Second, func() error {
 		data, err := os.ReadFile("/proc/" + itoa(int64(pid)) + "/autogroup")
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := strings.Fields(string(data))
-		if got = f[len(f)-1]; got == want {
-			return
+		if f := strings.Fields(string(data)); f[len(f)-1] != want {
+			return fmt.Errorf("pid %d: autogroup %q, want nice %s", pid, data, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d: autogroup %q, want nice %s", pid, data, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // procNice is field 19 of /proc/PID/stat.

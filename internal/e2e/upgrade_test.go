@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,7 +208,7 @@ func keepsJobsOf(t *testing.T, old string) {
 			} `json:"stdout"`
 		} `json:"capture"`
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		ready := true
 		o.call("process.status", map[string]any{"process_id": ended.ProcessID}, &st)
 		ready = ready && st.Terminal
@@ -216,13 +217,11 @@ func keepsJobsOf(t *testing.T, old string) {
 			ready = ready && st.Identity != nil && st.Identity.Child != nil &&
 				st.Capture.Stdout.ObservedBytes != nil && *st.Capture.Stdout.ObservedBytes > 0
 		}
-		if ready {
-			break
+		if !ready {
+			return errors.New("the earlier build's jobs never settled")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the earlier build's jobs never settled")
-		}
-	}
+		return nil
+	})
 	o.call("process.status", map[string]any{"process_id": orphan.ProcessID}, &st)
 	orphanSupervisor := st.Identity.Supervisor.PID
 	o.session.Close()

@@ -121,7 +121,7 @@ func TestProcessWaitCancelled(t *testing.T) {
 		t.Fatal("a cancelled wait returned a result")
 	}
 	var took int64 = -1
-	for deadline := time.Now().Add(20 * time.Second); took < 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		out, _, _ := run(t, "activity", "--last", "100", "--json", "--state-dir", state)
 		for _, line := range strings.Split(out, "\n") {
 			var e struct {
@@ -132,7 +132,11 @@ func TestProcessWaitCancelled(t *testing.T) {
 				took = e.DurationMS
 			}
 		}
-	}
+		if took < 0 {
+			return fmt.Errorf("the cancelled wait's journal entry: %d ms", took)
+		}
+		return nil
+	})
 	// The wait would have run for ten minutes.
 	if took < 0 || took > 30000 {
 		t.Fatalf("the cancelled wait's journal entry: %d ms", took)

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/install"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // testService returns a unit name of its own for each test, so a leftover
@@ -295,17 +296,12 @@ func jobHasChild(t *testing.T, o install.Options, id string) bool {
 
 func waitJob(t *testing.T, o install.Options, id string, ok func(string, bool) bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		state, terminal := jobState(t, o, id)
-		if ok(state, terminal) {
-			return
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if state, terminal := jobState(t, o, id); !ok(state, terminal) {
+			return fmt.Errorf("job %s stuck in %s", id, state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s stuck in %s", id, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // checkInstalled checks that o's unit is enabled, active after READY and

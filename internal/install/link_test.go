@@ -3,6 +3,7 @@ package install_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/install"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // TestInstalledAgentLinksAfterEnrollment is the production path: the agent
@@ -37,19 +39,17 @@ func TestInstalledAgentLinksAfterEnrollment(t *testing.T) {
 	if _, rc := run(t, "enroll", "--server", url, "--code", strings.TrimSpace(code), "--service", o.Service, "--state-dir", o.StateDir, "--config-dir", o.ConfigDir); rc != 0 {
 		t.Fatal("enroll failed")
 	}
-	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 40*time.Second, func() error {
 		out, _ := run(t, "status", "--json", "--service", o.Service, "--state-dir", o.StateDir, "--config-dir", o.ConfigDir)
 		var st struct {
 			Connection struct{ State, Server string } `json:"connection"`
 		}
 		json.Unmarshal([]byte(out), &st)
-		if st.Connection.State == "connected" && st.Connection.Server == url {
-			break
+		if st.Connection.State != "connected" || st.Connection.Server != url {
+			return fmt.Errorf("the installed agent never linked: %s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the installed agent never linked: %s", out)
-		}
-	}
+		return nil
+	})
 	token, rc := run(t, "relay", "token", "create", "--name", "svc", "--state-dir", relayState)
 	if rc != 0 {
 		t.Fatal("token create failed")

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/supervisor"
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -190,11 +192,12 @@ func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 	}
 	// The second launch no longer waits for a READY (the first missed
 	// one), so its READY may reach the other socket after Start answered.
-	for deadline := time.Now().Add(5 * time.Second); notify.Astray() < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d READY messages reached the other socket; the test did not take it over", notify.Astray())
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if n := notify.Astray(); n < 2 {
+			return fmt.Errorf("%d READY messages reached the other socket; the test did not take it over", n)
 		}
-	}
+		return nil
+	})
 	// Past the claim timeout nothing rolled it back.
 	time.Sleep(svc.claimTimeout + 500*time.Millisecond)
 	rec, err := svc.Status(principal.Local, long.ProcessID)

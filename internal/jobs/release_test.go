@@ -18,6 +18,7 @@ import (
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // unitShow returns the unit's properties as systemctl shows them.
@@ -40,32 +41,27 @@ func unitShow(t *testing.T, unit string, props ...string) map[string]string {
 // Result: what it would keep loaded without a reset.
 func awaitFailedUnit(t *testing.T, unit string) string {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		p := unitShow(t, unit, "ActiveState", "Result")
-		if p["ActiveState"] == "failed" {
-			return p["Result"]
+	var p map[string]string
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if p = unitShow(t, unit, "ActiveState", "Result"); p["ActiveState"] != "failed" {
+			return fmt.Errorf("unit %s did not end failed: %v", unit, p)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("unit %s did not end failed: %v", unit, p)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return p["Result"]
 }
 
 // awaitReleased runs ReleaseUnits, as the agent's tick does, until the
 // unit is no longer loaded.
 func awaitReleased(t *testing.T, svc *Service, unit string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		svc.ReleaseUnits(context.Background())
-		if s := systemdtest.LoadState(t, unit); s == "not-found" {
-			return
+		if s := systemdtest.LoadState(t, unit); s != "not-found" {
+			return fmt.Errorf("unit %s is still loaded (%s) after the job's end was recorded", unit, s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("unit %s is still loaded after the job's end was recorded", unit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // endOf is what a job's record says of its end.
@@ -107,15 +103,15 @@ func TestBackstopUnitIsReleased(t *testing.T) {
 	unit := res.Unit
 	resetLeftovers(t, &unit)
 	var rec *jobmeta.Record
-	for deadline := time.Now().Add(5 * time.Second); rec == nil || rec.Claim == nil || rec.Claim.Child == nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("the job's shell was never recorded")
-		}
-		time.Sleep(10 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if rec, err = svc.Status(principal.Local, res.ProcessID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		if rec == nil || rec.Claim == nil || rec.Claim.Child == nil {
+			return errors.New("the job's shell was never recorded")
+		}
+		return nil
+	})
 	if err := syscall.Kill(rec.Claim.Supervisor.PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // unitProperty is what the user manager says of a unit's property.
@@ -122,16 +124,15 @@ func TestJobsFromBeforeTheSliceAreStillManaged(t *testing.T) {
 	if err := unix.Kill(rec.Claim.Supervisor.PID, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for rec.State != jobmeta.WorkerLost {
-		if time.Now().After(deadline) {
-			t.Fatalf("an old job whose supervisor was killed is %s, want worker_lost", rec.State)
-		}
-		time.Sleep(50 * time.Millisecond)
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if rec, err = svc.Status(principal.Local, killed.ProcessID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		if rec.State != jobmeta.WorkerLost {
+			return fmt.Errorf("an old job whose supervisor was killed is %s, want worker_lost", rec.State)
+		}
+		return nil
+	})
 	// Only a unit whose Result was read and recorded is reset.
 	if s := systemdtest.LoadState(t, killed.Unit); s != "not-found" {
 		t.Fatalf("the old job's failed unit is still %s", s)

@@ -22,6 +22,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/systemdtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // TestBusThatNeverAnswers: a user bus socket that accepts connections but
@@ -199,22 +200,18 @@ func TestStartNicedLeavesTheAgentAlone(t *testing.T) {
 	}
 	// The niced thread exits after the start returned; then no thread may
 	// be niced.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		niced := map[string]int{}
 		for tid, n := range threadNiceness(t) {
 			if n != base {
 				niced[tid] = n
 			}
 		}
-		if len(niced) == 0 {
-			return
+		if len(niced) != 0 {
+			return fmt.Errorf("threads of the starting process stay niced: %v", niced)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("threads of the starting process stay niced: %v", niced)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // threadNiceness is field 19 of /proc/self/task/*/stat, by thread ID.
@@ -455,11 +452,12 @@ func TestMissedReadyIsNotAwaitedAgain(t *testing.T) {
 	// The first launch after is not told to wait either; its READY, which
 	// arrives, is noticed.
 	first := start()
-	for deadline := time.Now().Add(10 * time.Second); first.bus.readyAstray.Load(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("READY arrives again, yet the launcher did not notice")
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if first.bus.readyAstray.Load() {
+			return errors.New("READY arrives again, yet the launcher did not notice")
 		}
-	}
+		return nil
+	})
 	if s := start(); s.Ready == nil {
 		t.Fatal("READY arrives again, yet launches are still not told to wait for it")
 	}

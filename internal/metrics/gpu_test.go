@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // fakeTool puts a fake nvidia-smi with the given shell body on a fresh PATH
@@ -49,17 +51,18 @@ func gpuSource(t *testing.T) *Source {
 
 func readPID(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	var pid int
+	testkit.Eventually(t, 2*time.Second, func() error {
 		b, err := os.ReadFile(path)
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
-			return pid
+		if err == nil {
+			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s", path)
+		if err != nil {
+			return fmt.Errorf("no pid in %s: %v", path, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return pid
 }
 
 // gone reports whether pid ended (absent, or a zombie awaiting its reaper).
@@ -75,13 +78,12 @@ func gone(pid int) bool {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d survived the probe", pid)
+	testkit.Eventually(t, 3*time.Second, func() error {
+		if !gone(pid) {
+			return fmt.Errorf("process %d survived the probe", pid)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // boundSlack is scheduling slack on top of the probe's limit (the race

@@ -1,6 +1,7 @@
 package procgroup
 
 import (
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // startGroup starts sh -c script as the leader of a new process group. The
@@ -50,12 +52,13 @@ func alive(pid int) bool {
 // awaitGone fails the test unless pid is gone within 5 s.
 func awaitGone(t *testing.T, pid int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(pid) {
-		t.Errorf("member %d %s", pid, what)
+	if err := testkit.Poll(5*time.Second, func() error {
+		if alive(pid) {
+			return fmt.Errorf("member %d %s", pid, what)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func startSleep(t *testing.T, attr *syscall.SysProcAttr) *exec.Cmd {
@@ -83,14 +85,12 @@ func TestGroupSurvivors(t *testing.T) {
 	// The leader gone, its group lives on in the member.
 	leader.Process.Kill()
 	leader.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, _ = s.GroupSurvivors(lid)
-		if len(got) == 1 || time.Now().After(deadline) {
-			break
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if got, _ = s.GroupSurvivors(lid); len(got) != 1 {
+			return fmt.Errorf("after the leader died: %+v, want only %+v", got, mid)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if len(got) != 1 || got[0] != mid {
 		t.Fatalf("after the leader died: %+v, want only %+v", got, mid)
 	}

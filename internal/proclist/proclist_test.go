@@ -21,6 +21,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // sleeperEnv makes the test binary, copied under a distinctive name, sleep
@@ -323,18 +324,14 @@ func TestThisHost(t *testing.T) {
 	}
 	// Wait until the sleeper sleeps (a Go program starts runnable).
 	var me Process
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		r := list(t, l, Request{PID: ptr(pid)})
-		if len(r.Processes) == 1 && r.Processes[0].State == "S" {
-			me = r.Processes[0]
-			break
+		if len(r.Processes) != 1 || r.Processes[0].State != "S" {
+			return fmt.Errorf("sleeper never slept: %+v", r.Processes)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sleeper never slept: %+v", r.Processes)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		me = r.Processes[0]
+		return nil
+	})
 	if me.Name != sleeperName[:15] || me.Argv0 != sleeperName || me.PPID != os.Getpid() ||
 		me.UID != uint64(os.Geteuid()) || me.Managed || me.StartTime == nil || me.RSSBytes == 0 {
 		t.Fatalf("sleeper %+v", me)

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -20,6 +21,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -143,11 +145,12 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 	}
 
 	conn.Close()
-	for deadline := time.Now().Add(20 * time.Second); h.srv.connected(dev) != nil; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the link never ended")
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if h.srv.connected(dev) != nil {
+			return errors.New("the link never ended")
 		}
-	}
+		return nil
+	})
 	call(one, "process.jobs", nil) // offline
 
 	h.srv.audit.flush()
@@ -198,14 +201,16 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 	// The link's end is logged as its handler returns, a moment after the
 	// call that found the device offline.
 	var lines []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	// On timeout the checks below say what the log lacks.
+	_ = testkit.Poll(5*time.Second, func() error {
 		logMu.Lock()
 		lines = strings.Split(strings.TrimSuffix(logged.String(), "\n"), "\n")
 		logMu.Unlock()
-		if strings.Contains(strings.Join(lines, "\n"), ": link down (") || time.Now().After(deadline) {
-			break
+		if !strings.Contains(strings.Join(lines, "\n"), ": link down (") {
+			return errors.New("no link down logged")
 		}
-	}
+		return nil
+	})
 	if strings.Contains(strings.Join(lines, "\n"), marker) {
 		t.Errorf("the marker is in the relay's log:\n%s", strings.Join(lines, "\n"))
 	}

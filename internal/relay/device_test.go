@@ -3,11 +3,13 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -27,14 +29,14 @@ func TestDeviceLinkIsSeenAndKept(t *testing.T) {
 	}
 	waitFor := func(what string, ok func(relaystate.Device) bool) relaystate.Device {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if d := device(); ok(d) {
-				return d
+		var d relaystate.Device
+		testkit.Eventually(t, 20*time.Second, func() error {
+			if d = device(); !ok(d) {
+				return fmt.Errorf("never %s: %+v", what, d)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("never %s: %+v", what, device())
-			}
-		}
+			return nil
+		})
+		return d
 	}
 	first := h.link(t, fakeDevice())
 	seen := waitFor("connected", func(d relaystate.Device) bool { return d.Connected && d.LastSeen != nil })

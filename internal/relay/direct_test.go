@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"reflect"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/jsonspan"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -331,11 +333,12 @@ func TestStalledClientLosesOutputNotTheLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close() // never read: the client has stalled
-	for deadline := time.Now().Add(30 * time.Second); !finished.Load(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the device's call is still held by a client that stopped reading")
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if !finished.Load() {
+			return errors.New("the device's call is still held by a client that stopped reading")
 		}
-	}
+		return nil
+	})
 	_, events := post(t, h, "/mcp/dev", bearer, "2025-11-25", "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process.jobs"}}`)
 	if len(events) != 1 || events[0]["id"] != 2.0 {
 		t.Fatalf("the next call on the link: %v", events)

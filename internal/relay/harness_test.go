@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -91,20 +93,20 @@ func (h *harness) linkVia(tb testing.TB, device *mcp.Server, via func(*transport
 	if _, err := device.Connect(context.Background(), via(conn), nil); err != nil {
 		tb.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+	testkit.Eventually(tb, 20*time.Second, func() error {
 		tok, _ := next.Load().(string)
-		if l := h.srv.connected(h.dev.ID); l != nil && l.conn != nil && tok != "" {
-			if _, _, err := h.st.AuthDevice(tok, time.Now()); err == nil {
-				h.mu.Lock()
-				h.rotated = tok
-				h.mu.Unlock()
-				return conn
-			}
+		if l := h.srv.connected(h.dev.ID); l == nil || l.conn == nil || tok == "" {
+			return fmt.Errorf("the fake device never linked (link %v, rotated token stored %v)", l != nil && l.conn != nil, tok != "")
 		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the fake device never linked")
+		if _, _, err := h.st.AuthDevice(tok, time.Now()); err != nil {
+			return fmt.Errorf("the fake device never linked: its rotated token: %v", err)
 		}
-	}
+		h.mu.Lock()
+		h.rotated = tok
+		h.mu.Unlock()
+		return nil
+	})
+	return conn
 }
 
 // connect opens an MCP session to the relay's endpoint path with a new

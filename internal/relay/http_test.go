@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // dialFrom opens a TCP connection to the relay from a loopback source
@@ -142,11 +143,12 @@ func TestSlowConnectionsDoNotStarveClients(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(20 * time.Second); busy.Load() < 100-MaxEnrolling; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d enrollments past the bound were answered 503", busy.Load(), 100-MaxEnrolling)
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if n := busy.Load(); n < 100-MaxEnrolling {
+			return fmt.Errorf("%d of %d enrollments past the bound were answered 503", n, 100-MaxEnrolling)
 		}
-	}
+		return nil
+	})
 
 	session := h.connect(t, "/mcp/dev", nil)
 	for i := range 20 {
@@ -355,11 +357,12 @@ func TestLongRequestsOutliveTheBounds(t *testing.T) {
 	}
 	// The client handles notifications apart from results, so the last
 	// may be handled just after the result.
-	for deadline := time.Now().Add(10 * time.Second); got.Load() != notes; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d progress notifications arrived", got.Load(), notes)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if n := got.Load(); n != notes {
+			return fmt.Errorf("%d of %d progress notifications arrived", n, notes)
 		}
-	}
+		return nil
+	})
 	if h.srv.connected(h.dev.ID) != linked {
 		t.Fatal("the device's link did not outlive the bounds")
 	}

@@ -2,12 +2,15 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // replicaRouter simulates a relay replica that does not hold the device's
@@ -65,9 +68,12 @@ func TestCallsGoThroughTheRouter(t *testing.T) {
 		t.Fatalf("call: %v %+v", err, res)
 	}
 	// The client's SDK runs its progress handler on its own.
-	for deadline := time.Now().Add(5 * time.Second); got.Load() < 3 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if got.Load() < 3 {
+			return fmt.Errorf("the router carried %d calls and %d notifications; the client got %d", r.calls.Load(), r.notes.Load(), got.Load())
+		}
+		return nil
+	})
 	if r.calls.Load() != 1 || r.notes.Load() != 3 || got.Load() != 3 {
 		t.Fatalf("the router carried %d calls and %d notifications; the client got %d", r.calls.Load(), r.notes.Load(), got.Load())
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -36,14 +38,13 @@ func (h *harness) dialAgent(tb testing.TB, token string, rotate func(string) err
 	if _, err := fakeDevice().Connect(context.Background(), conn, nil); err != nil {
 		tb.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-		if c := h.serving(); c != nil && c != before {
-			return conn
+	testkit.Eventually(tb, 20*time.Second, func() error {
+		if c := h.serving(); c == nil || c == before {
+			return errors.New("the fake device never linked")
 		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the fake device never linked")
-		}
-	}
+		return nil
+	})
+	return conn
 }
 
 // tokenStore is an agent's token file.
@@ -84,17 +85,15 @@ func TestSilentLinkIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer frozen.Close()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		h.srv.mu.Lock()
 		held := h.srv.held[h.dev.ID] != nil
 		h.srv.mu.Unlock()
-		if held {
-			break
+		if !held {
+			return errors.New("the frozen link was never admitted")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the frozen link was never admitted")
-		}
-	}
+		return nil
+	})
 	h.dialAgent(t, h.token, nil)
 	// The relay closed the frozen link: reading it ends.
 	frozen.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -144,16 +143,17 @@ func TestEveryLinkRotates(t *testing.T) {
 // relay committed it.
 func waitToken(t *testing.T, h *harness, ts *tokenStore, old string) string {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-		if tok := ts.get(); tok != "" && tok != old {
-			if _, _, err := h.st.AuthDevice(tok, time.Now()); err == nil {
-				return tok
-			}
+	var tok string
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if tok = ts.get(); tok == "" || tok == old {
+			return errors.New("the link never rotated the token: the agent stored no new one")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the link never rotated the token")
+		if _, _, err := h.st.AuthDevice(tok, time.Now()); err != nil {
+			return fmt.Errorf("the link never rotated the token: the relay did not take the stored one: %v", err)
 		}
-	}
+		return nil
+	})
+	return tok
 }
 
 type lockedWriter struct {
@@ -176,11 +176,12 @@ func TestLostAckStillLinks(t *testing.T) {
 		ts.store(tok)
 		return errors.New("crashed before confirming")
 	})
-	for deadline := time.Now().Add(20 * time.Second); ts.get() == ""; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no rotation arrived")
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if ts.get() == "" {
+			return errors.New("no rotation arrived")
 		}
-	}
+		return nil
+	})
 	if _, _, err := h.st.AuthDevice(h.token, time.Now()); err != nil {
 		t.Fatalf("an unconfirmed rotation retired the old token: %v", err)
 	}

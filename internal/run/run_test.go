@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func opts(progress func(context.Context, Chunk) error) Options {
@@ -266,13 +268,12 @@ func TestCancelKillsGroupIgnoringTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !procGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("the background sleep survived")
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if !procGone(pid) {
+			return fmt.Errorf("the background sleep (pid %d) survived", pid)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestTimeout(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func TestAgentURL(t *testing.T) {
@@ -154,11 +156,10 @@ func TestAccept(t *testing.T) {
 	agent := Agent(ws, secret, Options{})
 	defer agent.Close()
 	server := <-ends
-	deadline := time.Now().Add(patience)
-	for server.verified.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the accepted end verified no heartbeat")
+	testkit.Eventually(t, patience, func() error {
+		if server.verified.Load() == 0 {
+			return errors.New("the accepted end verified no heartbeat")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -3,23 +3,25 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 func TestHeartbeatsAnsweredAndVerified(t *testing.T) {
 	cws, sws := tcpWS(t, nil)
 	agent := Agent(cws, secret, Options{})
 	server := Server(sws, secret, Options{HeartbeatInterval: time.Millisecond})
-	deadline := time.Now().Add(patience)
-	for server.verified.Load() < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("verified %d heartbeats", server.verified.Load())
+	testkit.Eventually(t, patience, func() error {
+		if n := server.verified.Load(); n < 5 {
+			return fmt.Errorf("verified %d heartbeats", n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	if agent.End() != "" || server.End() != "" {
 		t.Fatalf("ended: agent %q server %q", agent.End(), server.End())
 	}

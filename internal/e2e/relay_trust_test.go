@@ -195,7 +195,7 @@ func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
 	var calls []relaystate.AuditEntry
 	var refused map[string]int64
 	// On timeout the checks below say what the audit lacks.
-	_ = testkit.Poll(30*time.Second, func() error {
+	_ = testkit.PollEvery(30*time.Second, 100*time.Millisecond, func() error {
 		calls, refused = audit()
 		if n := len(calls); n == 0 || calls[n-1].Tool != "system.metrics" || refused["127.0.0.1"] != flood {
 			return errors.New("the audit lacks the call after the flood or some refusals")

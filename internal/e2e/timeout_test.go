@@ -123,7 +123,7 @@ func TestTimeoutBackstopReachesALateSupervisor(t *testing.T) {
 	}
 	// The job's end is on record, so the server's next tick resets the
 	// failed unit: a `commandcore mcp` session leaves no unit loaded.
-	testkit.Eventually(t, agent.ReconcileEvery+5*time.Second, func() error {
+	testkit.EventuallyEvery(t, agent.ReconcileEvery+5*time.Second, 100*time.Millisecond, func() error {
 		if p := unitShow(t, res.Unit, "LoadState", "ActiveState", "Result"); p["LoadState"] != "not-found" {
 			return fmt.Errorf("the backstop's failed unit is still loaded after a tick: %v", p)
 		}

@@ -121,7 +121,7 @@ func TestProcessWaitCancelled(t *testing.T) {
 		t.Fatal("a cancelled wait returned a result")
 	}
 	var took int64 = -1
-	testkit.Eventually(t, 20*time.Second, func() error {
+	testkit.EventuallyEvery(t, 20*time.Second, 100*time.Millisecond, func() error {
 		out, _, _ := run(t, "activity", "--last", "100", "--json", "--state-dir", state)
 		for _, line := range strings.Split(out, "\n") {
 			var e struct {

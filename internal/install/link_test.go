@@ -39,7 +39,7 @@ func TestInstalledAgentLinksAfterEnrollment(t *testing.T) {
 	if _, rc := run(t, "enroll", "--server", url, "--code", strings.TrimSpace(code), "--service", o.Service, "--state-dir", o.StateDir, "--config-dir", o.ConfigDir); rc != 0 {
 		t.Fatal("enroll failed")
 	}
-	testkit.Eventually(t, 40*time.Second, func() error {
+	testkit.EventuallyEvery(t, 40*time.Second, 100*time.Millisecond, func() error {
 		out, _ := run(t, "status", "--json", "--service", o.Service, "--state-dir", o.StateDir, "--config-dir", o.ConfigDir)
 		var st struct {
 			Connection struct{ State, Server string } `json:"connection"`

@@ -13,7 +13,14 @@ const EventuallyTick = 10 * time.Millisecond
 // says what was last seen, not only that time ran out.
 func Eventually(tb testing.TB, within time.Duration, check func() error) {
 	tb.Helper()
-	if err := Poll(within, check); err != nil {
+	EventuallyEvery(tb, within, EventuallyTick, check)
+}
+
+// EventuallyEvery is Eventually looking every tick: for a check that
+// costs a process or more, which looking every 10 ms would multiply.
+func EventuallyEvery(tb testing.TB, within, tick time.Duration, check func() error) {
+	tb.Helper()
+	if err := PollEvery(within, tick, check); err != nil {
 		tb.Fatalf("after %s: %v", within, err)
 	}
 }
@@ -21,12 +28,17 @@ func Eventually(tb testing.TB, within time.Duration, check func() error) {
 // Poll calls check until it returns nil, every EventuallyTick, and
 // returns check's last error once within has passed.
 func Poll(within time.Duration, check func() error) error {
+	return PollEvery(within, EventuallyTick, check)
+}
+
+// PollEvery is Poll looking every tick.
+func PollEvery(within, tick time.Duration, check func() error) error {
 	deadline := time.Now().Add(within)
 	for {
 		err := check()
 		if err == nil || !time.Now().Before(deadline) {
 			return err
 		}
-		time.Sleep(EventuallyTick)
+		time.Sleep(tick)
 	}
 }

@@ -62,3 +62,12 @@ func TestEventuallyFailsWithWhatItLastSaw(t *testing.T) {
 		t.Fatalf("a check that holds failed the test: %q", r.msg)
 	}
 }
+
+func TestPollEveryKeepsItsPace(t *testing.T) {
+	n := 0
+	began := time.Now()
+	PollEvery(250*time.Millisecond, 100*time.Millisecond, func() error { n++; return errors.New("no") })
+	if n < 2 || n > 4 || time.Since(began) < 250*time.Millisecond {
+		t.Fatalf("%d checks in %s at a 100ms pace over 250ms, want 3 or 4", n, time.Since(began))
+	}
+}

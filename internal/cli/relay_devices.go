@@ -30,25 +30,42 @@ func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runDevices(o *devicesOptions) error {
-	var devs []relaystate.Device
+	var (
+		devs     []relaystate.Device
+		replicas []relaystate.Replica
+	)
 	err := o.withState(func(st relaystate.State) (err error) {
-		devs, err = st.Devices()
+		if devs, err = st.Devices(); err != nil {
+			return err
+		}
+		replicas, err = st.Replicas(o.Now())
 		return err
 	})
 	if err != nil {
 		return err
 	}
+	names := map[string]string{}
+	for _, r := range replicas {
+		names[r.ID] = r.Name
+	}
+	// A link is held only by a live replica: one that died without
+	// saying so still holds nothing.
+	for i := range devs {
+		if _, live := names[devs[i].Replica]; !live {
+			devs[i].Connected, devs[i].Replica = false, ""
+		}
+	}
 	if o.JSON {
 		return writeJSONLines(o.IO.Out, devs...)
 	}
 	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tLAST SEEN")
+	fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tREPLICA\tLAST SEEN")
 	for _, d := range devs {
 		seen := "never"
 		if d.LastSeen != nil {
 			seen = d.LastSeen.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", d.Name, d.ID, d.Standing, d.Connected, seen)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\n", d.Name, d.ID, d.Standing, d.Connected, dash(names[d.Replica]), seen)
 	}
 	return tw.Flush()
 }

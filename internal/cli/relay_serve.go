@@ -14,6 +14,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
+	"github.com/commandcore/commandcore/internal/relaynats"
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
@@ -21,12 +22,14 @@ type relayServeOptions struct {
 	IO IO
 	// The flags as given.
 	Listen, Cert, Key, MetricsListen, MetricsToken string
+	// NATS joins the other replicas; Name names this one.
+	NATS, Name string
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--database URL --nats URL [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -35,6 +38,8 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.Cert, "tls-cert", "", "TLS certificate file (PEM)")
 	cmd.Flags().StringVar(&o.Key, "tls-key", "", "TLS key file (PEM)")
 	cmd.Flags().StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
+	cmd.Flags().StringVar(&o.NATS, "nats", "", "join the other relay replicas on this --database through the NATS server at this URL (nats://…)")
+	cmd.Flags().StringVar(&o.Name, "name", "", "this replica's name in relay replicas and relay devices (default: the host name)")
 	cmd.Flags().StringVar(&o.MetricsToken, "metrics-token", "", fmt.Sprintf("a secret of at least %d bytes every metrics scrape must present (Authorization: Bearer TOKEN)", limits.MetricsTokenMinBytes))
 	return cmd
 }
@@ -45,10 +50,19 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 		return err
 	}
 	defer st.Close()
+	replica := relay.ReplicaConfig{Name: o.Name}
+	if o.NATS != "" {
+		nc, err := relaynats.Connect(o.NATS, o.Name)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		replica.Peers = relaynats.New(nc)
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 	defer stop()
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
-		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken,
+		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, Replica: replica,
 		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
 }
 

@@ -39,6 +39,9 @@ type relayEnv struct {
 	relay, agent *exec.Cmd
 	// token is the client token onlineDevice made.
 	token string
+	// database, when set, is the PostgreSQL state every relay command
+	// of this environment uses.
+	database string
 }
 
 // startRelay runs `commandcore relay serve` on a free loopback port.
@@ -65,9 +68,13 @@ func (e *relayEnv) serve(listen string, extra ...string) *exec.Cmd {
 // relayCmd runs a relay administration command on the relay's state.
 func (e *relayEnv) relayCmd(args ...string) string {
 	e.t.Helper()
-	out, errOut, code := run(e.t, append(append([]string{"relay"}, args...), "--state-dir", e.relayState)...)
+	args = append(append([]string{"relay"}, args...), "--state-dir", e.relayState)
+	if e.database != "" {
+		args = append(args, "--database", e.database)
+	}
+	out, errOut, code := run(e.t, args...)
 	if code != 0 {
-		e.t.Fatalf("relay %v: exit %d: %s", args, code, errOut)
+		e.t.Fatalf("%v: exit %d: %s", args, code, errOut)
 	}
 	return strings.TrimSpace(out)
 }

@@ -62,6 +62,11 @@ const (
 	// stop escalation and result; process.wait's 600 s), so only a device
 	// that never answers reaches it.
 	ForwardTimeout = RunTimeoutMax + time.Minute
+	// ReplicaBeat is how often a relay replica records that it is alive;
+	// a replica not seen for ReplicaTTL is gone, and the links it held are
+	// anyone's.
+	ReplicaBeat = 2 * time.Second
+	ReplicaTTL  = 5 * ReplicaBeat
 	// SendTimeout and SilenceTimeout bound the WebSocket link.
 	SendTimeout    = 15 * time.Second
 	SilenceTimeout = 45 * time.Second

@@ -119,7 +119,6 @@ func (s *Server) serveLink(ctx context.Context, dev *relaystate.Device, conn *tr
 	if !serving {
 		return
 	}
-	s.store.SetConnected(dev.ID, true, s.Now())
 	up := time.Now()
 	s.deviceEvent(dev.ID, "link up")
 	defer func() {
@@ -136,7 +135,7 @@ func (s *Server) serveLink(ctx context.Context, dev *relaystate.Device, conn *tr
 	}
 	s.mu.Unlock()
 	if current {
-		s.store.SetConnected(dev.ID, false, s.Now())
+		s.store.ReleaseLink(dev.ID, s.replica.ID, s.Now())
 	}
 }
 

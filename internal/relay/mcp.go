@@ -328,7 +328,10 @@ func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, 
 		return nil, dev.ID, err
 	}
 	result, err = s.router().Call(ctx, dev.ID, Call{Tool: tool, Arguments: args, Grant: g}, progress)
-	var werr *jsonrpc.Error
+	var (
+		werr  *jsonrpc.Error
+		coded *errcode.Error
+	)
 	switch {
 	case err == nil:
 		return result, dev.ID, nil
@@ -343,6 +346,8 @@ func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, 
 			"the device's result is larger than the link carries (%d MiB); ask for less, e.g. a smaller max_bytes or max_results", limits.MaxFrameBytes>>20)
 	case errors.As(err, &werr):
 		err = errcode.New(errcode.Internal, "the device refused the call (JSON-RPC error %d)", werr.Code)
+	case errors.As(err, &coded):
+		// The replicas' own failures (unavailable) say what they are.
 	default:
 		err = errcode.New(errcode.DeviceOffline, "the link to the device ended during the call")
 	}

@@ -69,25 +69,47 @@ type Server struct {
 	// enrollment refusals (metrics).
 	Observer Observer
 	audit    *auditLog
+
+	// replica is this relay among those serving from its state, peers how
+	// it reaches the others (replica.go).
+	replica relaystate.Replica
+	peers   Peers
 }
 
-// New returns a relay over store.
+// New returns a relay over store that runs alone: the one replica.
 func New(store relaystate.State) (*Server, error) {
+	return NewReplica(store, ReplicaConfig{})
+}
+
+// NewReplica returns a relay over store that joins the replicas serving
+// from it as cfg says; Close leaves.
+func NewReplica(store relaystate.State, cfg ReplicaConfig) (*Server, error) {
 	key, err := store.GrantKey()
 	if err != nil {
-		return nil, err
-	}
-	// Links do not survive the relay: whatever the last run recorded as
-	// connected is not.
-	if err := store.DisconnectAll(); err != nil {
 		return nil, err
 	}
 	audit, err := openAudit(store)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: store, tokens: newTokenCache(store), key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
-		held: map[string]*transport.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates(), stopWatch: make(chan struct{})}, nil
+	s := &Server{store: store, tokens: newTokenCache(store), key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
+		held: map[string]*transport.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates(), stopWatch: make(chan struct{}),
+		replica: newReplica(cfg), peers: cfg.Peers}
+	// Answering before joining: a replica that learns of this one from
+	// the state can reach it at once.
+	if s.peers != nil {
+		if err := s.peers.Serve(s.replica.ID, s); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.join(); err != nil {
+		if s.peers != nil {
+			s.peers.Close()
+		}
+		return nil, err
+	}
+	go s.beat()
+	return s, nil
 }
 
 // Handler serves the relay's HTTP surface, with the bounds of http.go.
@@ -116,6 +138,11 @@ func (s *Server) Close() {
 		c.Close()
 	}
 	s.audit.flush()
+	// Its links are released with it: other replicas take them at once.
+	s.store.LeaveReplica(s.replica.ID)
+	if s.peers != nil {
+		s.peers.Close()
+	}
 }
 
 // connected returns the device's live link, or nil.

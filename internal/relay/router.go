@@ -38,15 +38,50 @@ type Router interface {
 // ErrNoRoute is a Router's answer for a device no link holds.
 var ErrNoRoute = errors.New("no link holds the device")
 
-// localRouter routes through the links this process holds (wire.go).
-type localRouter struct{ s *Server }
+// clusterRouter routes through the link this process holds (wire.go),
+// else through the replica the state names as the link's holder.
+type clusterRouter struct{ s *Server }
 
-func (r localRouter) Call(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
-	l := r.s.connected(deviceID)
+func (r clusterRouter) Call(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
+	res, err := r.s.CallHere(ctx, deviceID, call, progress)
+	if !errors.Is(err, ErrNoRoute) || r.s.peers == nil {
+		return res, err
+	}
+	holder, err := r.s.store.LinkHolder(deviceID, r.s.Now())
+	if err != nil {
+		return nil, err
+	}
+	if holder == "" || holder == r.s.replica.ID {
+		return nil, ErrNoRoute
+	}
+	return r.s.peers.Call(ctx, holder, deviceID, call, progress)
+}
+
+// CallHere carries call over the link this process holds to the device,
+// for a peer replica that received the call (ErrNoRoute without one).
+func (s *Server) CallHere(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
+	l := s.connected(deviceID)
 	if l == nil {
 		return nil, ErrNoRoute
 	}
 	return l.call(ctx, call, progress)
+}
+
+// LinkAnswersHere reports whether the link this process holds to the
+// device answers its heartbeat, for a newcomer at another replica; one
+// that does not is closed, so the newcomer can take the device over.
+func (s *Server) LinkAnswersHere(ctx context.Context, deviceID string) bool {
+	s.mu.Lock()
+	conn := s.held[deviceID]
+	s.mu.Unlock()
+	if conn == nil {
+		return false
+	}
+	if conn.Alive(ctx) {
+		return true
+	}
+	go conn.Close()
+	return false
 }
 
 // router is the Router calls go through.
@@ -54,5 +89,5 @@ func (s *Server) router() Router {
 	if s.Router != nil {
 		return s.Router
 	}
-	return localRouter{s}
+	return clusterRouter{s}
 }

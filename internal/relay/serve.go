@@ -52,6 +52,9 @@ type ServeConfig struct {
 	// call.
 	Out, Warn io.Writer
 	Log       *log.Logger
+	// Replica names this relay among the replicas; its Address is the
+	// base URL Serve announces.
+	Replica ReplicaConfig
 }
 
 // Serve runs the relay until ctx ends or a listener fails, then ends the
@@ -73,16 +76,18 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 		defer mln.Close()
 	}
-	srv, err := New(cfg.State)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	cfg.Replica.Address = baseURL(cfg, ln)
+	srv, err := NewReplica(cfg.State, cfg.Replica)
 	if err != nil {
 		return err
 	}
 	srv.Log = cfg.Log
 	defer srv.Close()
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	base := announce(cfg, ln)
 	errc := make(chan error, 2)
 	hs := srv.HTTPServer()
@@ -113,16 +118,21 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 // announce says where the relay listens, warning first when it serves
 // plain HTTP where agents will refuse it, and returns its base URL.
 func announce(cfg ServeConfig, ln net.Listener) string {
-	scheme := "http"
-	if cfg.TLSCert != "" {
-		scheme = "https"
-	}
-	base := scheme + "://" + ln.Addr().String()
+	base := baseURL(cfg, ln)
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && cfg.TLSCert == "" && !tcp.IP.IsLoopback() && cfg.Warn != nil {
 		fmt.Fprintln(cfg.Warn, "relay: warning: serving plain HTTP on a non-loopback address; agents and clients elsewhere need --tls-cert and --tls-key")
 	}
 	fmt.Fprintf(cfg.Out, "%s%s\n", relayapi.AnnounceListening, base)
 	return base
+}
+
+// baseURL is the relay's base URL on ln.
+func baseURL(cfg ServeConfig, ln net.Listener) string {
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + ln.Addr().String()
 }
 
 // shutdown ends the device links, then lets the calls drain; the metrics

@@ -17,7 +17,10 @@ import (
 // old link is closed and the newcomer accepted, so an agent restarted
 // after a crash is back within seconds rather than after the silence
 // timeout. Admissions of one device are serialised, so two newcomers can
-// never both take a device over.
+// never both take a device over. Across replicas the state records which
+// replica holds the link: a newcomer at another replica heartbeats the
+// holder's link through it (Peers.LinkAnswers) and the state's TakeLink
+// lets one replica win.
 //
 // The relay also ends a device's links when its standing changes: at once
 // when this process finds a copy (see rotate.go), and within StandingPoll
@@ -65,8 +68,18 @@ func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*relaystate.
 		// never answer; the newcomer need not.
 		go old.Close()
 	}
+	took, err := s.takeLink(r.Context(), dev.ID)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err)
+		return nil, nil, ""
+	case !took:
+		writeError(w, http.StatusConflict, errDeviceBusy)
+		return nil, nil, ""
+	}
 	conn, err := transport.Accept(w, r, secret, s.Link)
 	if err != nil {
+		s.store.ReleaseLink(dev.ID, s.replica.ID, s.Now())
 		return nil, nil, ""
 	}
 	s.hold(dev.ID, conn)

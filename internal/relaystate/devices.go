@@ -23,7 +23,10 @@ type Device struct {
 	Name       string     `json:"name"`
 	EnrolledAt time.Time  `json:"enrolled_at"`
 	LastSeen   *time.Time `json:"last_seen,omitempty"`
-	Connected  bool       `json:"connected"`
+	// Connected is whether a live relay replica holds the device's link,
+	// Replica which one (its ID).
+	Connected bool   `json:"connected"`
+	Replica   string `json:"replica,omitempty"`
 	// Standing is StandingActive, StandingCompromised or StandingRevoked;
 	// StandingAt is when it last changed (unset while active).
 	Standing   string     `json:"standing"`
@@ -241,7 +244,7 @@ func freeName(ctx context.Context, tx *txn, name string) (string, error) {
 	return "", errcode.New(errcode.Internal, "no free device name")
 }
 
-const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at`
+const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -253,7 +256,7 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		conn     int64
 		standAt  sql.NullInt64
 	)
-	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica}, extra...)...); err != nil {
 		return nil, err
 	}
 	d.EnrolledAt = fromNanos(enrolled)
@@ -371,22 +374,8 @@ func (s *Store) StandingChanges() (int64, error) {
 	return n, nil
 }
 
-// SetConnected records that device id connected (or disconnected) at at:
-// it sets the connection state and the last-seen time. NotFound if there
-// is no such device.
-func (s *Store) SetConnected(id string, connected bool, at time.Time) error {
-	if err := checkNow(at); err != nil {
-		return err
-	}
-	c := 0
-	if connected {
-		c = 1
-	}
-	return s.updateOne(errNoDevice, `UPDATE devices SET connected = ?, last_seen = ? WHERE id = ?`, c, at.UnixNano(), id)
-}
-
 // SetSeen records that the devices ids, all linked, were seen at at: one
-// statement for all of them, where SetConnected would take one each (at
+// statement for all of them, where an update each would take one each (at
 // 10,000 devices it is 2.5 times as fast as a transaction of one update a
 // device, BenchmarkSetSeen). A device that no longer exists is skipped.
 func (s *Store) SetSeen(ids []string, at time.Time) error {
@@ -398,19 +387,6 @@ func (s *Store) SetSeen(ids []string, at time.Time) error {
 	defer cancel()
 	if _, err := s.db.ExecContext(ctx, s.db.jsonList(`UPDATE devices SET connected = 1, last_seen = ? WHERE id IN `),
 		at.UnixNano(), string(list)); err != nil {
-		return dbErr(err)
-	}
-	return nil
-}
-
-// DisconnectAll marks every connected device disconnected. A relay server
-// calls it when it starts, so devices left "connected" by a server that
-// died are not reported as connected. Their last-seen time stays what the
-// old server last recorded: when it lost them is not known.
-func (s *Store) DisconnectAll() error {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET connected = 0 WHERE connected != 0`); err != nil {
 		return dbErr(err)
 	}
 	return nil

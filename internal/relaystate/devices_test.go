@@ -324,25 +324,31 @@ func TestFindDeviceAndConnection(t *testing.T) {
 		}
 
 		at := t0.Add(time.Hour)
-		if err := s.SetConnected(a.ID, true, at); err != nil {
+		rep := Replica{ID: "rpl-a", Name: "relay-a"}
+		if err := s.JoinReplica(rep, at); err != nil {
 			t.Fatal(err)
 		}
+		if took, err := s.TakeLink(a.ID, rep.ID, "", at); err != nil || !took {
+			t.Fatalf("TakeLink = %v, %v", took, err)
+		}
 		d, err := cli.FindDevice("alpha")
-		if err != nil || !d.Connected || d.LastSeen == nil || !d.LastSeen.Equal(at) || d.LastSeen.Location() != time.UTC {
+		if err != nil || !d.Connected || d.Replica != rep.ID || d.LastSeen == nil || !d.LastSeen.Equal(at) || d.LastSeen.Location() != time.UTC {
 			t.Fatalf("after connect: %+v %v", d, err)
 		}
-		if err := s.SetConnected(a.ID, false, at.Add(time.Second)); err != nil {
+		if err := s.ReleaseLink(a.ID, rep.ID, at.Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		d, _ = cli.FindDevice("alpha")
-		if d.Connected || !d.LastSeen.Equal(at.Add(time.Second)) {
+		if d.Connected || d.Replica != "" || !d.LastSeen.Equal(at.Add(time.Second)) {
 			t.Fatalf("after disconnect: %+v", d)
 		}
-		wantCode(t, s.SetConnected("no-such-id", true, at), errcode.NotFound)
+		_, err = s.TakeLink("no-such-id", rep.ID, "", at)
+		wantCode(t, err, errcode.NotFound)
 
-		s.SetConnected(a.ID, true, at)
-		s.SetConnected(b.ID, true, at)
-		if err := s.DisconnectAll(); err != nil {
+		// The links of a replica that leaves are released with it.
+		s.TakeLink(a.ID, rep.ID, "", at)
+		s.TakeLink(b.ID, rep.ID, "", at)
+		if err := s.LeaveReplica(rep.ID); err != nil {
 			t.Fatal(err)
 		}
 		devs, err := cli.Devices()
@@ -350,8 +356,8 @@ func TestFindDeviceAndConnection(t *testing.T) {
 			t.Fatalf("Devices %v %v", devs, err)
 		}
 		for _, d := range devs {
-			if d.Connected || !d.LastSeen.Equal(at) {
-				t.Fatalf("after DisconnectAll: %+v", d)
+			if d.Connected || d.Replica != "" || !d.LastSeen.Equal(at) {
+				t.Fatalf("after the replica left: %+v", d)
 			}
 		}
 

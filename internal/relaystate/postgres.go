@@ -112,7 +112,20 @@ CREATE TABLE audit_refusals (
 	source TEXT   NOT NULL,
 	count  BIGINT NOT NULL,
 	UNIQUE (minute, source)
-);`}
+);`, `
+CREATE TABLE replicas (
+	id          TEXT    PRIMARY KEY,
+	name        TEXT    NOT NULL,
+	address     TEXT    NOT NULL,
+	nats        INTEGER NOT NULL,
+	boot_id     TEXT    NOT NULL,
+	pid         INTEGER NOT NULL,
+	start_ticks BIGINT  NOT NULL,
+	started_at  BIGINT  NOT NULL,
+	seen_at     BIGINT  NOT NULL
+);
+ALTER TABLE devices ADD COLUMN held_by TEXT NOT NULL DEFAULT '';
+CREATE INDEX devices_held_by ON devices(held_by);`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

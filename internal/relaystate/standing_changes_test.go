@@ -111,10 +111,15 @@ func TestStandingChangesFollowStandings(t *testing.T) {
 						t.Fatal(err)
 					}
 					if d := pick(); d != nil {
-						s.SetConnected(d.id, r.IntN(2) == 0, now)
+						s.JoinReplica(Replica{ID: "rpl", Name: "relay"}, now)
+						if r.IntN(2) == 0 {
+							s.TakeLink(d.id, "rpl", "", now)
+						} else {
+							s.ReleaseLink(d.id, "rpl", now)
+						}
 					}
 					if r.IntN(4) == 0 {
-						s.DisconnectAll()
+						s.LeaveReplica("rpl")
 					}
 				case 7:
 					op = "delete in the shell"

@@ -31,11 +31,18 @@ type State interface {
 	RevokeDevice(idOrName string, now time.Time) (*Device, bool, error)
 	FindDevice(idOrName string) (*Device, error)
 	Devices() ([]Device, error)
-	SetConnected(id string, connected bool, at time.Time) error
 	SetSeen(ids []string, at time.Time) error
 	Standings() ([]Standing, error)
 	StandingChanges() (int64, error)
-	DisconnectAll() error
+
+	// Replicas and the device links each holds.
+	JoinReplica(r Replica, now time.Time) error
+	ReplicaSeen(id string, now time.Time) error
+	LeaveReplica(id string) error
+	Replicas(now time.Time) ([]Replica, error)
+	LinkHolder(device string, now time.Time) (string, error)
+	TakeLink(device, replica, from string, now time.Time) (bool, error)
+	ReleaseLink(device, replica string, now time.Time) error
 
 	// Client tokens.
 	CreateToken(spec TokenSpec, now time.Time) (*Token, string, error)

@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -168,8 +168,26 @@ CREATE TABLE IF NOT EXISTS audit_refusals (
 );
 `
 
+// schemaV6 adds the relay replicas serving from this state (Replica) and,
+// on each device, the replica holding its link.
+const schemaV6 = `
+CREATE TABLE IF NOT EXISTS replicas (
+	id          TEXT    PRIMARY KEY,
+	name        TEXT    NOT NULL,
+	address     TEXT    NOT NULL,
+	nats        INTEGER NOT NULL,
+	boot_id     TEXT    NOT NULL,
+	pid         INTEGER NOT NULL,
+	start_ticks INTEGER NOT NULL,
+	started_at  INTEGER NOT NULL,
+	seen_at     INTEGER NOT NULL
+);
+ALTER TABLE devices ADD COLUMN held_by TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS devices_held_by ON devices(held_by);
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

@@ -251,7 +251,8 @@ func TestErrorsAreContentFree(t *testing.T) {
 	_, err = s.FindDevice(marker)
 	add(err)
 	add(s.RevokeToken(marker, t0))
-	add(s.SetConnected(marker, true, t0))
+	_, err = s.TakeLink(marker, "r", "", t0)
+	add(err)
 	_, _, err = s.CreateToken(TokenSpec{Name: marker + " ", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
 	add(err)
 	_, _, err = s.CreateToken(TokenSpec{Name: "n", Devices: []string{marker + "/"}, Tools: []string{"*"}, TTL: time.Hour}, t0)
@@ -320,6 +321,9 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	// Turn it back into a schema-1 database: drop what later schemas added.
 	for _, q := range []string{
+		`DROP INDEX devices_held_by`,
+		`ALTER TABLE devices DROP COLUMN held_by`,
+		`DROP TABLE replicas`,
 		`DROP TABLE audit_refusals`,
 		`DROP TRIGGER tokens_change_update`,
 		`DROP TRIGGER tokens_change_delete`,
@@ -374,5 +378,9 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	// And the refusal counts.
 	if err := s.AddRefusalCounts([]RefusalCount{{Minute: now.Truncate(time.Minute), Source: "192.0.2.1", Count: 2}}, now); err != nil {
 		t.Fatalf("refusal counts after migration: %v", err)
+	}
+	// And the replicas and the links they hold.
+	if err := s.JoinReplica(Replica{ID: "r1", Name: "relay"}, now); err != nil {
+		t.Fatalf("a replica after migration: %v", err)
 	}
 }

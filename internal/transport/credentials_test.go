@@ -37,15 +37,26 @@ func relayFor(t *testing.T) (*relaystate.Store, string, transport.Config) {
 	return st, dev.ID, transport.Config{Server: url, Token: token, Secret: secret}
 }
 
-// serveRelay runs a relay process's server over st and returns its URL.
+// relays are the relays serveRelay runs, by store: one at a time, as one
+// relay process on its state.
+var relays sync.Map
+
+// serveRelay runs a relay process's server over st and returns its URL;
+// one already running over st stops first, as a restarted relay's
+// process does.
 func serveRelay(t *testing.T, st *relaystate.Store) string {
 	t.Helper()
+	if stop, ok := relays.LoadAndDelete(st); ok {
+		stop.(func())()
+	}
 	srv, err := relay.New(st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); hs.Close() })
+	stop := sync.OnceFunc(func() { srv.Close(); hs.Close() })
+	relays.Store(st, stop)
+	t.Cleanup(stop)
 	return hs.URL
 }
 

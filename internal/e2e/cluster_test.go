@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/commandcore/commandcore/internal/pgtest"
+)
+
+// clusterEnv is relay replicas (real binaries) on one real PostgreSQL
+// database, joined through a real NATS server, and an agent enrolled at
+// one of them.
+type clusterEnv struct {
+	*relayEnv
+	urls     []string
+	replicas []*exec.Cmd
+	nats     string
+}
+
+// startNATS runs a real NATS server (the nats-server module) in the test
+// process, on a loopback port.
+func startNATS(t *testing.T) *natsserver.Server {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
+}
+
+// startCluster starts n replicas and an agent enrolled as dev1 at replica
+// holder, and returns them once calls through every replica reach it.
+func startCluster(t *testing.T, n, holder int) (*clusterEnv, []*client) {
+	t.Helper()
+	pg := pgtest.StartT(t)
+	db, err := pg.CreateDatabase("relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &clusterEnv{relayEnv: &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir(), database: db},
+		nats: startNATS(t).ClientURL()}
+	for i := range n {
+		e.replicas = append(e.replicas, e.serve("127.0.0.1:0", "--database", db, "--nats", e.nats, "--name", fmt.Sprintf("r%d", i)))
+		e.urls = append(e.urls, e.url)
+	}
+	e.url = e.urls[holder]
+	e.enrollAgent("dev1")
+	token, _ := e.newToken("dev1", "*")
+	e.token = token
+	var clients []*client
+	for _, u := range e.urls {
+		e.url = u
+		c, err := e.connect("/mcp/dev1", token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitOnline(t, c, nil)
+		clients = append(clients, c)
+	}
+	e.url = e.urls[holder]
+	return e, clients
+}
+
+// TestClusterCallsCrossReplicas: with the device linked to replica 1, a
+// client of replica 0 gets the same answers byte for byte as one of
+// replica 1: a job started, its output long-polled, process.run with its
+// live output in order, a cancellation that stops the command, and a
+// result too large for the link.
+func TestClusterCallsCrossReplicas(t *testing.T) {
+	e, cs := startCluster(t, 2, 1)
+	far, near := cs[0], cs[1]
+	replicas := e.relayCmd("replicas", "--json")
+	if strings.Count(replicas, `"nats":true`) != 2 || !strings.Contains(replicas, `"links":1`) {
+		t.Fatalf("relay replicas:\n%s", replicas)
+	}
+	if devs := e.relayCmd("devices"); !strings.Contains(devs, "dev1") || !strings.Contains(devs, " r1 ") {
+		t.Fatalf("relay devices does not name r1 as dev1's holder:\n%s", devs)
+	}
+
+	job := far.start(map[string]any{"command": "sleep 1; echo late"})
+	var polled json.RawMessage
+	polled, isErr := far.call("process.output", map[string]any{"process_id": job.ProcessID, "wait_ms": 20000})
+	if isErr || !bytes.Contains(polled, []byte(`"data":"late\n"`)) {
+		t.Fatalf("a long poll through the far replica: %s", polled)
+	}
+	far.waitTerminal(job.ProcessID, 20*time.Second)
+	page := map[string]any{"process_id": job.ProcessID}
+	a, _ := far.call("process.output", page)
+	b, _ := near.call("process.output", page)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("one page, two answers:\nfar  %s\nnear %s", a, b)
+	}
+
+	var mu sync.Mutex
+	var live []string
+	e.url = e.urls[0]
+	streaming, err := e.connect("/mcp/dev1", e.token, func(p *mcp.ProgressNotificationParams) {
+		mu.Lock()
+		live = append(live, p.Message)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "for i in $(seq 1 40); do echo line$i; sleep 0.01; done"}}
+	params.SetProgressToken("live")
+	res, err := streaming.session.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("process.run through the far replica: %v %+v", err, res)
+	}
+	mu.Lock()
+	got := strings.Join(live, "")
+	mu.Unlock()
+	var want strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&want, "line%d\n", i)
+	}
+	if got != want.String() {
+		t.Fatalf("live output through the far replica, in order:\n%q\nwant\n%q", got, want.String())
+	}
+
+	marker := "31.4159"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := far.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "sleep " + marker}})
+		done <- err
+	}()
+	pid := waitSleep(t, marker)
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled call returned a result")
+	}
+	for cancelled := time.Now(); processExists(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Since(cancelled) > 15*time.Second {
+			t.Fatal("the command outlived its call cancelled at the far replica")
+		}
+	}
+
+	big := far.start(map[string]any{"command": `head -c 1048576 /dev/zero | tr '\0' '\1'; head -c 1048576 /dev/zero | tr '\0' '\1' >&2`, "wait_ms": 20000})
+	tooLarge := map[string]any{"process_id": big.ProcessID, "max_bytes": 1 << 20}
+	a, isErr = far.call("process.output", tooLarge)
+	b, _ = near.call("process.output", tooLarge)
+	if !isErr || !strings.Contains(string(a), "result_too_large") || !bytes.Equal(a, b) {
+		t.Fatalf("result_too_large through the far replica:\nfar  %.300s\nnear %.300s", a, b)
+	}
+	far.ok("process.jobs", nil, nil)
+}
+
+// TestClusterRevocationReachesEveryReplica: a token revoked through the
+// database is refused by every replica on its next call, round after
+// round.
+func TestClusterRevocationReachesEveryReplica(t *testing.T) {
+	e, _ := startCluster(t, 2, 1)
+	for round := range 10 {
+		token, id := e.newToken("dev1", "*")
+		var cs []*client
+		for _, u := range e.urls {
+			e.url = u
+			c, err := e.connect("/mcp/dev1", token, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.ok("process.jobs", nil, nil)
+			cs = append(cs, c)
+		}
+		e.relayCmd("token", "revoke", id)
+		for i, c := range cs {
+			res, err := c.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.jobs", Arguments: map[string]any{}})
+			if err == nil && !res.IsError {
+				t.Fatalf("round %d: replica %d served a revoked token", round, i)
+			}
+		}
+	}
+}
+
+// TestClusterRefusesALoneReplica: beside live replicas joined through
+// NATS, a replica started without --nats refuses to start and says why;
+// so does one given a NATS server nobody runs.
+func TestClusterRefusesALoneReplica(t *testing.T) {
+	e, _ := startCluster(t, 1, 0)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "start every replica with --nats"},
+		{[]string{"--nats", "nats://127.0.0.1:1"}, "cannot reach NATS at --nats"},
+	} {
+		args := append([]string{"relay", "serve", "--listen", "127.0.0.1:0", "--database", e.database, "--state-dir", t.TempDir()}, tc.args...)
+		_, errOut, code := run(t, args...)
+		if code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("relay serve %v: exit %d, %q; want one line saying %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}

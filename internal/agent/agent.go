@@ -36,8 +36,8 @@ type Config struct {
 	Exe string
 	// Installed refuses jobs outside the systemd user manager.
 	Installed bool
-	// Server, when set, replaces the server the device enrolled with.
-	Server string
+	// Servers, when set, replace the server URLs the device enrolled with.
+	Servers []string
 	// ReconcileEvery is the tick; zero means ReconcileEvery.
 	ReconcileEvery time.Duration
 	// Log, when set, gets one content-free line per activity event (link
@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc.ReleaseUnits(ctx)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 
-	up := &serverLink{svc: svc, rt: rt, stateDir: cfg.StateDir, configDir: cfg.ConfigDir, server: cfg.Server}
+	up := &serverLink{svc: svc, rt: rt, stateDir: cfg.StateDir, configDir: cfg.ConfigDir, servers: cfg.Servers}
 	if id != nil {
 		if err := up.start(ctx, id); err != nil {
 			return err

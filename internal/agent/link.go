@@ -14,11 +14,9 @@ import (
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
-// CheckServer says whether server is a URL the agent can link to.
-func CheckServer(server string) error {
-	_, err := transport.AgentURL(server)
-	return err
-}
+// ParseServers reads --server: one URL, or the comma-separated URLs of the
+// server's replicas.
+func ParseServers(list string) ([]string, error) { return transport.ParseServers(list) }
 
 // serverLink is the device's link to its server: none until the device is
 // enrolled, then one, kept up until the agent stops. Only Run's goroutine
@@ -28,8 +26,8 @@ type serverLink struct {
 	rt        *runtimeRecord
 	stateDir  string
 	configDir string
-	// server, when set, replaces the enrolled server.
-	server  string
+	// servers, when set, replace the enrolled ones.
+	servers []string
 	started bool
 	// done is closed once the started link has ended.
 	done chan struct{}
@@ -37,8 +35,9 @@ type serverLink struct {
 
 // start keeps a link up for id until ctx ends.
 func (l *serverLink) start(ctx context.Context, id *enrollment.Credential) error {
-	if l.server != "" {
-		id.Server = l.server
+	servers := id.ServerList()
+	if len(l.servers) > 0 {
+		servers = l.servers
 	}
 	serve, err := linkServer(l.svc, id, l.stateDir, l.configDir)
 	if err != nil {
@@ -46,11 +45,10 @@ func (l *serverLink) start(ctx context.Context, id *enrollment.Credential) error
 	}
 	l.started = true
 	l.done = make(chan struct{})
-	l.rt.setServer(id.Server)
 	go func() {
 		defer close(l.done)
-		transport.Run(ctx, transport.Config{Server: id.Server, Token: id.Token, PreviousToken: id.PreviousToken,
-			Secret: id.Secret, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection,
+		transport.Run(ctx, transport.Config{Servers: servers, Token: id.Token, PreviousToken: id.PreviousToken,
+			Secret: id.Secret, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection, OnServer: l.rt.setServer,
 			SaveToken: func(token, previous string) error {
 				return enrollment.SaveToken(l.configDir, id.DeviceID, token, previous)
 			}})

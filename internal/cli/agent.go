@@ -20,7 +20,7 @@ func newAgentCmd(g *globalFlags, streams IO) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, g, streams, server, installed, every) },
 	}
-	cmd.Flags().StringVar(&server, "server", "", "the server's URL (default: the one enrolled with)")
+	cmd.Flags().StringVar(&server, "server", "", "the server's URL, or its replicas' URLs separated by commas (default: those enrolled with)")
 	cmd.Flags().BoolVar(&installed, "installed", false, "behave as an installed service: refuse jobs outside the systemd user manager")
 	cmd.Flags().DurationVar(&every, "reconcile-every", agent.ReconcileEvery, "how often to look at every job")
 	cmd.Flags().MarkHidden("reconcile-every")
@@ -28,8 +28,10 @@ func newAgentCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runAgent(cmd *cobra.Command, g *globalFlags, streams IO, server string, installed bool, every time.Duration) error {
+	var servers []string
 	if server != "" {
-		if err := agent.CheckServer(server); err != nil {
+		var err error
+		if servers, err = agent.ParseServers(server); err != nil {
 			return usageError("--server: %v", err)
 		}
 	}
@@ -39,7 +41,7 @@ func runAgent(cmd *cobra.Command, g *globalFlags, streams IO, server string, ins
 	return agentRole(cmd, g, func(ctx context.Context, dirs statedir.Dirs, exe string) error {
 		return agent.Run(ctx, agent.Config{
 			StateDir: dirs.State, ConfigDir: dirs.Config, Exe: exe,
-			Installed: installed || runningAsService(), Server: server, ReconcileEvery: every, Log: streams.Err,
+			Installed: installed || runningAsService(), Servers: servers, ReconcileEvery: every, Log: streams.Err,
 		})
 	})
 }

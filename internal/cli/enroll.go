@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,7 +34,7 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runEnroll(cmd.Context(), g, o) },
 	}
-	cmd.Flags().StringVar(&o.Server, "server", "", "the server's URL (https://, or http:// on loopback)")
+	cmd.Flags().StringVar(&o.Server, "server", "", "the server's URL (https://, or http:// on loopback), or its replicas' URLs separated by commas (the first enrolls; the agent links to any)")
 	cmd.Flags().StringVar(&o.Code, "code", "", "the one-time enrollment code")
 	cmd.Flags().StringVar(&o.Name, "name", "", "the device name to propose (default: the host name)")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "replace an existing identity")
@@ -62,7 +61,8 @@ func runEnroll(ctx context.Context, g *globalFlags, o *enrollOptions) error {
 	if o.Server == "" || o.Code == "" {
 		return usageError("enroll needs --server URL and --code CODE")
 	}
-	if _, err := transport.AgentURL(o.Server); err != nil {
+	servers, err := transport.ParseServers(o.Server)
+	if err != nil {
 		return usageError("--server: %v", err)
 	}
 	dirs, err := g.dirs()
@@ -78,14 +78,18 @@ func runEnroll(ctx context.Context, g *globalFlags, o *enrollOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, enrollTimeout)
 	defer cancel()
-	resp, err := enrollment.Enroll(ctx, o.Server, enrollment.Request{Code: o.Code, Name: name})
+	// Any replica enrolls: the first is asked.
+	resp, err := enrollment.Enroll(ctx, servers[0], enrollment.Request{Code: o.Code, Name: name})
 	if err != nil {
 		return fmt.Errorf("%w%s", err, hint)
 	}
 	id := &enrollment.Credential{
-		Schema: enrollment.Schema, Server: strings.TrimRight(o.Server, "/"), DeviceID: resp.DeviceID,
+		Schema: enrollment.Schema, Server: servers[0], DeviceID: resp.DeviceID,
 		Name: resp.Name, Token: resp.Token, Secret: resp.Secret, GrantKey: resp.GrantKey,
 		EnrolledAt: time.Now().UTC(),
+	}
+	if len(servers) > 1 {
+		id.Servers = servers
 	}
 	if err := enrollment.Save(dirs.Config, id); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
@@ -129,18 +130,35 @@ func TestRelayDevices(t *testing.T) {
 	if err := runDevices(o); err != nil {
 		t.Fatal(err)
 	}
-	want := "NAME       ID                                    STANDING  CONNECTED  LAST SEEN\n" +
-		"build-box  " + dev.ID + "  active    false      never\n"
+	want := "NAME       ID                                    STANDING  CONNECTED  REPLICA  LAST SEEN\n" +
+		"build-box  " + dev.ID + "  active    false      -        never\n"
 	if out.String() != want {
 		t.Fatalf("devices:\n%s\nwant:\n%s", out.String(), want)
 	}
+	// A live replica holding the link is named; one gone past its TTL
+	// holds nothing, even before another replica sweeps it away.
+	st, _ = ro.State()
+	st.JoinReplica(relaystate.Replica{ID: "rpl_a", Name: "relay-a"}, now)
+	st.TakeLink(dev.ID, "rpl_a", "", now)
+	st.Close()
+	out.Reset()
+	if err := runDevices(o); err != nil || !strings.Contains(out.String(), "  true       relay-a  "+now.Format(time.RFC3339)) {
+		t.Fatalf("devices with a live replica holding the link (%v):\n%s", err, out.String())
+	}
+	later := now.Add(limits.ReplicaTTL + time.Second)
+	o.Now = func() time.Time { return later }
+	out.Reset()
+	if err := runDevices(o); err != nil || !strings.Contains(out.String(), "  false      -        ") {
+		t.Fatalf("devices held by a replica gone past its TTL (%v):\n%s", err, out.String())
+	}
+	o.Now = ro.Now
 	out.Reset()
 	o.JSON = true
 	if err := runDevices(o); err != nil {
 		t.Fatal(err)
 	}
 	devs, err := testkit.DecodeLines[relaystate.Device](out.Bytes())
-	if err != nil || len(devs) != 1 || devs[0].ID != dev.ID || devs[0].Name != "build-box" || devs[0].Connected {
+	if err != nil || len(devs) != 1 || devs[0].ID != dev.ID || devs[0].Name != "build-box" || !devs[0].Connected || devs[0].Replica != "rpl_a" {
 		t.Fatalf("devices --json (%v):\n%s", err, out.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/commandcore/commandcore/internal/pgtest"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // clusterEnv is relay replicas (real binaries) on one real PostgreSQL
@@ -58,7 +59,9 @@ func startCluster(t *testing.T, n, holder int) (*clusterEnv, []*client) {
 		e.replicas = append(e.replicas, e.serve("127.0.0.1:0", "--database", db, "--nats", e.nats, "--name", fmt.Sprintf("r%d", i)))
 		e.urls = append(e.urls, e.url)
 	}
-	e.url = e.urls[holder]
+	// Enrolled with every replica, the holder first: it links there.
+	order := append([]string{e.urls[holder]}, append(append([]string{}, e.urls[:holder]...), e.urls[holder+1:]...)...)
+	e.url = strings.Join(order, ",")
 	e.enrollAgent("dev1")
 	token, _ := e.newToken("dev1", "*")
 	e.token = token
@@ -206,5 +209,54 @@ func TestClusterRefusesALoneReplica(t *testing.T) {
 		if code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("relay serve %v: exit %d, %q; want one line saying %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestClusterSurvivesTheLossOfTheHolder: SIGKILL the replica holding the
+// device's link; the call in flight through it ends unavailable, the agent
+// links to another replica within seconds, and its jobs are untouched.
+func TestClusterSurvivesTheLossOfTheHolder(t *testing.T) {
+	e, cs := startCluster(t, 2, 1)
+	far := cs[0]
+	job := far.start(map[string]any{"command": "sleep 300"})
+	before := far.status(job.ProcessID)
+	inFlight := make(chan string, 1)
+	go func() {
+		res, err := far.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "sleep 27.1828"}})
+		switch {
+		case err != nil:
+			inFlight <- err.Error()
+		default:
+			raw, _ := json.Marshal(res.StructuredContent)
+			inFlight <- string(raw)
+		}
+	}()
+	waitSleep(t, "27.1828")
+	if err := e.replicas[1].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case answer := <-inFlight:
+		if !strings.Contains(answer, `"code":"unavailable"`) {
+			t.Fatalf("the call in flight through the killed replica answered %s, want unavailable", answer)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call in flight through the killed replica never ended")
+	}
+	relinked := time.Now()
+	testkit.Eventually(t, 15*time.Second, func() error {
+		raw, isErr := far.call("process.jobs", nil)
+		if isErr {
+			return fmt.Errorf("no call through the surviving replica yet: %s", raw)
+		}
+		return nil
+	})
+	t.Logf("relinked through the surviving replica %s after the in-flight call ended", time.Since(relinked).Round(time.Millisecond))
+	after := far.status(job.ProcessID)
+	if after.State != "running" || after.Identity == nil || before.Identity == nil || after.Identity.Supervisor != before.Identity.Supervisor {
+		t.Fatalf("the job changed across the failover: %+v then %+v", before, after)
+	}
+	if devs := e.relayCmd("devices"); !strings.Contains(devs, " r0 ") {
+		t.Fatalf("relay devices does not name r0 as the new holder:\n%s", devs)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/ownerfile"
 	"github.com/commandcore/commandcore/internal/strictjson"
 )
@@ -34,8 +35,11 @@ var ErrNotEnrolled = errors.New("not enrolled: run commandcore enroll --server U
 
 // Credential is what enrollment stores.
 type Credential struct {
-	Schema   int    `json:"schema_version"`
-	Server   string `json:"server"`
+	Schema int    `json:"schema_version"`
+	Server string `json:"server"`
+	// Servers, when the server runs as several replicas, are all their
+	// URLs, Server first; the agent links to any of them.
+	Servers  []string `json:"servers,omitempty"`
 	DeviceID string `json:"device_id"`
 	Name     string `json:"name"`
 	Token    string `json:"token"`
@@ -45,6 +49,14 @@ type Credential struct {
 	Secret        []byte    `json:"secret"`
 	GrantKey      string    `json:"grant_key"`
 	EnrolledAt    time.Time `json:"enrolled_at"`
+}
+
+// ServerList is every URL of the server, Server first.
+func (id *Credential) ServerList() []string {
+	if len(id.Servers) > 0 {
+		return id.Servers
+	}
+	return []string{id.Server}
 }
 
 // PublicKey returns the key the server signs grants with.
@@ -88,6 +100,9 @@ func Decode(data []byte) (*Credential, error) {
 	}
 	if id.Server == "" || id.DeviceID == "" || id.Token == "" || len(id.Secret) < 16 {
 		return nil, errors.New("identity: incomplete")
+	}
+	if len(id.Servers) > 0 && (id.Servers[0] != id.Server || len(id.Servers) > limits.MaxServers) {
+		return nil, errors.New("identity: servers do not start with its server")
 	}
 	if _, err := id.PublicKey(); err != nil {
 		return nil, errors.New("identity: invalid grant key")

@@ -2,6 +2,7 @@ package enrollment
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/limits"
 )
 
 func sample(t testing.TB) *Credential {
@@ -142,5 +144,37 @@ func TestSaveTokenKeepsTheRestAndRefusesAnotherDevice(t *testing.T) {
 	}
 	if err := SaveToken(t.TempDir(), want.DeviceID, "ccd_x", "ccd_y"); !errors.Is(err, ErrNotEnrolled) {
 		t.Fatalf("SaveToken without an identity: %v", err)
+	}
+}
+
+// TestServersOfAReplicatedServer: a credential names every replica, its
+// server first, and the agent takes them all; one that names only its
+// server takes that; a list that does not start with the server, or is
+// longer than the bound, is refused.
+func TestServersOfAReplicatedServer(t *testing.T) {
+	one := sample(t)
+	if got := one.ServerList(); len(got) != 1 || got[0] != one.Server {
+		t.Fatalf("ServerList of one server = %v", got)
+	}
+	dir := t.TempDir()
+	many := sample(t)
+	many.Servers = []string{many.Server, "http://127.0.0.1:8441"}
+	if err := Save(dir, many); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil || len(got.ServerList()) != 2 || got.ServerList()[1] != "http://127.0.0.1:8441" {
+		t.Fatalf("Load of two servers = %+v, %v", got, err)
+	}
+	for name, servers := range map[string][]string{
+		"another first": {"http://127.0.0.1:8441", many.Server},
+		"too many":      append([]string{many.Server}, make([]string, limits.MaxServers)...),
+	} {
+		bad := sample(t)
+		bad.Servers = servers
+		data, _ := json.Marshal(bad)
+		if _, err := Decode(data); err == nil || err.Error() != "identity: servers do not start with its server" {
+			t.Errorf("%s: Decode = %v", name, err)
+		}
 	}
 }

@@ -80,6 +80,8 @@ const (
 	// (text that JSON escapes heavily, a huge search) is answered with
 	// result_too_large instead.
 	MaxFrameBytes = 16 << 20
+	// MaxServers bounds the servers (relay replicas) an agent is given.
+	MaxServers = 16
 	// ReconnectMin and ReconnectMax bound the agent's jittered backoff.
 	ReconnectMin = 1 * time.Second
 	ReconnectMax = 60 * time.Second

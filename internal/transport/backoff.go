@@ -21,17 +21,21 @@ import (
 
 // Config is what Run needs.
 type Config struct {
-	// Server is the server's URL; Token, PreviousToken and Secret are the
-	// device's credentials (internal/enrollment keeps them).
-	Server               string
+	// Servers are the server's URLs (its replicas), tried in turn: after
+	// a failed dial or a lost link the next one is dialled. Token,
+	// PreviousToken and Secret are the device's credentials
+	// (internal/enrollment keeps them).
+	Servers              []string
 	Token, PreviousToken string
 	Secret               []byte
 	// Serve serves MCP over one live link; it returns when the link ends.
 	Serve func(ctx context.Context, conn *Conn) error
 	// Journal receives link_up and link_end events; nil records nothing.
 	Journal Journal
-	// OnState reports each change of the connection's state.
-	OnState func(state string, at time.Time)
+	// OnState reports each change of the connection's state, OnServer
+	// each server dialled.
+	OnState  func(state string, at time.Time)
+	OnServer func(server string)
 	// Link tunes each link; zero values are docs/limits.md's bounds. Its Rotate
 	// is set per link from SaveToken.
 	Link Options
@@ -80,14 +84,23 @@ func Run(ctx context.Context, c Config) error {
 		}
 	}
 	creds := &credentials{save: c.SaveToken, token: c.Token, previous: c.PreviousToken}
+	if len(c.Servers) == 0 {
+		return errors.New("link: no server")
+	}
 	var lastDialFailure End
-	for attempt := 0; ; {
+	for attempt, next := 0, 0; ; next++ {
 		// Retries keep reporting disconnected, so "since" says when the
 		// link was lost, not when the last attempt began.
 		if attempt == 0 {
 			state(status.ConnConnecting)
 		}
-		ws, used, err := creds.dial(ctx, dial, c.Server)
+		// The server of a lost link or a failed dial may be the one that
+		// is gone: the next is tried first.
+		server := c.Servers[next%len(c.Servers)]
+		if c.OnServer != nil {
+			c.OnServer(server)
+		}
+		ws, used, err := creds.dial(ctx, dial, server)
 		if err == nil {
 			lastDialFailure = ""
 			opt := c.Link

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +32,7 @@ func TestRunReportsAndJournalsEachEnd(t *testing.T) {
 	dials := 0
 	served := make(chan struct{})
 	cfg := Config{
-		Server: srv.URL, Token: "t", Secret: make([]byte, 32),
+		Servers: []string{srv.URL}, Token: "t", Secret: make([]byte, 32),
 		Journal: j,
 		OnState: func(s string, _ time.Time) {
 			mu.Lock()
@@ -89,7 +90,7 @@ func TestBusyBacksOff(t *testing.T) {
 	defer cancel()
 	var attempts []int
 	Run(ctx, Config{
-		Server: "http://127.0.0.1:1", Token: "t", Secret: make([]byte, 32),
+		Servers: []string{"http://127.0.0.1:1"}, Token: "t", Secret: make([]byte, 32),
 		Journal: j,
 		Dial: func(context.Context, string, string) (*websocket.Conn, error) {
 			return nil, fmt.Errorf("dial: %w", ErrBusy)
@@ -119,7 +120,7 @@ func TestShortLinksBackOff(t *testing.T) {
 	defer cancel()
 	var attempts []int
 	err := Run(ctx, Config{
-		Server: srv.URL, Token: "t", Secret: make([]byte, 32),
+		Servers: []string{srv.URL}, Token: "t", Secret: make([]byte, 32),
 		Dial: func(ctx context.Context, server, token string) (*websocket.Conn, error) {
 			ws, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(server, "http"), nil)
 			return ws, err
@@ -256,5 +257,35 @@ func journalFor(t *testing.T) (j *activity.Journal, journalled func() []activity
 			t.Fatal(err)
 		}
 		return events
+	}
+}
+
+// TestServersTakenInTurn: each failed dial and each lost link moves on to
+// the next server, round the list, with the backoff between.
+func TestServersTakenInTurn(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var dialled, told []string
+	err := Run(ctx, Config{
+		Servers: []string{"http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"}, Token: "t", Secret: make([]byte, 32),
+		OnServer: func(s string) { told = append(told, s) },
+		Dial: func(_ context.Context, server, _ string) (*websocket.Conn, error) {
+			if dialled = append(dialled, server); len(dialled) == 5 {
+				cancel()
+			}
+			return nil, errors.New("refused")
+		},
+		Serve:   func(context.Context, *Conn) error { return nil },
+		Backoff: func(int) time.Duration { return time.Millisecond },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[http://127.0.0.1:1 http://127.0.0.1:2 http://127.0.0.1:3 http://127.0.0.1:1 http://127.0.0.1:2]"
+	if fmt.Sprint(dialled) != want || fmt.Sprint(told) != want {
+		t.Fatalf("servers dialled %v, reported %v; want %s", dialled, told, want)
+	}
+	if err := Run(ctx, Config{Token: "t"}); err == nil {
+		t.Fatal("Run without a server ran")
 	}
 }

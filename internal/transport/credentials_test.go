@@ -34,7 +34,7 @@ func relayFor(t *testing.T) (*relaystate.Store, string, transport.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, dev.ID, transport.Config{Server: url, Token: token, Secret: secret}
+	return st, dev.ID, transport.Config{Servers: []string{url}, Token: token, Secret: secret}
 }
 
 // relays are the relays serveRelay runs, by store: one at a time, as one
@@ -175,7 +175,7 @@ func TestRelayRestartBeforeCommitFallsBack(t *testing.T) {
 	}
 
 	restarted := cfg
-	restarted.Server = serveRelay(t, st)
+	restarted.Servers = []string{serveRelay(t, st)}
 	restarted.Token, restarted.PreviousToken = stored, prev
 	var again savedTokens
 	restarted.SaveToken = again.save

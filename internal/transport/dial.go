@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,6 +37,28 @@ var ErrBusy = errors.New("link: the server has a live link for this device alrea
 // ErrInsecure is returned (wrapped) by AgentURL and Dial for a plain ws:// or
 // http:// URL whose host is not a loopback address.
 var ErrInsecure = errors.New("link: plain ws/http is allowed only for a loopback server")
+
+// ParseServers reads a comma-separated list of server URLs (relay
+// replicas, any of which serves the device): each as AgentURL accepts it,
+// without a trailing slash, none twice, at least one and at most
+// limits.MaxServers. Errors never repeat a URL.
+func ParseServers(list string) ([]string, error) {
+	var out []string
+	for i, s := range strings.Split(list, ",") {
+		s = strings.TrimRight(strings.TrimSpace(s), "/")
+		if _, err := AgentURL(s); err != nil {
+			return nil, fmt.Errorf("server %d: %w", i+1, err)
+		}
+		if slices.Contains(out, s) {
+			return nil, fmt.Errorf("server %d: named twice", i+1)
+		}
+		out = append(out, s)
+	}
+	if len(out) > limits.MaxServers {
+		return nil, fmt.Errorf("link: at most %d servers", limits.MaxServers)
+	}
+	return out, nil
+}
 
 // AgentURL returns the WebSocket URL of the agent endpoint for serverURL:
 // http→ws, https→wss (ws and wss are kept), with AgentPath appended to any

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
@@ -162,4 +164,40 @@ func TestAccept(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestParseServers(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://relay.example":                        "[https://relay.example]",
+		" https://a.example/ , https://b.example:8440": "[https://a.example https://b.example:8440]",
+		"http://127.0.0.1:8440,http://127.0.0.1:8441":  "[http://127.0.0.1:8440 http://127.0.0.1:8441]",
+	} {
+		got, err := ParseServers(in)
+		if err != nil || fmt.Sprint(got) != want {
+			t.Errorf("ParseServers(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	tooMany := strings.TrimSuffix(strings.Repeat("https://a.example,", limits.MaxServers), ",")
+	for in, want := range map[string]string{
+		"":                                     "server 1: link: the server URL must be http, https, ws or wss",
+		"https://a.example,":                   "server 2: link: the server URL must be http, https, ws or wss",
+		"https://a.example,http://b.example":   "server 2: link: plain ws/http is allowed only for a loopback server",
+		"https://a.example,https://a.example/": "server 2: named twice",
+		tooMany:                                "server 2: named twice",
+	} {
+		_, err := ParseServers(in)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("ParseServers(%q) = %v; want %q", in, err, want)
+		}
+	}
+	var distinct []string
+	for i := range limits.MaxServers + 1 {
+		distinct = append(distinct, fmt.Sprintf("https://r%d.example", i))
+	}
+	if _, err := ParseServers(strings.Join(distinct, ",")); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at most %d servers", limits.MaxServers)) {
+		t.Errorf("%d servers: %v", limits.MaxServers+1, err)
+	}
+	if got, err := ParseServers(strings.Join(distinct[:limits.MaxServers], ",")); err != nil || len(got) != limits.MaxServers {
+		t.Errorf("%d servers: %v", limits.MaxServers, err)
+	}
 }

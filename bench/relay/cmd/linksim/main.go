@@ -164,7 +164,7 @@ func (s *sim) waitServed(k int64) error {
 // link keeps d's link up as the agent does, its credentials in memory.
 func (s *sim) link(ctx context.Context, d device) {
 	transport.Run(ctx, transport.Config{
-		Server: s.server, Token: d.token, Secret: d.secret,
+		Servers: []string{s.server}, Token: d.token, Secret: d.secret,
 		Serve: func(ctx context.Context, conn *transport.Conn) error {
 			ss, err := s.mcp.Connect(ctx, conn, nil)
 			if err != nil {

@@ -40,9 +40,9 @@ type Credential struct {
 	// Servers, when the server runs as several replicas, are all their
 	// URLs, Server first; the agent links to any of them.
 	Servers  []string `json:"servers,omitempty"`
-	DeviceID string `json:"device_id"`
-	Name     string `json:"name"`
-	Token    string `json:"token"`
+	DeviceID string   `json:"device_id"`
+	Name     string   `json:"name"`
+	Token    string   `json:"token"`
 	// PreviousToken is the token the last link used, kept until the server
 	// has surely retired it (see SaveToken).
 	PreviousToken string    `json:"previous_token,omitempty"`

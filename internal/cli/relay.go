@@ -31,7 +31,7 @@ func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 	}
 	token.AddCommand(newTokenCreateCmd(g, streams), newTokenListCmd(g, streams), newTokenRevokeCmd(g, streams))
 	cmd.AddCommand(newRelayServeCmd(g, streams), newEnrollCodeCmd(g, streams), token, newRelayDevicesCmd(g, streams),
-		newRelayAuditCmd(g, streams), newRelayReplicasCmd(g, streams))
+		newRelayAuditCmd(g, streams), newRelayReplicasCmd(g, streams), newRelayMigrateCmd(g, streams))
 	return cmd
 }
 

@@ -97,14 +97,19 @@ func (l stampedLog) Write(line []byte) (int, error) {
 // --database is not given.
 const relayDatabaseEnv = "COMMANDCORE_RELAY_DATABASE"
 
+// relayDatabase is the PostgreSQL URL of the relay's state: --database,
+// else $COMMANDCORE_RELAY_DATABASE; "" for SQLite.
+func relayDatabase(g *globalFlags) string {
+	if g.database != "" {
+		return g.database
+	}
+	return os.Getenv(relayDatabaseEnv)
+}
+
 // openRelayState opens the relay's database: PostgreSQL at --database (or
 // $COMMANDCORE_RELAY_DATABASE), else SQLite in the state directory.
 func openRelayState(g *globalFlags) (relaystate.State, error) {
-	url := g.database
-	if url == "" {
-		url = os.Getenv(relayDatabaseEnv)
-	}
-	if url != "" {
+	if url := relayDatabase(g); url != "" {
 		return relaystate.OpenPostgres(url)
 	}
 	dirs, err := g.dirs()

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -258,5 +259,56 @@ func TestClusterSurvivesTheLossOfTheHolder(t *testing.T) {
 	}
 	if devs := e.relayCmd("devices"); !strings.Contains(devs, " r0 ") {
 		t.Fatalf("relay devices does not name r0 as the new holder:\n%s", devs)
+	}
+}
+
+// TestRelayMigrateMovesAllToTheCluster: a single relay with a device, a
+// client token and audit entries moves to PostgreSQL; two replicas on it
+// take the same device's link and honour the same token, with the audit
+// carried over.
+func TestRelayMigrateMovesAllToTheCluster(t *testing.T) {
+	e, c := onlineDevice(t)
+	c.ok("process.jobs", nil, nil)
+	e.relay.Process.Signal(syscall.SIGTERM)
+	e.relay.Wait()
+	pg := pgtest.StartT(t)
+	db, err := pg.CreateDatabase("relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "relay", "migrate", "--from-state-dir", e.relayState, "--database", db)
+	if code != 0 || !strings.HasPrefix(out, "moved 1 devices, 1 client tokens") {
+		t.Fatalf("relay migrate: exit %d, %q %q", code, out, errOut)
+	}
+	e.database = db
+	if _, errOut, code := run(t, "relay", "migrate", "--from-state-dir", e.relayState, "--database", db); code == 0 || !strings.Contains(errOut, "already holds relay state") {
+		t.Fatalf("a second migrate into the same database: exit %d, %q", code, errOut)
+	}
+	nats := startNATS(t).ClientURL()
+	var urls []string
+	for i := range 2 {
+		e.serve("127.0.0.1:0", "--database", db, "--nats", nats, "--name", fmt.Sprintf("m%d", i))
+		urls = append(urls, e.url)
+	}
+	// The agent still dials the old relay's address; point it at the
+	// cluster as its owner would.
+	e.agent.Process.Kill()
+	e.agent.Wait()
+	e.agent = exec.Command(bin, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig, "--server", strings.Join(urls, ","))
+	if err := e.agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := e.agent
+	t.Cleanup(func() { a.Process.Kill(); a.Wait() })
+	for _, u := range urls {
+		e.url = u
+		moved, err := e.connect("/mcp/dev1", e.token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitOnline(t, moved, nil)
+	}
+	if audit := e.relayCmd("audit", "--json"); !strings.Contains(audit, `"tool":"process.jobs"`) {
+		t.Fatalf("the audit did not move:\n%s", audit)
 	}
 }

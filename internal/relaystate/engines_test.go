@@ -67,6 +67,12 @@ func newPlace(t *testing.T) string {
 	if len(parts) < 2 || parts[1] != "postgres" {
 		return t.TempDir()
 	}
+	return newPostgresDatabase(t)
+}
+
+// newPostgresDatabase is a new empty database's URL.
+func newPostgresDatabase(t *testing.T) string {
+	t.Helper()
 	needPostgres(t)
 	u, err := cluster.CreateDatabase(fmt.Sprintf("t%d", databases.Add(1)))
 	if err != nil {
@@ -146,11 +152,7 @@ func holds(raw, b []byte) bool {
 // whole schema once, a reopen (a second replica) changes nothing, and a
 // database a newer relay migrated is refused.
 func TestPostgresSchemaIsVersionedAndForwardOnly(t *testing.T) {
-	needPostgres(t)
-	u, err := cluster.CreateDatabase(fmt.Sprintf("t%d", databases.Add(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := newPostgresDatabase(t)
 	stores, errs := make([]*Store, 3), make([]error, 3)
 	race(len(stores), func(i int) { stores[i], errs[i] = OpenPostgres(u) })
 	for i, s := range stores {
@@ -167,7 +169,7 @@ func TestPostgresSchemaIsVersionedAndForwardOnly(t *testing.T) {
 	if _, err := s.db.Exec(`UPDATE schema_version SET version = ?`, SchemaVersion+1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenPostgres(u)
+	_, err := OpenPostgres(u)
 	wantCode(t, err, errcode.Internal)
 	if !strings.Contains(err.Error(), fmt.Sprintf("schema %d; this relay knows only %d", SchemaVersion+1, SchemaVersion)) {
 		t.Fatalf("a newer schema is refused with %q", err)

@@ -89,4 +89,3 @@ func TestMigrateMovesARelayToPostgres(t *testing.T) {
 	_, err = Migrate(from, to)
 	wantCode(t, err, errcode.AlreadyExists)
 }
-

@@ -34,6 +34,7 @@ var counts = map[string]struct{ got, want int64 }{
 	// Internal: process.run's combined retained output (output_capture.limit_bytes).
 	"RunOutputCapBytes": {RunOutputCapBytes, 1 * mib},
 	"MaxFrameBytes":     {MaxFrameBytes, 16 * mib}, // README, Tools: one 16 MiB link frame
+	"MaxServers":        {MaxServers, 16},          // docs/limits.md: the servers of an agent
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
@@ -104,6 +105,8 @@ var durations = map[string]struct{ got, want time.Duration }{
 	// Internal: the agent's reconnect backoff.
 	"ReconnectMin":   {ReconnectMin, 1 * time.Second},
 	"ReconnectMax":   {ReconnectMax, 60 * time.Second},
+	"ReplicaBeat":    {ReplicaBeat, 2 * time.Second},         // README, Several relays: every 2 s
+	"ReplicaTTL":     {ReplicaTTL, 10 * time.Second},         // README, Several relays: gone after 10 s
 	"GrantTTL":       {GrantTTL, 60 * time.Second},           // README, The relay and the link: 60 s
 	"GrantClockSkew": {GrantClockSkew, 30 * time.Second},     // Internal: relay and device clocks may differ this much
 	"EnrollCodeTTL":  {EnrollCodeTTL, 15 * time.Minute},      // README, The relay and the link: valid 15 minutes

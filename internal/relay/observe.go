@@ -188,6 +188,26 @@ func (s *Server) ConnectedDevices() int {
 // AuditDropped is the number of calls the audit log could not record.
 func (s *Server) AuditDropped() uint64 { return s.audit.dropped.Load() }
 
+// CrossReplicaCalls are the calls this replica sent to the replica
+// holding their device's link, and those it served for another.
+func (s *Server) CrossReplicaCalls() (sent, served uint64) {
+	return s.crossSent.Load(), s.crossServed.Load()
+}
+
+// ReplicaLinks is how many device links each live replica holds, by
+// name, as the state records them.
+func (s *Server) ReplicaLinks() map[string]int {
+	rs, err := s.store.Replicas(s.Now())
+	if err != nil {
+		return nil
+	}
+	links := map[string]int{}
+	for _, r := range rs {
+		links[r.Name] += r.Links
+	}
+	return links
+}
+
 // linkEnded counts a device link's end by its kind.
 func (s *Server) linkEnded(conn *transport.Conn) {
 	if s.Observer != nil {

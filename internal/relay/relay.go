@@ -14,6 +14,7 @@ import (
 	"log"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/enrollment"
@@ -74,6 +75,9 @@ type Server struct {
 	// it reaches the others (replica.go).
 	replica relaystate.Replica
 	peers   Peers
+	// crossSent and crossServed count the calls routed to and served for
+	// other replicas.
+	crossSent, crossServed atomic.Uint64
 }
 
 // New returns a relay over store that runs alone: the one replica.

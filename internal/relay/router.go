@@ -43,7 +43,7 @@ var ErrNoRoute = errors.New("no link holds the device")
 type clusterRouter struct{ s *Server }
 
 func (r clusterRouter) Call(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
-	res, err := r.s.CallHere(ctx, deviceID, call, progress)
+	res, err := r.s.callHere(ctx, deviceID, call, progress)
 	if !errors.Is(err, ErrNoRoute) || r.s.peers == nil {
 		return res, err
 	}
@@ -54,12 +54,19 @@ func (r clusterRouter) Call(ctx context.Context, deviceID string, call Call, pro
 	if holder == "" || holder == r.s.replica.ID {
 		return nil, ErrNoRoute
 	}
+	r.s.crossSent.Add(1)
 	return r.s.peers.Call(ctx, holder, deviceID, call, progress)
 }
 
 // CallHere carries call over the link this process holds to the device,
 // for a peer replica that received the call (ErrNoRoute without one).
 func (s *Server) CallHere(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
+	s.crossServed.Add(1)
+	return s.callHere(ctx, deviceID, call, progress)
+}
+
+// callHere is CallHere for this replica's own calls.
+func (s *Server) callHere(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
 	l := s.connected(deviceID)
 	if l == nil {
 		return nil, ErrNoRoute

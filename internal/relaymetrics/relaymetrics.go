@@ -47,6 +47,8 @@ const (
 type Source interface {
 	ConnectedDevices() int
 	AuditDropped() uint64
+	CrossReplicaCalls() (sent, served uint64)
+	ReplicaLinks() map[string]int
 }
 
 // Labels are the closed sets of the relay's label values: the tools its
@@ -105,7 +107,16 @@ func New(src Source, labels Labels) *Metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "commandcore_relay_audit_dropped_total",
 			Help: "Client calls the audit log could not record (its queue was full or the database failed).",
-		}, func() float64 { return float64(src.AuditDropped()) }))
+		}, func() float64 { return float64(src.AuditDropped()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "commandcore_relay_cross_replica_calls_sent_total",
+			Help: "Client calls this replica sent to the replica holding their device's link.",
+		}, func() float64 { sent, _ := src.CrossReplicaCalls(); return float64(sent) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "commandcore_relay_cross_replica_calls_served_total",
+			Help: "Calls this replica carried to its own links for another replica.",
+		}, func() float64 { _, served := src.CrossReplicaCalls(); return float64(served) }),
+		replicaLinks{src})
 	for _, tool := range m.tools {
 		for _, o := range m.outcomes {
 			m.calls.WithLabelValues(tool, o)
@@ -119,6 +130,21 @@ func New(src Source, labels Labels) *Metrics {
 		m.refusals.WithLabelValues(r)
 	}
 	return m
+}
+
+// replicaLinks is the gauge of the links each live replica holds, read
+// from the shared state when scraped.
+type replicaLinks struct{ src Source }
+
+var replicaLinksDesc = prometheus.NewDesc("commandcore_relay_replica_links",
+	"Device links each live relay replica holds, by replica name, as the shared state records them.", []string{"replica"}, nil)
+
+func (r replicaLinks) Describe(ch chan<- *prometheus.Desc) { ch <- replicaLinksDesc }
+
+func (r replicaLinks) Collect(ch chan<- prometheus.Metric) {
+	for name, n := range r.src.ReplicaLinks() {
+		ch <- prometheus.MustNewConstMetric(replicaLinksDesc, prometheus.GaugeValue, float64(n), name)
+	}
 }
 
 // closed returns v when it is one of set, else "unknown".

@@ -12,8 +12,10 @@ import (
 
 type source struct{}
 
-func (source) ConnectedDevices() int { return 3 }
-func (source) AuditDropped() uint64  { return 7 }
+func (source) ConnectedDevices() int               { return 3 }
+func (source) AuditDropped() uint64                { return 7 }
+func (source) CrossReplicaCalls() (uint64, uint64) { return 11, 13 }
+func (source) ReplicaLinks() map[string]int        { return map[string]int{"r0": 2, "r1": 5} }
 
 func scrape(t *testing.T, h http.Handler) relaytest.Metrics {
 	t.Helper()
@@ -59,6 +61,10 @@ func TestMetrics(t *testing.T) {
 	}{
 		{"commandcore_relay_connected_devices", nil, 3},
 		{"commandcore_relay_audit_dropped_total", nil, 7},
+		{"commandcore_relay_cross_replica_calls_sent_total", nil, 11},
+		{"commandcore_relay_cross_replica_calls_served_total", nil, 13},
+		{"commandcore_relay_replica_links", []string{"replica", "r0"}, 2},
+		{"commandcore_relay_replica_links", []string{"replica", "r1"}, 5},
 		{"commandcore_relay_calls_total", []string{"outcome", "ok", "tool", "process.run"}, 2},
 		{"commandcore_relay_calls_total", []string{"outcome", "failed", "tool", "process.run"}, 1},
 		{"commandcore_relay_calls_total", []string{"outcome", "ok", "tool", "unknown"}, 1},

@@ -180,6 +180,15 @@ func TestACallCrossesToTheReplicaHoldingTheLink(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &args); err != nil || args["command"] != big || args["b"] != float64(1) {
 		t.Fatalf("the device saw other arguments (%d bytes of text, %v)", len(res.Content[0].(*mcp.TextContent).Text), err)
 	}
+	if sent, _ := c.replicas[1].srv.CrossReplicaCalls(); sent != 1 {
+		t.Errorf("replica 1 counts %d calls sent to another replica, want 1", sent)
+	}
+	if _, served := c.replicas[0].srv.CrossReplicaCalls(); served != 1 {
+		t.Errorf("replica 0 counts %d calls served for another replica, want 1", served)
+	}
+	if links := c.replicas[1].srv.ReplicaLinks(); links["r0"] != 1 || links["r1"] != 0 {
+		t.Errorf("links by replica as replica 1 sees them: %v", links)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(seen) != 50 {

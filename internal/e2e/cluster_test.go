@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"sync"
@@ -311,4 +312,115 @@ func TestRelayMigrateMovesAllToTheCluster(t *testing.T) {
 	if audit := e.relayCmd("audit", "--json"); !strings.Contains(audit, `"tool":"process.jobs"`) {
 		t.Fatalf("the audit did not move:\n%s", audit)
 	}
+}
+
+// TestClusterRidesOutItsEngines: while a client of the far replica calls
+// in a loop, PostgreSQL restarts, then NATS: meanwhile calls fail only
+// with unavailable, never with a wrong answer (a refused token, an unknown
+// or offline device); afterwards they all succeed again; and every call
+// that got an answer is in the audit.
+func TestClusterRidesOutItsEngines(t *testing.T) {
+	pg := pgtest.StartT(t)
+	db, err := pg.CreateDatabase("relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := startNATS(t)
+	port := ns.Addr().(*net.TCPAddr).Port
+	e := &clusterEnv{relayEnv: &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir(), database: db},
+		nats: ns.ClientURL()}
+	for i := range 2 {
+		e.replicas = append(e.replicas, e.serve("127.0.0.1:0", "--database", db, "--nats", e.nats, "--name", fmt.Sprintf("r%d", i)))
+		e.urls = append(e.urls, e.url)
+	}
+	e.url = e.urls[1]
+	e.enrollAgent("dev1")
+	waiting, _ := e.newToken("dev1", "process.jobs")
+	e.url = e.urls[0]
+	first, err := e.connect("/mcp/dev1", waiting, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, first, nil)
+	// The loop's calls alone carry this token: the audit must hold
+	// exactly those that got an answer.
+	token, tokenID := e.newToken("dev1", "process.jobs")
+	far, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var answered, ok, unavailable int
+	call := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := far.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Arguments: map[string]any{}})
+		switch {
+		case err != nil && strings.Contains(err.Error(), "Service Unavailable"):
+			unavailable++
+			return nil
+		case err != nil:
+			return fmt.Errorf("a call failed with %v, not unavailable", err)
+		}
+		answered++
+		if !res.IsError {
+			ok++
+			return nil
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		if !strings.Contains(string(raw), `"code":"unavailable"`) {
+			return fmt.Errorf("a call failed with %s, not unavailable", raw)
+		}
+		unavailable++
+		return nil
+	}
+	loop := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	loop(300 * time.Millisecond)
+	pg.StopServer()
+	loop(time.Second)
+	if err := pg.StartServer(); err != nil {
+		t.Fatal(err)
+	}
+	loop(time.Second)
+	ns.Shutdown()
+	loop(time.Second)
+	ns2, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns2.Start()
+	t.Cleanup(ns2.Shutdown)
+	if !ns2.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start again")
+	}
+	// Full recovery: every call succeeds again.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		before := ok
+		for range 20 {
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok-before != 20 {
+			return fmt.Errorf("%d of 20 calls succeeded after both engines came back", ok-before)
+		}
+		return nil
+	})
+	t.Logf("%d calls answered (%d ok), %d unavailable", answered, ok, unavailable)
+	if unavailable == 0 {
+		t.Fatal("no call noticed either engine restarting: the test restarted nothing")
+	}
+	testkit.Eventually(t, 40*time.Second, func() error {
+		n := strings.Count(e.relayCmd("audit", "--last", "100000", "--json"), `"token_id":"`+tokenID+`"`)
+		if n != answered {
+			return fmt.Errorf("the audit holds %d entries of the loop's token for %d answered calls", n, answered)
+		}
+		return nil
+	})
 }

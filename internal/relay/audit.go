@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
@@ -16,6 +17,12 @@ const (
 	auditQueue = 4096
 	// auditBatch bounds the entries written in one transaction.
 	auditBatch = 256
+	// auditRetryFor bounds how long a batch the database failed is tried
+	// again, from auditRetryFirst doubling to auditRetryMost between
+	// tries: a database restarting loses none of the log.
+	auditRetryFor   = 30 * time.Second
+	auditRetryFirst = 50 * time.Millisecond
+	auditRetryMost  = 2 * time.Second
 )
 
 // auditLog writes the audit log behind the calls: a call only queues its
@@ -114,7 +121,7 @@ func (a *auditLog) write(idle chan struct{}) {
 		a.pending = slices.Delete(a.pending, 0, n)
 		a.refusals = nil
 		a.mu.Unlock()
-		if n > 0 && a.store.AppendAudit(batch, batch[n-1].At) != nil {
+		if n > 0 && retried(func() error { return a.store.AppendAudit(batch, batch[n-1].At) }) != nil {
 			a.dropped.Add(uint64(n))
 		}
 		if len(refusals) > 0 {
@@ -137,8 +144,22 @@ func (a *auditLog) writeRefusals(refusals map[refusalKey]int64) {
 		}
 		total += n
 	}
-	if a.store.AddRefusalCounts(counts, newest) != nil {
+	if retried(func() error { return a.store.AddRefusalCounts(counts, newest) }) != nil {
 		a.dropped.Add(uint64(total))
+	}
+}
+
+// retried runs write until it succeeds, refuses what it was given
+// (invalid_argument: trying again cannot help), or auditRetryFor has
+// passed, and returns its last error.
+func retried(write func() error) error {
+	deadline := time.Now().Add(auditRetryFor)
+	for wait := auditRetryFirst; ; wait = min(2*wait, auditRetryMost) {
+		err := write()
+		if err == nil || errcode.Is(err, errcode.InvalidArgument) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
 	}
 }
 

@@ -430,3 +430,24 @@ func TestRefusalReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditOutlivesADatabaseOutage: a batch the database fails is tried
+// again until it takes it; what it refuses as invalid is not, and one it
+// keeps failing is given up after auditRetryFor.
+func TestAuditOutlivesADatabaseOutage(t *testing.T) {
+	tries := 0
+	err := retried(func() error {
+		if tries++; tries < 4 {
+			return errcode.New(errcode.Internal, "relay state database error")
+		}
+		return nil
+	})
+	if err != nil || tries != 4 {
+		t.Fatalf("a database back after 3 failures: %v after %d tries", err, tries)
+	}
+	tries = 0
+	err = retried(func() error { tries++; return errcode.New(errcode.InvalidArgument, "audit entry is not a content-free record") })
+	if !errcode.Is(err, errcode.InvalidArgument) || tries != 1 {
+		t.Fatalf("an invalid batch: %v after %d tries, want one", err, tries)
+	}
+}

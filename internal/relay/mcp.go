@@ -50,7 +50,16 @@ var (
 	errToken     = errcode.New(errcode.PermissionDenied, "client token is invalid, expired or revoked")
 	errToolScope = errcode.New(errcode.PermissionDenied, "this client token may not call this tool")
 	errNoDevice  = errcode.New(errcode.NotFound, "no device of this name is reachable with this client token")
+	// errState answers a request the state could not judge (its database
+	// is unreachable): never a refusal, which would be a wrong answer.
+	errState = errcode.New(errcode.Unavailable, "the relay's state database is unavailable; try again shortly")
 )
+
+// stateFailed reports whether err is the state failing rather than a
+// judgement (a refused token, an unknown device).
+func stateFailed(err error) bool {
+	return err != nil && !errcode.Is(err, errcode.PermissionDenied) && !errcode.Is(err, errcode.NotFound)
+}
 
 func (s *Server) mcpHandler() http.Handler {
 	single, multi := s.endpointServers()
@@ -71,6 +80,10 @@ func (s *Server) mcpHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at, start := s.Now(), time.Now()
 		tok, err := s.tokens.auth(bearer(r.Header), at)
+		if stateFailed(err) {
+			writeError(w, http.StatusServiceUnavailable, errState)
+			return
+		}
 		if err != nil {
 			s.refusedWithoutToken(at, start, r)
 			w.Header().Set("WWW-Authenticate", "Bearer")
@@ -81,6 +94,11 @@ func (s *Server) mcpHandler() http.Handler {
 		c := &client{token: tok, request: r.Context()}
 		if name := r.PathValue("device"); name != "" {
 			dev, err := s.store.FindDevice(name)
+			if stateFailed(err) {
+				s.refused(at, start, tok, nil, errState)
+				writeError(w, http.StatusServiceUnavailable, errState)
+				return
+			}
 			if err != nil || !deviceAllowed(tok, dev) {
 				s.refused(at, start, tok, dev, errNoDevice)
 				writeError(w, http.StatusNotFound, errNoDevice)
@@ -230,6 +248,9 @@ func (s *Server) authorize(c *client, req *mcp.CallToolRequest, tool string) (*r
 		return nil, errToken
 	}
 	tok, err := s.tokens.auth(bearer(req.Extra.Header), s.Now())
+	if stateFailed(err) {
+		return nil, errState
+	}
 	if err != nil || tok.ID != c.token.ID {
 		return nil, errToken
 	}
@@ -316,7 +337,9 @@ func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, 
 		if name, args, err = splitDevice(args); err != nil {
 			return nil, "", err
 		}
-		if dev, err = s.store.FindDevice(name); err != nil {
+		if dev, err = s.store.FindDevice(name); stateFailed(err) {
+			return nil, "", errState
+		} else if err != nil {
 			return nil, "", errNoDevice
 		}
 	}

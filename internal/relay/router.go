@@ -49,7 +49,7 @@ func (r clusterRouter) Call(ctx context.Context, deviceID string, call Call, pro
 	}
 	holder, err := r.s.store.LinkHolder(deviceID, r.s.Now())
 	if err != nil {
-		return nil, err
+		return nil, errState
 	}
 	if holder == "" || holder == r.s.replica.ID {
 		return nil, ErrNoRoute

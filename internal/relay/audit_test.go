@@ -446,7 +446,10 @@ func TestAuditOutlivesADatabaseOutage(t *testing.T) {
 		t.Fatalf("a database back after 3 failures: %v after %d tries", err, tries)
 	}
 	tries = 0
-	err = retried(func() error { tries++; return errcode.New(errcode.InvalidArgument, "audit entry is not a content-free record") })
+	err = retried(func() error {
+		tries++
+		return errcode.New(errcode.InvalidArgument, "audit entry is not a content-free record")
+	})
 	if !errcode.Is(err, errcode.InvalidArgument) || tries != 1 {
 		t.Fatalf("an invalid batch: %v after %d tries, want one", err, tries)
 	}

@@ -41,7 +41,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath
 
-.PHONY: build test fuzz vet generate docs run bench clean package package-test vm-test vm-storm inspector-test mutation
+.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test mutation
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -83,6 +83,13 @@ RUN_DIR   ?= $(CURDIR)/.run
 run: build
 	@$(USERMGR) up >/dev/null
 	@eval "$$($(USERMGR) env)"; RUN_DIR='$(RUN_DIR)' FRESH='$(FRESH)' LISTEN='$(LISTEN)' exec scripts/run-local.sh $(CURDIR)/$(BIN)
+
+# Opt-in: the relay as three replicas on PostgreSQL and NATS, on loopback,
+# with an agent linked through them (scripts/run-cluster.sh).
+run-cluster: build
+	$(GO) build -o bin/nats-server github.com/nats-io/nats-server/v2
+	@$(USERMGR) up >/dev/null
+	@eval "$$($(USERMGR) env)"; RUN_DIR='$(RUN_DIR)/cluster' exec scripts/run-cluster.sh $(CURDIR)/$(BIN) $(CURDIR)/bin/nats-server
 
 # Mutation testing of the core packages (scripts/mutation.sh): each
 # package's caught/total mutants. Not part of CI: it takes many minutes.

@@ -37,6 +37,8 @@ type side struct {
 	// appears once it is terminal.
 	state string
 	live  *liveOutput
+	// pid is `commandcore mcp`'s, on the stdio side.
+	pid int
 }
 
 // env is a relay, an enrolled agent linked to it, and a `commandcore mcp`
@@ -66,14 +68,8 @@ func setup(b *testing.B) *env {
 
 	e.remote = &side{name: "relay", state: e.agentState, live: &liveOutput{}}
 	e.remote.session = connect(b, e.remote.live, testkit.Relayed(e.url+"/mcp/"+device, token))
-	state := b.TempDir()
-	// Its own config directory: the benchmark must not meet the machine
-	// owner's permission ceiling or identity.
-	cmd := exec.Command(ccBin, "mcp", "--state-dir", state, "--config-dir", b.TempDir())
-	cmd.Stderr = os.Stderr
-	e.stdio = &side{name: "stdio", state: state, live: &liveOutput{}}
-	e.stdio.session = connect(b, e.stdio.live, testkit.Stdio(cmd))
-	e.mcpPID = cmd.Process.Pid
+	e.stdio = setupStdio(b)
+	e.mcpPID = e.stdio.pid
 
 	testkit.Eventually(b, 20*time.Second, func() error {
 		_, err := e.remote.call("process.jobs", nil, nil)
@@ -86,6 +82,20 @@ func setup(b *testing.B) *env {
 		return fmt.Errorf("the device never came online through the relay: %v", err)
 	})
 	return e
+}
+
+// setupStdio starts `commandcore mcp` with directories of its own and
+// opens a session to it.
+func setupStdio(b *testing.B) *side {
+	state := b.TempDir()
+	// Its own config directory: the benchmark must not meet the machine
+	// owner's permission ceiling or identity.
+	cmd := exec.Command(ccBin, "mcp", "--state-dir", state, "--config-dir", b.TempDir())
+	cmd.Stderr = os.Stderr
+	s := &side{name: "stdio", state: state, live: &liveOutput{}}
+	s.session = connect(b, s.live, testkit.Stdio(cmd))
+	s.pid = cmd.Process.Pid
+	return s
 }
 
 // serve runs `commandcore relay serve` on a free loopback port.

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
+	"github.com/commandcore/commandcore/internal/natstest"
 	"github.com/commandcore/commandcore/internal/pgtest"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
@@ -28,22 +29,9 @@ type clusterEnv struct {
 	urls     []string
 	replicas []*exec.Cmd
 	nats     string
-}
-
-// startNATS runs a real NATS server (the nats-server module) in the test
-// process, on a loopback port.
-func startNATS(t *testing.T) *natsserver.Server {
-	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(ns.Shutdown)
-	return ns
+	// pg and ns are the engines, for tests that restart them.
+	pg *pgtest.Cluster
+	ns *natsserver.Server
 }
 
 // startCluster starts n replicas and an agent enrolled as dev1 at replica
@@ -55,8 +43,9 @@ func startCluster(t *testing.T, n, holder int) (*clusterEnv, []*client) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ns := natstest.Start(t)
 	e := &clusterEnv{relayEnv: &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir(), database: db},
-		nats: startNATS(t).ClientURL()}
+		nats: ns.ClientURL(), pg: pg, ns: ns}
 	for i := range n {
 		e.replicas = append(e.replicas, e.serve("127.0.0.1:0", "--database", db, "--nats", e.nats, "--name", fmt.Sprintf("r%d", i)))
 		e.urls = append(e.urls, e.url)
@@ -139,23 +128,7 @@ func TestClusterCallsCrossReplicas(t *testing.T) {
 		t.Fatalf("live output through the far replica, in order:\n%q\nwant\n%q", got, want.String())
 	}
 
-	marker := "31.4159"
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := far.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{"command": "sleep " + marker}})
-		done <- err
-	}()
-	pid := waitSleep(t, marker)
-	cancel()
-	if err := <-done; err == nil {
-		t.Fatal("a cancelled call returned a result")
-	}
-	for cancelled := time.Now(); processExists(pid); time.Sleep(20 * time.Millisecond) {
-		if time.Since(cancelled) > 15*time.Second {
-			t.Fatal("the command outlived its call cancelled at the far replica")
-		}
-	}
+	cancelStopsTheCommand(t, far, "31.4159")
 
 	big := far.start(map[string]any{"command": `head -c 1048576 /dev/zero | tr '\0' '\1'; head -c 1048576 /dev/zero | tr '\0' '\1' >&2`, "wait_ms": 20000})
 	tooLarge := map[string]any{"process_id": big.ProcessID, "max_bytes": 1 << 20}
@@ -285,7 +258,7 @@ func TestRelayMigrateMovesAllToTheCluster(t *testing.T) {
 	if _, errOut, code := run(t, "relay", "migrate", "--from-state-dir", e.relayState, "--database", db); code == 0 || !strings.Contains(errOut, "already holds relay state") {
 		t.Fatalf("a second migrate into the same database: exit %d, %q", code, errOut)
 	}
-	nats := startNATS(t).ClientURL()
+	nats := natstest.Start(t).ClientURL()
 	var urls []string
 	for i := range 2 {
 		e.serve("127.0.0.1:0", "--database", db, "--nats", nats, "--name", fmt.Sprintf("m%d", i))
@@ -320,107 +293,86 @@ func TestRelayMigrateMovesAllToTheCluster(t *testing.T) {
 // or offline device); afterwards they all succeed again; and every call
 // that got an answer is in the audit.
 func TestClusterRidesOutItsEngines(t *testing.T) {
-	pg := pgtest.StartT(t)
-	db, err := pg.CreateDatabase("relay")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := startNATS(t)
-	port := ns.Addr().(*net.TCPAddr).Port
-	e := &clusterEnv{relayEnv: &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir(), database: db},
-		nats: ns.ClientURL()}
-	for i := range 2 {
-		e.replicas = append(e.replicas, e.serve("127.0.0.1:0", "--database", db, "--nats", e.nats, "--name", fmt.Sprintf("r%d", i)))
-		e.urls = append(e.urls, e.url)
-	}
-	e.url = e.urls[1]
-	e.enrollAgent("dev1")
-	waiting, _ := e.newToken("dev1", "process.jobs")
-	e.url = e.urls[0]
-	first, err := e.connect("/mcp/dev1", waiting, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitOnline(t, first, nil)
+	e, _ := startCluster(t, 2, 1)
+	port := e.ns.Addr().(*net.TCPAddr).Port
 	// The loop's calls alone carry this token: the audit must hold
 	// exactly those that got an answer.
 	token, tokenID := e.newToken("dev1", "process.jobs")
+	e.url = e.urls[0]
 	far, err := e.connect("/mcp/dev1", token, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	var answered, ok, unavailable int
-	call := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		res, err := far.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Arguments: map[string]any{}})
-		switch {
-		case err != nil && strings.Contains(err.Error(), "Service Unavailable"):
-			unavailable++
-			return nil
-		case err != nil:
-			return fmt.Errorf("a call failed with %v, not unavailable", err)
-		}
-		answered++
-		if !res.IsError {
-			ok++
-			return nil
-		}
-		raw, _ := json.Marshal(res.StructuredContent)
-		if !strings.Contains(string(raw), `"code":"unavailable"`) {
-			return fmt.Errorf("a call failed with %s, not unavailable", raw)
-		}
-		unavailable++
-		return nil
-	}
+	var n outcomes
 	loop := func(d time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			if err := call(); err != nil {
+			if err := n.call(far); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	loop(300 * time.Millisecond)
-	pg.StopServer()
+	e.pg.StopServer()
 	loop(time.Second)
-	if err := pg.StartServer(); err != nil {
+	if err := e.pg.StartServer(); err != nil {
 		t.Fatal(err)
 	}
 	loop(time.Second)
-	ns.Shutdown()
+	e.ns.Shutdown()
 	loop(time.Second)
-	ns2, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns2.Start()
-	t.Cleanup(ns2.Shutdown)
-	if !ns2.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start again")
-	}
+	natstest.StartOn(t, port)
 	// Full recovery: every call succeeds again.
 	testkit.Eventually(t, 30*time.Second, func() error {
-		before := ok
+		before := n.ok
 		for range 20 {
-			if err := call(); err != nil {
+			if err := n.call(far); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if ok-before != 20 {
-			return fmt.Errorf("%d of 20 calls succeeded after both engines came back", ok-before)
+		if n.ok-before != 20 {
+			return fmt.Errorf("%d of 20 calls succeeded after both engines came back", n.ok-before)
 		}
 		return nil
 	})
-	t.Logf("%d calls answered (%d ok), %d unavailable", answered, ok, unavailable)
-	if unavailable == 0 {
+	t.Logf("%d calls answered (%d ok), %d unavailable", n.answered, n.ok, n.unavailable)
+	if n.unavailable == 0 {
 		t.Fatal("no call noticed either engine restarting: the test restarted nothing")
 	}
 	testkit.Eventually(t, 40*time.Second, func() error {
-		n := strings.Count(e.relayCmd("audit", "--last", "100000", "--json"), `"token_id":"`+tokenID+`"`)
-		if n != answered {
-			return fmt.Errorf("the audit holds %d entries of the loop's token for %d answered calls", n, answered)
+		got := strings.Count(e.relayCmd("audit", "--last", "100000", "--json"), `"token_id":"`+tokenID+`"`)
+		if got != n.answered {
+			return fmt.Errorf("the audit holds %d entries of the loop's token for %d answered calls", got, n.answered)
 		}
 		return nil
 	})
+}
+
+// outcomes counts how calls ended: answered (a result, ok or a tool
+// error), ok, and unavailable (as a tool error or an HTTP 503).
+type outcomes struct{ answered, ok, unavailable int }
+
+// call makes one process.jobs call through c and counts it; any end but
+// success or unavailable is an error.
+func (n *outcomes) call(c *client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Arguments: map[string]any{}})
+	switch {
+	case err != nil && strings.Contains(err.Error(), "Service Unavailable"):
+		n.unavailable++
+		return nil
+	case err != nil:
+		return fmt.Errorf("a call failed with %v, not unavailable", err)
+	}
+	n.answered++
+	if !res.IsError {
+		n.ok++
+		return nil
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(raw), `"code":"unavailable"`) {
+		return fmt.Errorf("a call failed with %s, not unavailable", raw)
+	}
+	n.unavailable++
+	return nil
 }

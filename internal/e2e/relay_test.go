@@ -558,7 +558,16 @@ func TestRefusedDeviceCredentials(t *testing.T) {
 // through the relay stops the command on the device.
 func TestRelayCancelStopsTheCommand(t *testing.T) {
 	_, c := onlineDevice(t)
-	marker := "23.4567"
+	cancelStopsTheCommand(t, c, "23.4567")
+	// The device is still usable afterwards.
+	c.ok("process.jobs", nil, nil)
+}
+
+// cancelStopsTheCommand cancels a process.run of `sleep marker` through
+// c once the command runs, and checks that the call ends without a result
+// and the command with it.
+func cancelStopsTheCommand(t *testing.T, c *client, marker string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -570,14 +579,13 @@ func TestRelayCancelStopsTheCommand(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("a cancelled call returned a result")
 	}
-	for cancelled := time.Now(); processExists(pid); time.Sleep(20 * time.Millisecond) {
-		// The command itself would run for over twenty seconds.
-		if time.Since(cancelled) > 15*time.Second {
-			t.Fatal("the command outlived its cancelled call")
+	// The command itself would run for over twenty seconds.
+	testkit.Eventually(t, 15*time.Second, func() error {
+		if processExists(pid) {
+			return fmt.Errorf("the command (pid %d) outlived its cancelled call", pid)
 		}
-	}
-	// The device is still usable afterwards.
-	c.ok("process.jobs", nil, nil)
+		return nil
+	})
 }
 
 // TestRelayLargeResults: a 1 MiB-per-stream output page crosses the link;

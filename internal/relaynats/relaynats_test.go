@@ -12,28 +12,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	natsserver "github.com/nats-io/nats-server/v2/server"
 
+	"github.com/commandcore/commandcore/internal/natstest"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/transport"
 )
-
-// startNATS runs a real NATS server in this process on a loopback port.
-func startNATS(tb testing.TB) *natsserver.Server {
-	tb.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		tb.Fatal("nats-server did not start")
-	}
-	tb.Cleanup(ns.Shutdown)
-	return ns
-}
 
 // replica is one relay replica of a cluster on one state, joined through
 // NATS, serving HTTP on loopback.
@@ -52,7 +37,7 @@ type cluster struct {
 
 func newCluster(tb testing.TB, n int) *cluster {
 	tb.Helper()
-	ns := startNATS(tb)
+	ns := natstest.Start(tb)
 	st, err := relaystate.Open(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)

@@ -78,6 +78,7 @@ type Server struct {
 	// crossSent and crossServed count the calls routed to and served for
 	// other replicas.
 	crossSent, crossServed atomic.Uint64
+	holders                holderCache
 }
 
 // New returns a relay over store that runs alone: the one replica.

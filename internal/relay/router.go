@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 )
 
 // Call is one tool call as the relay forwards it.
@@ -39,13 +40,25 @@ type Router interface {
 var ErrNoRoute = errors.New("no link holds the device")
 
 // clusterRouter routes through the link this process holds (wire.go),
-// else through the replica the state names as the link's holder.
+// else through the replica the state names as the link's holder. The
+// holder last read for a device is remembered: a replica that no longer
+// holds the link answers ErrNoRoute before the call reaches any device
+// (and one that is gone, NATS's "no responders"), so the state is read
+// again and the call goes to the new holder; nothing runs twice.
 type clusterRouter struct{ s *Server }
 
 func (r clusterRouter) Call(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
 	res, err := r.s.callHere(ctx, deviceID, call, progress)
 	if !errors.Is(err, ErrNoRoute) || r.s.peers == nil {
 		return res, err
+	}
+	if holder, ok := r.s.holders.get(deviceID); ok {
+		r.s.crossSent.Add(1)
+		res, err := r.s.peers.Call(ctx, holder, deviceID, call, progress)
+		if !errors.Is(err, ErrNoRoute) {
+			return res, err
+		}
+		r.s.holders.forget(deviceID)
 	}
 	holder, err := r.s.store.LinkHolder(deviceID, r.s.Now())
 	if err != nil {
@@ -54,8 +67,41 @@ func (r clusterRouter) Call(ctx context.Context, deviceID string, call Call, pro
 	if holder == "" || holder == r.s.replica.ID {
 		return nil, ErrNoRoute
 	}
+	r.s.holders.put(deviceID, holder)
 	r.s.crossSent.Add(1)
 	return r.s.peers.Call(ctx, holder, deviceID, call, progress)
+}
+
+// maxHolders bounds the link holders remembered; past it they are read
+// again, which costs a query a call and nothing else.
+const maxHolders = 1 << 16
+
+// holderCache is the holder last read for each device calls went to.
+type holderCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (c *holderCache) get(device string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.m[device]
+	return h, ok
+}
+
+func (c *holderCache) put(device, holder string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxHolders {
+		c.m = map[string]string{}
+	}
+	c.m[device] = holder
+}
+
+func (c *holderCache) forget(device string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, device)
 }
 
 // CallHere carries call over the link this process holds to the device,

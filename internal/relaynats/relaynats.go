@@ -200,11 +200,12 @@ func (p *Peers) Call(ctx context.Context, replica, device string, call relay.Cal
 		case ctx.Err() != nil:
 			p.nc.Publish(cancelSubject, nil)
 			return nil, ctx.Err()
+		case errors.Is(err, nats.ErrNoResponders):
+			// The replica is gone, and so is its link; the call reached
+			// no device.
+			return nil, relay.ErrNoRoute
 		case err != nil:
 			return nil, errSilent
-		case m.Header.Get("Status") == "503":
-			// No responders: the replica is gone, and so is its link.
-			return nil, relay.ErrNoRoute
 		case m.Header.Get(hSeq) != strconv.Itoa(seq):
 			p.nc.Publish(cancelSubject, nil)
 			return nil, errLost

@@ -208,18 +208,25 @@ func TestACancelledCallIsCancelledOnTheDevice(t *testing.T) {
 
 // TestOneLinkInTheCluster: the device, linked to replica 0, links again
 // through replica 1 while its first link answers: device_busy. Once the
-// first replica is gone, replica 1 takes it.
+// first replica is gone, replica 1 takes it, and replica 2, which called
+// through replica 0 before, reaches it through replica 1.
 func TestOneLinkInTheCluster(t *testing.T) {
-	c := newCluster(t, 2)
+	c := newCluster(t, 3)
 	c.link(t, 0, echoDevice(0, nil))
+	far := c.connect(t, 2, "/mcp/dev", nil)
+	call := func(s *mcp.ClientSession, when string) {
+		t.Helper()
+		if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{}}); err != nil || res.IsError {
+			t.Fatalf("a call %s: %v %+v", when, err, res)
+		}
+	}
+	call(far, "through replica 2 to replica 0")
 	if _, err := transport.Dial(context.Background(), c.replicas[1].hs.URL, c.token); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("a second link through another replica: %v, want 409 device_busy", err)
 	}
 	c.replicas[0].srv.Close()
 	c.replicas[0].hs.Close()
 	c.link(t, 1, echoDevice(0, nil))
-	s := c.connect(t, 1, "/mcp/dev", nil)
-	if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.run", Arguments: map[string]any{}}); err != nil || res.IsError {
-		t.Fatalf("a call after the takeover: %v %+v", err, res)
-	}
+	call(c.connect(t, 1, "/mcp/dev", nil), "after the takeover, at the new holder")
+	call(far, "after the takeover, through replica 2, which last reached replica 0")
 }

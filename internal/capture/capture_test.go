@@ -639,6 +639,36 @@ func TestDiskFullStopsRetentionHonestly(t *testing.T) {
 	}
 }
 
+// TestDiskFullJustPastTheHeadKeepsTheWholeHead: a write that crosses the
+// head end reaches the disk as two pieces, the head's and the ring's, and
+// retention ends after the last whole piece, so a disk that fills one byte
+// into the ring keeps the whole 512 KiB head.
+func TestDiskFullJustPastTheHeadKeepsTheWholeHead(t *testing.T) {
+	const total = headBytes + 10000
+	w, path := newWriter(t)
+	disk := &faultyDisk{real: w.pwrite, budget: headBytes + 1}
+	w.pwrite = disk.pwrite
+	// 1000 bytes first, so that one 64 KiB write spans [459752, 525288).
+	writePos(t, w, 0, 1000)
+	writePos(t, w, 1000, total)
+	if err := w.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := readMeta(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ObservedBytes != total || m.RetainedBytes != headBytes || !m.WriteError {
+		t.Fatalf("meta %+v; want %d observed, the %d-byte head retained, a write error", m, total, headBytes)
+	}
+	want := make([]byte, headBytes)
+	fillPos(want, 0)
+	got := readAll(t, path, 1<<20)
+	if !bytes.Equal(got.data, want) || !equalGaps(got.gaps, []Gap{{From: headBytes, To: total}}) {
+		t.Fatalf("%d bytes, gaps %v; want the head and a gap to the end", len(got.data), got.gaps)
+	}
+}
+
 // storedEnd reads the header's stored position straight from the file.
 func (d *faultyDisk) storedEnd(t *testing.T, path string) int64 {
 	t.Helper()

@@ -3,14 +3,17 @@ package capture
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -467,4 +470,169 @@ func selfCPU() time.Duration {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// filledPipe returns the read end of a pipe that holds data and whose write
+// end is closed, so that Drain alone decides how much of it to take.
+func filledPipe(t *testing.T, data []byte) *os.File {
+	t.Helper()
+	r, pw, err := Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if len(data) > 64<<10 {
+		if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, len(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestDrainCountsTheWholeStreamAfterAHeaderWriteFails: once a header
+// cannot be written, Drain stops storing but goes on taking the stream to
+// its end, counting every byte, rather than stop at the write error and
+// leave the producer blocked on a full pipe.
+func TestDrainCountsTheWholeStreamAfterAHeaderWriteFails(t *testing.T) {
+	const total = 256 << 10
+	for name, path := range drainPaths {
+		t.Run(name, func(t *testing.T) {
+			w, file := newWriter(t)
+			real := w.pwrite
+			w.pwrite = func(p []byte, off int64) (int, error) {
+				if off == 0 {
+					return 0, syscall.EIO
+				}
+				return real(p, off)
+			}
+			data := make([]byte, total)
+			fillPos(data, 0)
+			if err := Drain(w, path(filledPipe(t, data))); err != nil {
+				t.Fatal(err)
+			}
+			// The first header is due at 64 KiB at the latest; nothing
+			// is stored past it.
+			if m := w.Meta(); m.ObservedBytes != total || !m.WriteError || m.RetainedBytes <= 0 || m.RetainedBytes > slackBytes {
+				t.Fatalf("writer meta %+v; want %d observed, a write error, at most %d retained", m, total, slackBytes)
+			}
+			if m, err := readMeta(file); err != nil || m.ObservedBytes != 0 {
+				t.Fatalf("header on disk %+v (%v); want the empty one Create wrote", m, err)
+			}
+		})
+	}
+}
+
+// TestDrainIntoASealedWriterChangesNothing: a sealed capture is final; a
+// Drain started after Seal is refused and stores nothing in the file.
+func TestDrainIntoASealedWriterChangesNothing(t *testing.T) {
+	for name, path := range drainPaths {
+		t.Run(name, func(t *testing.T) {
+			w, file := newWriter(t)
+			writePos(t, w, 0, 100)
+			if err := w.Seal(); err != nil {
+				t.Fatal(err)
+			}
+			before, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Drain(w, path(filledPipe(t, []byte("late output")))); !errors.Is(err, os.ErrClosed) {
+				t.Fatalf("Drain after Seal: %v, want a closed-writer error", err)
+			}
+			after, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(after, before) {
+				t.Fatalf("Drain after Seal changed the file: %d bytes, were %d", len(after), len(before))
+			}
+			checkMeta(t, w.Meta(), 100, 100, true)
+		})
+	}
+}
+
+// mappings returns this process's mappings of the file at path, as file
+// offset ranges.
+func mappings(path string) ([][2]int64, error) {
+	maps, err := os.ReadFile("/proc/self/maps")
+	var ranges [][2]int64
+	for _, line := range strings.Split(string(maps), "\n") {
+		// start-end perms offset dev inode path
+		f := strings.Fields(line)
+		if len(f) != 6 || f[5] != path {
+			continue
+		}
+		var start, end, off int64
+		if _, err := fmt.Sscanf(f[0]+" "+f[2], "%x-%x %x", &start, &end, &off); err != nil {
+			return nil, err
+		}
+		ranges = append(ranges, [2]int64{off, off + end - start})
+	}
+	return ranges, err
+}
+
+// TestDrainMapsOnlyTheRingAndUnmapsIt: Drain maps the ring alone, from its
+// file offset (4096 + 512 KiB, rounded down to a page) to the ring's end,
+// and the mapping ends with the Drain that made it; left behind, it would
+// pin the file's pages (and a deleted capture's disk space) for the life of
+// the supervisor.
+func TestDrainMapsOnlyTheRingAndUnmapsIt(t *testing.T) {
+	w, file := newWriter(t)
+	file, err := filepath.EvalSymlinks(file) // as /proc/self/maps names it
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := int64(os.Getpagesize())
+	want := [2]int64{(4096 + 512<<10) / page * page, (4096 + 512<<10 + 576<<10 + page - 1) / page * page}
+	realRead := w.read
+	var seen [][2]int64
+	w.read = func(fd int, p []byte) (int, error) {
+		if seen == nil { // Drain's reads run one at a time
+			m, err := mappings(file)
+			if err != nil {
+				t.Error(err)
+			}
+			seen = m
+		}
+		return realRead(fd, p)
+	}
+	pw, drained := drainPipe(t, w, drainPaths["splice"])
+	data := make([]byte, headBytes+ringBytes+3*slackBytes)
+	fillPos(data, 0)
+	produce(t, pw, data, rand.New(rand.NewPCG(26, 26)), slackBytes)
+	pw.Close()
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0] != want {
+		t.Fatalf("while Drain read into the ring, the file was mapped at %v; want [%v]", seen, want)
+	}
+	if m, err := mappings(file); err != nil || len(m) != 0 {
+		t.Fatalf("mapped at %v after Drain returned (%v)", m, err)
+	}
+}
+
+// TestCopyingDrainReportsAReadErrorAfterClose: once the writer is closed,
+// Drain's closed-writer error means output was refused; a reader that fails
+// without delivering a byte has its own error reported.
+func TestCopyingDrainReportsAReadErrorAfterClose(t *testing.T) {
+	w, _ := newWriter(t)
+	writePos(t, w, 0, 100)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := Drain(w, iotest.ErrReader(boom)); err != boom {
+		t.Fatalf("Drain of a failing reader after Close: %v, want %v", err, boom)
+	}
+	if err := Drain(w, strings.NewReader("late output")); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("Drain of late output after Close: %v, want a closed-writer error", err)
+	}
+	checkMeta(t, w.Meta(), 100, 100, false)
 }

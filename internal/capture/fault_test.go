@@ -8,6 +8,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // writePos appends position-derived bytes [from, to) to w in read-chunk
@@ -331,4 +332,115 @@ func TestLargestCounterAccepted(t *testing.T) {
 	if m.ObservedBytes != math.MaxInt64 || m.DroppedBytes != math.MaxInt64 || m.RetainedBytes != 0 || !m.WriteError {
 		t.Fatalf("meta %+v", m)
 	}
+}
+
+// TestFirstHeaderRetriesOnlyYield: a header torn by a pwrite under way is
+// read again at once, twice, for a pwrite about to finish; only the later
+// retries wait headerRetryDelay, for a writer descheduled in mid-pwrite.
+func TestFirstHeaderRetriesOnlyYield(t *testing.T) {
+	old := headerRetryDelay
+	headerRetryDelay = 500 * time.Millisecond // far above any yield
+	t.Cleanup(func() { headerRetryDelay = old })
+	w, path := newWriter(t)
+	writePos(t, w, 0, 1000)
+	for _, c := range []struct {
+		torn     int
+		wantWait bool
+	}{{1, false}, {2, false}, {3, true}} {
+		tearHeaders(t, path, c.torn)
+		start := time.Now()
+		m, err := readMeta(path)
+		elapsed := time.Since(start)
+		if err != nil {
+			t.Fatalf("%d torn reads: %v", c.torn, err)
+		}
+		checkMeta(t, m, 1000, 1000, false)
+		if waited := elapsed >= headerRetryDelay; waited != c.wantWait {
+			t.Fatalf("%d torn reads took %v; want a %v wait: %v", c.torn, elapsed, headerRetryDelay, c.wantWait)
+		}
+	}
+}
+
+// TestHeaderTornFor400usIsRetriedThrough: the two paced retries of 200 µs
+// carry a reader over a writer stalled 400 µs in mid-pwrite.
+func TestHeaderTornFor400usIsRetriedThrough(t *testing.T) {
+	w, path := newWriter(t)
+	writePos(t, w, 0, 1000)
+	good := bytes.Clone(headerBytes(t, path))
+	torn := bytes.Clone(good)
+	torn[offObserved] ^= 1 // the checksum no longer matches
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var first time.Time
+	tornHeader = func(attempt int) {
+		if attempt == 1 {
+			first = time.Now()
+		}
+		b := good
+		if time.Since(first) < 400*time.Microsecond {
+			b = torn
+		}
+		if _, err := f.WriteAt(b, 0); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { tornHeader = nil })
+	m, err := readMeta(path)
+	if err != nil {
+		t.Fatalf("header torn for 400 µs: %v", err)
+	}
+	checkMeta(t, m, 1000, 1000, false)
+}
+
+// TestOnlyPagesWithRingBytesRereadTheHeader: head bytes are never
+// overwritten, so a page of them, or an empty page at the live end, takes
+// one header read; a page holding a ring byte reads the header again, to
+// drop bytes the writer may have lapped meanwhile.
+func TestOnlyPagesWithRingBytesRereadTheHeader(t *testing.T) {
+	const total = headBytes + 100000
+	w, path := newWriter(t)
+	writePos(t, w, 0, total)
+	reads := 0
+	tornHeader = func(int) { reads++ }
+	t.Cleanup(func() { tornHeader = nil })
+	for _, c := range []struct {
+		label      string
+		offset     int64
+		max        int
+		start, end int64
+		wantReads  int
+	}{
+		{"head start", 0, 100, 0, 100, 1},
+		{"up to the head end", headBytes - 10, 10, headBytes - 10, headBytes, 1},
+		{"at the live end", total, 10, total, total, 1},
+		{"one ring byte", headBytes - 10, 11, headBytes - 10, headBytes + 1, 2},
+		{"ring only", headBytes + 5, 10, headBytes + 5, headBytes + 15, 2},
+	} {
+		reads = 0
+		p, _, err := readPage(path, c.offset, c.max)
+		if err != nil {
+			t.Fatalf("%s: %v", c.label, err)
+		}
+		checkPosPage(t, c.label, p, c.offset, c.start, c.end)
+		if reads != c.wantReads {
+			t.Fatalf("%s: %d header reads, want %d", c.label, reads, c.wantReads)
+		}
+	}
+}
+
+// TestPageAtTheHeadEndJumpsTheGap: in a truncated stream, a page asked at
+// 512 KiB, the first discarded position, starts at the first tail byte with
+// as many bytes as asked.
+func TestPageAtTheHeadEndJumpsTheGap(t *testing.T) {
+	const total = 3 << 20
+	w, path := newWriter(t)
+	writePos(t, w, 0, total)
+	p, _, err := readPage(path, headBytes, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPosPage(t, "at the head end", p, headBytes, total-tailBytes, total-tailBytes+10)
 }

@@ -110,7 +110,7 @@ func (e *env) serve() {
 	e.url = url
 }
 
-func (e *env) startAgent() {
+func (e *env) startAgent() *exec.Cmd {
 	cmd := exec.Command(ccBin, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -118,6 +118,7 @@ func (e *env) startAgent() {
 	}
 	e.b.Cleanup(func() { stop(cmd) })
 	e.agentPID = cmd.Process.Pid
+	return cmd
 }
 
 // stop ends a process this benchmark started: SIGTERM, then SIGKILL after

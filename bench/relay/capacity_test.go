@@ -124,7 +124,14 @@ type linksim struct {
 // it enrolled them.
 func startLinksim(b *testing.B, bin string, e *env, n int) *linksim {
 	b.Helper()
-	cmd := exec.Command(bin, "--server", e.url, "--relay-state", e.relayState, "--devices", strconv.Itoa(n))
+	return startLinksimAt(b, bin, e.url, e.relayState, "sim", n)
+}
+
+// startLinksimAt starts linksim for the relay at url whose state is state
+// (a directory or a PostgreSQL URL), with n devices named names-NNNNN.
+func startLinksimAt(b *testing.B, bin, url, state, names string, n int) *linksim {
+	b.Helper()
+	cmd := exec.Command(bin, "--server", url, "--relay-state", state, "--names", names, "--devices", strconv.Itoa(n))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/natstest"
 	"github.com/commandcore/commandcore/internal/pgtest"
 	"github.com/commandcore/commandcore/internal/relaytest"
@@ -156,4 +157,57 @@ func BenchmarkClusterFailover(b *testing.B) {
 	}
 	b.ReportMetric(0, "ns/op")
 	report(b, "failover", samples)
+}
+
+// BenchmarkClusterCapacity: three replicas, each holding CLUSTER_LINKS
+// idle links (default 10,000; linksim, one per replica, as in
+// BenchmarkRelayCapacity), and the real agent's. Per replica it reports
+// resident memory per link (above the replica before its links) and CPU
+// time while idle (heartbeats, the standing check, last-seen updates, its
+// beat in the shared state) as a percentage of one core. Run it with
+// -benchtime 1x and an open-file limit above twice the links
+// (bench/relay/capacity.sh raises it).
+func BenchmarkClusterCapacity(b *testing.B) {
+	simBin, err := benchkit.Build("LINKSIM_BIN", "relay-linksim", "github.com/commandcore/commandcore/bench/relay/cmd/linksim", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := envInt("CLUSTER_LINKS", 10000)
+	c := setupCluster(b, 3)
+	real := c.side(0, "real")
+	time.Sleep(capacitySettle)
+	var base []int64
+	for _, r := range c.replicas {
+		base = append(base, vmRSS(b, r.Process.Pid))
+	}
+	var sims []*linksim
+	for i, u := range c.urls {
+		sims = append(sims, startLinksimAt(b, simBin, u, c.db, fmt.Sprintf("r%d", i), per))
+	}
+	for i, s := range sims {
+		up, ends, err := s.links(per)
+		if err != nil {
+			b.Fatalf("replica %d: %d links not reached: %v", i, per, err)
+		}
+		b.ReportMetric(up, fmt.Sprintf("r%d-up-s", i))
+		b.ReportMetric(float64(ends), fmt.Sprintf("r%d-ends-before", i))
+	}
+	time.Sleep(capacitySettle)
+	var cpu0 []time.Duration
+	for _, r := range c.replicas {
+		cpu0 = append(cpu0, cpuTime(r.Process.Pid))
+	}
+	time.Sleep(capacityWindow)
+	for i, r := range c.replicas {
+		idle := cpuTime(r.Process.Pid) - cpu0[i]
+		rss := vmRSS(b, r.Process.Pid)
+		b.ReportMetric(100*idle.Seconds()/capacityWindow.Seconds(), fmt.Sprintf("r%d-idle-cpu-pct", i))
+		b.ReportMetric(float64(rss), fmt.Sprintf("r%d-rss-KiB", i))
+		b.ReportMetric(float64(rss-base[i])/float64(per), fmt.Sprintf("r%d-KiB-per-link", i))
+		b.ReportMetric(float64(sims[i].ends()), fmt.Sprintf("r%d-ends-after", i))
+	}
+	if _, err := real.call("process.jobs", nil, nil); err != nil {
+		b.Fatalf("the real agent after the links came up: %v", err)
+	}
+	b.ReportMetric(0, "ns/op")
 }

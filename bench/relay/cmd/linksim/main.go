@@ -81,11 +81,16 @@ type sim struct {
 	mcp          *mcp.Server
 }
 
+// namePrefix starts the simulated devices' names (--names).
+var namePrefix string
+
 func main() {
 	server := flag.String("server", "", "the relay's URL (http://127.0.0.1:PORT)")
-	state := flag.String("relay-state", "", "the relay's state directory")
+	state := flag.String("relay-state", "", "the relay's state directory, or its PostgreSQL URL (postgres://…)")
 	n := flag.Int("devices", 0, "devices to enroll")
+	prefix := flag.String("names", "sim", "the devices' names start with this, for several simulators on one state")
 	flag.Parse()
+	namePrefix = *prefix
 	if err := run(*server, *state, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "linksim:", err)
 		os.Exit(1)
@@ -194,13 +199,17 @@ func (e endCounter) LinkEnd(string, time.Duration) { e.n.Add(1) }
 // enrollAll mints n enrollment codes in the relay's state and redeems them
 // at the relay, enrollPerSource from each source address.
 func enrollAll(server, state string, n int) ([]device, error) {
-	st, err := relaystate.Open(state)
+	open := relaystate.Open
+	if strings.HasPrefix(state, "postgres://") {
+		open = relaystate.OpenPostgres
+	}
+	st, err := open(state)
 	if err != nil {
 		return nil, err
 	}
 	codes := make([]string, n)
 	for i := range codes {
-		if codes[i], err = st.CreateEnrollCode(fmt.Sprintf("sim-%05d", i), time.Hour, time.Now()); err != nil {
+		if codes[i], err = st.CreateEnrollCode(fmt.Sprintf("%s-%05d", namePrefix, i), time.Hour, time.Now()); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("enroll code: %w", err)
 		}

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -375,4 +377,65 @@ func (n *outcomes) call(c *client) error {
 	}
 	n.unavailable++
 	return nil
+}
+
+// TestClusterRedeemsACodeOnce: one enrollment code redeemed at the same
+// moment through two replicas enrolls one device, round after round.
+func TestClusterRedeemsACodeOnce(t *testing.T) {
+	e, _ := startCluster(t, 2, 0)
+	for round := range 5 {
+		code := e.relayCmd("enroll-code", "--name", fmt.Sprintf("racer%d", round))
+		codes := make(chan int, 2)
+		for _, u := range e.urls {
+			go func() {
+				cmd := exec.Command(bin, "enroll", "--server", u, "--code", code, "--state-dir", t.TempDir(), "--config-dir", t.TempDir())
+				if err := cmd.Run(); err != nil {
+					codes <- 1
+					return
+				}
+				codes <- 0
+			}()
+		}
+		if a, b := <-codes, <-codes; a+b != 1 {
+			t.Fatalf("round %d: %d of 2 enrollments with one code failed, want exactly 1", round, a+b)
+		}
+	}
+	devs := e.relayCmd("devices", "--json")
+	if n := strings.Count(devs, `"name":"racer`); n != 5 {
+		t.Fatalf("%d racer devices, want 5:\n%s", n, devs)
+	}
+}
+
+// TestClusterKeepsOneLinkPerDevice: a second agent with the device's
+// identity dials another replica while the first agent's link answers: it
+// is refused with device_busy, and the first link keeps serving.
+func TestClusterKeepsOneLinkPerDevice(t *testing.T) {
+	e, cs := startCluster(t, 2, 1)
+	copyConfig := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(e.agentConfig, "identity.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copyConfig, "identity.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	copyState := t.TempDir()
+	second := exec.Command(bin, "agent", "--state-dir", copyState, "--config-dir", copyConfig, "--server", e.urls[0])
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Process.Kill(); second.Wait() })
+	testkit.Eventually(t, 20*time.Second, func() error {
+		out, _, _ := run(t, "activity", "--last", "50", "--json", "--state-dir", copyState)
+		if !strings.Contains(out, `"device_busy"`) {
+			return fmt.Errorf("the second agent's journal shows no device_busy refusal:\n%s", out)
+		}
+		return nil
+	})
+	for _, c := range cs {
+		c.ok("process.jobs", nil, nil)
+	}
+	if devs := e.relayCmd("devices"); !strings.Contains(devs, " r1 ") {
+		t.Fatalf("the first agent's link moved:\n%s", devs)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+
+	"github.com/commandcore/commandcore/internal/errcode"
 )
 
 // Call is one tool call as the relay forwards it.
@@ -39,12 +41,17 @@ type Router interface {
 // ErrNoRoute is a Router's answer for a device no link holds.
 var ErrNoRoute = errors.New("no link holds the device")
 
+// ErrReplicaGone is Peers' answer when the replica the state names as
+// the link's holder cannot be reached (NATS has no responder for it): the
+// call reached no device, and whether the device is linked is unknown.
+var ErrReplicaGone = errcode.New(errcode.Unavailable, "the relay replica holding the device's link cannot be reached")
+
 // clusterRouter routes through the link this process holds (wire.go),
 // else through the replica the state names as the link's holder. The
 // holder last read for a device is remembered: a replica that no longer
 // holds the link answers ErrNoRoute before the call reaches any device
-// (and one that is gone, NATS's "no responders"), so the state is read
-// again and the call goes to the new holder; nothing runs twice.
+// (and one that is gone, ErrReplicaGone), so the state is read again and
+// the call goes to the new holder; nothing runs twice.
 type clusterRouter struct{ s *Server }
 
 func (r clusterRouter) Call(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
@@ -55,7 +62,7 @@ func (r clusterRouter) Call(ctx context.Context, deviceID string, call Call, pro
 	if holder, ok := r.s.holders.get(deviceID); ok {
 		r.s.crossSent.Add(1)
 		res, err := r.s.peers.Call(ctx, holder, deviceID, call, progress)
-		if !errors.Is(err, ErrNoRoute) {
+		if !errors.Is(err, ErrNoRoute) && !errors.Is(err, ErrReplicaGone) {
 			return res, err
 		}
 		r.s.holders.forget(deviceID)

@@ -201,9 +201,9 @@ func (p *Peers) Call(ctx context.Context, replica, device string, call relay.Cal
 			p.nc.Publish(cancelSubject, nil)
 			return nil, ctx.Err()
 		case errors.Is(err, nats.ErrNoResponders):
-			// The replica is gone, and so is its link; the call reached
-			// no device.
-			return nil, relay.ErrNoRoute
+			// The replica is gone (or not yet back on a NATS that
+			// restarted); the call reached no device.
+			return nil, relay.ErrReplicaGone
 		case err != nil:
 			return nil, errSilent
 		case m.Header.Get(hSeq) != strconv.Itoa(seq):

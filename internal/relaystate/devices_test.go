@@ -368,8 +368,8 @@ func TestFindDeviceAndConnection(t *testing.T) {
 		}
 		devs, _ = cli.Devices()
 		for _, d := range devs {
-			if !d.Connected || !d.LastSeen.Equal(later) {
-				t.Fatalf("after SetSeen: %+v", d)
+			if d.Connected || !d.LastSeen.Equal(later) {
+				t.Fatalf("after SetSeen of devices whose links ended: %+v", d)
 			}
 		}
 		wantCode(t, s.SetSeen([]string{a.ID}, time.Time{}), errcode.InvalidArgument)

@@ -1,6 +1,7 @@
 package fileops
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
 )
 
 func codeOf(err error) errcode.Code {
@@ -199,5 +201,27 @@ func TestOverwriteIsAtomic(t *testing.T) {
 	wg.Wait()
 	if torn.Load() > 0 || reads.Load() == 0 {
 		t.Fatalf("%d of %d reads saw a file that was never written", torn.Load(), reads.Load())
+	}
+}
+
+// TestContentBoundIsExact: content of exactly FileWriteMax bytes is taken,
+// as text and as base64 (padded or not), and one byte more is refused.
+func TestContentBoundIsExact(t *testing.T) {
+	at := bytes.Repeat([]byte("a"), limits.FileWriteMax)
+	over := append(bytes.Clone(at), 'a')
+	for _, enc := range []struct {
+		name   string
+		encode func([]byte) string
+	}{
+		{"", func(b []byte) string { return string(b) }},
+		{"base64", base64.StdEncoding.EncodeToString},
+	} {
+		got, err := decodeContent(enc.encode(at), enc.name)
+		if err != nil || len(got) != limits.FileWriteMax {
+			t.Errorf("%q: %d bytes at the bound: %d, %v", enc.name, limits.FileWriteMax, len(got), err)
+		}
+		if _, err := decodeContent(enc.encode(over), enc.name); !errcode.Is(err, errcode.InvalidArgument) {
+			t.Errorf("%q: one byte over the bound: %v", enc.name, err)
+		}
 	}
 }

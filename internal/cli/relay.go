@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
@@ -31,7 +30,7 @@ func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 	}
 	token.AddCommand(newTokenCreateCmd(g, streams), newTokenListCmd(g, streams), newTokenRevokeCmd(g, streams))
 	cmd.AddCommand(newRelayServeCmd(g, streams), newEnrollCodeCmd(g, streams), token, newRelayDevicesCmd(g, streams),
-		newRelayAuditCmd(g, streams), newRelayReplicasCmd(g, streams), newRelayMigrateCmd(g, streams))
+		newRelayAuditCmd(g, streams), newRelayReplicasCmd(g, streams), newRelayMigrateCmd(g, streams), newRelayAdminCmd(g, streams))
 	return cmd
 }
 
@@ -57,18 +56,11 @@ func (o *relayOptions) withState(fn func(relaystate.State) error) error {
 	return fn(st)
 }
 
-// parseTTL accepts Go durations plus whole days ("30d").
+// parseTTL reads --ttl (humantime.ParseTTL) as a usage error.
 func parseTTL(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n <= 0 || n > 3650 {
-			return 0, usageError("--ttl: %q is not a number of days between 1 and 3650", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, usageError("--ttl: %q is not a positive duration (like 15m, 12h or 30d)", s)
+	d, err := humantime.ParseTTL(s)
+	if err != nil {
+		return 0, usageError("--ttl: %q is %v", s, err)
 	}
 	return d, nil
 }

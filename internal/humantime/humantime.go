@@ -5,7 +5,10 @@
 package humantime
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -27,4 +30,25 @@ func Duration(d time.Duration) string {
 	default:
 		return d.Round(time.Second).String()
 	}
+}
+
+// MaxTTLDays bounds a lifetime given in days.
+const MaxTTLDays = 3650
+
+// ParseTTL reads a lifetime as people give one to the relay (a code's, a
+// token's): a positive Go duration (15m, 12h) or whole days (30d, at most
+// MaxTTLDays). The error says what is wanted, without repeating v.
+func ParseTTL(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 || n > MaxTTLDays {
+			return 0, fmt.Errorf("not a number of days between 1 and %d", MaxTTLDays)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, errors.New("not a positive duration (like 15m, 12h or 30d)")
+	}
+	return d, nil
 }

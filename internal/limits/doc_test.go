@@ -9,11 +9,11 @@ import (
 )
 
 // docRow is a row of docs/limits.md: | bound | `Constant` | value | ... |.
-var docRow = regexp.MustCompile("(?m)^\\| [^|]+ \\| `(\\w+)` \\| (\\d+)(?: (bytes|KiB|MiB|ms|s|min|days))? \\|")
+var docRow = regexp.MustCompile("(?m)^\\| [^|]+ \\| `(\\w+)` \\| (\\d+)(?: (bytes|KiB|MiB|ms|s|min|h|days))? \\|")
 
 var docUnits = map[string]int64{
 	"": 1, "bytes": 1, "KiB": kib, "MiB": mib,
-	"ms": int64(time.Millisecond), "s": int64(time.Second), "min": int64(time.Minute), "days": int64(day),
+	"ms": int64(time.Millisecond), "s": int64(time.Second), "min": int64(time.Minute), "h": int64(time.Hour), "days": int64(day),
 }
 
 // TestLimitsDocMatches: docs/limits.md has a row for every bound, with

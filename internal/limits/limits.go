@@ -104,6 +104,10 @@ const (
 	// EnrollCodeTTL and ClientTokenTTL are the relay's default lifetimes.
 	EnrollCodeTTL  = 15 * time.Minute
 	ClientTokenTTL = 30 * 24 * time.Hour
+	// SignInCodeTTL is how long a panel sign-in code is valid (once);
+	// PanelSessionIdle ends a panel session unused that long.
+	SignInCodeTTL    = 15 * time.Minute
+	PanelSessionIdle = 12 * time.Hour
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 

@@ -119,6 +119,9 @@ func (s *Server) serveLink(ctx context.Context, dev *relaystate.Device, conn *tr
 	if !serving {
 		return
 	}
+	if info := session.InitializeResult(); info != nil && info.ServerInfo != nil {
+		s.store.NoteAgentVersion(dev.ID, s.replica.ID, info.ServerInfo.Version)
+	}
 	up := time.Now()
 	s.deviceEvent(dev.ID, "link up")
 	defer func() {

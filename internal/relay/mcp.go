@@ -351,30 +351,36 @@ func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, 
 		return nil, dev.ID, err
 	}
 	result, err = s.router().Call(ctx, dev.ID, Call{Tool: tool, Arguments: args, Grant: g}, progress)
+	if err != nil {
+		return nil, dev.ID, s.callFailure(ctx, err)
+	}
+	return result, dev.ID, nil
+}
+
+// callFailure is what a routed call's error tells whoever made the call:
+// an error to answer with, or context.Canceled when the caller went away.
+func (s *Server) callFailure(ctx context.Context, err error) error {
 	var (
 		werr  *jsonrpc.Error
 		coded *errcode.Error
 	)
 	switch {
-	case err == nil:
-		return result, dev.ID, nil
 	case errors.Is(err, ErrNoRoute):
-		err = errDeviceOffline
+		return errDeviceOffline
 	case errors.Is(context.Cause(ctx), errCallTimeout):
-		err = s.errDeviceTimeout()
+		return s.errDeviceTimeout()
 	case ctx.Err() != nil:
-		err = context.Canceled
+		return context.Canceled
 	case errors.As(err, &werr) && werr.Code == transport.CodeResultTooLarge:
-		err = errcode.New(errcode.ResultTooLarge,
+		return errcode.New(errcode.ResultTooLarge,
 			"the device's result is larger than the link carries (%d MiB); ask for less, e.g. a smaller max_bytes or max_results", limits.MaxFrameBytes>>20)
 	case errors.As(err, &werr):
-		err = errcode.New(errcode.Internal, "the device refused the call (JSON-RPC error %d)", werr.Code)
+		return errcode.New(errcode.Internal, "the device refused the call (JSON-RPC error %d)", werr.Code)
 	case errors.As(err, &coded):
 		// The replicas' own failures (unavailable) say what they are.
-	default:
-		err = errcode.New(errcode.DeviceOffline, "the link to the device ended during the call")
+		return err
 	}
-	return nil, dev.ID, err
+	return errcode.New(errcode.DeviceOffline, "the link to the device ended during the call")
 }
 
 // splitDevice takes the device argument out of a multi-device call's

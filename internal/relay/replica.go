@@ -25,6 +25,8 @@ type ReplicaConfig struct {
 	Name string
 	// Address is the client endpoint it serves, as announced.
 	Address string
+	// Panel is its web panel's base URL, when it serves one.
+	Panel string
 	// Peers reaches the other replicas; nil runs alone, which the state
 	// refuses beside another live replica.
 	Peers Peers
@@ -65,7 +67,7 @@ func newReplica(cfg ReplicaConfig) relaystate.Replica {
 	}
 	b := make([]byte, 6)
 	rand.Read(b)
-	r := relaystate.Replica{ID: "rpl_" + hex.EncodeToString(b), Name: name, Address: cfg.Address, NATS: cfg.Peers != nil}
+	r := relaystate.Replica{ID: "rpl_" + hex.EncodeToString(b), Name: name, Address: cfg.Address, Panel: cfg.Panel, NATS: cfg.Peers != nil}
 	src := procid.Default()
 	if self, err := src.Self(); err == nil {
 		r.PID, r.StartTicks = self.PID, self.StartTicks

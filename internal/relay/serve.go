@@ -52,6 +52,9 @@ type ServeConfig struct {
 	// call.
 	Out, Warn io.Writer
 	Log       *log.Logger
+	// PanelListen, when set, serves the web panel there (under /panel/,
+	// with the main listener's TLS).
+	PanelListen string
 	// Replica names this relay among the replicas; its Address is the
 	// base URL Serve announces.
 	Replica ReplicaConfig
@@ -81,6 +84,14 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
+	var pln net.Listener
+	if cfg.PanelListen != "" {
+		if pln, err = net.Listen("tcp", cfg.PanelListen); err != nil {
+			return fmt.Errorf("listen for the panel: %w", err)
+		}
+		defer pln.Close()
+		cfg.Replica.Panel = baseURL(cfg, pln)
+	}
 	cfg.Replica.Address = baseURL(cfg, ln)
 	srv, err := NewReplica(cfg.State, cfg.Replica)
 	if err != nil {
@@ -89,7 +100,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	srv.Log = cfg.Log
 	defer srv.Close()
 	base := announce(cfg, ln)
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	hs := srv.HTTPServer()
 	go func() {
 		if cfg.TLSCert != "" {
@@ -98,6 +109,20 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			errc <- hs.Serve(ln)
 		}
 	}()
+	var ps *http.Server
+	if pln != nil {
+		if ps, err = srv.PanelServer(cfg.TLSCert != ""); err != nil {
+			return fmt.Errorf("panel: %w", err)
+		}
+		go func() {
+			if cfg.TLSCert != "" {
+				errc <- ps.ServeTLS(pln, cfg.TLSCert, cfg.TLSKey)
+			} else {
+				errc <- ps.Serve(pln)
+			}
+		}()
+		fmt.Fprintf(cfg.Out, "%s%s%s\n", relayapi.AnnouncePanel, cfg.Replica.Panel, "/panel/")
+	}
 	var ms *http.Server
 	if mln != nil {
 		m := relaymetrics.New(srv, relaymetrics.Labels{Tools: AuditTools(), EnrollRefusals: EnrollRefusals})
@@ -112,7 +137,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	return shutdown(srv, hs, ms)
+	return shutdown(srv, hs, ms, ps)
 }
 
 // announce says where the relay listens, warning first when it serves
@@ -137,10 +162,14 @@ func baseURL(cfg ServeConfig, ln net.Listener) string {
 
 // shutdown ends the device links, then lets the calls drain; the metrics
 // stay scrapable until they have.
-func shutdown(srv *Server, hs, ms *http.Server) error {
+func shutdown(srv *Server, hs, ms, ps *http.Server) error {
 	srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
+	if ps != nil {
+		// Live pages stream until closed; they need not drain.
+		ps.Close()
+	}
 	err := hs.Shutdown(ctx)
 	if ms != nil {
 		ms.Shutdown(ctx)

@@ -8,6 +8,9 @@ const (
 	// AnnounceListening is followed by the base URL of the MCP,
 	// enrollment and agent endpoints.
 	AnnounceListening = "relay: listening on "
+	// AnnouncePanel is followed by the web panel's URL, when it serves
+	// one.
+	AnnouncePanel = "relay: panel on "
 	// AnnounceMetrics is followed by the metrics' URL, when they are
 	// served.
 	AnnounceMetrics = "relay: metrics on "

@@ -277,3 +277,7 @@ func cut(b []byte, n int) [][]byte {
 	}
 	return append(parts, b)
 }
+
+// Reachable reports whether the connection to the NATS server is up, for
+// the panel's overview.
+func (p *Peers) Reachable() bool { return p.nc.IsConnected() }

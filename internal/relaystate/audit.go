@@ -3,6 +3,7 @@ package relaystate
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -154,30 +155,9 @@ func (s *Store) Audit(n int) ([]AuditEntry, error) {
 	if n < 1 || n > limits.AuditMaxEntries {
 		return nil, errcode.New(errcode.InvalidArgument, "the number of audit entries must be between 1 and %d", limits.AuditMaxEntries)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT ?`, n)
+	out, err := queryAll(s, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT ?`, scanAudit, n)
 	if err != nil {
-		return nil, dbErr(err)
-	}
-	defer rows.Close()
-	out := []AuditEntry{}
-	for rows.Next() {
-		var (
-			seq, at, dur                                  int64
-			principal, token, device, tool, outcome, code string
-		)
-		if err := rows.Scan(&seq, &at, &principal, &token, &device, &tool, &outcome, &code, &dur); err != nil {
-			return nil, dbErr(err)
-		}
-		e, err := decodeAudit(seq, at, principal, token, device, tool, outcome, code, dur)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr(err)
+		return nil, err
 	}
 	slices.Reverse(out)
 	return out, nil
@@ -262,4 +242,66 @@ func AuditCode(code string) string {
 		return code
 	}
 	return UnknownAuditCode
+}
+
+// AuditFilter selects audit entries: each set field must match exactly;
+// Before, when positive, keeps entries older than that sequence number.
+type AuditFilter struct {
+	Principal, Device, Tool, Outcome string
+	Before                           int64
+}
+
+// AuditPage returns up to n entries matching f, newest first: a page of
+// the log as the panel shows it. The next page is f with Before set to
+// the last entry's Seq.
+func (s *Store) AuditPage(f AuditFilter, n int) ([]AuditEntry, error) {
+	if n < 1 || n > limits.AuditMaxEntries {
+		return nil, errcode.New(errcode.InvalidArgument, "the number of audit entries must be between 1 and %d", limits.AuditMaxEntries)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	for _, c := range []struct{ column, value string }{
+		{"principal", f.Principal}, {"device", f.Device}, {"tool", f.Tool}, {"outcome", f.Outcome},
+	} {
+		if c.value != "" {
+			where = append(where, c.column+" = ?")
+			args = append(args, c.value)
+		}
+	}
+	if f.Before > 0 {
+		where = append(where, "seq < ?")
+		args = append(args, f.Before)
+	}
+	query := `SELECT ` + auditColumns + ` FROM audit`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	args = append(args, n)
+	return queryAll(s, query+` ORDER BY seq DESC LIMIT ?`, scanAudit, args...)
+}
+
+func scanAudit(r rowScanner) (*AuditEntry, error) {
+	var (
+		seq, at, dur                                  int64
+		principal, token, device, tool, outcome, code string
+	)
+	if err := r.Scan(&seq, &at, &principal, &token, &device, &tool, &outcome, &code, &dur); err != nil {
+		return nil, err
+	}
+	return decodeAudit(seq, at, principal, token, device, tool, outcome, code, dur)
+}
+
+// AuditCounts returns how many calls the log holds since the given time,
+// and how many of them failed.
+func (s *Store) AuditCounts(since time.Time) (calls, failed int64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	err = s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(CASE WHEN outcome = ? THEN 1 ELSE 0 END), 0) FROM audit WHERE at >= ?`,
+		AuditFailed, since.UnixNano()).Scan(&calls, &failed)
+	if err != nil {
+		return 0, 0, dbErr(err)
+	}
+	return calls, failed, nil
 }

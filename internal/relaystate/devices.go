@@ -31,6 +31,11 @@ type Device struct {
 	// StandingAt is when it last changed (unset while active).
 	Standing   string     `json:"standing"`
 	StandingAt *time.Time `json:"standing_at,omitempty"`
+	// LinkedAt is when the replica holding the device's link took it, and
+	// AgentVersion the version its agent gave then (empty until known).
+	// Both are the last link's once it ends.
+	LinkedAt     *time.Time `json:"linked_at,omitempty"`
+	AgentVersion string     `json:"agent_version,omitempty"`
 }
 
 const (
@@ -80,13 +85,7 @@ func (s *Store) CreateEnrollCode(name string, ttl time.Duration, now time.Time) 
 	if err != nil {
 		return "", err
 	}
-	raw := randomBytes(enrollCodeLen)
-	var b strings.Builder
-	b.WriteString(enrollPrefix)
-	for _, c := range raw {
-		b.WriteByte(base32Alphabet[c&31])
-	}
-	code := b.String()
+	code := newCode(enrollPrefix, enrollCodeLen)
 	err = s.inTx(func(ctx context.Context, tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM enroll_codes WHERE expires_at < ?`,
 			now.Add(-codeGCAge).UnixNano()); err != nil {
@@ -102,19 +101,33 @@ func (s *Store) CreateEnrollCode(name string, ttl time.Duration, now time.Time) 
 	return code, nil
 }
 
+// newCode returns prefix and n random base32 characters: a code people
+// type (an enrollment or sign-in code).
+func newCode(prefix string, n int) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	for _, c := range randomBytes(n) {
+		b.WriteByte(base32Alphabet[c&31])
+	}
+	return b.String()
+}
+
 // canonicalCode returns the canonical form of an enrollment code, accepting
 // any letter case (people type codes), or "" when code is malformed.
-func canonicalCode(code string) string {
-	if len(code) != len(enrollPrefix)+enrollCodeLen || !strings.EqualFold(code[:len(enrollPrefix)], enrollPrefix) {
+func canonicalCode(code string) string { return canonicalPrefixed(code, enrollPrefix, enrollCodeLen) }
+
+// canonicalPrefixed is canonicalCode for newCode(prefix, n)'s codes.
+func canonicalPrefixed(code, prefix string, n int) string {
+	if len(code) != len(prefix)+n || !strings.EqualFold(code[:len(prefix)], prefix) {
 		return ""
 	}
-	body := strings.ToUpper(code[len(enrollPrefix):])
+	body := strings.ToUpper(code[len(prefix):])
 	for i := 0; i < len(body); i++ {
 		if strings.IndexByte(base32Alphabet, body[i]) < 0 {
 			return ""
 		}
 	}
-	return enrollPrefix + body
+	return prefix + body
 }
 
 // Enroll consumes the enrollment code and creates a device. The code is
@@ -244,7 +257,7 @@ func freeName(ctx context.Context, tx *txn, name string) (string, error) {
 	return "", errcode.New(errcode.Internal, "no free device name")
 }
 
-const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by`
+const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -255,8 +268,9 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		seen     sql.NullInt64
 		conn     int64
 		standAt  sql.NullInt64
+		linked   sql.NullInt64
 	)
-	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion}, extra...)...); err != nil {
 		return nil, err
 	}
 	d.EnrolledAt = fromNanos(enrolled)
@@ -267,6 +281,10 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 	if standAt.Valid {
 		t := fromNanos(standAt.Int64)
 		d.StandingAt = &t
+	}
+	if linked.Valid {
+		t := fromNanos(linked.Int64)
+		d.LinkedAt = &t
 	}
 	d.Connected = conn != 0
 	return &d, nil

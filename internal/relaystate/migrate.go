@@ -10,15 +10,17 @@ import (
 // copied are the tables Migrate copies and their columns, in an order
 // that keeps each table's own order (the tokens' insertion order breaks
 // ties in Tokens; the audit keeps its sequence numbers). Replicas and
-// links are not copied: no relay runs on the new state yet.
+// links are not copied: no relay runs on the new state yet; nor are panel
+// sessions and sign-in codes: an admin signs in again, on the new state.
 var copied = []struct{ table, columns, order string }{
 	{"settings", "key, value", "key"},
 	{"enroll_codes", "hash, name, created_at, expires_at, used_at", "hash"},
-	{"devices", "id, name, token_hash, secret, enrolled_at, last_seen, standing, standing_at", "id"},
+	{"devices", "id, name, token_hash, secret, enrolled_at, last_seen, standing, standing_at, agent_version", "id"},
 	{"tokens", "id, name, secret_hash, devices, tools, created_at, expires_at, revoked_at, principal", "rowid"},
 	{"retired_device_tokens", "hash, device_id, retired_at", "hash"},
 	{"audit", auditColumns, "seq"},
 	{"audit_refusals", "seq, minute, source, count", "seq"},
+	{"admins", "name, created_at, revoked_at", "name"},
 }
 
 // MigrateCounts says how many rows of each table Migrate copied.

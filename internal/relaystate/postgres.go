@@ -125,7 +125,30 @@ CREATE TABLE replicas (
 	seen_at     BIGINT  NOT NULL
 );
 ALTER TABLE devices ADD COLUMN held_by TEXT NOT NULL DEFAULT '';
-CREATE INDEX devices_held_by ON devices(held_by);`}
+CREATE INDEX devices_held_by ON devices(held_by);`, `
+CREATE TABLE admins (
+	name       TEXT   PRIMARY KEY,
+	created_at BIGINT NOT NULL,
+	revoked_at BIGINT
+);
+CREATE TABLE admin_codes (
+	hash       BYTEA  PRIMARY KEY,
+	admin      TEXT   NOT NULL,
+	created_at BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL,
+	used_at    BIGINT
+);
+CREATE INDEX admin_codes_admin ON admin_codes(admin);
+CREATE TABLE panel_sessions (
+	hash       BYTEA  PRIMARY KEY,
+	admin      TEXT   NOT NULL,
+	created_at BIGINT NOT NULL,
+	seen_at    BIGINT NOT NULL
+);
+CREATE INDEX panel_sessions_admin ON panel_sessions(admin);
+ALTER TABLE devices ADD COLUMN agent_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN linked_at BIGINT;
+ALTER TABLE replicas ADD COLUMN panel TEXT NOT NULL DEFAULT '';`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

@@ -20,6 +20,8 @@ type Replica struct {
 	Name string `json:"name"`
 	// Address is the client endpoint it announced.
 	Address string `json:"address"`
+	// Panel is the base URL of its web panel, when it serves one.
+	Panel string `json:"panel,omitempty"`
 	// NATS is whether it joined the others through NATS; replicas that did
 	// not run alone.
 	NATS bool `json:"nats"`
@@ -44,7 +46,7 @@ func errNoReplica() error {
 	return errcode.New(errcode.NotFound, "no such live relay replica")
 }
 
-const replicaColumns = `id, name, address, nats, boot_id, pid, start_ticks, started_at, seen_at`
+const replicaColumns = `id, name, address, nats, boot_id, pid, start_ticks, started_at, seen_at, panel`
 
 // JoinReplica records r as live at now, after sweeping away the replicas
 // not seen for limits.ReplicaTTL. Replicas share a database only through
@@ -54,7 +56,7 @@ func (s *Store) JoinReplica(r Replica, now time.Time) error {
 	if err := checkNow(now); err != nil {
 		return err
 	}
-	if !ValidName(r.Name) || !ValidName(r.ID) || len(r.Address) > maxAuditText {
+	if !ValidName(r.Name) || !ValidName(r.ID) || len(r.Address) > maxAuditText || len(r.Panel) > maxAuditText {
 		return errcode.New(errcode.InvalidArgument, "a relay replica's name must be %s", DeviceNameRule)
 	}
 	return s.inTx(func(ctx context.Context, tx *txn) error {
@@ -69,8 +71,8 @@ func (s *Store) JoinReplica(r Replica, now time.Time) error {
 		if alone > 0 {
 			return errAlone()
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO replicas(`+replicaColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Name, r.Address, boolInt(r.NATS), r.BootID, r.PID, int64(r.StartTicks), now.UnixNano(), now.UnixNano())
+		_, err = tx.ExecContext(ctx, `INSERT INTO replicas(`+replicaColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Name, r.Address, boolInt(r.NATS), r.BootID, r.PID, int64(r.StartTicks), now.UnixNano(), now.UnixNano(), r.Panel)
 		return err
 	})
 }
@@ -152,7 +154,7 @@ func (s *Store) Replicas(now time.Time) ([]Replica, error) {
 			ticks         int64
 			started, seen int64
 		)
-		if err := rows.Scan(&r.ID, &r.Name, &r.Address, &nats, &r.BootID, &r.PID, &ticks, &started, &seen, &r.Links); err != nil {
+		if err := rows.Scan(&r.ID, &r.Name, &r.Address, &nats, &r.BootID, &r.PID, &ticks, &started, &seen, &r.Panel, &r.Links); err != nil {
 			return nil, dbErr(err)
 		}
 		r.NATS, r.StartTicks = nats != 0, uint64(ticks)
@@ -213,8 +215,8 @@ func (s *Store) TakeLink(device, replica, from string, now time.Time) (bool, err
 				return nil
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE devices SET held_by = ?, connected = 1, last_seen = ? WHERE id = ?`,
-			replica, now.UnixNano(), device)
+		_, err = tx.ExecContext(ctx, `UPDATE devices SET held_by = ?, connected = 1, last_seen = ?, linked_at = ?, agent_version = '' WHERE id = ?`,
+			replica, now.UnixNano(), now.UnixNano(), device)
 		took = err == nil
 		return err
 	})

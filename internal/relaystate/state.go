@@ -57,6 +57,18 @@ type State interface {
 	Audit(n int) ([]AuditEntry, error)
 	AddRefusalCounts(counts []RefusalCount, now time.Time) error
 	RefusalCounts(n int) ([]RefusalCount, error)
+	AuditPage(f AuditFilter, n int) ([]AuditEntry, error)
+	AuditCounts(since time.Time) (calls, failed int64, err error)
+
+	// The panel: its admins, their sign-in codes and sessions, and what a
+	// device's link reported.
+	CreateSignIn(admin string, ttl time.Duration, now time.Time) (string, error)
+	SignIn(code string, now time.Time) (admin, session string, err error)
+	AuthSession(session string, now time.Time) (*PanelSession, error)
+	EndSession(session string) error
+	Admins(now time.Time) ([]Admin, error)
+	RevokeAdmin(name string, now time.Time) error
+	NoteAgentVersion(device, replica, version string) error
 
 	Close() error
 }

@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -186,8 +186,37 @@ ALTER TABLE devices ADD COLUMN held_by TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS devices_held_by ON devices(held_by);
 `
 
+// schemaV7 adds the panel: its admins, their one-time sign-in codes and
+// their sessions (secrets as hashes, as everywhere), and on each device
+// the agent version and time of its current link, which the panel shows.
+const schemaV7 = `
+CREATE TABLE IF NOT EXISTS admins (
+	name       TEXT    PRIMARY KEY,
+	created_at INTEGER NOT NULL,
+	revoked_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS admin_codes (
+	hash       BLOB    PRIMARY KEY,
+	admin      TEXT    NOT NULL,
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	used_at    INTEGER
+);
+CREATE INDEX IF NOT EXISTS admin_codes_admin ON admin_codes(admin);
+CREATE TABLE IF NOT EXISTS panel_sessions (
+	hash       BLOB    PRIMARY KEY,
+	admin      TEXT    NOT NULL,
+	created_at INTEGER NOT NULL,
+	seen_at    INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS panel_sessions_admin ON panel_sessions(admin);
+ALTER TABLE devices ADD COLUMN agent_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN linked_at INTEGER;
+ALTER TABLE replicas ADD COLUMN panel TEXT NOT NULL DEFAULT '';
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may
@@ -419,11 +448,11 @@ func (s *Store) GrantKey() (ed25519.PrivateKey, error) {
 	return s.key, nil
 }
 
-// queryAll runs a query without arguments and scans every row.
-func queryAll[T any](s *Store, query string, scan func(rowScanner) (*T, error)) ([]T, error) {
+// queryAll runs a query with args and scans every row.
+func queryAll[T any](s *Store, query string, scan func(rowScanner) (*T, error), args ...any) ([]T, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, query)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, dbErr(err)
 	}

@@ -321,6 +321,12 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	// Turn it back into a schema-1 database: drop what later schemas added.
 	for _, q := range []string{
+		`DROP TABLE admins`,
+		`DROP TABLE admin_codes`,
+		`DROP TABLE panel_sessions`,
+		`ALTER TABLE devices DROP COLUMN agent_version`,
+		`ALTER TABLE devices DROP COLUMN linked_at`,
+		`ALTER TABLE replicas DROP COLUMN panel`,
 		`DROP INDEX devices_held_by`,
 		`ALTER TABLE devices DROP COLUMN held_by`,
 		`DROP TABLE replicas`,

@@ -1,0 +1,89 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/panel"
+	"github.com/commandcore/commandcore/internal/relaystate"
+)
+
+// PanelServer serves the web panel (package panel) over this relay's
+// state and devices; secure marks its cookies for TLS. Its live pages
+// stream for as long as they are open, so it has no write timeout; the
+// panel bounds what it reads.
+func (s *Server) PanelServer(secure bool) (*http.Server, error) {
+	p, err := panel.New(panel.Config{
+		State: s.store, Devices: s, Health: s.health, Audit: s.audit.add,
+		LimitSignIn: s.limitEnroll, Secure: secure, Now: s.Now, Log: s.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	t := s.Timeouts.withDefaults()
+	return &http.Server{Handler: p.Handler(), ReadHeaderTimeout: t.Header, ReadTimeout: t.Unauthenticated, IdleTimeout: t.Idle}, nil
+}
+
+// reachable is what a replica's peers say of their NATS connection.
+type reachable interface{ Reachable() bool }
+
+// health is the Overview's: the database answers a read, and NATS (for a
+// replica that joined the others through it) is connected.
+func (s *Server) health() []panel.Check {
+	_, err := s.store.StandingChanges()
+	checks := []panel.Check{{Name: "database", OK: err == nil}}
+	if r, ok := s.peers.(reachable); ok {
+		checks = append(checks, panel.Check{Name: "NATS", OK: r.Reachable()})
+	} else if s.peers == nil {
+		checks = append(checks, panel.Check{Name: "NATS", OK: true, Detail: "not used: this relay runs alone"})
+	}
+	return checks
+}
+
+// AdminPrincipal is the principal an admin of the panel acts as on
+// devices.
+func AdminPrincipal(admin string) string { return "admin:" + admin }
+
+// CallAsAdmin calls tool on the device as the panel's admin, with a grant
+// for the principal AdminPrincipal(admin), and returns the structured
+// result, or the tool's error as an *errcode.Error. The device decides
+// what an admin may do (list, read and stop jobs); the relay only carries
+// the call, as a client's.
+func (s *Server) CallAsAdmin(ctx context.Context, admin, deviceID, tool string, args json.RawMessage) (json.RawMessage, error) {
+	if !relaystate.ValidAdminName(admin) {
+		return nil, errcode.New(errcode.PermissionDenied, "not an admin")
+	}
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	g, err := authz.MintGrant(s.key, deviceID, tool, AdminPrincipal(admin), s.Now())
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.router().Call(ctx, deviceID, Call{Tool: tool, Arguments: args, Grant: g}, nil)
+	if err != nil {
+		return nil, s.callFailure(ctx, err)
+	}
+	var res struct {
+		IsError           bool            `json:"isError"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+	}
+	if json.Unmarshal(raw, &res) != nil {
+		return nil, errcode.New(errcode.Internal, "the device's result could not be read")
+	}
+	if res.IsError {
+		var failed struct {
+			Error struct {
+				Code    errcode.Code `json:"code"`
+				Message string       `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(res.StructuredContent, &failed) != nil || failed.Error.Code == "" {
+			return nil, errcode.New(errcode.Internal, "the device failed the call without saying why")
+		}
+		return nil, errcode.New(failed.Error.Code, "%s", failed.Error.Message)
+	}
+	return res.StructuredContent, nil
+}

@@ -33,17 +33,22 @@ type Gate = func(ctx context.Context, req *mcp.CallToolRequest, tool string) (pr
 // takes effect at once.
 func LocalGate(configDir string) Gate {
 	return func(_ context.Context, _ *mcp.CallToolRequest, tool string) (principal.Principal, error) {
-		if err := checkCeiling(configDir, tool); err != nil {
+		if err := checkCeiling(configDir, principal.Local, tool); err != nil {
 			return "", err
 		}
 		return principal.Local, nil
 	}
 }
 
-func checkCeiling(configDir, tool string) error {
+// checkCeiling applies the owner's ceiling, read afresh, to who's call of
+// tool: an admin the owner refuses is told so whatever the tool.
+func checkCeiling(configDir string, who principal.Principal, tool string) error {
 	c, err := LoadCeiling(configDir)
 	if err != nil {
 		return err
+	}
+	if who.IsAdmin() && !c.AdminsAllowed() {
+		return errcode.New(errcode.AdminRefused, "this device does not allow admin views")
 	}
 	return c.Check(tool)
 }
@@ -73,7 +78,7 @@ func RemoteGate(configDir, device string, key ed25519.PublicKey, used *UsedGrant
 		if err := used.Use(c, at); err != nil {
 			return "", err
 		}
-		if err := checkCeiling(configDir, tool); err != nil {
+		if err := checkCeiling(configDir, who, tool); err != nil {
 			return "", err
 		}
 		return who, nil

@@ -217,3 +217,49 @@ func TestAdminGrantListsReadsAndStopsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerRefusesAdmins: with "admin": false in permissions.json every
+// admin-grant call is admin_refused, even on the admin tools the ceiling
+// lists, while a client token's principal goes on as before; the file is
+// read on every call, so taking the key out admits the admin again.
+func TestOwnerRefusesAdmins(t *testing.T) {
+	dir := t.TempDir()
+	gate, mint := adminGate(t, dir)
+	ctx := context.Background()
+	file := filepath.Join(dir, CeilingFile)
+	if err := os.WriteFile(file, []byte(`{"schema_version": 1, "tools": ["process.*"], "admin": false}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin := string(principal.Admin("alice"))
+	for _, tool := range AdminTools {
+		who, err := gate(ctx, mint(tool, admin), tool)
+		if !errcode.Is(err, errcode.AdminRefused) || who != "" {
+			t.Errorf("%s with an admin grant: %q, %v; want admin_refused", tool, who, err)
+			continue
+		}
+		if msg := errcode.From(err).Message; msg != "this device does not allow admin views" {
+			t.Errorf("%s: message %q", tool, msg)
+		}
+		if who, err := gate(ctx, mint(tool, "tok_1"), tool); err != nil || who != "tok_1" {
+			t.Errorf("%s with a client's grant: %q, %v", tool, who, err)
+		}
+	}
+	// A tool no admin may call stays permission_denied: refusing admins
+	// tells nothing new about it.
+	if c := code(gate2(gate(ctx, mint("process.start", admin), "process.start"))); c != errcode.PermissionDenied {
+		t.Errorf("process.start with an admin grant: %q", c)
+	}
+	if err := os.WriteFile(file, []byte(`{"schema_version": 1, "tools": ["process.*"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if who, err := gate(ctx, mint("process.jobs", admin), "process.jobs"); err != nil || who != principal.Admin("alice") {
+		t.Fatalf("after the owner's edit: %q, %v", who, err)
+	}
+	// The ceiling's tools bind admins too.
+	if err := os.WriteFile(file, []byte(`{"schema_version": 1, "tools": ["process.jobs"], "admin": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := code(gate2(gate(ctx, mint("process.stop", admin), "process.stop"))); c != errcode.PermissionDenied {
+		t.Errorf("process.stop outside the ceiling's tools: %q", c)
+	}
+}

@@ -49,6 +49,8 @@ var wire = map[string]struct {
 	"DeviceTimeout": {DeviceTimeout, "device_timeout"},
 	"RateLimited":   {RateLimited, "rate_limited"},
 	"Unavailable":   {Unavailable, "unavailable"},
+	// README: an admin grant where the owner refuses admins.
+	"AdminRefused": {AdminRefused, "admin_refused"},
 }
 
 // declaredCodes returns every constant of type Code declared in errcode.go,

@@ -42,6 +42,9 @@ type Ceiling struct {
 	// cutOff: the owner keeps jobs and process.run commands out of the
 	// user manager's reach ("jobs_reach_user_manager": false).
 	cutOff bool
+	// refuseAdmins: the owner refuses the relay panel's admin grants
+	// ("admin": false).
+	refuseAdmins bool
 	// err is why a present ceiling is invalid; it then denies everything.
 	err error
 }
@@ -74,14 +77,14 @@ func readCeiling(path string) ([]byte, error) {
 
 // DecodeCeiling parses a ceiling document strictly:
 //
-//	{"schema_version": 1, "tools": ["process.*", "system.metrics"], "jobs_reach_user_manager": false}
+//	{"schema_version": 1, "tools": ["process.*", "system.metrics"], "jobs_reach_user_manager": false, "admin": false}
 //
-// schema_version and tools are required, jobs_reach_user_manager is
-// optional (true when absent); each key at most once and spelled exactly
-// so, with nothing after the object. schema_version must be 1; tools
-// entries are scope entries, and an empty list allows nothing;
-// jobs_reach_user_manager is true or false. On failure it returns a
-// ceiling that denies everything together with the error.
+// schema_version and tools are required, jobs_reach_user_manager and
+// admin are optional (true when absent); each key at most once and spelled
+// exactly so, with nothing after the object. schema_version must be 1;
+// tools entries are scope entries, and an empty list allows nothing;
+// jobs_reach_user_manager and admin are true or false. On failure it
+// returns a ceiling that denies everything together with the error.
 func DecodeCeiling(data []byte) (*Ceiling, error) {
 	// The raw fields: absent stays nil, so a missing key is told apart
 	// from a null one.
@@ -89,6 +92,7 @@ func DecodeCeiling(data []byte) (*Ceiling, error) {
 		SchemaVersion        json.RawMessage `json:"schema_version"`
 		Tools                json.RawMessage `json:"tools"`
 		JobsReachUserManager json.RawMessage `json:"jobs_reach_user_manager"`
+		Admin                json.RawMessage `json:"admin"`
 	}
 	if err := strictjson.Decode(data, &fields, limits.MaxPermissionsBytes, strictjson.ExactKeys); err != nil {
 		return refuseCeiling(ceilingDecodeError(err))
@@ -113,15 +117,29 @@ func DecodeCeiling(data []byte) (*Ceiling, error) {
 			return refuseCeiling(invalidCeiling(fmt.Sprintf("tools entry %d is not a valid name or pattern", i+1), nil))
 		}
 	}
-	reach := true
-	if fields.JobsReachUserManager != nil {
-		var v *bool
-		if err := json.Unmarshal(fields.JobsReachUserManager, &v); err != nil || v == nil {
-			return refuseCeiling(invalidCeiling("jobs_reach_user_manager must be true or false", err))
-		}
-		reach = *v
+	reach, err := optionalBool(fields.JobsReachUserManager, "jobs_reach_user_manager")
+	if err != nil {
+		return refuseCeiling(err)
 	}
-	return &Ceiling{present: true, tools: *tools, cutOff: !reach}, nil
+	admin, err := optionalBool(fields.Admin, "admin")
+	if err != nil {
+		return refuseCeiling(err)
+	}
+	return &Ceiling{present: true, tools: *tools, cutOff: !reach, refuseAdmins: !admin}, nil
+}
+
+// optionalBool decodes the optional boolean key of the document whose raw
+// value is raw: true when absent, else true or false and nothing else
+// (null included), since a typo must not pass for the default.
+func optionalBool(raw json.RawMessage, key string) (bool, error) {
+	if raw == nil {
+		return true, nil
+	}
+	var v *bool
+	if err := json.Unmarshal(raw, &v); err != nil || v == nil {
+		return false, invalidCeiling(key+" must be true or false", err)
+	}
+	return *v, nil
 }
 
 // ceilingDecodeError names what is wrong with the document; a field's name
@@ -189,6 +207,13 @@ func JobsCutOff(configDir string) func() (bool, error) {
 		}
 		return !c.JobsReachUserManager(), nil
 	}
+}
+
+// AdminsAllowed reports whether grants naming an admin principal (the
+// relay's web panel) may act here: without a file, or unless a valid one
+// says "admin": false. A nil, zero or invalid ceiling allows no one.
+func (c *Ceiling) AdminsAllowed() bool {
+	return c != nil && c.err == nil && (c.allowAll || c.present && !c.refuseAdmins)
 }
 
 // Allows reports whether tool may run under the ceiling.

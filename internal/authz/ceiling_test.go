@@ -187,6 +187,12 @@ func TestFailsClosed(t *testing.T) {
 		{"reach a list", `{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": [false]}`, 0o600, "jobs_reach_user_manager must be true or false"},
 		{"reach twice", `{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": false, "jobs_reach_user_manager": true}`, 0o600, "it has a duplicate field"},
 		{"reach case-folded", `{"schema_version": 1, "tools": ["process.*"], "Jobs_Reach_User_Manager": false}`, 0o600, "it has an unknown field"},
+		{"admin null", `{"schema_version": 1, "tools": ["process.*"], "admin": null}`, 0o600, "admin must be true or false"},
+		{"admin a string", `{"schema_version": 1, "tools": ["process.*"], "admin": "x"}`, 0o600, "admin must be true or false"},
+		{"admin a quoted false", `{"schema_version": 1, "tools": ["process.*"], "admin": "false"}`, 0o600, "admin must be true or false"},
+		{"admin a number", `{"schema_version": 1, "tools": ["process.*"], "admin": 0}`, 0o600, "admin must be true or false"},
+		{"admin twice", `{"schema_version": 1, "tools": ["process.*"], "admin": false, "admin": true}`, 0o600, "it has a duplicate field"},
+		{"admin case-folded", `{"schema_version": 1, "tools": ["process.*"], "Admin": false}`, 0o600, "it has an unknown field"},
 	}
 	for _, c := range cases {
 		wantDenied(t, c.name, write(t, c.content, c.mode), c.why)
@@ -225,6 +231,41 @@ func TestJobsReachUserManager(t *testing.T) {
 	refused, _ := LoadCeiling(write(t, `{"schema_version": 1, "tools": ["*"], "jobs_reach_user_manager": "no"}`, 0o600))
 	if !refused.JobsReachUserManager() || refused.Allows("process.start") {
 		t.Error("an invalid ceiling claims a cut or allows a tool")
+	}
+}
+
+// TestAdminsAllowed: the owner's "admin" is what the ceiling reports, true
+// unless a valid file says false, and it narrows no tool list.
+func TestAdminsAllowed(t *testing.T) {
+	for name, tc := range map[string]struct {
+		content string
+		allowed bool
+	}{
+		"false":          {`{"schema_version": 1, "tools": ["process.*"], "admin": false}`, false},
+		"true":           {`{"schema_version": 1, "tools": ["process.*"], "admin": true}`, true},
+		"absent":         {`{"schema_version": 1, "tools": ["process.*"]}`, true},
+		"first":          {`{"admin": false, "tools": ["process.*"], "schema_version": 1}`, false},
+		"beside the cut": {`{"schema_version": 1, "tools": ["process.*"], "jobs_reach_user_manager": false, "admin": true}`, true},
+	} {
+		c, err := LoadCeiling(write(t, tc.content, 0o600))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := c.AdminsAllowed(); got != tc.allowed {
+			t.Errorf("%s: AdminsAllowed() = %v, want %v", name, got, tc.allowed)
+		}
+		if !c.Allows("process.stop") || c.Allows("files.read") {
+			t.Errorf("%s: the key changed which tools the ceiling allows", name)
+		}
+	}
+	absent, err := LoadCeiling(t.TempDir())
+	if err != nil || !absent.AdminsAllowed() {
+		t.Errorf("without a file admins must be allowed: %v", err)
+	}
+	// A refused file runs nothing, for admins neither.
+	refused, _ := LoadCeiling(write(t, `{"schema_version": 1, "tools": ["*"], "admin": null}`, 0o600))
+	if refused.AdminsAllowed() {
+		t.Error("an invalid ceiling allows admins")
 	}
 }
 
@@ -360,6 +401,9 @@ func TestNilAndZeroDeny(t *testing.T) {
 		if c.Present() {
 			t.Errorf("%s ceiling reports itself present", name)
 		}
+		if c.AdminsAllowed() {
+			t.Errorf("%s ceiling allows admins", name)
+		}
 	}
 }
 
@@ -375,6 +419,10 @@ func FuzzDecode(f *testing.F) {
 		`{"schema_version":1,"tools":[],"jobs_reach_user_manager":null}`,
 		`{"schema_version":1,"tools":[],"jobs_reach_user_manager":"false"}`,
 		`{"schema_version":1,"tools":[],"jobs_reach_user_\u006danager":false}`,
+		`{"schema_version":1,"tools":["process.*"],"admin":false}`,
+		`{"schema_version":1,"tools":[],"admin":true,"jobs_reach_user_manager":false}`,
+		`{"schema_version":1,"tools":[],"admin":null}`, `{"schema_version":1,"tools":[],"admin":"x"}`,
+		`{"schema_version":1,"tools":[],"\u0061dmin":false}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -396,7 +444,14 @@ func FuzzDecode(f *testing.F) {
 			if !c.JobsReachUserManager() {
 				t.Fatal("a refused ceiling claims to cut jobs off the user manager")
 			}
+			if c.AdminsAllowed() {
+				t.Fatal("a refused ceiling allows admins")
+			}
 			return
+		}
+		// Admins are refused only by the literal false of the owner's file.
+		if !c.AdminsAllowed() && !bytes.Contains(data, []byte("false")) {
+			t.Fatalf("refused admins without a false in %q", data)
 		}
 		// A cut comes only from the literal false of the owner's file.
 		if !c.JobsReachUserManager() && !bytes.Contains(data, []byte("false")) {

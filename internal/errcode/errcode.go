@@ -49,6 +49,12 @@ const (
 	RateLimited Code = "rate_limited"
 	// Unavailable: the relay is busy; try again shortly.
 	Unavailable Code = "unavailable"
+	// AdminRefused: an admin grant (the relay's web panel) on a device
+	// whose owner refuses admins ("admin": false in permissions.json).
+	AdminRefused Code = "admin_refused"
+	// ElicitationUnsupported: process.input's secret_prompt reached a
+	// server that cannot ask a person; only the relay's panel can.
+	ElicitationUnsupported Code = "elicitation_unsupported"
 )
 
 // Error is an error with a code and a message that is safe to show remotely.

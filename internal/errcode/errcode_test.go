@@ -49,6 +49,10 @@ var wire = map[string]struct {
 	"DeviceTimeout": {DeviceTimeout, "device_timeout"},
 	"RateLimited":   {RateLimited, "rate_limited"},
 	"Unavailable":   {Unavailable, "unavailable"},
+	// README: an admin grant where the owner refuses admins.
+	"AdminRefused": {AdminRefused, "admin_refused"},
+	// README: process.input's secret_prompt at a device.
+	"ElicitationUnsupported": {ElicitationUnsupported, "elicitation_unsupported"},
 }
 
 // declaredCodes returns every constant of type Code declared in errcode.go,

@@ -21,6 +21,9 @@ type InputRequest struct {
 	Encoding  string `json:"encoding,omitempty" jsonschema:"utf-8 (default) or base64"`
 	EOF       bool   `json:"eof,omitempty" jsonschema:"close stdin after data (on a terminal: send end-of-file); later input is input_closed"`
 	WaitMS    int    `json:"wait_ms,omitempty" jsonschema:"0-30000: then wait up to this long for output produced after this input and return it as output"`
+	// SecretPrompt asks a person for the input instead of data; only the
+	// relay's panel can, so a device answers elicitation_unsupported.
+	SecretPrompt string `json:"secret_prompt,omitempty" jsonschema:"instead of data and eof: a prompt (printable UTF-8, at most 512 bytes) shown to the person at the relay's web panel, who types the input there, so a secret never passes through the client; a device asked directly answers elicitation_unsupported"`
 }
 
 // InputResult is process.input's result.
@@ -71,6 +74,20 @@ func decodeInput(req *InputRequest) ([]byte, error) {
 	return data, nil
 }
 
+// secretInput answers a request for secret input. The relay's panel takes
+// secret_prompt off the call before it reaches a device, so a device that
+// sees one has no person to ask; it still checks the request, so a client
+// learns of a bad one wherever it asks.
+func secretInput(req *InputRequest) error {
+	if req.Data != "" || req.EOF {
+		return errcode.New(errcode.InvalidArgument, "secret_prompt replaces data and eof: give one or the other")
+	}
+	if !printable(req.SecretPrompt, limits.SecretPromptMaxBytes) {
+		return errcode.New(errcode.InvalidArgument, "secret_prompt must be printable UTF-8 of at most %d bytes", limits.SecretPromptMaxBytes)
+	}
+	return errcode.New(errcode.ElicitationUnsupported, "secret input needs the relay's panel: the person types it there; this server cannot ask")
+}
+
 // interactive looks up a job that takes input and is still running.
 func (s *Service) interactive(who principal.Principal, id string, terminalOnly bool) (*jobmeta.Record, error) {
 	rec, err := s.get(who, id)
@@ -108,6 +125,9 @@ func (s *Service) Input(ctx context.Context, who principal.Principal, req InputR
 	wait, err := waitDuration(req.WaitMS)
 	if err != nil {
 		return nil, err
+	}
+	if req.SecretPrompt != "" {
+		return nil, secretInput(&req)
 	}
 	data, err := decodeInput(&req)
 	if err != nil {

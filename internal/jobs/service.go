@@ -183,7 +183,7 @@ func timeLimit(secs int) error {
 }
 
 func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
-	if len(req.Name) > maxNameBytes || !utf8.ValidString(req.Name) || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 {
+	if !printable(req.Name, maxNameBytes) {
 		if err := checkCommand(req.Command); err != nil {
 			return nil, err
 		}
@@ -205,6 +205,13 @@ func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
 		e.Stdin = false
 	}
 	return e, nil
+}
+
+// printable reports whether s is at most max bytes of UTF-8 without
+// control characters: text a caller gives for people to read, which must
+// show as what it says.
+func printable(s string, max int) bool {
+	return len(s) <= max && utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0
 }
 
 func checkCommand(command string) error {

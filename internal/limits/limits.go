@@ -123,6 +123,9 @@ const (
 
 	// MaxInputBytes bounds the data of one process.input call.
 	MaxInputBytes = 64 << 10
+	// SecretPromptMaxBytes bounds process.input's secret_prompt: a line
+	// or two for a person to read at the relay's panel.
+	SecretPromptMaxBytes = 512
 	// TerminalDimensionMax bounds a pty job's cols and rows (1-1000 each).
 	TerminalDimensionMax = 1000
 	// InputWriteTimeout is how long the supervisor waits for a job to take

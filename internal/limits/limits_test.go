@@ -119,6 +119,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"TimeoutBackstopMargin": {TimeoutBackstopMargin, 5 * time.Second},
 	"MaxInputBytes":         {MaxInputBytes, 65536},       // docs/limits.md: input per process.input call 64 KiB
 	"TerminalDimensionMax":  {TerminalDimensionMax, 1000}, // docs/tools.md process.start: pty cols, rows 1-1000 each
+	"SecretPromptMaxBytes":  {SecretPromptMaxBytes, 512},  // docs/limits.md: process.input's secret_prompt 512 bytes
 	// Internal: a job that does not read its stdin, and a frozen peer on the input channel.
 	"InputWriteTimeout":    {InputWriteTimeout, 5 * time.Second},
 	"InputExchangeTimeout": {InputExchangeTimeout, 10 * time.Second},

@@ -2,7 +2,7 @@
 // through the relay, the client token's principal, carried in each call's
 // grant; on this machine (`commandcore mcp`, the CLI), Local. A job records
 // the principal that started it, and a remote principal sees and acts on
-// its own jobs only.
+// its own jobs only; an admin of the relay's web panel sees every job.
 package principal
 
 import (
@@ -21,15 +21,31 @@ const Local Principal = "local"
 // MaxBytes bounds a principal's name.
 const MaxBytes = 64
 
+// AdminPrefix begins the principal of a person acting from the relay's web
+// panel. Valid refuses ':', so no client token can take such a name.
+const AdminPrefix = "admin:"
+
 // Valid reports whether name may be a remote principal: 1 to MaxBytes
 // letters, digits, '.', '_' and '-', and not Local in any letter case.
 func Valid(name string) bool {
 	return namechars.Valid(name, MaxBytes) && !strings.EqualFold(name, string(Local))
 }
 
+// Admin returns the principal of the panel's user name; IsAdmin tells
+// whether the name was a valid one.
+func Admin(name string) Principal { return Principal(AdminPrefix + name) }
+
+// IsAdmin reports whether p is a valid admin principal: AdminPrefix, then
+// a name of the characters Valid allows, MaxBytes in all.
+func (p Principal) IsAdmin() bool {
+	name, ok := strings.CutPrefix(string(p), AdminPrefix)
+	return ok && namechars.Valid(name, MaxBytes-len(AdminPrefix))
+}
+
 // Sees reports whether p may see and act on a job owned by owner. Local
-// sees every job; a remote principal only its own, and never a job
-// without an owner (one from before jobs had owners).
+// and an admin see every job (what an admin may do to it, the gate
+// decides); a remote principal only its own, and never a job without an
+// owner (one from before jobs had owners).
 func (p Principal) Sees(owner string) bool {
-	return p == Local || owner != "" && owner == string(p)
+	return p == Local || p.IsAdmin() || owner != "" && owner == string(p)
 }

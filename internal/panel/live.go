@@ -76,12 +76,7 @@ func (p *Panel) callDevice(ctx context.Context, s session, device, tool string, 
 		}
 	}
 	if ctx.Err() == nil {
-		e := relaystate.AuditEntry{At: began, Principal: s.principal(), Device: device, Tool: tool,
-			Outcome: relaystate.AuditOK, DurationUS: p.cfg.Now().Sub(began).Microseconds()}
-		if err != nil {
-			e.Outcome, e.Code = relaystate.AuditFailed, string(errcode.From(err).Code)
-		}
-		p.cfg.Audit(e)
+		p.record(s, tool, device, began, err)
 	}
 	return err
 }
@@ -182,14 +177,10 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	fl, ok := w.(http.Flusher)
+	fl, ok := startEvents(w)
 	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	fmt.Fprintf(w, "retry: %d\n\n", sseRetryMS)
-	fl.Flush()
 	ctx := r.Context()
 	job := r.PathValue("job")
 	var out, errOff int64 = -1, -1
@@ -233,6 +224,20 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 	}
 }
 
+// startEvents begins an event stream, telling the browser how soon to
+// reconnect; false when w cannot stream (then it has answered).
+func startEvents(w http.ResponseWriter) (http.Flusher, bool) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fmt.Fprintf(w, "retry: %d\n\n", sseRetryMS)
+	fl.Flush()
+	return fl, true
+}
+
 // event writes one server-sent event whose data is v as JSON (one line:
 // JSON escapes every newline).
 func event(w http.ResponseWriter, name string, v any) {
@@ -253,14 +258,10 @@ type liveDevice struct {
 // Devices pages: every devicePoll it reads them, and sends them when they
 // changed.
 func (p *Panel) deviceEvents(w http.ResponseWriter, r *http.Request, s session) {
-	fl, ok := w.(http.Flusher)
+	fl, ok := startEvents(w)
 	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	fmt.Fprintf(w, "retry: %d\n\n", sseRetryMS)
-	fl.Flush()
 	var last []liveDevice
 	tick := time.NewTicker(devicePoll)
 	defer tick.Stop()

@@ -250,9 +250,15 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-// audit records one of an admin's actions.
+// audit records one of an admin's actions in the panel.
 func (p *Panel) audit(s session, action, device string, began time.Time, err error) {
-	e := relaystate.AuditEntry{At: began, Principal: s.principal(), Device: device, Tool: "panel." + action,
+	p.record(s, "panel."+action, device, began, err)
+}
+
+// record writes the audit entry of one thing an admin did: a panel action
+// or a device call, with its outcome and never its content.
+func (p *Panel) record(s session, tool, device string, began time.Time, err error) {
+	e := relaystate.AuditEntry{At: began, Principal: s.principal(), Device: device, Tool: tool,
 		Outcome: relaystate.AuditOK, DurationUS: p.cfg.Now().Sub(began).Microseconds()}
 	if err != nil {
 		e.Outcome, e.Code = relaystate.AuditFailed, string(errcode.From(err).Code)

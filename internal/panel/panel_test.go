@@ -440,3 +440,134 @@ func TestDevicePageSaysWhyItHasNoJobs(t *testing.T) {
 		t.Errorf("an unknown device: %d", resp.StatusCode)
 	}
 }
+
+func enrolled(t *testing.T, f *fixture, name string) *relaystate.Device {
+	t.Helper()
+	code, _ := f.state.CreateEnrollCode("", time.Hour, time.Now())
+	dev, _, _, err := f.state.Enroll(code, name, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
+// TestJobTailStreamsUntilTheEnd: the tail sends the output the job page
+// shows, polls with the client's long poll from where the last page
+// ended, and ends with the job's final state.
+func TestJobTailStreamsUntilTheEnd(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	c := f.signIn("alice")
+	var polls []string
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		polls = append(polls, string(args))
+		switch len(polls) {
+		case 1:
+			return json.RawMessage(`{"state":"running","stdout":{"data":"one\n","encoding":"utf-8","offset":0,"next_offset":4},"stderr":{"data":"","encoding":"utf-8","offset":0,"next_offset":0}}`), nil
+		case 2:
+			return json.RawMessage(`{"state":"running","stdout":{"data":"twö\n","encoding":"utf-8","offset":4,"next_offset":10},"stderr":{"data":"ZXJy","encoding":"base64","offset":0,"next_offset":3}}`), nil
+		}
+		return json.RawMessage(`{"state":"exited","stdout":{"data":"","encoding":"utf-8","offset":10,"next_offset":10,"eof":true},"stderr":{"data":"","encoding":"utf-8","offset":3,"next_offset":3,"eof":true}}`), nil
+	}
+	resp, body := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/p-1/tail", nil, nil)
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("tail content type %q", resp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{"retry: 2000", `event: output` + "\n" + `data: {"data":"one\n","encoding":"utf-8","stream":"stdout"}`,
+		`{"data":"twö\n","encoding":"utf-8","stream":"stdout"}`, `{"data":"ZXJy","encoding":"base64","stream":"stderr"}`,
+		"event: end\ndata: {\"state\":\"exited\"}"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the tail lacks %q:\n%s", want, body)
+		}
+	}
+	if len(polls) != 3 || !strings.Contains(polls[1], `"stdout_offset":4`) || !strings.Contains(polls[1], `"wait_ms":25000`) ||
+		!strings.Contains(polls[2], `"stdout_offset":10`) || !strings.Contains(polls[2], `"stderr_offset":3`) {
+		t.Errorf("polls: %q", polls)
+	}
+	f.devices.fn = nil
+	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/p-1/tail", nil, nil)
+	if !strings.Contains(body, "event: refused") || !strings.Contains(body, "not connected") {
+		t.Errorf("an offline device's tail:\n%s", body)
+	}
+}
+
+// TestJobPageStopAndRevoke: the job page shows a running job with Stop;
+// Stop calls process.stop as the admin and comes back to the job; a
+// device revoked in the panel is revoked in the state.
+func TestJobPageStopAndRevoke(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	c := f.signIn("alice")
+	f.devices.fn = func(tool string, _ json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.stop" {
+			return json.RawMessage(`{}`), nil
+		}
+		return json.RawMessage(`{"process_id":"p-1","owner":"bob","state":"running","created_at":"2026-12-03T00:00:00Z"}`), nil
+	}
+	_, page := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/p-1", nil, nil)
+	for _, want := range []string{`id="stop"`, "bob", "running", `data-tail="/panel/devices/` + dev.ID + `/jobs/p-1/tail"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the job page lacks %q", want)
+		}
+	}
+	resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/jobs/p-1/stop", url.Values{"csrf": {f.csrf(c)}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Prefix+"devices/"+dev.ID+"/jobs/p-1" {
+		t.Fatalf("stop: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	f.devices.mu.Lock()
+	last := f.devices.calls[len(f.devices.calls)-1]
+	f.devices.mu.Unlock()
+	if last != "alice "+dev.ID+" process.stop" {
+		t.Errorf("Stop called %q", last)
+	}
+	f.devices.fn = func(string, json.RawMessage) (json.RawMessage, error) {
+		return nil, errcode.New(errcode.NotRunning, "ended")
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/jobs/p-1/stop", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("a refused stop: %d", resp.StatusCode)
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/revoke", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	if d, _ := f.state.FindDevice(dev.ID); d.Standing != relaystate.StandingRevoked {
+		t.Errorf("after Revoke the device is %s", d.Standing)
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"devices/nope/revoke", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("revoking an unknown device: %d", resp.StatusCode)
+	}
+}
+
+// TestOverviewCountsAndLiveDevices: the overview counts connected of
+// enrolled devices and the last hour's calls; the device stream sends the
+// devices' links and then only changes.
+func TestOverviewCountsAndLiveDevices(t *testing.T) {
+	f := newFixture(t, false)
+	enrolled(t, f, "a")
+	enrolled(t, f, "b")
+	now := time.Now()
+	f.state.AppendAudit([]relaystate.AuditEntry{
+		{At: now, Principal: "x", Tool: "process.jobs", Outcome: relaystate.AuditOK},
+		{At: now, Principal: "x", Tool: "process.jobs", Outcome: relaystate.AuditFailed, Code: "not_found"},
+		{At: now.Add(-2 * time.Hour), Principal: "x", Tool: "process.jobs", Outcome: relaystate.AuditOK},
+	}, now)
+	c := f.signIn("alice")
+	_, page := f.do(c, "GET", Prefix, nil, nil)
+	for _, want := range []string{`<strong id="connected-count">0</strong> connected of <strong>2</strong>`,
+		"Calls in the last hour: <strong>2</strong>, of which failed: <strong>1</strong>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the overview lacks %q:\n%s", want, page)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+Prefix+"events/devices", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if n := strings.Count(string(b), "event: devices"); n != 1 || !strings.Contains(string(b), `"connected":false`) {
+		t.Errorf("an unchanging device list was sent %d times in 3 s:\n%s", n, b)
+	}
+}

@@ -39,7 +39,7 @@ func (d *devices) CallAsAdmin(_ context.Context, admin, device, tool string, arg
 
 // fixture is a panel over a real relay state on SQLite.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	state   *relaystate.Store
 	srv     *httptest.Server
 	devices *devices
@@ -47,7 +47,7 @@ type fixture struct {
 	audited []relaystate.AuditEntry
 }
 
-func newFixture(t *testing.T, secure bool) *fixture {
+func newFixture(t testing.TB, secure bool) *fixture {
 	t.Helper()
 	st, err := relaystate.Open(t.TempDir())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobinput"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/namechars"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
@@ -82,7 +83,7 @@ func secretInput(req *InputRequest) error {
 	if req.Data != "" || req.EOF {
 		return errcode.New(errcode.InvalidArgument, "secret_prompt replaces data and eof: give one or the other")
 	}
-	if !printable(req.SecretPrompt, limits.SecretPromptMaxBytes) {
+	if !namechars.Printable(req.SecretPrompt, limits.SecretPromptMaxBytes) {
 		return errcode.New(errcode.InvalidArgument, "secret_prompt must be printable UTF-8 of at most %d bytes", limits.SecretPromptMaxBytes)
 	}
 	return errcode.New(errcode.ElicitationUnsupported, "secret input needs the relay's panel: the person types it there; this server cannot ask")

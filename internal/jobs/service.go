@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
@@ -28,6 +26,7 @@ import (
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/namechars"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/terminal"
@@ -183,7 +182,7 @@ func timeLimit(secs int) error {
 }
 
 func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
-	if !printable(req.Name, maxNameBytes) {
+	if !namechars.Printable(req.Name, maxNameBytes) {
 		if err := checkCommand(req.Command); err != nil {
 			return nil, err
 		}
@@ -210,10 +209,6 @@ func (s *Service) validateStart(req *StartRequest) (*envelope.Envelope, error) {
 // printable reports whether s is at most max bytes of UTF-8 without
 // control characters: text a caller gives for people to read, which must
 // show as what it says.
-func printable(s string, max int) bool {
-	return len(s) <= max && utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0
-}
-
 func checkCommand(command string) error {
 	if strings.TrimSpace(command) == "" {
 		return errcode.New(errcode.InvalidArgument, "command must not be empty")

@@ -108,6 +108,9 @@ const (
 	// PanelSessionIdle ends a panel session unused that long.
 	SignInCodeTTL    = 15 * time.Minute
 	PanelSessionIdle = 12 * time.Hour
+	// SecretPromptTTL is how long a secret prompt's one-time panel page
+	// takes the input, and so how long the asking call may wait for it.
+	SecretPromptTTL = 10 * time.Minute
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 

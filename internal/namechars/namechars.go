@@ -4,6 +4,12 @@
 // label value and a word in a log line.
 package namechars
 
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
 // Valid reports whether s is 1 to max bytes of ASCII letters, digits,
 // '.', '_' and '-'.
 func Valid(s string, max int) bool {
@@ -17,4 +23,11 @@ func Valid(s string, max int) bool {
 		}
 	}
 	return true
+}
+
+// Printable reports whether s is at most max bytes of valid UTF-8 without
+// control characters: a line of free text (a job's name, a prompt shown
+// to a person) that is safe to show and to log.
+func Printable(s string, max int) bool {
+	return len(s) <= max && utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0
 }

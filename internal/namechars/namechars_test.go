@@ -22,3 +22,18 @@ func TestValid(t *testing.T) {
 		t.Error("the bound is not exact")
 	}
 }
+
+// TestPrintable: text up to the bound, non-ASCII letters included; a
+// control byte, invalid UTF-8 or one byte too many refused.
+func TestPrintable(t *testing.T) {
+	for _, ok := range []string{"", "Password:", "café ☕", strings.Repeat("x", 8)} {
+		if !Printable(ok, 12) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{strings.Repeat("x", 13), "a\nb", "a\tb", "\x1b[2J", "\xff", "a\x00", "\u0085"} {
+		if Printable(bad, 12) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -84,7 +84,8 @@ func (p *Panel) stateFailed(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (p *Panel) loginPage(w http.ResponseWriter, r *http.Request) {
-	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: r.URL.Query().Get("code")})
+	q := r.URL.Query()
+	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: loginData{Code: q.Get("code"), Next: afterSignIn(q.Get("next"))}})
 }
 
 // login redeems a sign-in code for a new session. An old session the
@@ -112,7 +113,13 @@ func (p *Panel) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: secret, Path: Prefix, HttpOnly: true,
 		Secure: p.cfg.Secure, SameSite: http.SameSiteStrictMode})
 	p.audit(session{admin: admin}, "sign_in", "", began, nil)
-	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	http.Redirect(w, r, afterSignIn(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+// loginData is the sign-in page's: the code from the link, and where to
+// go after.
+type loginData struct {
+	Code, Next string
 }
 
 func (p *Panel) logout(w http.ResponseWriter, r *http.Request, s session) {

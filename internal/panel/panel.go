@@ -68,6 +68,8 @@ type Check struct {
 type Config struct {
 	State   relaystate.State
 	Devices Devices
+	// Secrets takes the input typed for a secret prompt; nil refuses it.
+	Secrets Secrets
 	// Health says what the relay depends on and whether it answers.
 	Health func() []Check
 	// Audit records one panel action (content-free, as a tool call's).
@@ -132,12 +134,14 @@ func (p *Panel) Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"tokens", p.signedIn(p.tokens))
 	mux.HandleFunc("GET "+Prefix+"enroll", p.signedIn(p.enrollPage))
 	mux.HandleFunc("GET "+Prefix+"audit", p.signedIn(p.auditLog))
+	mux.HandleFunc("GET "+SecretPath+"{id}", p.signedIn(p.secretPage))
 	mux.HandleFunc("POST "+Prefix+"logout", p.changes(p.logout))
 	mux.HandleFunc("POST "+Prefix+"devices/{device}/revoke", p.changes(p.revokeDevice))
 	mux.HandleFunc("POST "+Prefix+"devices/{device}/jobs/{job}/stop", p.changes(p.stopJob))
 	mux.HandleFunc("POST "+Prefix+"tokens", p.changes(p.createToken))
 	mux.HandleFunc("POST "+Prefix+"tokens/{id}/revoke", p.changes(p.revokeToken))
 	mux.HandleFunc("POST "+Prefix+"enroll", p.changes(p.createEnrollCode))
+	mux.HandleFunc("POST "+SecretPath+"{id}", p.changes(p.submitSecret))
 	return headers(mux)
 }
 
@@ -202,11 +206,25 @@ func (p *Panel) signedIn(h handler) http.HandlerFunc {
 		case err != nil:
 			p.fail(w, r, http.StatusServiceUnavailable, "The relay's state cannot be read just now; try again shortly.")
 		case !ok:
-			http.Redirect(w, r, LoginPath, http.StatusSeeOther)
+			to := LoginPath
+			if r.Method == http.MethodGet && afterSignIn(r.URL.Path) != Prefix {
+				to += "?next=" + url.QueryEscape(r.URL.Path)
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 		default:
 			h(w, r, s)
 		}
 	}
+}
+
+// afterSignIn is where a sign-in continues: a secret prompt's page the
+// person was sent to before signing in, else the Overview. Nothing else
+// is followed, so a link cannot send a new session anywhere.
+func afterSignIn(next string) string {
+	if id, ok := strings.CutPrefix(next, SecretPath); ok && id != "" && !strings.ContainsAny(id, "/\\?#%") {
+		return next
+	}
+	return Prefix
 }
 
 // changes serves a POST from a signed-in admin's own page: a session, a

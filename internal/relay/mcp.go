@@ -292,6 +292,9 @@ func (s *Server) forwarder(tool string) mcp.ToolHandler {
 		if err != nil {
 			return toolresult.Failure(err), nil
 		}
+		if asksSecret(tool, req.Params.Arguments) {
+			return s.secretInput(ctx, c, tok, req)
+		}
 		var target *progressTarget
 		var progress func([]byte)
 		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {
@@ -331,20 +334,9 @@ func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, 
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.request, cancel)()
-	dev := c.device
-	if dev == nil {
-		var name string
-		if name, args, err = splitDevice(args); err != nil {
-			return nil, "", err
-		}
-		if dev, err = s.store.FindDevice(name); stateFailed(err) {
-			return nil, "", errState
-		} else if err != nil {
-			return nil, "", errNoDevice
-		}
-	}
-	if !deviceAllowed(tok, dev) {
-		return nil, dev.ID, errNoDevice
+	dev, args, err := s.callDevice(c, tok, args)
+	if err != nil {
+		return nil, dev.ID, err
 	}
 	g, err := authz.MintGrant(s.key, dev.ID, tool, tok.Principal, s.Now())
 	if err != nil {
@@ -355,6 +347,30 @@ func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, 
 		return nil, dev.ID, s.callFailure(ctx, err)
 	}
 	return result, dev.ID, nil
+}
+
+// callDevice is the device a call is for (the endpoint's, or the one its
+// device argument names) and the arguments for it; a device the token may
+// not reach is errNoDevice. On failure the device is the zero Device, or
+// the one found but out of reach.
+func (s *Server) callDevice(c *client, tok *relaystate.Token, args json.RawMessage) (relaystate.Device, json.RawMessage, error) {
+	dev := c.device
+	if dev == nil {
+		name, rest, err := splitDevice(args)
+		if err != nil {
+			return relaystate.Device{}, nil, err
+		}
+		if dev, err = s.store.FindDevice(name); stateFailed(err) {
+			return relaystate.Device{}, nil, errState
+		} else if err != nil {
+			return relaystate.Device{}, nil, errNoDevice
+		}
+		args = rest
+	}
+	if !deviceAllowed(tok, dev) {
+		return *dev, nil, errNoDevice
+	}
+	return *dev, args, nil
 }
 
 // callFailure is what a routed call's error tells whoever made the call:

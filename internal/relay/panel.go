@@ -17,7 +17,7 @@ import (
 // panel bounds what it reads.
 func (s *Server) PanelServer(secure bool) (*http.Server, error) {
 	p, err := panel.New(panel.Config{
-		State: s.store, Devices: s, Health: s.health, Audit: s.audit.add,
+		State: s.store, Devices: s, Secrets: s, Health: s.health, Audit: s.audit.add,
 		LimitSignIn: s.limitEnroll, Secure: secure, Now: s.Now, Log: s.Log,
 	})
 	if err != nil {
@@ -66,6 +66,12 @@ func (s *Server) CallAsAdmin(ctx context.Context, admin, deviceID, tool string, 
 	if err != nil {
 		return nil, s.callFailure(ctx, err)
 	}
+	return resultOf(raw)
+}
+
+// resultOf reads a device's tool result: its structured content, or the
+// tool's error as an *errcode.Error.
+func resultOf(raw []byte) (json.RawMessage, error) {
 	var res struct {
 		IsError           bool            `json:"isError"`
 		StructuredContent json.RawMessage `json:"structuredContent"`

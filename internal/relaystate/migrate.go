@@ -11,7 +11,8 @@ import (
 // that keeps each table's own order (the tokens' insertion order breaks
 // ties in Tokens; the audit keeps its sequence numbers). Replicas and
 // links are not copied: no relay runs on the new state yet; nor are panel
-// sessions and sign-in codes: an admin signs in again, on the new state.
+// sessions, sign-in codes and secret prompts: an admin signs in again, on
+// the new state, and a call waiting for secret input waits on the old.
 var copied = []struct{ table, columns, order string }{
 	{"settings", "key, value", "key"},
 	{"enroll_codes", "hash, name, created_at, expires_at, used_at", "hash"},

@@ -148,7 +148,20 @@ CREATE TABLE panel_sessions (
 CREATE INDEX panel_sessions_admin ON panel_sessions(admin);
 ALTER TABLE devices ADD COLUMN agent_version TEXT NOT NULL DEFAULT '';
 ALTER TABLE devices ADD COLUMN linked_at BIGINT;
-ALTER TABLE replicas ADD COLUMN panel TEXT NOT NULL DEFAULT '';`}
+ALTER TABLE replicas ADD COLUMN panel TEXT NOT NULL DEFAULT '';`, `
+CREATE TABLE secret_prompts (
+	hash       BYTEA  PRIMARY KEY,
+	token_id   TEXT   NOT NULL,
+	principal  TEXT   NOT NULL,
+	device_id  TEXT   NOT NULL,
+	process_id TEXT   NOT NULL,
+	prompt     TEXT   NOT NULL,
+	created_at BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL,
+	state      TEXT   NOT NULL,
+	result     BYTEA
+);
+CREATE INDEX secret_prompts_expires ON secret_prompts(expires_at);`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

@@ -70,6 +70,13 @@ type State interface {
 	RevokeAdmin(name string, now time.Time) error
 	NoteAgentVersion(device, replica, version string) error
 
+	// Secret prompts: process.input's secret_prompt, waiting for a person.
+	CreateSecretPrompt(p SecretPrompt, now time.Time) (string, error)
+	SecretPrompt(id string, now time.Time) (*SecretPrompt, error)
+	TakeSecretPrompt(id string, now time.Time) (*SecretPrompt, error)
+	FinishSecretPrompt(id string, failed bool, result []byte, now time.Time) error
+	DeclineSecretPrompt(id string, now time.Time) error
+
 	Close() error
 }
 

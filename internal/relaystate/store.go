@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -215,8 +215,27 @@ ALTER TABLE devices ADD COLUMN linked_at INTEGER;
 ALTER TABLE replicas ADD COLUMN panel TEXT NOT NULL DEFAULT '';
 `
 
+// schemaV8 adds secret prompts: process.input's secret_prompt waiting
+// for a person at the panel (SecretPrompt). The ID is stored as a hash,
+// the input never.
+const schemaV8 = `
+CREATE TABLE IF NOT EXISTS secret_prompts (
+	hash       BLOB    PRIMARY KEY,
+	token_id   TEXT    NOT NULL,
+	principal  TEXT    NOT NULL,
+	device_id  TEXT    NOT NULL,
+	process_id TEXT    NOT NULL,
+	prompt     TEXT    NOT NULL,
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	state      TEXT    NOT NULL,
+	result     BLOB
+);
+CREATE INDEX IF NOT EXISTS secret_prompts_expires ON secret_prompts(expires_at);
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

@@ -1,0 +1,283 @@
+package relay
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jsonspan"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/panel"
+	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/strictjson"
+	"github.com/commandcore/commandcore/internal/toolresult"
+)
+
+// Secret input (docs/panel.md): process.input with secret_prompt asks a
+// person, not the model. The relay records a one-time prompt, answers the
+// client with a URL-mode elicitation to the prompt's panel page (a
+// multi-round-trip input request: the relay's endpoint is stateless), and
+// when the client calls again with the person's consent, waits for the
+// person to type the input. The panel hands the input to the job through
+// the device (SubmitSecret) with a grant for the asking principal; the
+// waiting call returns the device's process.input result, which holds
+// byte counts and offsets, never the input.
+
+const (
+	secretInputTool = "process.input"
+	// secretRequestKey names the elicitation in the input request map.
+	secretRequestKey = "secret_input"
+	// secretPollEvery is how often a waiting call reads its prompt: the
+	// input may arrive at any replica's panel.
+	secretPollEvery = 250 * time.Millisecond
+)
+
+// secretArgs are process.input's arguments when they ask for secret input.
+type secretArgs struct {
+	ProcessID    string `json:"process_id"`
+	SecretPrompt string `json:"secret_prompt"`
+}
+
+// asksSecret reports whether a call is process.input with secret_prompt.
+// Arguments the fast reader cannot take apart (escaped keys) are decoded
+// as the device would decode them.
+func asksSecret(tool string, args json.RawMessage) bool {
+	if tool != secretInputTool || len(args) == 0 {
+		return false
+	}
+	if ms, err := jsonspan.Object(args); err == nil {
+		return jsonspan.Find(ms, "secret_prompt") != nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return false
+	}
+	_, ok := m["secret_prompt"]
+	return ok
+}
+
+// secretInput serves process.input with secret_prompt: the first call
+// gets the elicitation, the call the client makes again with the person's
+// answer waits for the input.
+func (s *Server) secretInput(ctx context.Context, c *client, tok *relaystate.Token, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	dev, args, err := s.callDevice(c, tok, req.Params.Arguments)
+	noteDevice(ctx, dev.ID)
+	if err != nil {
+		return toolresult.Failure(err), nil
+	}
+	var a secretArgs
+	if err := strictjson.Decode(args, &a, limits.MaxFrameBytes, strictjson.ExactKeys); err != nil {
+		return toolresult.Failure(errcode.New(errcode.InvalidArgument,
+			"secret_prompt replaces data, encoding, eof and wait_ms: give process_id and secret_prompt only")), nil
+	}
+	if req.Params.RequestState != "" {
+		return s.awaitSecret(ctx, c, tok, dev.ID, a, req)
+	}
+	base, err := s.panelBase()
+	if err != nil {
+		return toolresult.Failure(err), nil
+	}
+	id, err := s.store.CreateSecretPrompt(relaystate.SecretPrompt{TokenID: tok.ID, Principal: tok.Principal,
+		Device: dev.ID, ProcessID: a.ProcessID, Prompt: a.SecretPrompt}, s.Now())
+	if err != nil {
+		return toolresult.Failure(err), nil
+	}
+	url := base + panel.SecretPath + id
+	if !offersURLElicitation(req) {
+		return toolresult.Failure(errcode.New(errcode.ElicitationUnsupported,
+			"this client cannot send a person to a page (it offers no URL elicitation); a person signed in to the relay's panel can type the input at %s within %s",
+			url, limits.SecretPromptTTL)), nil
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{secretRequestKey: &mcp.ElicitParams{
+			Mode:          "url",
+			Message:       a.SecretPrompt + " (type it in the CommandCore panel: it goes to the job, never to the model)",
+			URL:           url,
+			ElicitationID: id,
+		}},
+		RequestState: id,
+	}, nil
+}
+
+// offersURLElicitation reports whether the client takes a multi-round-trip
+// input request (protocol statelessProtocol or later: the relay cannot
+// send it a request of its own) and declares URL elicitation.
+func offersURLElicitation(req *mcp.CallToolRequest) bool {
+	if req.Extra == nil || req.Extra.Header.Get("Mcp-Protocol-Version") < statelessProtocol {
+		return false
+	}
+	caps := req.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+}
+
+// panelBase is the base URL of a panel to send the person to: this
+// replica's, else any live replica's.
+func (s *Server) panelBase() (string, error) {
+	if s.replica.Panel != "" {
+		return s.replica.Panel, nil
+	}
+	reps, err := s.store.Replicas(s.Now())
+	if err != nil {
+		return "", errState
+	}
+	for _, r := range reps {
+		if r.Panel != "" {
+			return r.Panel, nil
+		}
+	}
+	return "", errcode.New(errcode.ElicitationUnsupported, "no relay replica serves the web panel (relay serve --panel-listen), so no person can be asked")
+}
+
+// awaitSecret serves the call a client makes again with the person's
+// answer to the elicitation: it waits until the input reached the job (or
+// the prompt ended) and returns what the device answered.
+func (s *Server) awaitSecret(ctx context.Context, c *client, tok *relaystate.Token, device string, a secretArgs, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id := req.Params.RequestState
+	p, err := s.store.SecretPrompt(id, s.Now())
+	switch {
+	case stateFailed(err):
+		return toolresult.Failure(errState), nil
+	case err != nil:
+		return toolresult.Failure(errcode.New(errcode.NotFound, "the secret prompt is used or expired; call process.input with secret_prompt again")), nil
+	case p.TokenID != tok.ID || p.Device != device || p.ProcessID != a.ProcessID:
+		return toolresult.Failure(errcode.New(errcode.InvalidArgument, "requestState is not this call's secret prompt; call again without it")), nil
+	}
+	answer, _ := req.Params.InputResponses[secretRequestKey].(*mcp.ElicitResult)
+	if answer == nil || answer.Action != "accept" {
+		if err := s.store.DeclineSecretPrompt(id, s.Now()); stateFailed(err) {
+			return toolresult.Failure(errState), nil
+		}
+		return toolresult.Failure(errcode.New(errcode.PermissionDenied, "the person declined to type the input")), nil
+	}
+	// The prompt's clock is the relay's (s.Now), the wait's is real time.
+	ctx, cancel := context.WithTimeout(ctx, p.ExpiresAt.Sub(s.Now()))
+	defer cancel()
+	defer context.AfterFunc(c.request, cancel)()
+	tick := time.NewTicker(secretPollEvery)
+	defer tick.Stop()
+	for {
+		switch p, err := s.store.SecretPrompt(id, s.Now()); {
+		case stateFailed(err):
+			return toolresult.Failure(errState), nil
+		case err != nil:
+			return toolresult.Failure(errcode.New(errcode.NotFound, "nobody typed the input within %s; the secret prompt expired", limits.SecretPromptTTL)), nil
+		case p.State == relaystate.PromptDeclined:
+			return toolresult.Failure(errcode.New(errcode.PermissionDenied, "the person declined to type the input")), nil
+		case p.State == relaystate.PromptDone || p.State == relaystate.PromptFailed:
+			var res mcp.CallToolResult
+			if json.Unmarshal(p.Result, &res) != nil {
+				return toolresult.Failure(errcode.New(errcode.Internal, "the device's result could not be read")), nil
+			}
+			return &res, nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			if c.request.Err() != nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, context.Canceled
+			}
+		}
+	}
+}
+
+// SubmitSecret hands a person's input for secret prompt id to its job:
+// once, while the prompt is pending and the token that asked still may
+// call process.input on the device. It returns how many bytes the job
+// took, or why none reached it; the asking call gets the device's answer
+// either way. The input is sent to the device and kept nowhere.
+func (s *Server) SubmitSecret(ctx context.Context, id string, input []byte) (int, error) {
+	p, err := s.store.TakeSecretPrompt(id, s.Now())
+	if err != nil {
+		return 0, err
+	}
+	raw, failure := s.sendSecret(ctx, p, input)
+	if failure != nil {
+		raw, _ = json.Marshal(toolresult.Failure(failure))
+	}
+	if err := s.store.FinishSecretPrompt(id, failure != nil, raw, s.Now()); err != nil {
+		return 0, err
+	}
+	if failure != nil {
+		return 0, failure
+	}
+	var res struct {
+		AcceptedBytes int `json:"accepted_bytes"`
+	}
+	out, _ := resultOf(raw)
+	json.Unmarshal(out, &res)
+	return res.AcceptedBytes, nil
+}
+
+// sendSecret calls process.input with the input on the prompt's device
+// for the prompt's principal, and returns the device's result when the
+// job took the input, or the failure.
+func (s *Server) sendSecret(ctx context.Context, p *relaystate.SecretPrompt, input []byte) ([]byte, error) {
+	if err := s.stillAllowed(p); err != nil {
+		return nil, err
+	}
+	if len(input) > limits.MaxInputBytes {
+		return nil, errcode.New(errcode.InvalidArgument, "the input is over %d bytes", limits.MaxInputBytes)
+	}
+	args, err := json.Marshal(struct {
+		ProcessID string `json:"process_id"`
+		Data      string `json:"data"`
+		Encoding  string `json:"encoding"`
+	}{p.ProcessID, base64.StdEncoding.EncodeToString(input), "base64"})
+	if err != nil {
+		return nil, err
+	}
+	defer clear(args)
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	g, err := authz.MintGrant(s.key, p.Device, secretInputTool, p.Principal, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.router().Call(ctx, p.Device, Call{Tool: secretInputTool, Arguments: args, Grant: g}, nil)
+	if err != nil {
+		return nil, s.callFailure(ctx, err)
+	}
+	if _, err := resultOf(raw); err != nil {
+		return nil, err
+	}
+	if len(raw) > relaystate.MaxPromptResultBytes {
+		return nil, errcode.New(errcode.Internal, "the device's answer is larger than a process.input result")
+	}
+	return raw, nil
+}
+
+// stillAllowed checks that the token which asked for the input may still
+// call process.input on the device: a token revoked or expired while the
+// person typed does not get the input through.
+func (s *Server) stillAllowed(p *relaystate.SecretPrompt) error {
+	denied := errcode.New(errcode.PermissionDenied, "the client token that asked for this input is revoked, expired or no longer reaches the job")
+	toks, err := s.store.Tokens()
+	if err != nil {
+		return errState
+	}
+	dev, err := s.store.FindDevice(p.Device)
+	if stateFailed(err) {
+		return errState
+	}
+	if err != nil {
+		return denied
+	}
+	now := s.Now()
+	for i := range toks {
+		t := &toks[i]
+		if t.ID == p.TokenID {
+			if t.RevokedAt != nil || !now.Before(t.ExpiresAt) || t.Principal != p.Principal ||
+				!authz.MatchScope(t.Tools, secretInputTool) || !deviceAllowed(t, dev) {
+				return denied
+			}
+			return nil
+		}
+	}
+	return denied
+}

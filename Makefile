@@ -41,7 +41,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath
 
-.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test mutation
+.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test mutation screenshots
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -128,6 +128,12 @@ vm-test:
 # BENCHMARKS.md "Jobs in one slice"). Needs the image vm-test caches.
 vm-storm:
 	test/vm/storm.sh
+
+# Redraws docs/panel/*.png: the panel's browser test (headless Chromium)
+# writes a screenshot of every page.
+screenshots:
+	@$(USERMGR) up >/dev/null
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run 'TestPanelInABrowser$$' -count=1
 
 clean:
 	rm -rf bin dist

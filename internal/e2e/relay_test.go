@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -42,6 +43,8 @@ type relayEnv struct {
 	// database, when set, is the PostgreSQL state every relay command
 	// of this environment uses.
 	database string
+	// agentLog, when set, gets the agent's standard error (else ours).
+	agentLog io.Writer
 }
 
 // startRelay runs `commandcore relay serve` on a free loopback port.
@@ -97,6 +100,9 @@ func (e *relayEnv) startAgent() {
 	e.t.Helper()
 	e.agent = exec.Command(bin, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig)
 	e.agent.Stderr = os.Stderr
+	if e.agentLog != nil {
+		e.agent.Stderr = e.agentLog
+	}
 	if err := e.agent.Start(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -252,11 +252,15 @@ func (p *Panel) changes(h handler) http.HandlerFunc {
 	}
 }
 
-// sameOrigin refuses what a browser marks as coming from another site,
-// and an Origin other than the panel's own.
+// sameOrigin refuses what a browser marks as coming from another origin.
+// A browser that sends Sec-Fetch-Site is taken at its word: under the
+// panel's Referrer-Policy: no-referrer it sends "Origin: null" even for
+// the panel's own forms. Without it, an Origin must be the panel's own.
 func sameOrigin(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
+	case "same-origin", "none":
+		return true
+	case "":
 	default:
 		return false
 	}
@@ -265,7 +269,7 @@ func sameOrigin(r *http.Request) bool {
 		return true
 	}
 	u, err := url.Parse(o)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
 // audit records one of an admin's actions in the panel.

@@ -36,11 +36,11 @@ func HTTPClient(token string) *http.Client {
 // standard error goes to ours; the rest of its output is discarded. The
 // caller stops the process.
 func Serve(bin string, args ...string) (*exec.Cmd, string, error) {
-	cmd, lines, err := serve(bin, 1, args)
+	cmd, got, err := serve(bin, args, relayapi.AnnounceListening)
 	if err != nil {
 		return nil, "", err
 	}
-	return cmd, lines[0], nil
+	return cmd, got[0], nil
 }
 
 // ServeMetrics is Serve with metrics on a free loopback port; it also
@@ -51,35 +51,63 @@ func ServeMetrics(bin string, args ...string) (cmd *exec.Cmd, url, metricsURL st
 
 // ServeMetricsOn is ServeMetrics with the metrics on listen.
 func ServeMetricsOn(bin, listen string, args ...string) (cmd *exec.Cmd, url, metricsURL string, err error) {
-	cmd, lines, err := serve(bin, 2, append(args, "--metrics-listen", listen))
+	cmd, got, err := serve(bin, append(args, "--metrics-listen", listen), relayapi.AnnounceListening, relayapi.AnnounceMetrics)
 	if err != nil {
 		return nil, "", "", err
 	}
-	return cmd, lines[0], lines[1], nil
+	return cmd, got[0], got[1], nil
 }
 
-// serve starts the relay and reads the first n announcements.
-func serve(bin string, n int, args []string) (*exec.Cmd, []string, error) {
+// ServePanel is Serve with the web panel on a free loopback port; it also
+// returns the panel's URL (ending in /panel/).
+func ServePanel(bin string, args ...string) (cmd *exec.Cmd, url, panelURL string, err error) {
+	return ServePanelLogged(bin, os.Stderr, args...)
+}
+
+// ServePanelLogged is ServePanel with the relay's standard error (its log)
+// written to stderr.
+func ServePanelLogged(bin string, stderr io.Writer, args ...string) (cmd *exec.Cmd, url, panelURL string, err error) {
+	cmd, got, err := serveTo(bin, stderr, append(args, "--panel-listen", "127.0.0.1:0"), relayapi.AnnounceListening, relayapi.AnnouncePanel)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return cmd, got[0], got[1], nil
+}
+
+// serve starts the relay and reads its announcements until it has made
+// each of prefixes (in any order), and returns what followed each.
+func serve(bin string, args []string, prefixes ...string) (*exec.Cmd, []string, error) {
+	return serveTo(bin, os.Stderr, args, prefixes...)
+}
+
+// serveTo is serve with the relay's standard error going to stderr.
+func serveTo(bin string, stderr io.Writer, args []string, prefixes ...string) (*exec.Cmd, []string, error) {
 	cmd := exec.Command(bin, append([]string{"relay", "serve"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
 	r := bufio.NewReader(out)
-	var got []string
-	for _, prefix := range []string{relayapi.AnnounceListening, relayapi.AnnounceMetrics}[:n] {
+	got := make([]string, len(prefixes))
+	for missing := len(prefixes); missing > 0; {
 		line, err := r.ReadString('\n')
-		v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
-		if err != nil || !ok {
+		found := false
+		for i, prefix := range prefixes {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok && got[i] == "" {
+				got[i], found = v, true
+				missing--
+				break
+			}
+		}
+		if err != nil || !found {
 			cmd.Process.Kill()
 			cmd.Wait()
 			return nil, nil, errors.Join(fmt.Errorf("relay's announcement %q", line), err)
 		}
-		got = append(got, v)
 	}
 	go io.Copy(io.Discard, r)
 	return cmd, got, nil

@@ -1,0 +1,385 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/testkit"
+)
+
+// syncBuffer is a log several processes' pipes write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	os.Stderr.Write(p)
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// panelEnv is a relay serving its panel, an enrolled agent on the user
+// manager, and a browser.
+type panelEnv struct {
+	*relayEnv
+	panel    string // the panel's base URL, ending in /panel/
+	relayLog *syncBuffer
+	agentLog *syncBuffer
+	b        *browser
+	device   string // the device's ID
+}
+
+func startPanel(t *testing.T) *panelEnv {
+	t.Helper()
+	p := &panelEnv{relayLog: &syncBuffer{}, agentLog: &syncBuffer{}}
+	e := &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir(), agentLog: p.agentLog}
+	cmd, base, panelURL, err := relaytest.ServePanelLogged(bin, p.relayLog, "--listen", "127.0.0.1:0", "--state-dir", e.relayState, "--config-dir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	e.relay, e.url = cmd, base
+	p.relayEnv, p.panel = e, panelURL
+	e.enrollAgent("dev1")
+	token, _ := e.newToken("dev1", "*")
+	c, err := e.connect("/mcp/dev1", token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+	e.token = token
+	var devs []struct{ ID, Name string }
+	for _, line := range strings.Split(e.relayCmd("devices", "--json"), "\n") {
+		var d struct{ ID, Name string }
+		if json.Unmarshal([]byte(line), &d) == nil && d.Name == "dev1" {
+			devs = append(devs, d)
+		}
+	}
+	if len(devs) != 1 {
+		t.Fatalf("relay devices --json: %v", devs)
+	}
+	p.device = devs[0].ID
+	p.b = newBrowser(t, strings.TrimSuffix(panelURL, "panel/"))
+	return p
+}
+
+// signIn opens a fresh sign-in URL from `relay admin create` and signs
+// in, and returns the URL.
+func (p *panelEnv) signIn(admin string) string {
+	p.t.Helper()
+	link := p.relayCmd("admin", "create", admin)
+	if !strings.HasPrefix(link, strings.TrimSuffix(p.panel, "/panel/")+"/panel/login?code=ccA-") {
+		p.t.Fatalf("admin create printed %q, not a sign-in URL on %s", link, p.panel)
+	}
+	if status := p.b.open(link); status != http.StatusOK {
+		p.t.Fatalf("sign-in page: %d", status)
+	}
+	if status := p.b.submit("#signin"); status != http.StatusOK {
+		p.t.Fatalf("sign-in: %d", status)
+	}
+	if path := eval[string](p.b, "location.pathname"); path != "/panel/" {
+		p.t.Fatalf("after sign-in at %s, want the Overview", path)
+	}
+	return link
+}
+
+// deviceLink is what the Overview's row of the device says of its link.
+func (p *panelEnv) deviceLink() string {
+	return fmt.Sprintf(`(document.querySelector('tr[data-device=%q] [data-field="link"]') || {}).textContent`, p.device)
+}
+
+// TestPanelInABrowser drives the web panel in headless Chromium against
+// the real relay and a real agent on the user manager: sign-in once, the
+// live Overview across an agent restart, a client's job with its live
+// tail and Stop, a token created, used and revoked, the CSRF and origin
+// checks, and no CSP violation on any page; it writes a screenshot of
+// every page.
+func TestPanelInABrowser(t *testing.T) {
+	p := startPanel(t)
+	b := p.b
+
+	// Sign in through the printed URL; the URL works once.
+	link := p.relayCmd("admin", "create", "olga")
+	if status := b.open(link); status != http.StatusOK {
+		t.Fatalf("sign-in page: %d", status)
+	}
+	b.shot("login")
+	if status := b.submit("#signin"); eval[string](b, "location.pathname") != "/panel/" {
+		t.Fatalf("sign-in did not lead to the Overview: %d at %s: %s", status, eval[string](b, "location.href"), b.text("main"))
+	}
+	b.submit(".signout button")
+	b.open(link)
+	if status := b.submit("#signin"); status != http.StatusForbidden || !strings.Contains(b.text("main"), "invalid, used or expired") {
+		t.Fatalf("a second use of the sign-in URL: %d %q", status, b.text("main"))
+	}
+	p.signIn("olga")
+
+	t.Run("overview follows the agent", func(t *testing.T) {
+		b := b.with(t)
+		b.await("the Overview shows the device connected", p.deviceLink()+` === "connected"`, 10*time.Second)
+		b.shot("overview")
+		eval[bool](b, "window.stillThisPage = true")
+		p.agent.Process.Signal(syscall.SIGTERM)
+		p.agent.Wait()
+		b.await("the Overview shows the device offline", p.deviceLink()+` === "offline"`, limits.SilenceTimeout+5*time.Second)
+		if !strings.HasPrefix(b.text("#connected-count"), "0") {
+			t.Errorf("connected count %q with the agent stopped", b.text("#connected-count"))
+		}
+		p.startAgent()
+		b.await("the Overview shows the device connected again", p.deviceLink()+` === "connected"`, 30*time.Second)
+		if !eval[bool](b, "window.stillThisPage === true") {
+			t.Error("the page was reloaded")
+		}
+		b.open(p.panel + "devices")
+		b.shot("devices")
+	})
+
+	c, err := p.connect("/mcp/dev1", p.token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+
+	t.Run("a client's job, its tail and Stop", func(t *testing.T) {
+		b := b.with(t)
+		id := c.start(map[string]any{"command": "for i in $(seq 1 600); do echo tail-line-$i; sleep 0.1; done", "name": "counter"}).ProcessID
+		b.open(p.panel + "devices/" + p.device)
+		b.await("the Device page lists the job", fmt.Sprintf(`!!document.querySelector('tr[data-job=%q]')`, id), 5*time.Second)
+		b.shot("device")
+		b.load("open the job", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-job=%q] a`, id)), chromedp.NodeVisible))
+		b.await("the tail shows output", `document.getElementById("tail").textContent.includes("tail-line-")`, 10*time.Second)
+		first := eval[int](b, `document.getElementById("tail").textContent.length`)
+		b.await("the tail grows", fmt.Sprintf(`document.getElementById("tail").textContent.length > %d`, first+40), 10*time.Second)
+		b.shot("job")
+		b.submit("#stop")
+		b.await("the page shows the job stopped", `document.getElementById("job-state").textContent === "stopped_by_request"`, 15*time.Second)
+		if rec := c.waitTerminal(id, 15*time.Second); rec.State != "stopped_by_request" {
+			t.Fatalf("the client sees the job %s, want stopped_by_request", rec.State)
+		}
+	})
+
+	t.Run("a token created, used and revoked", func(t *testing.T) {
+		b := b.with(t)
+		b.open(p.panel + "tokens")
+		b.fill("#t-name", "browser")
+		b.fill("#t-devices", "dev1")
+		b.submit("#create-token")
+		secret := b.text("#new-token")
+		if !strings.HasPrefix(secret, "cct_") {
+			t.Fatalf("created token %q", secret)
+		}
+		k, err := testkit.Dial(t, "panel-token", testkit.Relayed(p.url+"/mcp/dev1", secret), nil)
+		if err != nil {
+			t.Fatalf("the new token does not connect: %v", err)
+		}
+		if _, isErr := k.Call("process.jobs", nil); isErr {
+			t.Fatal("the new token's call failed")
+		}
+		b.open(p.panel + "tokens")
+		b.shot("tokens")
+		b.submit(`button[aria-label="Revoke browser"]`)
+		res, err := k.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.jobs"})
+		if err == nil && !res.IsError {
+			t.Fatal("a revoked token's next call succeeded")
+		}
+		if page := b.text("#tokens"); !strings.Contains(page, "revoked") || strings.Contains(page, secret) {
+			t.Fatalf("tokens page after revoking:\n%s", page)
+		}
+	})
+
+	t.Run("enrollment and audit pages", func(t *testing.T) {
+		b := b.with(t)
+		b.open(p.panel + "enroll")
+		b.submit(`form[action="/panel/enroll"] button`)
+		if line := b.text("main"); !strings.Contains(line, "commandcore enroll --server "+p.url) || !strings.Contains(line, "--code ccE-") {
+			t.Fatalf("enrollment page:\n%s", line)
+		}
+		b.shot("enroll")
+		b.open(p.panel + "audit")
+		if page := b.text("main"); !strings.Contains(page, "panel.token_create") || !strings.Contains(page, "admin:olga") {
+			t.Fatalf("the audit page lacks the panel's actions:\n%s", page)
+		}
+		b.shot("audit")
+	})
+
+	t.Run("forged and tokenless changes are refused", func(t *testing.T) {
+		b := b.with(t)
+		b.open(p.panel + "tokens")
+		csrf := eval[string](b, `document.querySelector('input[name="csrf"]').value`)
+		// Another origin of the same site (the browser sends the
+		// SameSite=Strict cookie), even with the session's own token.
+		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `<!doctype html><form method="post" action="%stokens"><input name="name" value="forged"><input name="csrf" value="%s"><button id="go">go</button></form>`, p.panel, csrf)
+		}))
+		defer evil.Close()
+		b.open(evil.URL)
+		if status := b.submit("#go"); status != http.StatusForbidden {
+			t.Errorf("a cross-origin POST: %d, want 403", status)
+		}
+		// The panel's own form without its CSRF token.
+		b.open(p.panel + "tokens")
+		eval[bool](b, `document.querySelector('form[action="/panel/tokens"] input[name="csrf"]').remove(), true`)
+		b.fill("#t-name", "tokenless")
+		if status := b.submit("#create-token"); status != http.StatusForbidden {
+			t.Errorf("a POST without the CSRF token: %d, want 403", status)
+		}
+		// No session at all.
+		resp, err := http.PostForm(p.panel+"tokens", url.Values{"name": {"nosession"}, "csrf": {csrf}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a POST without a session: %d, want 403", resp.StatusCode)
+		}
+		for _, tok := range strings.Split(p.relayCmd("token", "list", "--json"), "\n") {
+			for _, name := range []string{"forged", "tokenless", "nosession"} {
+				if strings.Contains(tok, `"name":"`+name+`"`) {
+					t.Errorf("a refused POST made token %s", name)
+				}
+			}
+		}
+	})
+
+	// No page the tests loaded broke the policy, and the check sees a
+	// violation when there is one.
+	if v := b.cspViolations(); len(v) > 0 {
+		t.Errorf("CSP violations: %q", v)
+	}
+
+	b.open(p.panel + "login")
+	eval[bool](b, `document.body.insertAdjacentHTML("beforeend", '<img src="http://192.0.2.1/x.png">'), true`)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if len(b.cspViolations()) == 0 {
+			return fmt.Errorf("an image from another origin was not reported as a CSP violation: the check proves nothing (console: %q)", b.consoleLines())
+		}
+		return nil
+	})
+
+	// Last: it stops the relay and the agent to search what they wrote.
+	t.Run("secret input", func(t *testing.T) { secretInBrowser(t, p) })
+}
+
+// secretInBrowser: a client that declares URL elicitation asks for a
+// secret for a job running `read -s`; the person types it in the page the
+// client was sent to; the job gets it, the client only its byte count,
+// and the marker is nowhere else.
+func secretInBrowser(t *testing.T, p *panelEnv) {
+	marker := "SECRET-" + uuid.NewString()
+	urls := make(chan string, 1)
+	opts := &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			urls <- r.Params.URL
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	}
+	k, err := testkit.Dial(t, "secret-client", testkit.Relayed(p.url+"/mcp/dev1", p.token), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client{t: t, session: k.Session, kit: k}
+	id := c.start(map[string]any{"command": `read -s pw; echo "length ${#pw}"`, "stdin": true}).ProcessID
+	type answer struct {
+		raw   json.RawMessage
+		isErr bool
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		raw, isErr, err := testkit.Call(context.Background(), k.Session, "process.input", map[string]any{"process_id": id, "secret_prompt": "Password for the job:"})
+		done <- answer{raw, isErr, err}
+	}()
+	var promptURL string
+	select {
+	case promptURL = <-urls:
+	case a := <-done:
+		t.Fatalf("the call ended without an elicitation: %s %v", a.raw, a.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no elicitation reached the client")
+	}
+	b := p.b.with(t)
+	b.open(promptURL)
+	if b.text("#prompt") != "Password for the job:" {
+		t.Fatalf("the prompt page shows %q", b.text("#prompt"))
+	}
+	b.fill("#secret", marker)
+	b.shot("secret")
+	b.submit("#send-secret")
+	if sent := b.text("#sent"); !strings.Contains(sent, fmt.Sprintf("took %d bytes", len(marker)+1)) {
+		t.Fatalf("the page after sending: %q", sent)
+	}
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client's call did not end once the secret was sent")
+	}
+	var res struct {
+		AcceptedBytes int `json:"accepted_bytes"`
+	}
+	if a.err != nil || a.isErr || json.Unmarshal(a.raw, &res) != nil || res.AcceptedBytes != len(marker)+1 || bytes.Contains(a.raw, []byte(marker)) {
+		t.Fatalf("the client's result: %s %v, want accepted_bytes %d and no secret", a.raw, a.err, len(marker)+1)
+	}
+	c.waitTerminal(id, 15*time.Second)
+	if out := string(c.readAll(id, 0).data[0]); out != fmt.Sprintf("length %d\n", len(marker)) {
+		t.Fatalf("the job printed %q", out)
+	}
+
+	// Stop both, so their journals and databases are flushed, then look
+	// for the marker everywhere they wrote.
+	p.agent.Process.Signal(syscall.SIGTERM)
+	p.agent.Wait()
+	p.relay.Process.Signal(syscall.SIGTERM)
+	p.relay.Wait()
+	for name, log := range map[string]string{"relay": p.relayLog.String(), "agent": p.agentLog.String()} {
+		if strings.Contains(log, marker) {
+			t.Errorf("the %s's log carries the secret", name)
+		}
+	}
+	for _, dir := range []string{p.relayState, p.agentState, p.agentConfig} {
+		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Type()&fs.ModeSocket != 0 {
+				return err
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatalf("read %s: %v", path, err)
+			}
+			defer f.Close()
+			data, _ := io.ReadAll(f)
+			if bytes.Contains(data, []byte(marker)) {
+				t.Errorf("the secret is in %s", path)
+			}
+			return nil
+		})
+	}
+}

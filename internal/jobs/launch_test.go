@@ -215,15 +215,18 @@ func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 		t.Fatalf("stopping it: %v %v", rec.State, err)
 	}
 
-	// A unit that never got its READY ends failed once its supervisor
-	// exits; with the job's end on record it is reset, and the record
-	// reads as before.
+	// A unit that never got its READY ends once its supervisor exits:
+	// failed ("protocol") when the supervisor exited by itself; the one
+	// stopped by a signal ended failed too under Debian's systemd 252.38
+	// and ends inactive under 252.39 (measured here: a clean signal death
+	// before READY is no longer a protocol failure). With the job's end on record it is released,
+	// and the record reads as before.
 	for _, j := range []struct{ id, unit string }{{quick.ProcessID, quick.Unit}, {long.ProcessID, long.Unit}} {
 		before, err := svc.Status(principal.Local, j.id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("unit Result after a READY astray: %s", awaitFailedUnit(t, j.unit))
+		t.Logf("unit after a READY astray: %s", awaitEndedUnit(t, j.unit))
 		awaitReleased(t, svc, j.unit)
 		after, err := svc.Status(principal.Local, j.id)
 		if err != nil {

@@ -51,6 +51,20 @@ func awaitFailedUnit(t *testing.T, unit string) string {
 	return p["Result"]
 }
 
+// awaitEndedUnit waits until the unit has ended, failed or inactive (or
+// is already gone), and returns its state and result.
+func awaitEndedUnit(t *testing.T, unit string) string {
+	t.Helper()
+	var p map[string]string
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if p = unitShow(t, unit, "ActiveState", "Result"); p["ActiveState"] != "failed" && p["ActiveState"] != "inactive" {
+			return fmt.Errorf("unit %s did not end: %v", unit, p)
+		}
+		return nil
+	})
+	return p["ActiveState"] + "/" + p["Result"]
+}
+
 // awaitReleased runs ReleaseUnits, as the agent's tick does, until the
 // unit is no longer loaded.
 func awaitReleased(t *testing.T, svc *Service, unit string) {

@@ -112,6 +112,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"EnrollCodeTTL":    {EnrollCodeTTL, 15 * time.Minute},      // README, The relay and the link: valid 15 minutes
 	"SignInCodeTTL":    {SignInCodeTTL, 15 * time.Minute},      // docs/panel.md: a sign-in code is valid 15 min, once
 	"PanelSessionIdle": {PanelSessionIdle, 12 * time.Hour},     // docs/panel.md: a session ends after 12 h unused
+	"SecretPromptTTL":  {SecretPromptTTL, 10 * time.Minute},    // docs/panel.md: a secret prompt is valid for 10 minutes
 	"ClientTokenTTL":   {ClientTokenTTL, 30 * day},             // README, The relay and the link: valid 30 days
 	"StopEscalation":   {StopEscalation, 3 * time.Second},      // README, Managed jobs: SIGKILL after 3 s
 	"JobTimeoutMax":    {JobTimeoutMax, 2592000 * time.Second}, // docs/tools.md process.start: timeout_s 1-2592000

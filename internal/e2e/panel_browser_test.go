@@ -68,14 +68,7 @@ func startPanel(t *testing.T) *panelEnv {
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
 	e.relay, e.url = cmd, base
 	p.relayEnv, p.panel = e, panelURL
-	e.enrollAgent("dev1")
-	token, _ := e.newToken("dev1", "*")
-	c, err := e.connect("/mcp/dev1", token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitOnline(t, c, nil)
-	e.token = token
+	e.online()
 	var devs []struct{ ID, Name string }
 	for _, line := range strings.Split(e.relayCmd("devices", "--json"), "\n") {
 		var d struct{ ID, Name string }

@@ -144,6 +144,14 @@ func (e *relayEnv) connect(path, token string, onProgress func(*mcp.ProgressNoti
 func onlineDevice(t *testing.T) (*relayEnv, *client) {
 	t.Helper()
 	e := startRelay(t)
+	return e, e.online()
+}
+
+// online enrolls an agent as dev1 on e's relay and returns a client on
+// /mcp/dev1 (token for every tool, kept in e.token) once calls reach it.
+func (e *relayEnv) online() *client {
+	t := e.t
+	t.Helper()
 	e.enrollAgent("dev1")
 	token, _ := e.newToken("dev1", "*")
 	c, err := e.connect("/mcp/dev1", token, nil)
@@ -152,7 +160,7 @@ func onlineDevice(t *testing.T) (*relayEnv, *client) {
 	}
 	waitOnline(t, c, nil)
 	e.token = token
-	return e, c
+	return c
 }
 
 // waitOnline waits until calls through c reach the device.

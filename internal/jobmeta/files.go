@@ -54,6 +54,18 @@ type Job struct {
 	LaunchFailed bool       `json:"launch_failed,omitempty"`
 	LaunchError  string     `json:"launch_error,omitempty"`
 	FailedAt     *time.Time `json:"failed_at,omitempty"`
+	// Idempotency is set for a job started with an idempotency key.
+	Idempotency *Idempotency `json:"idempotency,omitempty"`
+}
+
+// Idempotency is what a job keeps of the idempotency key it was started
+// with: digests only, so neither the key nor the request can be read back.
+type Idempotency struct {
+	// Key is the SHA-256 of the key, in hex.
+	Key string `json:"key"`
+	// Request is the SHA-256, in hex, of the job's ID and the request's
+	// launch fields; a repeat with other fields is a conflict.
+	Request string `json:"request"`
 }
 
 // Reasons a launch was abandoned (Job.LaunchError).

@@ -45,7 +45,23 @@ func (j *Job) validate() error {
 	if j.Owner != "" && j.Owner != string(principal.Local) && !principal.Valid(j.Owner) {
 		return errors.New("bad owner")
 	}
+	if k := j.Idempotency; k != nil && (!sha256Hex(k.Key) || !sha256Hex(k.Request)) {
+		return errors.New("bad idempotency digests")
+	}
 	return nil
+}
+
+// sha256Hex reports whether s is a SHA-256 digest in lowercase hex.
+func sha256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func (i *Claim) validate() error {

@@ -32,6 +32,7 @@ func validJob() *jobmeta.Job {
 		Schema: jobmeta.SchemaVersion, ID: testID, DeviceID: "7c9e6679-7425-40de-944b-e07fc1f90ae7",
 		Name: "build", Owner: "tok_0123456789ab", Unit: "commandcore-job-x.service", FailureDomain: jobmeta.DomainSystemdUnit,
 		CreatedAt: t0, LaunchFailed: true, LaunchError: "internal", FailedAt: ptr(t1),
+		Idempotency: &jobmeta.Idempotency{Key: strings.Repeat("0a", 32), Request: strings.Repeat("f9", 32)},
 	}
 }
 
@@ -243,6 +244,13 @@ func fileTypes() []fileType {
 			"owner of 65 bytes":     set("owner", strings.Repeat("a", 65)),
 			"owner Local":           set("owner", "LOCAL"),
 			"owner not a string":    set("owner", 1),
+			"key digest short":      set("idempotency.key", strings.Repeat("0a", 31)),
+			"key digest uppercase":  set("idempotency.key", strings.Repeat("0A", 32)),
+			"key digest not hex":    set("idempotency.key", strings.Repeat("0g", 32)),
+			"key digest empty":      set("idempotency.key", ""),
+			"request digest long":   set("idempotency.request", strings.Repeat("f9", 33)),
+			"request digest absent": func(m map[string]any) { delete(m["idempotency"].(map[string]any), "request") },
+			"request digest ':'":    set("idempotency.request", strings.Repeat("f:", 32)),
 		}},
 		{jobmeta.ClaimFile, validClaim(), reader[jobmeta.Claim](), map[string]func(map[string]any){
 			"no supervisor":          del("supervisor"),

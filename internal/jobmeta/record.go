@@ -46,6 +46,9 @@ type Record struct {
 	Claim     *ClaimView        `json:"identity,omitempty" jsonschema:"the supervisor's recorded identity"`
 	// Schema is the metadata schema the job was written with.
 	Schema int `json:"schema" jsonschema:"the metadata schema the job was written with"`
+	// Idempotency is the start's key digests, for finding the job again;
+	// no result shows it.
+	Idempotency *Idempotency `json:"-"`
 }
 
 // WarnUserManagerGone says that the user manager recorded at launch is gone

@@ -62,6 +62,8 @@ type Service struct {
 	// ownerCut says, at each launch, whether the owner cuts it off the
 	// user manager; set by HideOwnDirs.
 	ownerCut func() (bool, error)
+	// keys serialises the keyed starts of one principal and key.
+	keys keyLocks
 }
 
 // serviceVars are variables of the launching process's own service that
@@ -121,6 +123,8 @@ type StartRequest struct {
 	TimeoutS int           `json:"timeout_s,omitempty" jsonschema:"1-2592000: wall-clock limit in seconds; when it is reached the job is stopped like process.stop (SIGTERM, SIGKILL after 3 s) and ends timed_out (default: none)"`
 	Stdin    bool          `json:"stdin,omitempty" jsonschema:"true: the job's stdin is a pipe fed by process.input (default: /dev/null)"`
 	PTY      *TerminalSize `json:"pty,omitempty" jsonschema:"run the job on a terminal of this size: stdin, stdout and stderr are the terminal, its output is the stdout stream; input through process.input, size through process.resize"`
+	// IdempotencyKey is checked by checkKey.
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"1-128 printable ASCII, e.g. a fresh UUID: sending the same key again returns the job it started (reused: true) instead of launching another, so a start can be retried safely; the same key with another command, cwd, env, stdin, pty or timeout_s is a conflict"`
 }
 
 // TerminalSize is a pty job's window size.
@@ -149,6 +153,7 @@ type StartResult struct {
 	FailureDomain string              `json:"failure_domain" jsonschema:"systemd_unit, or shared_parent_cgroup without a user manager"`
 	StartedAt     *time.Time          `json:"started_at" jsonschema:"when the shell started"`
 	HostHealth    *metrics.HostHealth `json:"host_health,omitempty" jsonschema:"the host's health at launch: its verdict only, unless it is not ok"`
+	Reused        bool                `json:"reused" jsonschema:"true: the idempotency_key had started this job already; nothing was launched"`
 	// How a job that ended within wait_ms ended.
 	ExitCode    *int       `json:"exit_code,omitempty" jsonschema:"the exit code of a job that ended within wait_ms and exited"`
 	Signal      string     `json:"signal,omitempty" jsonschema:"the signal that ended a job that ended within wait_ms"`
@@ -257,9 +262,21 @@ func Prepare(command, cwd string, add map[string]string, base []string) (string,
 // Start launches a managed job and answers once its supervisor has claimed
 // its identity (or the launch failed).
 func (s *Service) Start(ctx context.Context, who principal.Principal, req StartRequest) (*StartResult, error) {
-	wait, err := waitDuration(req.WaitMS)
-	if err != nil {
+	if _, err := waitDuration(req.WaitMS); err != nil {
 		return nil, err
+	}
+	if key := req.IdempotencyKey; key != "" {
+		if err := checkKey(key); err != nil {
+			return nil, err
+		}
+		defer s.keys.lock(string(who) + "\x00" + key)()
+		k, err := s.store.Keyed(string(who), keyDigest(key))
+		if err != nil {
+			return nil, err
+		}
+		if k != nil {
+			return s.reuse(ctx, who, &req, k, req.WaitMS)
+		}
 	}
 	env, err := s.validateStart(&req)
 	if err != nil {
@@ -281,10 +298,22 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 	if can, _ := s.CanCutOff(domain); cut && !can {
 		return nil, errCannotCut("jobs")
 	}
-	id, err := s.launch(ctx, env, caps, domain, cut, who, req.Name)
+	id, err := s.launch(ctx, env, caps, domain, cut, who, &req)
+	var k *jobstore.KeyTaken
+	if errors.As(err, &k) {
+		// Another process started the key's job meanwhile.
+		return s.reuse(ctx, who, &req, k, req.WaitMS)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return s.started(ctx, who, id, req.WaitMS)
+}
+
+// started is process.start's answer for job id: its record once the
+// launch is settled, and how it ended when it ends within waitMS.
+func (s *Service) started(ctx context.Context, who principal.Principal, id string, waitMS int) (*StartResult, error) {
+	wait := time.Duration(waitMS) * time.Millisecond
 	rec, err := s.store.Get(id)
 	if err != nil {
 		return nil, err
@@ -314,12 +343,12 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 }
 
 // newJob is the record of a job about to be admitted.
-func (s *Service) newJob(env *envelope.Envelope, domain string, who principal.Principal, name string) *jobmeta.Job {
+func (s *Service) newJob(env *envelope.Envelope, domain string, who principal.Principal, req *StartRequest) *jobmeta.Job {
 	id := uuid.NewString()
 	job := &jobmeta.Job{
-		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.deviceID, Name: name, Owner: string(who),
+		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.deviceID, Name: req.Name, Owner: string(who),
 		FailureDomain: domain, CreatedAt: s.store.Now(), TimeoutS: env.TimeoutS,
-		Stdin: env.Stdin, PTY: env.PTY,
+		Stdin: env.Stdin, PTY: env.PTY, Idempotency: idempotency(id, req),
 	}
 	if domain == jobmeta.DomainSystemdUnit {
 		job.Unit = launcher.UnitName(s.deviceID, id)
@@ -345,8 +374,9 @@ func sendEnvelope(w *os.File, env *envelope.Envelope, timeout time.Duration) <-c
 
 // launch runs the launch sequence with its ledger and returns the job ID.
 // A launch that fails after admission leaves a launch_failed record and
-// returns its ID with no error, so the client can see what happened.
-func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobresources.Caps, domain string, cut bool, who principal.Principal, name string) (string, error) {
+// returns its ID with no error, so the client can see what happened; a
+// key another job holds is a *jobstore.KeyTaken.
+func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobresources.Caps, domain string, cut bool, who principal.Principal, req *StartRequest) (string, error) {
 	// The launch finishes or fails cleanly even if the request is cancelled.
 	timeout := s.claimTimeout
 	if timeout == 0 {
@@ -355,12 +385,15 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
-	job := s.newJob(env, domain, who, name)
+	job := s.newJob(env, domain, who, req)
 	id := job.ID
 	var led ledger
 	phase := s.phaseClock(id)
 	if err := s.store.Admit(job); err != nil {
-		phase(activity.PhaseAdmission, string(errcode.From(err).Code))
+		// A key found taken launches nothing: no phase to record.
+		if k := (*jobstore.KeyTaken)(nil); !errors.As(err, &k) {
+			phase(activity.PhaseAdmission, string(errcode.From(err).Code))
+		}
 		return "", err
 	}
 	phase(activity.PhaseAdmission, "")

@@ -25,7 +25,7 @@ const indexFile = ".index.json"
 
 // indexSchema is the index format this build writes and reads; another
 // one is rebuilt.
-const indexSchema = 2
+const indexSchema = 3
 
 // maxIndexBytes bounds the index read; a full table's is a few tens of KiB.
 const maxIndexBytes = 4 << 20
@@ -42,7 +42,8 @@ type index struct {
 // ended.
 type indexEntry struct {
 	jobmeta.Summary
-	EndedAt time.Time `json:"ended_at"`
+	EndedAt     time.Time            `json:"ended_at"`
+	Idempotency *jobmeta.Idempotency `json:"idempotency,omitempty"`
 }
 
 // indexCache keeps the index last decoded and the identity of the file it
@@ -106,7 +107,7 @@ func (s *Store) readIndex() *index {
 
 // entryOf is the index entry of a final job's record.
 func entryOf(r *jobmeta.Record) indexEntry {
-	return indexEntry{Summary: r.Summary(), EndedAt: endTime(r)}
+	return indexEntry{Summary: r.Summary(), EndedAt: endTime(r), Idempotency: r.Idempotency}
 }
 
 // indexed returns the index entry of job id with its read mark brought up
@@ -190,7 +191,8 @@ func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 			changed = changed || updated
 			fresh.Jobs[id] = e
 			ended := e.EndedAt
-			recs = append(recs, &jobmeta.Record{ProcessID: id, State: e.State, Terminal: true, CreatedAt: e.CreatedAt, CompletedAt: &ended, Read: e.Read})
+			recs = append(recs, &jobmeta.Record{ProcessID: id, Owner: e.Owner, State: e.State, Terminal: true, CreatedAt: e.CreatedAt,
+				CompletedAt: &ended, Read: e.Read, Idempotency: e.Idempotency})
 			continue
 		}
 		r, err := s.record(id)

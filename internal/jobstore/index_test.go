@@ -128,7 +128,7 @@ func (f *fixture) plantIndex(jid string, edit func(entry, doc map[string]any), p
 	ended := f.base.Add(-limits.TerminalJobRetention - time.Hour)
 	entry := map[string]any{"process_id": jid, "state": "exited", "terminal": true, "created_at": ended,
 		"completed_at": ended, "exit_code": 0, "read": true, "ended_at": ended}
-	doc := map[string]any{"schema": 2, "jobs": map[string]any{jid: entry}}
+	doc := map[string]any{"schema": 3, "jobs": map[string]any{jid: entry}}
 	if edit != nil {
 		edit(entry, doc)
 	}
@@ -169,7 +169,7 @@ func TestAdmissionTrustsOnlyASoundIndex(t *testing.T) {
 		{name: "sound", trusted: true},
 		{name: "exactly at the bound", pad: bound, trusted: true},
 		{name: "one byte over the bound", pad: bound + 1},
-		{name: "another schema", edit: func(_, doc map[string]any) { doc["schema"] = 1 }},
+		{name: "another schema", edit: func(_, doc map[string]any) { doc["schema"] = 2 }},
 		{name: "no job table", edit: func(_, doc map[string]any) { doc["jobs"] = nil }},
 		{name: "unknown field", edit: func(_, doc map[string]any) { doc["extra"] = true }},
 		{name: "entry under another ID", edit: func(e, _ map[string]any) { e["process_id"] = id(9) }},

@@ -108,6 +108,7 @@ func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
 		PTY:           f.job.PTY,
 		Read:          f.read != nil,
 		Schema:        f.job.Schema,
+		Idempotency:   f.job.Idempotency,
 	}
 	if f.stop != nil {
 		t := f.stop.RequestedAt

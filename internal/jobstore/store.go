@@ -173,8 +173,62 @@ func ErrNotFound() error {
 	return errcode.New(errcode.NotFound, "no managed job has this process_id")
 }
 
+// KeyTaken is Admit's answer for a job whose idempotency key another job
+// of the same owner holds.
+type KeyTaken struct {
+	// ID is the job holding the key; Request its request digest.
+	ID, Request string
+}
+
+func (k *KeyTaken) Error() string { return "the idempotency key started job " + k.ID }
+
+// holds reports whether a job of owner with idempotency digests k holds
+// the key whose digest is key for who.
+func holds(owner string, k *jobmeta.Idempotency, who, key string) bool {
+	return k != nil && k.Key == key && owner == who
+}
+
+// keyHolder returns the job among recs that owner started with the key
+// whose digest is key, or nil.
+func keyHolder(recs []*jobmeta.Record, owner, key string) *KeyTaken {
+	for _, r := range recs {
+		if holds(r.Owner, r.Idempotency, owner, key) {
+			return &KeyTaken{ID: r.ProcessID, Request: r.Idempotency.Request}
+		}
+	}
+	return nil
+}
+
+// Keyed returns the job owner started with the idempotency key whose
+// digest is key, or nil. Admit decides under its lock; this is the look
+// that spares a repeat the launch path, reading the index and the job.json
+// of each job not in it.
+func (s *Store) Keyed(owner, key string) (*KeyTaken, error) {
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	idx := s.readIndex()
+	for _, id := range ids {
+		if e, ok := idx.Jobs[id]; ok {
+			if holds(e.Owner, e.Idempotency, owner, key) {
+				return &KeyTaken{ID: id, Request: e.Idempotency.Request}, nil
+			}
+			continue
+		}
+		// A job being created, forgotten meanwhile or corrupt has no key
+		// to read.
+		if j, err := jobmeta.Read[jobmeta.Job](s.file(id, jobmeta.JobFile)); err == nil && holds(j.Owner, j.Idempotency, owner, key) {
+			return &KeyTaken{ID: id, Request: j.Idempotency.Request}, nil
+		}
+	}
+	return nil, nil
+}
+
 // Admit reserves a live slot for a new job and creates its directory with
-// job.json, after pruning retention. j.ID must be set.
+// job.json, after pruning retention. j.ID must be set. A job whose
+// idempotency key its owner already used is not admitted: the answer is
+// a *KeyTaken naming the job that holds it.
 func (s *Store) Admit(j *jobmeta.Job) error {
 	if !jobmeta.ValidID(j.ID) {
 		return fmt.Errorf("admit: invalid job id")
@@ -183,6 +237,11 @@ func (s *Store) Admit(j *jobmeta.Job) error {
 		recs, err := s.admissionRecords()
 		if err != nil {
 			return err
+		}
+		if j.Idempotency != nil {
+			if k := keyHolder(recs, j.Owner, j.Idempotency.Key); k != nil {
+				return k
+			}
 		}
 		live := 0
 		for _, r := range recs {

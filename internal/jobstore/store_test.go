@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -823,5 +824,74 @@ func TestOrphanedLaunchConcluded(t *testing.T) {
 	rc, err := jobmeta.Read[jobmeta.Reconciled](filepath.Join(f.st.Dir(id(1)), jobmeta.ReconciledFile))
 	if err != nil || rc.State != jobmeta.LaunchFailed || rc.Evidence != "no_identity_claim" {
 		t.Errorf("reconciled.json = %+v, %v", rc, err)
+	}
+}
+
+// keyed is a job of owner started with the key whose digest is key.
+func (f *fixture) keyed(jid, owner, key string) *jobmeta.Job {
+	j := f.newJob(jid)
+	j.Owner = owner
+	j.Idempotency = &jobmeta.Idempotency{Key: key, Request: strings.Repeat("b", 64)}
+	return j
+}
+
+// TestIdempotencyKeyAdmitsOnce: a second job of the same owner with the
+// same key digest is not admitted (Admit answers with the job that holds
+// the key), while another owner's or another key's job is; the key holds
+// once the job has ended and sits in the admission index, across a new
+// Store on the same directory, and is free again once the job is
+// forgotten.
+func TestIdempotencyKeyAdmitsOnce(t *testing.T) {
+	f := newFixture(t)
+	keyA, keyB := strings.Repeat("a", 64), strings.Repeat("c", 64)
+	if err := f.st.Admit(f.keyed(id(1), "tok_alice", keyA)); err != nil {
+		t.Fatal(err)
+	}
+	taken := func(st *jobstore.Store, label string, err error) {
+		t.Helper()
+		var k *jobstore.KeyTaken
+		if !errors.As(err, &k) || k.ID != id(1) || k.Request != strings.Repeat("b", 64) {
+			t.Fatalf("%s: Admit = %v, want the key taken by %s", label, err, id(1))
+		}
+		if got, err := st.Keyed("tok_alice", keyA); err != nil || got == nil || *got != *k {
+			t.Fatalf("%s: Keyed = %+v, %v, want %+v", label, got, err, k)
+		}
+	}
+	taken(f.st, "live", f.st.Admit(f.keyed(id(2), "tok_alice", keyA)))
+	if _, err := os.Stat(f.st.Dir(id(2))); !os.IsNotExist(err) {
+		t.Fatalf("the refused job's directory: %v, want none", err)
+	}
+	if err := f.st.Admit(f.keyed(id(3), "tok_bob", keyA)); err != nil {
+		t.Fatalf("another owner's same key: %v", err)
+	}
+	if err := f.st.Admit(f.keyed(id(4), "tok_alice", keyB)); err != nil {
+		t.Fatalf("another key: %v", err)
+	}
+	if got, _ := f.st.Keyed("tok_carol", keyA); got != nil {
+		t.Fatalf("Keyed finds %+v for an owner without the key", got)
+	}
+	// Ended: admission indexes it, and the index keeps its key.
+	f.write(id(1), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, CompletedAt: f.now})
+	if err := f.st.Admit(f.newJob(id(5))); err != nil {
+		t.Fatal(err)
+	}
+	if ids := indexedIDs(t, f); !slices.Contains(ids, id(1)) {
+		t.Fatalf("index holds %v, want the ended job", ids)
+	}
+	// The index alone answers: job.json no longer says.
+	f.write(id(1), jobmeta.JobFile, f.newJob(id(1)))
+	again, err := jobstore.Open(f.state, f.procs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken(again, "ended", again.Admit(f.keyed(id(6), "tok_alice", keyA)))
+	if _, err := again.Forget(id(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := again.Keyed("tok_alice", keyA); got != nil {
+		t.Fatalf("Keyed after forget = %+v, want none", got)
+	}
+	if err := again.Admit(f.keyed(id(7), "tok_alice", keyA)); err != nil {
+		t.Fatalf("the key after forget: %v", err)
 	}
 }

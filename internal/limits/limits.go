@@ -40,6 +40,14 @@ const (
 	WaitMaxJobs        = 32
 	WaitTimeoutDefault = 60 * time.Second
 	WaitTimeoutMax     = 600 * time.Second
+	// UntilTextMaxBytes bounds the literal text process.wait's
+	// until.output and process.input's until look for.
+	UntilTextMaxBytes = 1024
+	// UntilProbeInterval is how often process.wait looks for a listening
+	// port or a path: a /proc/net read or a stat, never a busy loop.
+	UntilProbeInterval = 100 * time.Millisecond
+	// IdempotencyKeyMaxBytes bounds process.start's idempotency_key.
+	IdempotencyKeyMaxBytes = 128
 	// WaitProgressMaxGap is the longest process.wait goes without a
 	// progress notification when the client gave a token; it sends one
 	// every WaitProgressPeriod, early enough that a late scheduler or a

@@ -66,7 +66,7 @@ var definitions = []func(*handlers) definition{
 		fmt.Sprintf("Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (this agent's jobs only); each filter narrows. The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
 		(*handlers).processList, nil),
 	tool("process.start", "Start a managed job", changes,
-		"Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output.",
+		"Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output. Give an idempotency_key whenever you may retry the call: a retry then returns the same job.",
 		(*handlers).processStart, startText),
 	tool("process.status", "Job status", readOnly,
 		"One managed job's full record: state, end reason, exit code, capture counters, identity.",

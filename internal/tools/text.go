@@ -61,6 +61,9 @@ func forgetText(f *Forgotten) string { return "job " + f.ProcessID + " forgotten
 func startText(r *jobs.StartResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %s %s", r.ProcessID, ending(r.State, r.ExitCode, r.Signal))
+	if r.Reused {
+		b.WriteString(" (started earlier by this idempotency_key)")
+	}
 	if r.Error != "" {
 		fmt.Fprintf(&b, " (%s)", r.Error)
 	}

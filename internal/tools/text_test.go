@@ -23,6 +23,7 @@ func TestTextSummaries(t *testing.T) {
 		name, got, want string
 	}{
 		{"start running", startText(&jobs.StartResult{ProcessID: "p1", State: jobmeta.Running}), "job p1 running\n"},
+		{"start reused", startText(&jobs.StartResult{ProcessID: "p1", State: jobmeta.Running, Reused: true}), "job p1 running (started earlier by this idempotency_key)\n"},
 		{"start ended with output", startText(&jobs.StartResult{ProcessID: "p1", State: jobmeta.Exited, ExitCode: &two, Output: done}),
 			"job p1 exited 2\nstdout [0, 2):\nhi\nstderr [0, 4): 4 bytes as base64 in the structured result\n"},
 		{"start failed on a loaded host", startText(&jobs.StartResult{ProcessID: "p1", State: jobmeta.LaunchFailed, Error: "unit_start_failed",

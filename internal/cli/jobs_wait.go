@@ -78,7 +78,7 @@ func runJobsWait(ctx context.Context, g *globalFlags, o *jobsWaitOptions) error 
 		}
 		req.ProcessIDs = append(req.ProcessIDs, id)
 	}
-	res, err := svc.Wait(ctx, principal.Local, req)
+	res, err := svc.Wait(ctx, principal.Local, req, nil)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func runJobsWait(ctx context.Context, g *globalFlags, o *jobsWaitOptions) error 
 	if err != nil {
 		return err
 	}
-	if !res.Met(req.Mode) {
+	if res.Met != jobs.MetEnded {
 		return &exitError{code: ExitFailure, err: fmt.Errorf("the wait timed out with %d of %d jobs still live", len(res.Pending), len(o.Refs))}
 	}
 	return nil

@@ -30,6 +30,7 @@ type WaitRequest struct {
 	ProcessIDs []string `json:"process_ids" jsonschema:"1-32 distinct process_ids of jobs to wait for"`
 	Mode       string   `json:"mode,omitempty" jsonschema:"any (default): return when one of the jobs is terminal; all: when every one is"`
 	TimeoutMS  *int     `json:"timeout_ms,omitempty" jsonschema:"0-600000, default 60000: return at this point with the live jobs as pending; 0 looks once"`
+	Until      *Until   `json:"until,omitempty" jsonschema:"with exactly one job: also return as soon as this holds (output text, a listening port, a path); instead of polling process.output"`
 }
 
 // WaitResult is process.wait's result.
@@ -38,12 +39,10 @@ type WaitResult struct {
 	Ended []*jobmeta.Record `json:"ended" jsonschema:"the records of the jobs that have ended, in request order"`
 	// Pending are the jobs still live, in request order.
 	Pending []string `json:"pending" jsonschema:"the IDs of the jobs still live"`
-}
-
-// Met reports whether the wait's condition held when it returned: one job
-// ended (mode any) or every one did (mode all).
-func (r *WaitResult) Met(mode string) bool {
-	return met(mode, len(r.Ended), len(r.Ended)+len(r.Pending))
+	Met     string   `json:"met" jsonschema:"what ended the wait: ended (the jobs, as mode asks), output, port, path (an until condition) or timeout"`
+	// Stream and Offset say where until.output's text was found.
+	Stream string `json:"stream,omitempty" jsonschema:"with met output: the stream the text was found in"`
+	Offset *int64 `json:"offset,omitempty" jsonschema:"with met output: the offset in that stream where the text begins"`
 }
 
 func met(mode string, ended, total int) bool {
@@ -65,6 +64,11 @@ func (req *WaitRequest) validate() (string, time.Duration, error) {
 		}
 		seen[id] = true
 	}
+	if req.Until != nil {
+		if err := req.Until.validate(req.ProcessIDs); err != nil {
+			return "", 0, err
+		}
+	}
 	mode := req.Mode
 	switch mode {
 	case "":
@@ -84,12 +88,17 @@ func (req *WaitRequest) validate() (string, time.Duration, error) {
 	return mode, timeout, nil
 }
 
-// Wait returns when one (mode all: every) job of req is terminal, at the
-// timeout, or as soon as ctx ends, with what it saw last. A job who may
-// not see answers not_found, as one that does not exist; so does a job
-// forgotten while the wait ran.
-func (s *Service) Wait(ctx context.Context, who principal.Principal, req WaitRequest) (*WaitResult, error) {
+// Wait returns when one (mode all: every) job of req is terminal, when an
+// until condition holds, at the timeout, or as soon as ctx ends, with what
+// it saw last. A job who may not see answers not_found, as one that does
+// not exist; so does a job forgotten while the wait ran. exists looks for
+// until.path; nil looks anywhere.
+func (s *Service) Wait(ctx context.Context, who principal.Principal, req WaitRequest, exists PathProbe) (*WaitResult, error) {
 	mode, timeout, err := req.validate()
+	if err != nil {
+		return nil, err
+	}
+	conds, err := newConditions(req.Until, req.ProcessIDs[0], exists)
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +123,30 @@ func (s *Service) Wait(ctx context.Context, who principal.Principal, req WaitReq
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	lastFull := time.Now()
-	for !met(mode, len(ended), len(req.ProcessIDs)) {
+	for {
+		// A condition is checked before the end it may precede: output
+		// written just before the job ended is what the caller waited for.
+		if conds != nil {
+			what, stream, at, err := conds.check(s)
+			if err != nil {
+				return nil, err
+			}
+			if what != "" {
+				res := waitResult(req.ProcessIDs, ended, what)
+				if what == MetOutput {
+					res.Stream, res.Offset = stream, &at
+				}
+				return res, nil
+			}
+		}
+		if met(mode, len(ended), len(req.ProcessIDs)) {
+			return waitResult(req.ProcessIDs, ended, MetEnded), nil
+		}
 		select {
 		case <-ctx.Done():
-			return waitResult(req.ProcessIDs, ended), nil
+			return waitResult(req.ProcessIDs, ended, MetTimeout), nil
 		case <-deadline.C:
-			return waitResult(req.ProcessIDs, ended), nil
+			return waitResult(req.ProcessIDs, ended, MetTimeout), nil
 		case <-tick.C:
 		}
 		full := time.Since(lastFull) >= recheckInterval
@@ -135,7 +162,6 @@ func (s *Service) Wait(ctx context.Context, who principal.Principal, req WaitReq
 			}
 		}
 	}
-	return waitResult(req.ProcessIDs, ended), nil
 }
 
 // published reports whether job id's supervisor has published its terminal
@@ -145,8 +171,8 @@ func (s *Service) published(id string) bool {
 	return err == nil
 }
 
-func waitResult(ids []string, ended map[string]*jobmeta.Record) *WaitResult {
-	res := &WaitResult{Ended: []*jobmeta.Record{}, Pending: []string{}}
+func waitResult(ids []string, ended map[string]*jobmeta.Record, met string) *WaitResult {
+	res := &WaitResult{Ended: []*jobmeta.Record{}, Pending: []string{}, Met: met}
 	for _, id := range ids {
 		if rec := ended[id]; rec != nil {
 			res.Ended = append(res.Ended, rec)

@@ -76,17 +76,17 @@ func TestWaitRefusesBadRequests(t *testing.T) {
 		"negative timeout":  {ProcessIDs: []string{id}, TimeoutMS: ms(-1)},
 		"timeout past 600s": {ProcessIDs: []string{id}, TimeoutMS: ms(600001)},
 	} {
-		if _, err := svc.Wait(context.Background(), principal.Local, req); !errcode.Is(err, errcode.InvalidArgument) {
+		if _, err := svc.Wait(context.Background(), principal.Local, req, nil); !errcode.Is(err, errcode.InvalidArgument) {
 			t.Errorf("%s: %v, want invalid_argument", name, err)
 		}
 	}
 	// The bounds themselves are accepted: 32 ids (all unknown here, so
 	// not_found, not invalid_argument) and 600000 ms.
-	if _, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: ids(32)}); !errcode.Is(err, errcode.NotFound) {
+	if _, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: ids(32)}, nil); !errcode.Is(err, errcode.NotFound) {
 		t.Errorf("32 unknown ids: %v, want not_found", err)
 	}
-	res, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{id}, TimeoutMS: ms(0), Mode: WaitAll})
-	if err != nil || len(res.Pending) != 1 || len(res.Ended) != 0 {
+	res, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{id}, TimeoutMS: ms(0), Mode: WaitAll}, nil)
+	if err != nil || len(res.Pending) != 1 || len(res.Ended) != 0 || res.Met != MetTimeout {
 		t.Fatalf("timeout_ms 0 on a live job: %+v %v", res, err)
 	}
 }
@@ -97,12 +97,12 @@ func TestWaitHidesOtherPrincipalsJobs(t *testing.T) {
 	svc := service(t, "/nonexistent")
 	theirs, _ := liveJob(t, svc, "tok_a")
 	mine, _ := liveJob(t, svc, "tok_b")
-	_, missing := svc.Wait(context.Background(), "tok_b", WaitRequest{ProcessIDs: []string{uuid.NewString()}, TimeoutMS: ms(0)})
-	_, hidden := svc.Wait(context.Background(), "tok_b", WaitRequest{ProcessIDs: []string{mine, theirs}, TimeoutMS: ms(0)})
+	_, missing := svc.Wait(context.Background(), "tok_b", WaitRequest{ProcessIDs: []string{uuid.NewString()}, TimeoutMS: ms(0)}, nil)
+	_, hidden := svc.Wait(context.Background(), "tok_b", WaitRequest{ProcessIDs: []string{mine, theirs}, TimeoutMS: ms(0)}, nil)
 	if !errcode.Is(hidden, errcode.NotFound) || missing == nil || hidden.Error() != missing.Error() {
 		t.Fatalf("another principal's job: %v; a job that does not exist: %v", hidden, missing)
 	}
-	res, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{mine, theirs}, TimeoutMS: ms(0)})
+	res, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{mine, theirs}, TimeoutMS: ms(0)}, nil)
 	if err != nil || strings.Join(res.Pending, ",") != mine+","+theirs {
 		t.Fatalf("the owner's wait: %+v %v", res, err)
 	}
@@ -120,15 +120,15 @@ func TestWaitSeesEveryKindOfEnd(t *testing.T) {
 		res := &jobmeta.Result{Schema: 1, CompletedAt: time.Now().UTC(), ExitCode: new(int)}
 		atomicfile.WriteJSON(filepath.Join(svc.store.Dir(a), jobmeta.ResultFile), res)
 	}()
-	res, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{a, b}, TimeoutMS: ms(20000)})
+	res, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{a, b}, TimeoutMS: ms(20000)}, nil)
 	if err != nil || len(res.Ended) != 1 || res.Ended[0].ProcessID != a || res.Ended[0].State != jobmeta.Exited ||
-		strings.Join(res.Pending, ",") != b || !res.Met(WaitAny) || res.Met(WaitAll) {
+		strings.Join(res.Pending, ",") != b || res.Met != MetEnded {
 		t.Fatalf("mode any: %+v %v", res, err)
 	}
 	supB.Process.Kill()
 	supB.Wait()
-	res, err = svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{a, b}, Mode: WaitAll, TimeoutMS: ms(20000)})
-	if err != nil || len(res.Ended) != 2 || res.Ended[1].ProcessID != b || !res.Ended[1].Terminal || len(res.Pending) != 0 || !res.Met(WaitAll) {
+	res, err = svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{a, b}, Mode: WaitAll, TimeoutMS: ms(20000)}, nil)
+	if err != nil || len(res.Ended) != 2 || res.Ended[1].ProcessID != b || !res.Ended[1].Terminal || len(res.Pending) != 0 || res.Met != MetEnded {
 		t.Fatalf("mode all after a supervisor vanished: %+v %v", res, err)
 	}
 }
@@ -141,8 +141,8 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	began := time.Now()
-	res, err := svc.Wait(ctx, principal.Local, WaitRequest{ProcessIDs: []string{id}, TimeoutMS: ms(600000)})
-	if err != nil || len(res.Pending) != 1 {
+	res, err := svc.Wait(ctx, principal.Local, WaitRequest{ProcessIDs: []string{id}, TimeoutMS: ms(600000)}, nil)
+	if err != nil || len(res.Pending) != 1 || res.Met != MetTimeout {
 		t.Fatalf("cancelled wait: %+v %v", res, err)
 	}
 	if d := time.Since(began); d > 30*time.Second {

@@ -171,7 +171,7 @@ func (h *handlers) processStop(_ context.Context, c Call, in IDRequest) (*jobmet
 }
 
 func (h *handlers) processWait(ctx context.Context, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
-	return wait(ctx, h.svc, c, in)
+	return wait(ctx, h.svc, h.host.Own, c, in)
 }
 
 func (h *handlers) processJobs(_ context.Context, c Call, _ NoArgs) (*JobList, error) {

@@ -119,6 +119,12 @@ func waitText(r *jobs.WaitResult) string {
 	for _, id := range r.Pending {
 		fmt.Fprintf(&b, "job %s still running\n", id)
 	}
+	switch r.Met {
+	case jobs.MetOutput:
+		fmt.Fprintf(&b, "met output: the text begins at %s offset %d\n", r.Stream, *r.Offset)
+	case jobs.MetPort, jobs.MetPath, jobs.MetTimeout:
+		fmt.Fprintf(&b, "met %s\n", r.Met)
+	}
 	return b.String()
 }
 

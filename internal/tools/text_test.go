@@ -15,6 +15,7 @@ import (
 // base64 page named only by its byte count.
 func TestTextSummaries(t *testing.T) {
 	zero, two, sum := 0, 2, "ab12"
+	seven := int64(7)
 	done := &jobs.Pages{
 		Stdout: jobs.StreamPage{Data: "hi", Encoding: textenc.UTF8, NextOffset: 2, EOF: true},
 		Stderr: jobs.StreamPage{Data: "AAECAw==", Encoding: textenc.Base64, NextOffset: 4, EOF: true},
@@ -44,6 +45,10 @@ func TestTextSummaries(t *testing.T) {
 		{"resize", resizeText(&jobs.ResizeResult{ProcessID: "p1", Cols: 120, Rows: 40}), "job p1's terminal is 120x40\n"},
 		{"wait", waitText(&jobs.WaitResult{Ended: []*jobmeta.Record{{ProcessID: "p1", State: jobmeta.WorkerLost, Signal: "SIGKILL"}}, Pending: []string{"p2"}}),
 			"job p1 worker_lost by SIGKILL\njob p2 still running\n"},
+		{"wait met output", waitText(&jobs.WaitResult{Pending: []string{"p2"}, Met: jobs.MetOutput, Stream: "stderr", Offset: &seven}),
+			"job p2 still running\nmet output: the text begins at stderr offset 7\n"},
+		{"wait met port", waitText(&jobs.WaitResult{Pending: []string{"p2"}, Met: jobs.MetPort}), "job p2 still running\nmet port\n"},
+		{"wait timed out", waitText(&jobs.WaitResult{Pending: []string{"p2"}, Met: jobs.MetTimeout}), "job p2 still running\nmet timeout\n"},
 		{"record exited", recordText(&jobmeta.Record{ProcessID: "p1", State: jobmeta.Exited, ExitCode: &zero}), "job p1 exited 0\n"},
 		{"record stopped", recordText(&jobmeta.Record{ProcessID: "p1", State: jobmeta.StoppedByRequest, Signal: "SIGTERM", StoppedBy: "request"}),
 			"job p1 stopped_by_request by SIGTERM, stopped by request\n"},

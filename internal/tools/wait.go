@@ -7,21 +7,48 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/owndirs"
+	"github.com/commandcore/commandcore/internal/toolpath"
 )
 
 // waitDescription is process.wait's tool description.
-var waitDescription = fmt.Sprintf("Wait for managed jobs to end: returns when any (mode all: every) job of process_ids (1-%d) is terminal, or after timeout_ms (default %d, at most %d), with the terminal jobs' records as ended and the live ones' ids as pending. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
-	limits.WaitMaxJobs, limits.WaitTimeoutDefault.Milliseconds(), limits.WaitTimeoutMax.Milliseconds(), seconds(limits.WaitProgressMaxGap))
+var waitDescription = fmt.Sprintf("Wait for managed jobs to end: returns when any (mode all: every) job of process_ids (1-%d) is terminal, or after timeout_ms (default %d, at most %d), with the terminal jobs' records as ended, the live ones' ids as pending, and met saying why it returned. For one job, until ends the wait sooner, instead of polling: output (literal text, e.g. \"ready\"; met gives its stream and offset), port (a TCP port the host listens on) or path (exists); output is seen as soon as it is written, port and path are looked for %d times a second. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
+	limits.WaitMaxJobs, limits.WaitTimeoutDefault.Milliseconds(), limits.WaitTimeoutMax.Milliseconds(), time.Second/limits.UntilProbeInterval, seconds(limits.WaitProgressMaxGap))
+
+// pathExists is until.path's probe: the path resolved as the file tools
+// resolve it, so a wait cannot tell what lies in the agent's own
+// directories or a process's /proc files either.
+func pathExists(own *owndirs.Set) jobs.PathProbe {
+	return func(path string) (bool, error) {
+		dir, name, err := toolpath.Parent(own, path, false)
+		if errcode.Is(err, errcode.PermissionDenied) {
+			return false, err
+		}
+		if err != nil {
+			// A directory on the way does not exist (yet).
+			return false, nil
+		}
+		defer dir.Close()
+		if name == "." {
+			return true, nil
+		}
+		var st unix.Stat_t
+		return unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil, nil
+	}
+}
 
 // wait runs process.wait, keeping a client that gave a progress token
 // informed while it waits, so the client's request timeout does not fire.
-func wait(ctx context.Context, svc *jobs.Service, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
+func wait(ctx context.Context, svc *jobs.Service, own *owndirs.Set, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
+	exists := pathExists(own)
 	tok := c.Req.Params.GetProgressToken()
 	if tok == nil || c.Req.Session == nil {
-		return svc.Wait(ctx, c.Who, in)
+		return svc.Wait(ctx, c.Who, in, exists)
 	}
 	// The notifications run beside the wait: a slow client delays its own
 	// notifications, never the wait's end.
@@ -32,7 +59,7 @@ func wait(ctx context.Context, svc *jobs.Service, c Call, in jobs.WaitRequest) (
 		defer wg.Done()
 		waitProgress(nctx, c.Req.Session, tok)
 	}()
-	res, err := svc.Wait(ctx, c.Who, in)
+	res, err := svc.Wait(ctx, c.Who, in, exists)
 	stop()
 	// No notification may follow the result.
 	wg.Wait()

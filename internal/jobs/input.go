@@ -22,6 +22,7 @@ type InputRequest struct {
 	Encoding  string `json:"encoding,omitempty" jsonschema:"utf-8 (default) or base64"`
 	EOF       bool   `json:"eof,omitempty" jsonschema:"close stdin after data (on a terminal: send end-of-file); later input is input_closed"`
 	WaitMS    int    `json:"wait_ms,omitempty" jsonschema:"0-30000: then wait up to this long for output produced after this input and return it as output"`
+	Until     string `json:"until,omitempty" jsonschema:"with wait_ms: return as soon as this literal text (1-1024 bytes, e.g. a prompt such as '>>> ' or '$ ') appears in the output after this input, instead of once the output pauses"`
 	// SecretPrompt asks a person for the input instead of data; only the
 	// relay's panel can, so a device answers elicitation_unsupported.
 	SecretPrompt string `json:"secret_prompt,omitempty" jsonschema:"instead of data and eof: a prompt (printable UTF-8, at most 512 bytes) shown to the person at the relay's web panel, who types the input there, so a secret never passes through the client; a device asked directly answers elicitation_unsupported"`
@@ -39,6 +40,7 @@ type InputResult struct {
 	// InputClosed is set once stdin is closed (eof applied).
 	InputClosed bool    `json:"input_closed" jsonschema:"true once the job's stdin is closed (eof applied)"`
 	Output      *Output `json:"output,omitempty" jsonschema:"with wait_ms: the output produced after this input, from those offsets"`
+	UntilMet    *bool   `json:"until_met,omitempty" jsonschema:"with until: true when the text appeared within wait_ms"`
 }
 
 // ResizeRequest is process.resize's input.
@@ -127,6 +129,14 @@ func (s *Service) Input(ctx context.Context, who principal.Principal, req InputR
 	if err != nil {
 		return nil, err
 	}
+	if req.Until != "" {
+		if err := checkUntilText(req.Until, "until"); err != nil {
+			return nil, err
+		}
+		if wait == 0 {
+			return nil, errcode.New(errcode.InvalidArgument, "until needs wait_ms: how long to wait for the text")
+		}
+	}
 	if req.SecretPrompt != "" {
 		return nil, secretInput(&req)
 	}
@@ -146,13 +156,53 @@ func (s *Service) Input(ctx context.Context, who principal.Principal, req InputR
 		StdoutOffset: rep.StdoutOffset, StderrOffset: rep.StderrOffset,
 		InputClosed: req.EOF && rep.Accepted == len(data),
 	}
-	if wait > 0 {
+	switch {
+	case req.Until != "":
+		var met bool
+		res.Output, met, err = s.answerUntil(ctx, who, req.ProcessID, rep, req.Until, time.Now().Add(wait))
+		res.UntilMet = &met
+	case wait > 0:
 		res.Output, err = s.answer(ctx, who, req.ProcessID, rep, time.Now().Add(wait))
-		if err != nil {
-			return nil, err
-		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// answerUntil waits until text appears in the output the job produced
+// past the offsets it had before the input, or the job has ended, or
+// deadline passes; it returns the page from those offsets and whether the
+// text appeared.
+func (s *Service) answerUntil(ctx context.Context, who principal.Principal, id string, rep jobinput.Reply, text string, deadline time.Time) (*Output, bool, error) {
+	req := OutputRequest{ProcessID: id, StdoutOffset: rep.StdoutOffset, StderrOffset: rep.StderrOffset}
+	f := newFinder(text, StreamAny, StreamOffsets{Stdout: rep.StdoutOffset, Stderr: rep.StderrOffset})
+	for {
+		// Looked for before the page is read, so a page that answers a
+		// found text holds it.
+		_, _, found, err := s.lookFor(id, f)
+		if err != nil {
+			return nil, false, err
+		}
+		out, err := s.page(who, req, limits.OutputPageDefault)
+		if err != nil {
+			return nil, false, err
+		}
+		if !found && out.Terminal {
+			// Seen ended, its output is final: one last look.
+			if _, _, found, err = s.lookFor(id, f); err != nil {
+				return nil, false, err
+			}
+		}
+		if found || out.Terminal || !time.Now().Before(deadline) {
+			return out, found, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, false, nil
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 // answer waits until the job has produced output past the offsets it had

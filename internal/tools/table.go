@@ -75,7 +75,7 @@ var definitions = []func(*handlers) definition{
 		"Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
 		(*handlers).processOutput, outputText),
 	tool("process.input", "Send input to a job", changes,
-		fmt.Sprintf("Write to a running stdin or pty job's input: data (utf-8 or base64, at most %d KiB a call), eof closes stdin (on a terminal: end-of-file); or secret_prompt, to have the person at the relay's web panel type it (a password, say). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses. Input is never recorded.", limits.MaxInputBytes>>10),
+		fmt.Sprintf("Write to a running stdin or pty job's input: data (utf-8 or base64, at most %d KiB a call), eof closes stdin (on a terminal: end-of-file); or secret_prompt, to have the person at the relay's web panel type it (a password, say). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses; with until too, once that text (a prompt such as '>>> ') appears, so echo, answer and next prompt come back together. Input is never recorded.", limits.MaxInputBytes>>10),
 		(*handlers).processInput, inputText),
 	tool("process.resize", "Resize a job's terminal", changes,
 		fmt.Sprintf("Resize a pty job's terminal (cols, rows 1-%d); the job gets SIGWINCH.", limits.TerminalDimensionMax),

@@ -97,6 +97,13 @@ func inputText(r *jobs.InputResult) string {
 	if r.InputClosed {
 		b.WriteString("; its stdin is closed")
 	}
+	switch {
+	case r.UntilMet == nil:
+	case *r.UntilMet:
+		b.WriteString("; the until text appeared")
+	default:
+		b.WriteString("; the until text did not appear within wait_ms")
+	}
 	b.WriteByte('\n')
 	if r.Output != nil {
 		fmt.Fprintf(&b, "job %s\n", r.Output.State)

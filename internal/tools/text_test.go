@@ -15,7 +15,7 @@ import (
 // base64 page named only by its byte count.
 func TestTextSummaries(t *testing.T) {
 	zero, two, sum := 0, 2, "ab12"
-	seven := int64(7)
+	seven, yes := int64(7), true
 	done := &jobs.Pages{
 		Stdout: jobs.StreamPage{Data: "hi", Encoding: textenc.UTF8, NextOffset: 2, EOF: true},
 		Stderr: jobs.StreamPage{Data: "AAECAw==", Encoding: textenc.Base64, NextOffset: 4, EOF: true},
@@ -39,6 +39,8 @@ func TestTextSummaries(t *testing.T) {
 		{"output, an empty page that ended", outputText(&jobs.Output{State: jobmeta.Exited, Stdout: jobs.StreamPage{EOF: true}, Stderr: jobs.StreamPage{Offset: 3, NextOffset: 3, EOF: true}}),
 			"exited\n"},
 		{"input", inputText(&jobs.InputResult{ProcessID: "p1", AcceptedBytes: 3}), "job p1 took 3 bytes\n"},
+		{"input until met", inputText(&jobs.InputResult{ProcessID: "p1", AcceptedBytes: 3, UntilMet: &yes}), "job p1 took 3 bytes; the until text appeared\n"},
+		{"input until not met", inputText(&jobs.InputResult{ProcessID: "p1", AcceptedBytes: 3, UntilMet: new(bool)}), "job p1 took 3 bytes; the until text did not appear within wait_ms\n"},
 		{"input closed, with output", inputText(&jobs.InputResult{ProcessID: "p1", AcceptedBytes: 0, InputClosed: true,
 			Output: &jobs.Output{State: jobmeta.Exited, Stdout: jobs.StreamPage{Data: "bye\n", Encoding: textenc.UTF8, NextOffset: 4, EOF: true}}}),
 			"job p1 took 0 bytes; its stdin is closed\njob exited\nstdout [0, 4):\nbye\n"},

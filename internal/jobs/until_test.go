@@ -139,15 +139,20 @@ func TestUntilPortAndPath(t *testing.T) {
 	if res := waitUntil(t, svc, id, Until{Port: &port}, 300); res.Met != MetTimeout {
 		t.Fatalf("nothing listens on %d yet: met %q", port, res.Met)
 	}
+	listener := make(chan net.Listener, 1)
 	time.AfterFunc(200*time.Millisecond, func() {
-		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
 			t.Error(err)
 		}
+		listener <- l
 	})
 	if res := waitUntil(t, svc, id, Until{Port: &port}, 10000); res.Met != MetPort || len(res.Pending) != 1 {
 		t.Fatalf("a listener on %d: met %q, want port", port, res.Met)
 	}
-	l.Close()
+	if l := <-listener; l != nil {
+		l.Close()
+	}
 	path := filepath.Join(t.TempDir(), "built", "out")
 	time.AfterFunc(200*time.Millisecond, func() {
 		os.MkdirAll(filepath.Dir(path), 0o700)

@@ -12,7 +12,7 @@ FUZZTIME  ?= 10000x
 # Every fuzz target, as package:Target.
 FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./internal/relay:FuzzTake ./internal/envelope:FuzzDecode ./internal/jobresources:FuzzDecode \
              ./internal/jobmeta:FuzzDecodeJob ./internal/jobmeta:FuzzDecodeClaim \
-             ./internal/jobmeta:FuzzDecodeResult ./internal/capture:FuzzReadMeta \
+             ./internal/jobmeta:FuzzDecodeResult ./internal/jobmeta:FuzzDecodeScreen ./internal/capture:FuzzReadMeta \
              ./internal/capture:FuzzReadPage ./internal/tools:FuzzDecodeArguments \
              ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \
              ./internal/enrollment:FuzzDecode ./internal/authz:FuzzDecode \

@@ -79,6 +79,7 @@ const (
 	ToolProcessWait   Tool = "process.wait"
 	ToolProcessInput  Tool = "process.input"
 	ToolProcessResize Tool = "process.resize"
+	ToolProcessScreen Tool = "process.screen"
 	ToolProcessJobs   Tool = "process.jobs"
 	ToolProcessForget Tool = "process.forget"
 	ToolProcessRun    Tool = "process.run"
@@ -187,7 +188,7 @@ var (
 	kinds = []Kind{KindAgentStart, KindAgentStop, KindToolCall, KindLaunchPhase,
 		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd, KindUserManager}
 	tools = []Tool{ToolProcessStart, ToolProcessStatus, ToolProcessOutput, ToolProcessStop,
-		ToolProcessWait, ToolProcessInput, ToolProcessResize, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
+		ToolProcessWait, ToolProcessInput, ToolProcessResize, ToolProcessScreen, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
 		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList,
 		ToolFilesRead, ToolFilesWrite, ToolFilesEdit, ToolFilesList}
 	phases = []Phase{PhaseValidate, PhasePolicy, PhaseDomain, PhaseAdmission, PhasePipe,

@@ -280,6 +280,42 @@ func TestReadPageOffsets(t *testing.T) {
 	}
 }
 
+// TestReadPageIntoReadsAsReadPage: a page read into a reused buffer, one
+// holding a previous page's bytes, is the page ReadPage reads, in the
+// head, across the gap and at the end, and it lies in the buffer.
+func TestReadPageIntoReadsAsReadPage(t *testing.T) {
+	const total = 3 << 20
+	w, path := newWriter(t)
+	writeRandomChunks(t, w, randomStream(4, total), rand.New(rand.NewPCG(4, 4)), slackBytes)
+	if err := w.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := bytes.Repeat([]byte{0xEE}, 1000)
+	for _, off := range []int64{0, 17, headBytes - 400, headBytes + 5, total - tailBytes - 1, total - 300, total} {
+		want, wm, err := ReadPage(f, off, len(buf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gm, err := ReadPageInto(f, off, buf)
+		if err != nil || gm != wm || !bytes.Equal(got.Data, want.Data) || got.Offset != want.Offset || got.NextOffset != want.NextOffset ||
+			got.EOF != want.EOF || (got.Gap == nil) != (want.Gap == nil) || got.Gap != nil && *got.Gap != *want.Gap {
+			t.Fatalf("at %d: ReadPageInto %d bytes at %d (gap %v, eof %v), %v; ReadPage %d at %d (gap %v, eof %v)",
+				off, len(got.Data), got.Offset, got.Gap, got.EOF, err, len(want.Data), want.Offset, want.Gap, want.EOF)
+		}
+		if len(got.Data) > 0 && &got.Data[0] != &buf[0] {
+			t.Fatalf("at %d: the page is not in the buffer", off)
+		}
+	}
+	if _, _, err := ReadPageInto(f, 0, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("an empty buffer: %v, want ErrInvalid", err)
+	}
+}
+
 // TestConcurrentReaderNeverSeesLappedBytes pages a capture while a writer
 // streams position-derived data through the ring many times, aiming reads
 // at the oldest tail bytes, the ones the writer is about to overwrite.

@@ -89,6 +89,17 @@ func readHeader(f *os.File) (header, error) {
 // complete, and an empty page while it is live. The returned Meta is the
 // freshest header read.
 func ReadPage(f *os.File, offset int64, maxBytes int) (Page, Meta, error) {
+	return pageOf(f, offset, maxBytes, nil)
+}
+
+// ReadPageInto is ReadPage of at most len(buf) bytes read into buf, for a
+// reader that follows a stream and reuses one buffer; the page's Data is
+// valid until buf is used again.
+func ReadPageInto(f *os.File, offset int64, buf []byte) (Page, Meta, error) {
+	return pageOf(f, offset, len(buf), buf)
+}
+
+func pageOf(f *os.File, offset int64, maxBytes int, buf []byte) (Page, Meta, error) {
 	if offset < 0 || maxBytes <= 0 {
 		return Page{}, Meta{}, fmt.Errorf("%w: offset %d, max %d", ErrInvalid, offset, maxBytes)
 	}
@@ -114,7 +125,12 @@ func ReadPage(f *os.File, offset int64, maxBytes int) (Page, Meta, error) {
 		limit = headEnd
 	}
 	end := start + min(limit-start, int64(maxBytes))
-	data := make([]byte, end-start)
+	var data []byte
+	if buf != nil {
+		data = buf[:end-start]
+	} else {
+		data = make([]byte, end-start)
+	}
 	if lapDuringRead != nil {
 		lapDuringRead()
 	}

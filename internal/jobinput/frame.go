@@ -28,6 +28,7 @@ const (
 	replyLen    = 24
 	opWrite     = 1
 	opResize    = 2
+	opScreen    = 3
 	flagEOF     = 1
 	statusOK    = 0
 	statusClose = 1
@@ -38,11 +39,13 @@ const (
 var magic = [2]byte{'C', 'I'}
 
 // Request is one exchange's ask: write Data (then close stdin when EOF),
-// or, when Resize is set, resize the terminal.
+// or, when Resize is set, resize the terminal, or, when Screen is set,
+// write the terminal's screen to the job directory's screen file.
 type Request struct {
 	Data   []byte
 	EOF    bool
 	Resize *terminal.Size
+	Screen bool
 }
 
 // Reply is the supervisor's answer to a write: how many bytes the job took
@@ -69,6 +72,12 @@ func encodeRequest(r Request) ([]byte, error) {
 	copy(h, magic[:])
 	h[2] = version
 	switch {
+	case r.Screen:
+		if r.Resize != nil || len(r.Data) > 0 || r.EOF {
+			return nil, fmt.Errorf("%w: a screen request asks nothing else", ErrMalformed)
+		}
+		h[3] = opScreen
+		return h, nil
 	case r.Resize != nil:
 		if !r.Resize.Valid() || len(r.Data) > 0 || r.EOF {
 			return nil, fmt.Errorf("%w: resize to %dx%d", ErrMalformed, r.Resize.Cols, r.Resize.Rows)
@@ -102,6 +111,11 @@ func readRequest(r io.Reader, buf []byte) (Request, error) {
 		return Request{}, fmt.Errorf("%w: bad magic or version", ErrMalformed)
 	}
 	switch h[3] {
+	case opScreen:
+		if h[4] != 0 || binary.LittleEndian.Uint32(h[8:]) != 0 {
+			return Request{}, fmt.Errorf("%w: bad screen request", ErrMalformed)
+		}
+		return Request{Screen: true}, nil
 	case opResize:
 		size := &terminal.Size{Cols: int(binary.LittleEndian.Uint16(h[8:])), Rows: int(binary.LittleEndian.Uint16(h[10:]))}
 		if h[4] != 0 || !size.Valid() {

@@ -235,7 +235,7 @@ func exchangeRaw(dir string, frame []byte) (Reply, error) {
 }
 
 func FuzzReadRequest(f *testing.F) {
-	for _, r := range []Request{{Data: []byte("hello\n")}, {EOF: true}, {Resize: &terminal.Size{Cols: 80, Rows: 24}}} {
+	for _, r := range []Request{{Data: []byte("hello\n")}, {EOF: true}, {Resize: &terminal.Size{Cols: 80, Rows: 24}}, {Screen: true}} {
 		b, _ := encodeRequest(r)
 		f.Add(b)
 	}
@@ -322,6 +322,59 @@ func TestARequestIsReadIntoTheGivenBuffer(t *testing.T) {
 	}
 	if &req.Data[0] != &buf[0] {
 		t.Fatal("the data is not in the given buffer")
+	}
+}
+
+// TestScreenAndResizeReachTheirHooks: a screen request runs the sink's
+// Screen, whose failure is a refusal; a resize reaches Resized after the
+// terminal's size is set; a sink without them answers not a terminal.
+func TestScreenAndResizeReachTheirHooks(t *testing.T) {
+	dir := t.TempDir()
+	master, slave, err := terminal.Open(terminal.Size{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	var screens int
+	var fail error
+	var resized []terminal.Size
+	serve(t, dir, Sink{W: master, Terminal: true, Offsets: offsets(0, 0),
+		Screen:  func() error { screens++; return fail },
+		Resized: func(s terminal.Size) { resized = append(resized, s) }})
+	if _, err := Send(dir, Request{Screen: true}); err != nil || screens != 1 {
+		t.Fatalf("screen: %v, %d calls", err, screens)
+	}
+	fail = errors.New("disk full")
+	if _, err := Send(dir, Request{Screen: true}); !errors.Is(err, ErrRefused) || screens != 2 {
+		t.Fatalf("a failed screen: %v, %d calls; want ErrRefused", err, screens)
+	}
+	if _, err := Send(dir, Request{Resize: &terminal.Size{Cols: 90, Rows: 20}}); err != nil || len(resized) != 1 || resized[0] != (terminal.Size{Cols: 90, Rows: 20}) {
+		t.Fatalf("resize: %v, hook saw %v", err, resized)
+	}
+	plain := t.TempDir()
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	serve(t, plain, Sink{W: w, Offsets: offsets(0, 0)})
+	if _, err := Send(plain, Request{Screen: true}); !errors.Is(err, ErrNotTerminal) {
+		t.Fatalf("screen of a stdin job: %v, want ErrNotTerminal", err)
+	}
+	for name, req := range map[string]Request{
+		"with data":   {Screen: true, Data: []byte("x")},
+		"with eof":    {Screen: true, EOF: true},
+		"with resize": {Screen: true, Resize: &terminal.Size{Cols: 1, Rows: 1}},
+	} {
+		if _, err := encodeRequest(req); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	frame, _ := encodeRequest(Request{Screen: true})
+	for i, b := range map[int]byte{4: 1, 8: 1} {
+		bad := append([]byte(nil), frame...)
+		bad[i] = b
+		if _, err := readRequest(bytes.NewReader(bad), nil); !errors.Is(err, ErrMalformed) {
+			t.Errorf("screen frame with byte %d set: %v, want ErrMalformed", i, err)
+		}
 	}
 }
 

@@ -23,6 +23,10 @@ type Sink struct {
 	Terminal bool
 	// Offsets reports how much of each output stream has been captured.
 	Offsets func() (stdout, stderr int64)
+	// Resized follows a terminal's resize; Screen writes the terminal's
+	// screen file. Both are nil for a job without an emulated terminal.
+	Resized func(terminal.Size)
+	Screen  func() error
 }
 
 // Listener is the supervisor's end of the channel.
@@ -118,12 +122,24 @@ func (l *Listener) serve(c *net.UnixConn) {
 }
 
 func (l *Listener) handle(req Request) (byte, Reply) {
+	if req.Screen {
+		if l.sink.Screen == nil {
+			return statusNoTTY, Reply{}
+		}
+		if l.sink.Screen() != nil {
+			return statusBad, Reply{}
+		}
+		return statusOK, Reply{}
+	}
 	if req.Resize != nil {
 		if !l.sink.Terminal {
 			return statusNoTTY, Reply{}
 		}
 		if terminal.SetSize(l.sink.W, *req.Resize) != nil {
 			return statusBad, Reply{}
+		}
+		if l.sink.Resized != nil {
+			l.sink.Resized(*req.Resize)
 		}
 		return statusOK, Reply{}
 	}

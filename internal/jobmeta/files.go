@@ -29,6 +29,9 @@ const (
 	ReconciledFile  = "reconciled.json"
 	StdoutFile      = "stdout.cap"
 	StderrFile      = "stderr.cap"
+	// ScreenFile is a pty job's screen, written by its supervisor when
+	// asked and when the job ends.
+	ScreenFile = "screen.json"
 )
 
 // Job is what the launcher records at launch. It holds no command,
@@ -163,4 +166,29 @@ func StreamCaptureOf(m capture.Meta) StreamCapture {
 		sc.LastOutputAt = &t
 	}
 	return sc
+}
+
+// Screen is a pty job's terminal screen as an emulator renders it from the
+// job's output: its content, so it is kept like output, owner-only.
+type Screen struct {
+	Schema int `json:"schema"`
+	// Lines are the visible rows, top first, each without trailing blanks.
+	Lines []string `json:"lines"`
+	Cols  int      `json:"cols"`
+	Rows  int      `json:"rows"`
+	// Cursor is 0-based; Col may equal Cols (a full row just written).
+	Cursor          Cursor `json:"cursor"`
+	AlternateScreen bool   `json:"alternate_screen"`
+	Title           string `json:"title,omitempty"`
+	// Offset is how much of stdout the screen shows the effect of.
+	Offset int64 `json:"offset"`
+	// Truncated says that lines past limits.ScreenTextMaxBytes of text
+	// were left empty.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Cursor is a position on a screen.
+type Cursor struct {
+	Row int `json:"row"`
+	Col int `json:"col"`
 }

@@ -113,3 +113,12 @@ func FuzzDecodeResult(f *testing.F) {
 			}
 		})
 }
+
+func FuzzDecodeScreen(f *testing.F) {
+	fuzzDecode(f, []any{validScreen()},
+		func(t *testing.T, s *jobmeta.Screen) {
+			if len(s.Lines) != s.Rows || s.Cursor.Row < 0 || s.Cursor.Row >= s.Rows || s.Cursor.Col < 0 || s.Cursor.Col > s.Cols || s.Offset < 0 {
+				t.Fatalf("accepted an inconsistent screen %+v", s)
+			}
+		})
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/strictjson"
+	"github.com/commandcore/commandcore/internal/terminal"
 	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
@@ -31,6 +32,7 @@ func (r *Result) schema() int      { return r.Schema }
 func (s *StopRequest) schema() int { return s.Schema }
 func (r *ReadMark) schema() int    { return r.Schema }
 func (r *Reconciled) schema() int  { return r.Schema }
+func (s *Screen) schema() int      { return s.Schema }
 
 func (j *Job) validate() error {
 	if !ValidID(j.ID) {
@@ -83,6 +85,20 @@ func (r *Result) validate() error {
 
 func (s *StopRequest) validate() error { return nil }
 func (r *ReadMark) validate() error    { return nil }
+
+func (s *Screen) validate() error {
+	size := terminal.Size{Cols: s.Cols, Rows: s.Rows}
+	if !size.Valid() || len(s.Lines) != s.Rows {
+		return errors.New("bad screen size")
+	}
+	if s.Cursor.Row < 0 || s.Cursor.Row >= s.Rows || s.Cursor.Col < 0 || s.Cursor.Col > s.Cols {
+		return errors.New("cursor off the screen")
+	}
+	if s.Offset < 0 {
+		return errors.New("negative offset")
+	}
+	return nil
+}
 
 func (r *Reconciled) validate() error {
 	if !r.State.Terminal() {

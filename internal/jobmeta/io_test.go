@@ -70,6 +70,11 @@ func validRead() *jobmeta.ReadMark {
 	return &jobmeta.ReadMark{Schema: jobmeta.SchemaVersion, ReadAt: t1}
 }
 
+func validScreen() *jobmeta.Screen {
+	return &jobmeta.Screen{Schema: jobmeta.SchemaVersion, Lines: []string{"top - 14:00", "", "  PID USER"}, Cols: 80, Rows: 3,
+		Cursor: jobmeta.Cursor{Row: 2, Col: 80}, AlternateScreen: true, Title: "top", Offset: 4096}
+}
+
 func validReconciled() *jobmeta.Reconciled {
 	return &jobmeta.Reconciled{Schema: jobmeta.SchemaVersion, State: jobmeta.HostRebooted, ReconciledAt: t1, Evidence: "boot_id_changed"}
 }
@@ -112,6 +117,7 @@ func TestRoundTrip(t *testing.T) {
 	roundTrip(t, jobmeta.StopFile, validStop())
 	roundTrip(t, jobmeta.ReadMarkFile, validRead())
 	roundTrip(t, jobmeta.ReconciledFile, validReconciled())
+	roundTrip(t, jobmeta.ScreenFile, validScreen())
 	// Minimal forms: optional fields absent.
 	roundTrip(t, jobmeta.JobFile, &jobmeta.Job{Schema: 1, ID: testID, FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: t0})
 	roundTrip(t, jobmeta.ClaimFile, &jobmeta.Claim{Schema: 1, Supervisor: procid.Identity{PID: 1, StartTicks: 1}, BootID: "b"})
@@ -275,6 +281,18 @@ func fileTypes() []fileType {
 		}},
 		{jobmeta.ReadMarkFile, validRead(), reader[jobmeta.ReadMark](), map[string]func(map[string]any){
 			"read_at not a time": set("read_at", true),
+		}},
+		{jobmeta.ScreenFile, validScreen(), reader[jobmeta.Screen](), map[string]func(map[string]any){
+			"no cols":          del("cols"),
+			"rows over 1000":   set("rows", 1001),
+			"a row missing":    set("lines", []string{"a", "b"}),
+			"a row too many":   set("lines", []string{"a", "b", "c", "d"}),
+			"cursor below":     set("cursor.row", 3),
+			"cursor above":     set("cursor.row", -1),
+			"cursor past cols": set("cursor.col", 81),
+			"cursor left":      set("cursor.col", -1),
+			"negative offset":  set("offset", -1),
+			"lines not text":   set("lines", []int{1, 2, 3}),
 		}},
 		{jobmeta.ReconciledFile, validReconciled(), reader[jobmeta.Reconciled](), map[string]func(map[string]any){
 			"no state":           del("state"),

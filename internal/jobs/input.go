@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
@@ -248,4 +250,61 @@ func (s *Service) Resize(who principal.Principal, req ResizeRequest) (*ResizeRes
 		return nil, channelError(err)
 	}
 	return &ResizeResult{ProcessID: req.ProcessID, Cols: size.Cols, Rows: size.Rows}, nil
+}
+
+// ScreenRequest is process.screen's input.
+type ScreenRequest struct {
+	ProcessID string `json:"process_id" jsonschema:"the process_id of a job started with pty"`
+}
+
+// ScreenResult is process.screen's result.
+type ScreenResult struct {
+	ProcessID string   `json:"process_id" jsonschema:"the job's ID"`
+	Lines     []string `json:"lines" jsonschema:"the visible rows, top first, trailing blanks trimmed"`
+	Cols      int      `json:"cols" jsonschema:"the terminal's width"`
+	Rows      int      `json:"rows" jsonschema:"the terminal's height"`
+	Cursor    struct {
+		Row int `json:"row" jsonschema:"0-based row"`
+		Col int `json:"col" jsonschema:"0-based column"`
+	} `json:"cursor" jsonschema:"where the cursor is"`
+	AlternateScreen bool   `json:"alternate_screen" jsonschema:"true while a full-screen program (top, vim, less) shows its own screen"`
+	Title           string `json:"title,omitempty" jsonschema:"the title the program gave its terminal"`
+	StdoutOffset    int64  `json:"stdout_offset" jsonschema:"how much of stdout the screen shows the effect of"`
+	Truncated       bool   `json:"truncated,omitempty" jsonschema:"true when rows past 128 KiB of text were left empty"`
+	Terminal        bool   `json:"terminal" jsonschema:"true once the job has ended: this is its last screen"`
+}
+
+// Screen returns a pty job's screen: its supervisor's rendering now, or
+// the last one once the job has ended.
+func (s *Service) Screen(who principal.Principal, id string) (*ScreenResult, error) {
+	rec, err := s.get(who, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.PTY == nil {
+		return nil, errcode.New(errcode.NotInteractive, "the job was started without a terminal (pty)")
+	}
+	dir := s.store.Dir(id)
+	if !rec.Terminal {
+		// An end meanwhile leaves the last screen on disk.
+		if _, err := jobinput.Send(dir, jobinput.Request{Screen: true}); err != nil && !errors.Is(err, jobinput.ErrGone) {
+			return nil, channelError(err)
+		}
+	}
+	scr, err := jobmeta.Read[jobmeta.Screen](filepath.Join(dir, jobmeta.ScreenFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, errcode.New(errcode.NotRunning, "the job ended without leaving its screen (its supervisor did not finish)")
+	case err != nil:
+		return nil, errcode.Wrap(errcode.Internal, err, "the job's screen file is unreadable; the machine's owner can inspect it with `commandcore jobs`")
+	}
+	res := &ScreenResult{ProcessID: id, Lines: scr.Lines, Cols: scr.Cols, Rows: scr.Rows, AlternateScreen: scr.AlternateScreen,
+		Title: scr.Title, StdoutOffset: scr.Offset, Truncated: scr.Truncated, Terminal: rec.Terminal}
+	res.Cursor.Row, res.Cursor.Col = scr.Cursor.Row, scr.Cursor.Col
+	if !rec.Terminal {
+		if now, err := s.store.Get(id); err == nil {
+			res.Terminal = now.Terminal
+		}
+	}
+	return res, nil
 }

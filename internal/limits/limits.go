@@ -139,6 +139,19 @@ const (
 	SecretPromptMaxBytes = 512
 	// TerminalDimensionMax bounds a pty job's cols and rows (1-1000 each).
 	TerminalDimensionMax = 1000
+	// ScreenTextMaxBytes bounds the text of one process.screen: rows past
+	// it are left empty (truncated), so the screen file stays within
+	// MaxMetadataBytes however its text is escaped.
+	ScreenTextMaxBytes = 128 << 10
+	// ScreenFollowInterval is how often a pty job's supervisor feeds its
+	// terminal emulator what the job wrote since; ScreenFloodBytes is the
+	// most it feeds at once: a job that wrote more since is fed only its
+	// last ScreenResyncBytes, so an emulator (far slower than capture)
+	// costs the supervisor a bounded share of a CPU, and a flood's final
+	// screen is still drawn.
+	ScreenFollowInterval = 50 * time.Millisecond
+	ScreenFloodBytes     = 64 << 10
+	ScreenResyncBytes    = 32 << 10
 	// InputWriteTimeout is how long the supervisor waits for a job to take
 	// input before answering with the bytes it accepted.
 	InputWriteTimeout = 5 * time.Second

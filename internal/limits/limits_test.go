@@ -67,6 +67,11 @@ var counts = map[string]struct{ got, want int64 }{
 	"WaitMaxJobs": {WaitMaxJobs, 32},
 	// docs/tools.md process.wait and process.input: until texts up to 1 KiB, probes 10 times a second.
 	"UntilTextMaxBytes": {UntilTextMaxBytes, 1 * kib},
+	// docs/tools.md process.screen: rows past 128 KiB of text are left empty; docs/limits.md
+	// the emulator's feed (64 KiB at most every 50 ms, else the last 32 KiB).
+	"ScreenTextMaxBytes": {ScreenTextMaxBytes, 128 * kib},
+	"ScreenFloodBytes":   {ScreenFloodBytes, 64 * kib},
+	"ScreenResyncBytes":  {ScreenResyncBytes, 32 * kib},
 	// docs/tools.md process.start: idempotency_key 1-128 printable ASCII.
 	"IdempotencyKeyMaxBytes": {IdempotencyKeyMaxBytes, 128},
 	// docs/tools.md files.read: max_bytes default 64 KiB, at most 1 MiB; docs/limits.md 1 MiB / 8 MiB.
@@ -107,20 +112,21 @@ var durations = map[string]struct{ got, want time.Duration }{
 	// Internal: three heartbeats fit in one 45 s silence timeout.
 	"HeartbeatInterval": {HeartbeatInterval, 15 * time.Second},
 	// Internal: the agent's reconnect backoff.
-	"ReconnectMin":       {ReconnectMin, 1 * time.Second},
-	"ReconnectMax":       {ReconnectMax, 60 * time.Second},
-	"ReplicaBeat":        {ReplicaBeat, 2 * time.Second},               // README, Several relays: every 2 s
-	"ReplicaTTL":         {ReplicaTTL, 10 * time.Second},               // README, Several relays: gone after 10 s
-	"GrantTTL":           {GrantTTL, 60 * time.Second},                 // README, The relay and the link: 60 s
-	"GrantClockSkew":     {GrantClockSkew, 30 * time.Second},           // Internal: relay and device clocks may differ this much
-	"EnrollCodeTTL":      {EnrollCodeTTL, 15 * time.Minute},            // README, The relay and the link: valid 15 minutes
-	"SignInCodeTTL":      {SignInCodeTTL, 15 * time.Minute},            // docs/panel.md: a sign-in code is valid 15 min, once
-	"PanelSessionIdle":   {PanelSessionIdle, 12 * time.Hour},           // docs/panel.md: a session ends after 12 h unused
-	"SecretPromptTTL":    {SecretPromptTTL, 10 * time.Minute},          // docs/panel.md: a secret prompt is valid for 10 minutes
-	"UntilProbeInterval": {UntilProbeInterval, 100 * time.Millisecond}, // docs/tools.md process.wait: port and path looked for 10 times a second
-	"ClientTokenTTL":     {ClientTokenTTL, 30 * day},                   // README, The relay and the link: valid 30 days
-	"StopEscalation":     {StopEscalation, 3 * time.Second},            // README, Managed jobs: SIGKILL after 3 s
-	"JobTimeoutMax":      {JobTimeoutMax, 2592000 * time.Second},       // docs/tools.md process.start: timeout_s 1-2592000
+	"ReconnectMin":         {ReconnectMin, 1 * time.Second},
+	"ReconnectMax":         {ReconnectMax, 60 * time.Second},
+	"ReplicaBeat":          {ReplicaBeat, 2 * time.Second},                // README, Several relays: every 2 s
+	"ReplicaTTL":           {ReplicaTTL, 10 * time.Second},                // README, Several relays: gone after 10 s
+	"GrantTTL":             {GrantTTL, 60 * time.Second},                  // README, The relay and the link: 60 s
+	"GrantClockSkew":       {GrantClockSkew, 30 * time.Second},            // Internal: relay and device clocks may differ this much
+	"EnrollCodeTTL":        {EnrollCodeTTL, 15 * time.Minute},             // README, The relay and the link: valid 15 minutes
+	"SignInCodeTTL":        {SignInCodeTTL, 15 * time.Minute},             // docs/panel.md: a sign-in code is valid 15 min, once
+	"PanelSessionIdle":     {PanelSessionIdle, 12 * time.Hour},            // docs/panel.md: a session ends after 12 h unused
+	"SecretPromptTTL":      {SecretPromptTTL, 10 * time.Minute},           // docs/panel.md: a secret prompt is valid for 10 minutes
+	"UntilProbeInterval":   {UntilProbeInterval, 100 * time.Millisecond},  // docs/tools.md process.wait: port and path looked for 10 times a second
+	"ScreenFollowInterval": {ScreenFollowInterval, 50 * time.Millisecond}, // docs/limits.md: a pty job's emulator is fed every 50 ms
+	"ClientTokenTTL":       {ClientTokenTTL, 30 * day},                    // README, The relay and the link: valid 30 days
+	"StopEscalation":       {StopEscalation, 3 * time.Second},             // README, Managed jobs: SIGKILL after 3 s
+	"JobTimeoutMax":        {JobTimeoutMax, 2592000 * time.Second},        // docs/tools.md process.start: timeout_s 1-2592000
 	// Internal: the unit's RuntimeMaxSec is the limit + 3 s escalation + this.
 	"TimeoutBackstopMargin": {TimeoutBackstopMargin, 5 * time.Second},
 	"MaxInputBytes":         {MaxInputBytes, 65536},       // docs/limits.md: input per process.input call 64 KiB

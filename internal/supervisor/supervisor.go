@@ -26,6 +26,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/procgroup"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/termscreen"
 )
 
 // Start errors recorded in the terminal record when no shell ran.
@@ -125,6 +126,20 @@ func (s *sup) publish(r jobmeta.Result) error {
 	return nil
 }
 
+// followScreen starts rendering a pty job's screen from its stdout
+// capture; nil for other jobs, or when the capture cannot be followed
+// (the job runs on, process.screen is refused).
+func (s *sup) followScreen(env *envelope.Envelope) *termscreen.Follower {
+	if env.PTY == nil {
+		return nil
+	}
+	fl, err := termscreen.Follow(s.path(jobmeta.StdoutFile), *env.PTY)
+	if err != nil {
+		return nil
+	}
+	return fl
+}
+
 func (s *sup) supervise(env *envelope.Envelope, input *jobinput.Listener, sigs <-chan os.Signal) error {
 	std, err := openStdio(env)
 	if err != nil {
@@ -150,8 +165,14 @@ func (s *sup) supervise(env *envelope.Envelope, input *jobinput.Listener, sigs <
 	if sn := openSessionNice(proc.Pid, std.pty); sn != nil {
 		go sn.apply()
 	}
+	screen := s.followScreen(env)
 	if input != nil {
-		input.Serve(jobinput.Sink{W: std.input, Terminal: env.PTY != nil, Offsets: s.offsets})
+		sink := jobinput.Sink{W: std.input, Terminal: env.PTY != nil, Offsets: s.offsets}
+		if screen != nil {
+			sink.Resized = screen.Resize
+			sink.Screen = func() error { return screen.Publish(s.path(jobmeta.ScreenFile)) }
+		}
+		input.Serve(sink)
 	}
 	command.Send(env.Command)
 	writers := [2]*capture.Writer{s.stdout, s.stderr}
@@ -182,6 +203,11 @@ func (s *sup) supervise(env *envelope.Envelope, input *jobinput.Listener, sigs <
 		input.Close()
 	}
 	std.out.finish(writers)
+	if screen != nil {
+		// The last screen is on disk before the job reads as ended.
+		screen.Publish(s.path(jobmeta.ScreenFile))
+		screen.Close()
+	}
 
 	r := jobmeta.Result{CompletedAt: end.completedAt, StopRequested: end.stopRequested, StoppedByManager: end.byManager, TimedOut: end.timedOut}
 	r.ExitCode, r.Signal = exitstatus.Of(end.status)

@@ -53,7 +53,7 @@ func TestRelayTableMatchesLiveTools(t *testing.T) {
 // and never open-world.
 func TestToolsCarryTitlesAndHints(t *testing.T) {
 	readOnly := map[string]bool{
-		"process.status": true, "process.output": true, "process.jobs": true, "process.wait": true,
+		"process.status": true, "process.output": true, "process.jobs": true, "process.wait": true, "process.screen": true,
 		"process.list": true, "system.metrics": true, "files.search": true, "files.read": true, "files.list": true,
 	}
 	destructive := map[string]bool{"process.stop": true, "process.forget": true, "files.write": true, "files.edit": true}

@@ -80,6 +80,9 @@ var definitions = []func(*handlers) definition{
 	tool("process.resize", "Resize a job's terminal", changes,
 		fmt.Sprintf("Resize a pty job's terminal (cols, rows 1-%d); the job gets SIGWINCH.", limits.TerminalDimensionMax),
 		(*handlers).processResize, resizeText),
+	tool("process.screen", "Read a job's screen", readOnly,
+		"The screen of a pty job as a terminal shows it (lines, cursor, alternate_screen, title), rendered from its output by a terminal emulator; the last screen once it has ended. Use it for full-screen programs (top, vim, less, installers) instead of reading their escape codes with process.output.",
+		(*handlers).processScreen, screenText),
 	tool("process.stop", "Stop a job", destructive,
 		fmt.Sprintf("Request a stop (SIGTERM to the job's process group, SIGKILL after %s). Returns the current state.", seconds(limits.StopEscalation)),
 		(*handlers).processStop, recordText),
@@ -164,6 +167,10 @@ func (h *handlers) processInput(ctx context.Context, c Call, in jobs.InputReques
 
 func (h *handlers) processResize(_ context.Context, c Call, in jobs.ResizeRequest) (*jobs.ResizeResult, error) {
 	return h.svc.Resize(c.Who, in)
+}
+
+func (h *handlers) processScreen(_ context.Context, c Call, in jobs.ScreenRequest) (*jobs.ScreenResult, error) {
+	return h.svc.Screen(c.Who, in.ProcessID)
 }
 
 func (h *handlers) processStop(_ context.Context, c Call, in IDRequest) (*jobmeta.Record, error) {

@@ -117,6 +117,24 @@ func resizeText(r *jobs.ResizeResult) string {
 	return fmt.Sprintf("job %s's terminal is %dx%d\n", r.ProcessID, r.Cols, r.Rows)
 }
 
+// screenText shows a screen: a line on the terminal, then its rows.
+func screenText(r *jobs.ScreenResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s's screen, %dx%d, cursor at row %d col %d", r.ProcessID, r.Cols, r.Rows, r.Cursor.Row, r.Cursor.Col)
+	if r.AlternateScreen {
+		b.WriteString(", alternate screen")
+	}
+	if r.Terminal {
+		b.WriteString(", the last one (the job has ended)")
+	}
+	b.WriteString(":\n")
+	for _, l := range r.Lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
 // waitText summarises a wait.
 func waitText(r *jobs.WaitResult) string {
 	var b strings.Builder

@@ -47,6 +47,8 @@ func TestTextSummaries(t *testing.T) {
 		{"resize", resizeText(&jobs.ResizeResult{ProcessID: "p1", Cols: 120, Rows: 40}), "job p1's terminal is 120x40\n"},
 		{"wait", waitText(&jobs.WaitResult{Ended: []*jobmeta.Record{{ProcessID: "p1", State: jobmeta.WorkerLost, Signal: "SIGKILL"}}, Pending: []string{"p2"}}),
 			"job p1 worker_lost by SIGKILL\njob p2 still running\n"},
+		{"screen", screenText(&jobs.ScreenResult{ProcessID: "p1", Cols: 5, Rows: 2, Lines: []string{"top", ""}, AlternateScreen: true, Terminal: true}),
+			"job p1's screen, 5x2, cursor at row 0 col 0, alternate screen, the last one (the job has ended):\ntop\n\n"},
 		{"wait met output", waitText(&jobs.WaitResult{Pending: []string{"p2"}, Met: jobs.MetOutput, Stream: "stderr", Offset: &seven}),
 			"job p2 still running\nmet output: the text begins at stderr offset 7\n"},
 		{"wait met port", waitText(&jobs.WaitResult{Pending: []string{"p2"}, Met: jobs.MetPort}), "job p2 still running\nmet port\n"},

@@ -122,18 +122,32 @@ func memoryOf(c *mcpClient, extra map[string]any) ([]memPoint, error) {
 // VmHWM (from /proc/PID/status), in KiB, with the minimum and maximum of
 // Private, and the median over iterations of each interactive job's
 // Private minus the plain job's of the same iteration.
+//
+// With COMMANDCORE_BASE_BIN (a build to compare with, e.g. one without the
+// pty's terminal emulator) it also runs a "base-pty" variant through that
+// build and reports each pty job's Private minus the base pty job's of the
+// same iteration (pty-vs-base).
 func BenchmarkInputSupervisorMemory(b *testing.B) {
 	c := newMCP(b, stateDir(b))
+	pty := map[string]any{"pty": map[string]any{"cols": 80, "rows": 24}}
 	variants := []struct {
 		name  string
 		extra map[string]any
+		c     *mcpClient
 	}{
-		{"plain", nil},
-		{"stdin", map[string]any{"stdin": true}},
-		{"pty", map[string]any{"pty": map[string]any{"cols": 80, "rows": 24}}},
+		{"plain", nil, c},
+		{"stdin", map[string]any{"stdin": true}, c},
+		{"pty", pty, c},
+	}
+	if base := os.Getenv("COMMANDCORE_BASE_BIN"); base != "" {
+		variants = append(variants, struct {
+			name  string
+			extra map[string]any
+			c     *mcpClient
+		}{"base-pty", pty, newMCPOf(b, base, stateDir(b))})
 	}
 	for _, v := range variants {
-		if _, err := memoryOf(c, v.extra); err != nil {
+		if _, err := memoryOf(v.c, v.extra); err != nil {
 			b.Fatalf("%s warm-up: %v", v.name, err)
 		}
 	}
@@ -145,7 +159,7 @@ func BenchmarkInputSupervisorMemory(b *testing.B) {
 	for i := range b.N {
 		for k := range variants {
 			j := (i + k) % len(variants)
-			points, err := memoryOf(c, variants[j].extra)
+			points, err := memoryOf(variants[j].c, variants[j].extra)
 			if err != nil {
 				b.Fatalf("%s: %v", variants[j].name, err)
 			}
@@ -194,6 +208,18 @@ func BenchmarkInputSupervisorMemory(b *testing.B) {
 			b.ReportMetric(st.p50, fmt.Sprintf("%s-%s-extra-Private-KiB", v.name, when.name))
 			b.ReportMetric(st.min, fmt.Sprintf("%s-%s-extra-Private-min-KiB", v.name, when.name))
 			b.ReportMetric(st.max, fmt.Sprintf("%s-%s-extra-Private-max-KiB", v.name, when.name))
+		}
+	}
+	if len(variants) == 4 {
+		for r, when := range memReadings {
+			diff := make([]memPoint, b.N)
+			for i := range b.N {
+				diff[i] = memPoint{private: readings[2][r][i].private - readings[3][r][i].private}
+			}
+			st := med(diff, func(p memPoint) int64 { return p.private })
+			b.ReportMetric(st.p50, fmt.Sprintf("pty-vs-base-%s-Private-KiB", when.name))
+			b.ReportMetric(st.min, fmt.Sprintf("pty-vs-base-%s-Private-min-KiB", when.name))
+			b.ReportMetric(st.max, fmt.Sprintf("pty-vs-base-%s-Private-max-KiB", when.name))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -43,18 +44,31 @@ func Follow(path string, size terminal.Size) (*Follower, error) {
 }
 
 // run feeds the terminal every limits.ScreenFollowInterval until Close.
+// Once output pauses after some was fed, the memory the emulator's work
+// left behind goes back to the system: the emulator allocates as it
+// draws, and a supervisor otherwise keeps the pages its heap grew to.
 func (fl *Follower) run() {
 	defer close(fl.done)
 	t := time.NewTicker(limits.ScreenFollowInterval)
 	defer t.Stop()
+	fedSinceRelease := false
 	for {
 		select {
 		case <-fl.stop:
 			return
 		case <-t.C:
 			fl.mu.Lock()
+			before := fl.fed
 			fl.catchUp()
+			fed := fl.fed != before
 			fl.mu.Unlock()
+			switch {
+			case fed:
+				fedSinceRelease = true
+			case fedSinceRelease:
+				fedSinceRelease = false
+				debug.FreeOSMemory()
+			}
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,25 +73,15 @@ func driveREPL(t *testing.T, c *client, restart func() *client) {
 // answers; the `commandcore mcp` is SIGKILLed and a new one sends the next
 // input to the same job; eof ends it with exit 0.
 func TestInputDrivesAREPLAcrossAnMCPCrash(t *testing.T) {
-	state := t.TempDir()
-	c := newClient(t, state, nil)
-	driveREPL(t, c, func() *client {
-		c.kill()
-		return newClient(t, state, nil)
-	})
+	s := stdioSide(t)
+	driveREPL(t, s.c, restartOf(s))
 }
 
 // TestRelayInputDrivesAREPLAcrossAnAgentCrash: the same through the relay,
 // with the agent SIGKILLed and restarted between inputs.
 func TestRelayInputDrivesAREPLAcrossAnAgentCrash(t *testing.T) {
-	e, c := onlineDevice(t)
-	driveREPL(t, c, func() *client {
-		e.agent.Process.Signal(syscall.SIGKILL)
-		e.agent.Wait()
-		e.startAgent()
-		waitOnline(t, c, nil)
-		return c
-	})
+	s := relaySide(t)
+	driveREPL(t, s.c, restartOf(s))
 }
 
 // TestInputRefusals: the bound is 64 KiB a call, and a job without stdin,

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,22 +96,20 @@ func checkScreen(t *testing.T, c *client, restart func() *client) {
 	}
 }
 
+// restartOf is a restart of side s's server: SIGKILLed, then started again.
+func restartOf(s *side) func() *client {
+	return func() *client {
+		s.crash()
+		return s.revive()
+	}
+}
+
 func TestScreen(t *testing.T) {
-	state := t.TempDir()
-	c := newClient(t, state, nil)
-	checkScreen(t, c, func() *client {
-		c.kill()
-		return newClient(t, state, nil)
-	})
+	s := stdioSide(t)
+	checkScreen(t, s.c, restartOf(s))
 }
 
 func TestRelayScreen(t *testing.T) {
-	e, c := onlineDevice(t)
-	checkScreen(t, c, func() *client {
-		e.agent.Process.Signal(syscall.SIGKILL)
-		e.agent.Wait()
-		e.startAgent()
-		waitOnline(t, c, nil)
-		return c
-	})
+	s := relaySide(t)
+	checkScreen(t, s.c, restartOf(s))
 }

@@ -41,7 +41,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath
 
-.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test mutation screenshots
+.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test ts-client-test mutation screenshots
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -137,6 +137,14 @@ screenshots:
 
 clean:
 	rm -rf bin dist
+
+# Opt-in: the official MCP TypeScript SDK client (Node, from the npm
+# registry) calls every tool over stdio; it validates each result, failures
+# included, against the tool's outputSchema.
+ts-client-test: build
+	@$(USERMGR) up >/dev/null
+	cd test/tsclient && { [ -d node_modules ] || npm install --no-audit --no-fund >/dev/null; }
+	@eval "$$($(USERMGR) env)"; node test/tsclient/check.mjs $(CURDIR)/$(BIN)
 
 # Opt-in: the official MCP Inspector CLI (Node, from the npm registry)
 # against the relay and the stdio server.

@@ -20,6 +20,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 	"github.com/commandcore/commandcore/internal/testkit"
+	"github.com/commandcore/commandcore/internal/tools"
 )
 
 // bin is the commandcore binary under test.
@@ -41,6 +42,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Every result is held to its tool's whole schema, not only to the
+	// lean one tools/list carries.
+	testkit.References = tools.ReferenceSchemas()
 	systemdtest.Main(m)
 }
 

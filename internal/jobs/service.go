@@ -120,11 +120,11 @@ type StartRequest struct {
 	Name    string            `json:"name,omitempty" jsonschema:"a label shown in listings"`
 	WaitMS  int               `json:"wait_ms,omitempty" jsonschema:"0-30000: wait up to this long for the job to end; if it does, the terminal record and first output page are returned too"`
 	// TimeoutS is validated by timeLimit.
-	TimeoutS int           `json:"timeout_s,omitempty" jsonschema:"1-2592000: wall-clock limit in seconds; when it is reached the job is stopped like process.stop (SIGTERM, SIGKILL after 3 s) and ends timed_out (default: none)"`
+	TimeoutS int           `json:"timeout_s,omitempty" jsonschema:"1-2592000: wall-clock limit in seconds, then the job is stopped as by process.stop and ends timed_out (default: none)"`
 	Stdin    bool          `json:"stdin,omitempty" jsonschema:"true: the job's stdin is a pipe fed by process.input (default: /dev/null)"`
 	PTY      *TerminalSize `json:"pty,omitempty" jsonschema:"run the job on a terminal of this size: stdin, stdout and stderr are the terminal, its output is the stdout stream; input through process.input, size through process.resize"`
 	// IdempotencyKey is checked by checkKey.
-	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"1-128 printable ASCII, e.g. a fresh UUID: sending the same key again returns the job it started (reused: true) instead of launching another, so a start can be retried safely; the same key with another command, cwd, env, stdin, pty or timeout_s is a conflict"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"1-128 printable ASCII, e.g. a fresh UUID: the same key again returns the job it started (reused: true), so a retry never launches twice; with a changed request it is a conflict"`
 }
 
 // TerminalSize is a pty job's window size.

@@ -208,18 +208,14 @@ var devicesListDef = sync.OnceValue(func() *mcp.Tool {
 	if err != nil {
 		panic(fmt.Sprintf("devices.list output schema: %v", err))
 	}
-	closed, destroys := false, false
-	return &mcp.Tool{
+	t := &mcp.Tool{
 		Name:         DevicesListTool,
-		Title:        "List devices",
 		Description:  "Devices this client token may reach, with connection state and last-seen time.",
 		InputSchema:  map[string]any{"type": "object", "additionalProperties": false},
 		OutputSchema: output,
-		Annotations: &mcp.ToolAnnotations{
-			Title: "List devices", ReadOnlyHint: true, IdempotentHint: true,
-			DestructiveHint: &destroys, OpenWorldHint: &closed,
-		},
 	}
+	toolresult.Annotate(t, "List devices", true, false)
+	return t
 })
 
 // withDevice adds the required device argument to a tool's input schema.

@@ -26,7 +26,15 @@ type Client struct {
 	// result is validated against its tool's, as a client that checks
 	// them (the TypeScript SDK does) would.
 	outputs map[string]*jsonschema.Resolved
+	// references are the whole result schemas of References, which hold a
+	// result to every nested field, type and required field its docs name.
+	references map[string]*jsonschema.Resolved
 }
+
+// References, when a test package sets it (to tools.ReferenceSchemas(),
+// say), holds every structured result to its tool's whole schema as well
+// as to the lean one tools/list carries.
+var References map[string]*jsonschema.Schema
 
 // Dial opens a session over t within ConnectTimeout and closes it when the
 // test ends. A connection failure is returned, for tests that expect one.
@@ -39,7 +47,12 @@ func Dial(tb testing.TB, name string, t mcp.Transport, opts *mcp.ClientOptions) 
 		return nil, err
 	}
 	tb.Cleanup(func() { s.Close() })
-	c := &Client{TB: tb, Session: s, outputs: map[string]*jsonschema.Resolved{}}
+	c := &Client{TB: tb, Session: s, outputs: map[string]*jsonschema.Resolved{}, references: map[string]*jsonschema.Resolved{}}
+	for tool, schema := range References {
+		if c.references[tool], err = schema.Resolve(nil); err != nil {
+			return nil, fmt.Errorf("%s: reference schema: %w", tool, err)
+		}
+	}
 	for tool, err := range s.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools: %w", err)
@@ -72,13 +85,18 @@ func (c *Client) Call(tool string, args any) (json.RawMessage, bool) {
 	if err != nil {
 		c.TB.Fatal(err)
 	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		c.TB.Fatalf("%s: structured content is not JSON: %v", tool, err)
+	}
 	if schema := c.outputs[tool]; schema != nil {
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			c.TB.Fatalf("%s: structured content is not JSON: %v", tool, err)
-		}
 		if err := schema.Validate(v); err != nil {
 			c.TB.Fatalf("%s: the result does not match the tool's outputSchema: %v\n%s", tool, err, raw)
+		}
+	}
+	if schema := c.references[tool]; schema != nil {
+		if err := schema.Validate(v); err != nil {
+			c.TB.Fatalf("%s: the result does not match the tool's reference schema: %v\n%s", tool, err, raw)
 		}
 	}
 	return raw, isErr

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/jobs"
@@ -37,4 +38,16 @@ func Definitions(ctx context.Context) ([]*mcp.Tool, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// ReferenceSchemas returns each tool's whole result schema by name: every
+// nested field with its description and what is required, where
+// tools/list carries a lean one (toolresult.OutputSchema). docs/tools.md
+// documents these, and the tests hold every result to them.
+func ReferenceSchemas() map[string]*jsonschema.Schema {
+	r := registrar{srv: mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, nil), references: map[string]*jsonschema.Schema{}}
+	for _, d := range table(&jobs.Service{}, &Host{}) {
+		d.add(r, d)
+	}
+	return r.references
 }

@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/commandcore/commandcore/internal/toolspec"
 )
 
@@ -47,7 +50,8 @@ func TestRelayTableMatchesLiveTools(t *testing.T) {
 	}
 }
 
-// TestToolsCarryTitlesAndHints: every tool has a title and an
+// TestToolsCarryTitlesAndHints: every tool has a title (said once, not
+// again in its annotations) and an
 // outputSchema, and its annotations say what docs/tools.md says of it: read-only
 // for those that change nothing, destructive for those that end or delete,
 // and never open-world.
@@ -63,18 +67,123 @@ func TestToolsCarryTitlesAndHints(t *testing.T) {
 	}
 	for _, tool := range live {
 		a := tool.Annotations
-		if tool.Title == "" || a == nil || a.Title != tool.Title || tool.OutputSchema == nil {
+		if tool.Title == "" || a == nil || a.Title != "" || tool.OutputSchema == nil {
 			t.Errorf("%s: title %q, annotations %+v, output schema %v", tool.Name, tool.Title, a, tool.OutputSchema != nil)
 			continue
 		}
 		if a.ReadOnlyHint != readOnly[tool.Name] {
 			t.Errorf("%s: readOnlyHint %v", tool.Name, a.ReadOnlyHint)
 		}
-		if a.DestructiveHint == nil || *a.DestructiveHint != destructive[tool.Name] {
+		// A read-only tool leaves destructiveHint out: clients ignore it.
+		switch {
+		case readOnly[tool.Name] && a.DestructiveHint != nil:
+			t.Errorf("%s: a read-only tool says destructiveHint %v", tool.Name, *a.DestructiveHint)
+		case !readOnly[tool.Name] && (a.DestructiveHint == nil || *a.DestructiveHint != destructive[tool.Name]):
 			t.Errorf("%s: destructiveHint %v, want %v", tool.Name, a.DestructiveHint, destructive[tool.Name])
 		}
 		if a.OpenWorldHint == nil || *a.OpenWorldHint {
 			t.Errorf("%s: openWorldHint is not false", tool.Name)
 		}
 	}
+}
+
+// toolsListBudget is the most a device's tools/list result may weigh: every
+// client loads it into each session before its first call.
+const toolsListBudget = 24_000
+
+// TestToolsListFitsItsBudget: the tools/list result, as it goes on the
+// wire, stays within its budget.
+func TestToolsListFitsItsBudget(t *testing.T) {
+	live, err := Definitions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(&mcp.ListToolsResult{Tools: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > toolsListBudget {
+		t.Errorf("tools/list is %d bytes, over its budget of %d", len(raw), toolsListBudget)
+	}
+}
+
+// TestReferenceSchemasAreWhole: each tool's reference schema holds what
+// its lean outputSchema leaves out (a nested field, a required field, a
+// description), admits a failure's {error}, and refuses a result that
+// breaks it where the lean one lets it pass.
+func TestReferenceSchemasAreWhole(t *testing.T) {
+	live, err := Definitions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := ReferenceSchemas()
+	if len(refs) != len(live) {
+		t.Fatalf("%d reference schemas for %d tools", len(refs), len(live))
+	}
+	resolve := func(v any) *jsonschema.Resolved {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s jsonschema.Schema
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Resolve(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	failure := map[string]any{"error": map[string]any{"code": "not_found", "message": "no such job"}}
+	for _, tool := range live {
+		ref, lean := resolve(refs[tool.Name]), resolve(tool.OutputSchema)
+		if err := ref.Validate(failure); err != nil {
+			t.Errorf("%s: the reference schema refuses a failure: %v", tool.Name, err)
+		}
+		if err := lean.Validate(failure); err != nil {
+			t.Errorf("%s: the listed schema refuses a failure: %v", tool.Name, err)
+		}
+	}
+	status := resolve(refs["process.status"])
+	lean := resolve(toolNamed(t, live, "process.status").OutputSchema)
+	// A record whose capture counters lack a stream: the listed schema
+	// only knows capture is an object.
+	broken := map[string]any{
+		"process_id": "7d3c9f2e-0000-4000-8000-000000000000", "state": "running", "terminal": false,
+		"created_at": "2026-12-04T00:00:00Z", "started_at": nil, "completed_at": nil, "reconciled_at": nil,
+		"exit_code": nil, "read": false, "schema": 1, "capture": map[string]any{"stdout": map[string]any{}},
+	}
+	if err := lean.Validate(broken); err != nil {
+		t.Errorf("the listed schema refuses what it only types: %v", err)
+	}
+	if status.Validate(broken) == nil {
+		t.Error("the reference schema admits capture counters without stderr")
+	}
+	delete(broken, "capture")
+	if err := status.Validate(broken); err != nil {
+		t.Errorf("the reference schema refuses a record without capture: %v", err)
+	}
+	delete(broken, "state")
+	if status.Validate(broken) == nil {
+		t.Error("the reference schema admits a record without its state")
+	}
+	var desc string
+	if p := refs["process.status"].AnyOf[0].Properties["state"]; p != nil {
+		desc = p.Description
+	}
+	if desc == "" {
+		t.Error("the reference schema does not describe process.status's state")
+	}
+}
+
+func toolNamed(t *testing.T, tools []*mcp.Tool, name string) *mcp.Tool {
+	t.Helper()
+	for _, tool := range tools {
+		if tool.Name == name {
+			return tool
+		}
+	}
+	t.Fatalf("no tool %s", name)
+	return nil
 }

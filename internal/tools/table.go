@@ -15,6 +15,7 @@ import (
 	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/search"
+	"github.com/commandcore/commandcore/internal/toolresult"
 )
 
 // hint is what a tool's annotations tell a client about its effects.
@@ -63,7 +64,7 @@ var definitions = []func(*handlers) definition{
 		"Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
 		(*handlers).systemMetrics, nil),
 	tool("process.list", "List host processes", readOnly,
-		fmt.Sprintf("Host processes, filtered literally by name, user, pid, ppid, state, cgroup substring or managed (this agent's jobs only); each filter narrows. The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
+		fmt.Sprintf("Host processes, filtered literally by the arguments given (each narrows). The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
 		(*handlers).processList, nil),
 	tool("process.start", "Start a managed job", changes,
 		"Launch a managed shell job that outlives this session. Returns its process_id; page output with process.output. Give an idempotency_key whenever you may retry the call: a retry then returns the same job.",
@@ -75,13 +76,13 @@ var definitions = []func(*handlers) definition{
 		"Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
 		(*handlers).processOutput, outputText),
 	tool("process.input", "Send input to a job", changes,
-		fmt.Sprintf("Write to a running stdin or pty job's input: data (utf-8 or base64, at most %d KiB a call), eof closes stdin (on a terminal: end-of-file); or secret_prompt, to have the person at the relay's web panel type it (a password, say). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses; with until too, once that text (a prompt such as '>>> ') appears, so echo, answer and next prompt come back together. Input is never recorded.", limits.MaxInputBytes>>10),
+		fmt.Sprintf("Write data (at most %d KiB a call) to a running stdin or pty job's input, close it (eof), or have the person at the relay's web panel type a secret (secret_prompt). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses; with until too, once that text (a prompt such as '>>> ') appears, so echo, answer and next prompt come back together. Input is never recorded.", limits.MaxInputBytes>>10),
 		(*handlers).processInput, inputText),
 	tool("process.resize", "Resize a job's terminal", changes,
 		fmt.Sprintf("Resize a pty job's terminal (cols, rows 1-%d); the job gets SIGWINCH.", limits.TerminalDimensionMax),
 		(*handlers).processResize, resizeText),
 	tool("process.screen", "Read a job's screen", readOnly,
-		"The screen of a pty job as a terminal shows it (lines, cursor, alternate_screen, title), rendered from its output by a terminal emulator; the last screen once it has ended. Use it for full-screen programs (top, vim, less, installers) instead of reading their escape codes with process.output.",
+		"A pty job's screen as a terminal shows it (lines, cursor, alternate_screen, title); the last one once it has ended. Use it for full-screen programs (top, vim, less, installers) instead of their escape codes in process.output.",
 		(*handlers).processScreen, screenText),
 	tool("process.stop", "Stop a job", destructive,
 		fmt.Sprintf("Request a stop (SIGTERM to the job's process group, SIGKILL after %s). Returns the current state.", seconds(limits.StopEscalation)),
@@ -104,25 +105,16 @@ var definitions = []func(*handlers) definition{
 		"List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
 		(*handlers).filesList, nil),
 	tool("process.run", "Run a short command", changes,
-		fmt.Sprintf("Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most %d KiB: message is the text, or base64: and the bytes when not UTF-8; _meta names the stream, offset and encoding. Cancelled with the request.", limits.LiveChunkBytes>>10),
+		fmt.Sprintf("Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most %d KiB (_meta names the stream and offset). Cancelled with the request.", limits.LiveChunkBytes>>10),
 		(*handlers).processRun, nil),
 	tool("process.forget", "Forget a finished job", destructive,
 		"Delete a terminal job's metadata and output.",
 		(*handlers).processForget, forgetText),
 }
 
-// annotate sets a tool's title and annotations from its definition. No
-// tool reaches beyond this machine: openWorldHint is false for all.
+// annotate sets a tool's title and annotations from its definition.
 func (d definition) annotate(t *mcp.Tool) {
-	closed, destroys := false, d.effect == destructive
-	t.Title = d.title
-	t.Annotations = &mcp.ToolAnnotations{
-		Title:           d.title,
-		ReadOnlyHint:    d.effect == readOnly,
-		IdempotentHint:  d.effect == readOnly,
-		DestructiveHint: &destroys,
-		OpenWorldHint:   &closed,
-	}
+	toolresult.Annotate(t, d.title, d.effect == readOnly, d.effect == destructive)
 }
 
 // table is every definition, bound to svc and host.

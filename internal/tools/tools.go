@@ -102,6 +102,8 @@ type registrar struct {
 	srv     *mcp.Server
 	journal *activity.Journal
 	gate    Gate
+	// references, when not nil, collects each tool's ReferenceSchema.
+	references map[string]*jsonschema.Schema
 }
 
 // add registers a tool whose input is decoded strictly into In and whose
@@ -116,6 +118,11 @@ func add[In, Out any](r registrar, d definition, h func(context.Context, Call, I
 	output, err := toolresult.OutputSchema[Out]()
 	if err != nil {
 		panic(fmt.Sprintf("output schema for %s: %v", name, err))
+	}
+	if r.references != nil {
+		if r.references[name], err = toolresult.ReferenceSchema[Out](); err != nil {
+			panic(fmt.Sprintf("reference schema for %s: %v", name, err))
+		}
 	}
 	tool := &mcp.Tool{Name: name, Description: d.desc, InputSchema: schema, OutputSchema: output}
 	d.annotate(tool)

@@ -17,8 +17,8 @@ import (
 )
 
 // waitDescription is process.wait's tool description.
-var waitDescription = fmt.Sprintf("Wait for managed jobs to end: returns when any (mode all: every) job of process_ids (1-%d) is terminal, or after timeout_ms (default %d, at most %d), with the terminal jobs' records as ended, the live ones' ids as pending, and met saying why it returned. For one job, until ends the wait sooner, instead of polling: output (literal text, e.g. \"ready\"; met gives its stream and offset), port (a TCP port the host listens on) or path (exists); output is seen as soon as it is written, port and path are looked for %d times a second. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
-	limits.WaitMaxJobs, limits.WaitTimeoutDefault.Milliseconds(), limits.WaitTimeoutMax.Milliseconds(), time.Second/limits.UntilProbeInterval, seconds(limits.WaitProgressMaxGap))
+var waitDescription = fmt.Sprintf("Wait for managed jobs to end: returns when any (mode all: every) job is terminal, or after timeout_ms, with the terminal jobs' records as ended, the live ones' ids as pending, and met saying why it returned. For one job, until ends the wait sooner, instead of polling: output (literal text, e.g. \"ready\"; met gives its stream and offset), port (a TCP port the host listens on) or path (exists); output is seen as soon as it is written, port and path are looked for %d times a second. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
+	time.Second/limits.UntilProbeInterval, seconds(limits.WaitProgressMaxGap))
 
 // pathExists is until.path's probe: the path resolved as the file tools
 // resolve it, so a wait cannot tell what lies in the agent's own

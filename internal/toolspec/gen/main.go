@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/commandcore/commandcore/internal/tools"
 )
 
@@ -37,7 +39,7 @@ func generate() error {
 	if err := os.WriteFile(tablePath, append(table, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write the tool table: %w", err)
 	}
-	doc, err := reference(defs)
+	doc, err := reference(documented(defs))
 	if err != nil {
 		return err
 	}
@@ -45,4 +47,20 @@ func generate() error {
 		return fmt.Errorf("write the tool reference: %w", err)
 	}
 	return nil
+}
+
+// documented is defs with each tool's whole result schema in place of the
+// lean outputSchema tools/list carries: the reference documents every
+// field a result may hold.
+func documented(defs []*mcp.Tool) []*mcp.Tool {
+	refs := tools.ReferenceSchemas()
+	out := make([]*mcp.Tool, len(defs))
+	for i, t := range defs {
+		c := *t
+		if ref, ok := refs[t.Name]; ok {
+			c.OutputSchema = ref
+		}
+		out[i] = &c
+	}
+	return out
 }

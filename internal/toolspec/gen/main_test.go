@@ -20,7 +20,7 @@ func TestReferenceMatchesLiveTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := reference(defs)
+	want, err := reference(documented(defs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,9 @@ through the relay at ` + "`/mcp/<device>`" + ` (at ` + "`/mcp`" + ` each tool ta
 ` + "`device`" + `, a device's name or ID). Arguments are strict: an unknown, repeated or
 differently-cased argument is an ` + "`invalid_argument`" + ` error. A failure is a tool result
 with ` + "`isError: true`" + ` and ` + "`structuredContent.error = {code, message}`" + `; the codes are
-listed in the README's "Tools" section, the bounds in [limits.md](limits.md).
+listed in the README's "Tools" section, the bounds in [limits.md](limits.md). A tool's
+` + "`outputSchema`" + ` in ` + "`tools/list`" + ` is lean (the result's fields and their JSON types, nothing
+required, so a failure's ` + "`error`" + ` fits it too); the **Output** tables here are the whole shape.
 
 `
 

@@ -1,21 +1,21 @@
 // Package relaymetrics is the relay's Prometheus metrics (README): what
-// `relay serve --metrics-listen` serves. It uses its own registry, not the
-// client library's global one, so nothing but these series is exposed and
-// nothing registers itself from package init. Every label value comes from
-// a closed set (the relay's tool table, the link's end kinds, the
-// enrollment refusal reasons); anything else is counted under "unknown".
+// `relay serve --metrics-listen` serves, in the Prometheus text format,
+// written here rather than with the client library: every label value
+// comes from a closed set (the relay's tool table, the link's end kinds,
+// the enrollment refusal reasons; anything else is counted under
+// "unknown"), so each series is a fixed counter, and the library's package
+// set-up would run in every role of the one binary, the per-job
+// supervisor's start included.
 package relaymetrics
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
-	"slices"
+	"sort"
 	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -60,116 +60,86 @@ type Labels struct {
 
 // Metrics holds the relay's series. It is the relay's Observer.
 type Metrics struct {
-	reg      *prometheus.Registry
-	calls    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	linkEnds *prometheus.CounterVec
-	refusals *prometheus.CounterVec
-
-	tools, outcomes, kinds, reasons []string
+	src      Source
+	calls    grid
+	duration histograms
+	linkEnds grid
+	refusals grid
 }
 
 // New returns the relay's metrics, reading src's gauges when scraped.
 // Every series of every known label value starts at zero, so a rate over
 // it is defined from the first scrape.
 func New(src Source, labels Labels) *Metrics {
-	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "commandcore_relay_calls_total",
-			Help: "Client tool calls through the relay, by tool and outcome (ok or failed).",
-		}, []string{"tool", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "commandcore_relay_call_duration_seconds",
-			Help:    "How long client tool calls through the relay took, by tool.",
-			Buckets: durationBuckets,
-		}, []string{"tool"}),
-		linkEnds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "commandcore_relay_link_ends_total",
-			Help: "Device links that ended, by kind of end.",
-		}, []string{"kind"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "commandcore_relay_enroll_refusals_total",
-			Help: "Enrollment requests the relay refused, by reason.",
-		}, []string{"reason"}),
-		tools:    labels.Tools,
-		outcomes: []string{relaystate.AuditOK, relaystate.AuditFailed},
-		reasons:  labels.EnrollRefusals,
+	kinds := make([]string, len(LinkEnds))
+	for i, k := range LinkEnds {
+		kinds[i] = string(k)
 	}
-	for _, k := range LinkEnds {
-		m.kinds = append(m.kinds, string(k))
+	tools := newLabel("tool", labels.Tools)
+	return &Metrics{
+		src:      src,
+		calls:    newGrid(tools, newLabel("outcome", []string{relaystate.AuditOK, relaystate.AuditFailed})),
+		duration: newHistograms(tools, durationBuckets),
+		linkEnds: newGrid(newLabel("kind", kinds)),
+		refusals: newGrid(newLabel("reason", labels.EnrollRefusals)),
 	}
-	m.reg.MustRegister(m.calls, m.duration, m.linkEnds, m.refusals,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "commandcore_relay_connected_devices",
-			Help: "Devices with a live link to the relay.",
-		}, func() float64 { return float64(src.ConnectedDevices()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "commandcore_relay_audit_dropped_total",
-			Help: "Client calls the audit log could not record (its queue was full or the database failed).",
-		}, func() float64 { return float64(src.AuditDropped()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "commandcore_relay_cross_replica_calls_sent_total",
-			Help: "Client calls this replica sent to the replica holding their device's link.",
-		}, func() float64 { sent, _ := src.CrossReplicaCalls(); return float64(sent) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "commandcore_relay_cross_replica_calls_served_total",
-			Help: "Calls this replica carried to its own links for another replica.",
-		}, func() float64 { _, served := src.CrossReplicaCalls(); return float64(served) }),
-		replicaLinks{src})
-	for _, tool := range m.tools {
-		for _, o := range m.outcomes {
-			m.calls.WithLabelValues(tool, o)
-		}
-		m.duration.WithLabelValues(tool)
-	}
-	for _, k := range m.kinds {
-		m.linkEnds.WithLabelValues(k)
-	}
-	for _, r := range m.reasons {
-		m.refusals.WithLabelValues(r)
-	}
-	return m
-}
-
-// replicaLinks is the gauge of the links each live replica holds, read
-// from the shared state when scraped.
-type replicaLinks struct{ src Source }
-
-var replicaLinksDesc = prometheus.NewDesc("commandcore_relay_replica_links",
-	"Device links each live relay replica holds, by replica name, as the shared state records them.", []string{"replica"}, nil)
-
-func (r replicaLinks) Describe(ch chan<- *prometheus.Desc) { ch <- replicaLinksDesc }
-
-func (r replicaLinks) Collect(ch chan<- prometheus.Metric) {
-	for name, n := range r.src.ReplicaLinks() {
-		ch <- prometheus.MustNewConstMetric(replicaLinksDesc, prometheus.GaugeValue, float64(n), name)
-	}
-}
-
-// closed returns v when it is one of set, else "unknown".
-func closed(set []string, v string) string {
-	if slices.Contains(set, v) {
-		return v
-	}
-	return unknown
 }
 
 // Call counts one client call and its duration.
 func (m *Metrics) Call(tool, outcome string, d time.Duration) {
-	tool = closed(m.tools, tool)
-	m.calls.WithLabelValues(tool, closed(m.outcomes, outcome)).Inc()
-	m.duration.WithLabelValues(tool).Observe(d.Seconds())
+	m.calls.inc(tool, outcome)
+	m.duration.observe(tool, d.Seconds())
 }
 
 // LinkEnd counts one device link's end.
-func (m *Metrics) LinkEnd(kind transport.End) {
-	m.linkEnds.WithLabelValues(closed(m.kinds, string(kind))).Inc()
-}
+func (m *Metrics) LinkEnd(kind transport.End) { m.linkEnds.inc(string(kind)) }
 
 // EnrollRefused counts one refused enrollment.
-func (m *Metrics) EnrollRefused(reason string) {
-	m.refusals.WithLabelValues(closed(m.reasons, reason)).Inc()
+func (m *Metrics) EnrollRefused(reason string) { m.refusals.inc(reason) }
+
+// write renders every series in the Prometheus text format, families in
+// name order.
+func (m *Metrics) write(w *bufio.Writer) {
+	sent, served := m.src.CrossReplicaCalls()
+	replicas := m.src.ReplicaLinks()
+	names := make([]string, 0, len(replicas))
+	for name := range replicas {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+
+	family(w, "commandcore_relay_audit_dropped_total", "counter",
+		"Client calls the audit log could not record (its queue was full or the database failed).")
+	sample(w, "commandcore_relay_audit_dropped_total", "", float64(m.src.AuditDropped()))
+	family(w, "commandcore_relay_call_duration_seconds", "histogram", "How long client tool calls through the relay took, by tool.")
+	m.duration.write(w, "commandcore_relay_call_duration_seconds")
+	family(w, "commandcore_relay_calls_total", "counter", "Client tool calls through the relay, by tool and outcome (ok or failed).")
+	m.calls.write(w, "commandcore_relay_calls_total")
+	family(w, "commandcore_relay_connected_devices", "gauge", "Devices with a live link to the relay.")
+	sample(w, "commandcore_relay_connected_devices", "", float64(m.src.ConnectedDevices()))
+	family(w, "commandcore_relay_cross_replica_calls_sent_total", "counter",
+		"Client calls this replica sent to the replica holding their device's link.")
+	sample(w, "commandcore_relay_cross_replica_calls_sent_total", "", float64(sent))
+	family(w, "commandcore_relay_cross_replica_calls_served_total", "counter",
+		"Calls this replica carried to its own links for another replica.")
+	sample(w, "commandcore_relay_cross_replica_calls_served_total", "", float64(served))
+	family(w, "commandcore_relay_enroll_refusals_total", "counter", "Enrollment requests the relay refused, by reason.")
+	m.refusals.write(w, "commandcore_relay_enroll_refusals_total")
+	family(w, "commandcore_relay_link_ends_total", "counter", "Device links that ended, by kind of end.")
+	m.linkEnds.write(w, "commandcore_relay_link_ends_total")
+	family(w, "commandcore_relay_replica_links", "gauge",
+		"Device links each live relay replica holds, by replica name, as the shared state records them.")
+	for _, name := range names {
+		sample(w, "commandcore_relay_replica_links", pair("replica", name), float64(replicas[name]))
+	}
+}
+
+// ServeHTTP answers a scrape.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", contentType)
+	bw := bufio.NewWriter(w)
+	m.write(bw)
+	bw.Flush()
 }
 
 // Server returns an HTTP server for the metrics: GET /metrics in the
@@ -177,7 +147,7 @@ func (m *Metrics) EnrollRefused(reason string) {
 // carry it as a bearer token (Authorization: Bearer TOKEN); any other
 // request gets 401.
 func (m *Metrics) Server(token string) *http.Server {
-	var h http.Handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	var h http.Handler = m
 	if token != "" {
 		h = requireBearer(token, h)
 	}

@@ -1,10 +1,13 @@
 package relaymetrics
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/commandcore/commandcore/internal/relaytest"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -137,3 +140,82 @@ func TestScrapeNeedsTheToken(t *testing.T) {
 
 // testLabels are label sets as the relay's, with the values the tests use.
 var testLabels = Labels{Tools: []string{"files.search", "process.run", "unknown"}, EnrollRefusals: []string{"rate_limited", "bad_code"}}
+
+type oddReplicas struct{ source }
+
+func (oddReplicas) ReplicaLinks() map[string]int {
+	return map[string]int{"a\"b": 1, "back\\slash": 2, "new\nline": 3}
+}
+
+// TestHistogramAndEscaping: a call's duration lands in the first bucket
+// whose bound holds it, buckets count cumulatively up to +Inf, the sum adds
+// up, a label outside its set shows only once counted, and label values
+// with quotes, backslashes and line feeds come back intact through the
+// Prometheus text parser; calls counted from many goroutines all count.
+func TestHistogramAndEscaping(t *testing.T) {
+	m := New(oddReplicas{}, testLabels)
+	fams := scrape(t, m.Server("").Handler)
+	if _, ok := fams.Value("commandcore_relay_link_ends_total", "kind", "unknown"); ok {
+		t.Error("an unknown kind is shown before one was counted")
+	}
+	for _, d := range []time.Duration{500 * time.Microsecond, time.Millisecond, 3 * time.Millisecond, 2 * time.Second, 20 * time.Minute} {
+		m.Call("files.search", "ok", d)
+	}
+	done := make(chan struct{})
+	for range 8 {
+		go func() {
+			for range 100 {
+				m.Call("process.run", "failed", time.Millisecond)
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	fams = scrape(t, m.Server("").Handler)
+	var h *dto.Histogram
+	for _, s := range fams["commandcore_relay_call_duration_seconds"].Metric {
+		if s.Label[0].GetValue() == "files.search" {
+			h = s.Histogram
+		}
+	}
+	if h == nil {
+		t.Fatal("no files.search histogram")
+	}
+	want := map[float64]uint64{0.001: 2, 0.005: 3, 0.025: 3, 0.1: 3, 0.5: 3, 1: 3, 5: 4, 30: 4, 120: 4, 600: 4, math.Inf(1): 5}
+	if len(h.Bucket) != len(want) {
+		t.Errorf("%d buckets, want %d", len(h.Bucket), len(want))
+	}
+	for _, b := range h.Bucket {
+		if b.GetCumulativeCount() != want[b.GetUpperBound()] {
+			t.Errorf("bucket le=%v holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want[b.GetUpperBound()])
+		}
+	}
+	if h.GetSampleCount() != 5 || math.Abs(h.GetSampleSum()-(0.0005+0.001+0.003+2+1200)) > 1e-9 {
+		t.Errorf("count %d, sum %v", h.GetSampleCount(), h.GetSampleSum())
+	}
+	if v := value(t, fams, "commandcore_relay_calls_total", "outcome", "failed", "tool", "process.run"); v != 800 {
+		t.Errorf("800 concurrent calls counted as %v", v)
+	}
+	for name, n := range map[string]float64{"a\"b": 1, "back\\slash": 2, "new\nline": 3} {
+		if v := value(t, fams, "commandcore_relay_replica_links", "replica", name); v != n {
+			t.Errorf("replica %q: %v, want %v", name, v, n)
+		}
+	}
+	if ct := contentTypeOf(t, m.Server("").Handler); ct != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Errorf("content type %q", ct)
+	}
+}
+
+func contentTypeOf(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.Header.Get("Content-Type")
+}

@@ -1,6 +1,6 @@
 // Package relaymetrics is the relay's Prometheus metrics (README): what
-// `relay serve --metrics-listen` serves, in the Prometheus text format,
-// written here rather than with the client library: every label value
+// `relay serve --metrics-listen` serves. It writes the Prometheus text
+// format itself rather than with the client library: every label value
 // comes from a closed set (the relay's tool table, the link's end kinds,
 // the enrollment refusal reasons; anything else is counted under
 // "unknown"), so each series is a fixed counter, and the library's package

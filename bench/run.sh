@@ -17,8 +17,9 @@ mkdir -p "$OUT"
 
 echo "== build" >&2
 make --no-print-directory build >&2
-CGO_ENABLED=0 go build -o "$OUT/minisup" ./bench/cmd/minisup
-CGO_ENABLED=0 go build -ldflags '-X main.maxProcs=1' -o "$OUT/minisup-p1" ./bench/cmd/minisup
+# As make build builds: static, -trimpath (internal/testkit.Build).
+CGO_ENABLED=0 go build -trimpath -o "$OUT/minisup" ./bench/cmd/minisup
+CGO_ENABLED=0 go build -trimpath -ldflags '-X main.maxProcs=1' -o "$OUT/minisup-p1" ./bench/cmd/minisup
 go test -c -o "$OUT/bench.test" ./bench
 go run ./internal/systemdtest/cmd/usermgr up >/dev/null
 
@@ -32,7 +33,7 @@ run() { # name, benchtime, regexp, extra flags...
 	echo "== $name" >&2
 	(cd bench && "$OUT/bench.test" -test.run '^$' -test.bench "$re" -test.benchtime "$benchtime" "$@") | tee "$OUT/$name.txt" >&2
 }
-run start "${SAMPLES}x" '^Benchmark(StartCompare|StartPhases|ExecBinTrue|ExecCommandcoreVersion|ExecMiniSup)$'
+run start "${SAMPLES}x" '^Benchmark(StartCompare|StartPhases|ExecBinTrue|ExecCommandcoreVersion|ExecSupervise|ExecMiniSup)$'
 run capture "${CAPTURE_RUNS}x" '^BenchmarkCaptureCompare$'
 run memory 1x '^BenchmarkSupervisorMemory(MiniSup)?$' -test.v
 if [[ ${EXTRA:-} == 1 ]]; then
@@ -50,6 +51,7 @@ s() { metric start BenchmarkStartCompare "$1"; }
 ph() { metric start BenchmarkStartPhases "$1-p50-ms"; }
 c() { metric capture BenchmarkCaptureCompare "$1"; }
 m() { metric memory "$1" "$2"; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 verdict() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "met" : "MISSED" }'; }
 
 cat <<EOF
@@ -63,24 +65,30 @@ cat <<EOF
    jobs.Service.Start in process                                             $(printf '%8s %8s' "$(s svc-p50-ms)" "$(s svc-p90-ms)")
    systemd-run --user --no-block --quiet -p Type=exec true                   $(printf '%8s %8s' "$(s sdrun-noblock-p50-ms)" "$(s sdrun-noblock-p90-ms)")
    systemd-run --user --quiet -p Type=exec true (waits for the start job)    $(printf '%8s %8s' "$(s sdrun-block-p50-ms)" "$(s sdrun-block-p90-ms)")
+   the same with the job units' hiding (TemporaryFileSystem=, BindPaths=)   $(printf '%8s %8s' "$(s sdrun-block-hide-p50-ms)" "$(s sdrun-block-hide-p90-ms)")
    StartTransientUnit(/bin/true) from Go, until the start job is done        $(printf '%8s %8s' "$(s dbus-true-p50-ms)" "$(s dbus-true-p90-ms)")
    jobs.Service.Start, supervisor = minisup prototype                        $(printf '%8s %8s' "$(s svc-minisup-p50-ms)" "$(s svc-minisup-p90-ms)")
+   jobs.Service.Start, the agent's directories not hidden from the unit     $(printf '%8s %8s' "$(s svc-nohide-p50-ms)" "$(s svc-nohide-p90-ms)")
    jobs.Service.Start without systemd (fallback fork/exec)                   $(printf '%8s %8s' "$(s svc-fallback-p50-ms)" "$(s svc-fallback-p90-ms)")
-   ratio MCP / systemd-run --no-block (p50): $(s mcp/sdrun-noblock)  target <= 1.0: $(verdict "$(s mcp/sdrun-noblock)" 1.0 "<=")
-   ratio MCP / systemd-run blocking (p50):   $(s mcp/sdrun-block)
+   MCP process.status of an unknown job (the MCP round trip alone)          $(printf '%8s %8s' "$(s mcp-status-p50-ms)" "$(s mcp-status-p90-ms)")
+   ratio MCP / systemd-run blocking (p50):   $(s mcp/sdrun-block)  target <= 1.0: $(verdict "$(s mcp/sdrun-block)" 1.0 "<=")
+   ratio MCP / D-Bus floor (p50):            $(s mcp/dbus-true)  target <= 2.0: $(verdict "$(s mcp/dbus-true)" 2.0 "<=")
+   ratio MCP / systemd-run blocking, same hiding (p50): $(s mcp/sdrun-block-hide)
    ratio MCP / in-process (p50):             $(s mcp/svc)
-   ratio minisup in-process / --no-block:    $(s svc-minisup/sdrun-noblock)
-   launch phases (p50 ms): policy $(ph policy), admit $(ph admit), D-Bus unit start $(ph unit), exec->claim $(ph claim), get $(ph get), host_health $(ph health); sum $(ph total)
+   ratio minisup in-process / in-process:    $(s svc-minisup/svc)
+   ratio not hidden / hidden (in-process):   $(s svc-nohide/svc)
+   launch phases (p50 ms): policy $(ph policy), admit $(ph admit), D-Bus unit start $(ph unit), exec->claim $(ph claim), claim->READY $(ph ready), get $(ph get), host_health $(ph health); sum $(ph total)
      (interleaved Service.Start p50 $(metric start BenchmarkStartPhases svc-p50-ms): claim polling adds about $(metric start BenchmarkStartPhases poll-loss-ms) ms)
-   exec floors (p50 ms): /bin/true $(metric start BenchmarkExecBinTrue p50-ms), commandcore version $(metric start BenchmarkExecCommandcoreVersion p50-ms), minisup $(metric start BenchmarkExecMiniSup p50-ms)
+   exec floors (p50 ms): /bin/true $(metric start BenchmarkExecBinTrue p50-ms), commandcore version $(metric start BenchmarkExecCommandcoreVersion p50-ms), commandcore supervise (role start, no job) $(metric start BenchmarkExecSupervise p50-ms), minisup $(metric start BenchmarkExecMiniSup p50-ms)
 
 2. capture throughput, 2 GiB to stdout, median of ${CAPTURE_RUNS} (MB/s = 10^6 B/s, start -> terminal)
    head -c 2G /dev/zero: captured $(c mcp-head-MB/s), plain pipe to cat $(c pipe-head-MB/s); ratio $(c head-captured/pipe)  target >= 0.8: $(verdict "$(c head-captured/pipe)" 0.8 ">=")
-   dd bs=1M (fast producer): captured $(c mcp-dd-MB/s), plain pipe to cat $(c pipe-dd-MB/s); ratio $(c dd-captured/pipe)
+   dd bs=1M (fast producer): captured $(c mcp-dd-MB/s), plain pipe to cat $(c pipe-dd-MB/s); ratio $(c dd-captured/pipe)  target >= 0.9: $(verdict "$(c dd-captured/pipe)" 0.9 ">=")
    consumer CPU time (ms, median): head: supervisor $(c mcp-head-consumer-cpu-ms) vs cat $(c pipe-head-consumer-cpu-ms); dd: supervisor $(c mcp-dd-consumer-cpu-ms) vs cat $(c pipe-dd-consumer-cpu-ms)
+   dd consumer CPU, supervisor / cat: $(div "$(c mcp-dd-consumer-cpu-ms)" "$(c pipe-dd-consumer-cpu-ms)")  target <= 1.2: $(verdict "$(div "$(c mcp-dd-consumer-cpu-ms)" "$(c pipe-dd-consumer-cpu-ms)")" 1.2 "<=")
 
 3. supervisor memory during the 2 GiB capture (KiB, /proc/PID/status sampled every 2 ms)
-   commandcore supervise: VmHWM $(m BenchmarkSupervisorMemory VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemory peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemory RssAnon-KiB), file $(m BenchmarkSupervisorMemory RssFile-KiB)), at claim $(m BenchmarkSupervisorMemory claim-VmRSS-KiB), Pss $(m BenchmarkSupervisorMemory Pss-KiB), private $(m BenchmarkSupervisorMemory Private-KiB)  target VmHWM <= 6144: $(verdict "$(m BenchmarkSupervisorMemory VmHWM-KiB)" 6144 "<=")
+   commandcore supervise: VmHWM $(m BenchmarkSupervisorMemory VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemory peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemory RssAnon-KiB), file $(m BenchmarkSupervisorMemory RssFile-KiB)), at claim $(m BenchmarkSupervisorMemory claim-VmRSS-KiB), Pss $(m BenchmarkSupervisorMemory Pss-KiB), private $(m BenchmarkSupervisorMemory Private-KiB)  target private <= 2048: $(verdict "$(m BenchmarkSupervisorMemory Private-KiB)" 2048 "<=")
    minisup prototype:     VmHWM $(m BenchmarkSupervisorMemoryMiniSup VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemoryMiniSup peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemoryMiniSup RssAnon-KiB), file $(m BenchmarkSupervisorMemoryMiniSup RssFile-KiB)), at claim $(m BenchmarkSupervisorMemoryMiniSup claim-VmRSS-KiB)
 EOF
 if [[ ${EXTRA:-} == 1 ]]; then

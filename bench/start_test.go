@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"github.com/commandcore/commandcore/internal/metrics"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/roles"
 	"github.com/commandcore/commandcore/internal/statedir"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
@@ -79,16 +82,18 @@ func mcpStart(b *testing.B) sampler {
 }
 
 // serviceStart is jobs.Service.Start in this process, with exe as the
-// supervisor binary. With fallback set it hides the user bus from the
-// launcher for each launch, so the supervisor is fork/exec'd directly
-// (failure domain shared_parent_cgroup) instead of in a transient unit.
-func serviceStart(b *testing.B, name, exe string, fallback bool) sampler {
+// supervisor binary, launching as mode says.
+func serviceStart(b *testing.B, name, exe string, mode launchMode) sampler {
 	state := stateDir(b)
 	svc, err := newService(state, exe)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(svc.Close)
+	if mode != unitPlain {
+		hideLikeTheAgent(b, svc)
+	}
+	fallback := mode == fallbackHidden
 	domain := jobmeta.DomainSystemdUnit
 	if fallback {
 		domain = jobmeta.DomainSharedParentCgroup
@@ -109,6 +114,33 @@ func serviceStart(b *testing.B, name, exe string, fallback bool) sampler {
 		}
 		return d, finishService(svc, state, res.ProcessID)
 	}}
+}
+
+// launchMode is how serviceStart's service launches.
+type launchMode int
+
+const (
+	// unitHidden: a transient unit with the agent's directories hidden,
+	// as the agent launches where the manager can hide them.
+	unitHidden launchMode = iota
+	// unitPlain: a transient unit without hiding (a manager that cannot).
+	unitPlain
+	// fallbackHidden: the user bus hidden from the launcher for each
+	// launch, so the supervisor is fork/exec'd directly (failure domain
+	// shared_parent_cgroup) through the hide-exec role.
+	fallbackHidden
+)
+
+// hideLikeTheAgent makes svc hide the agent's directories from its jobs as
+// the agent's does at start (jobs.Service.HideOwnDirs, with a config
+// directory of its own and jobs not cut off), and fails b if the user
+// manager cannot: a launch figure without it is not the shipped one.
+func hideLikeTheAgent(b *testing.B, svc *jobs.Service) {
+	b.Helper()
+	h := svc.HideOwnDirs(context.Background(), b.TempDir(), func() (bool, error) { return false, nil })
+	if !h.Units {
+		b.Fatal("the user manager cannot hide the agent's directories from job units")
+	}
 }
 
 // hideBus unsets the user bus variables (the launcher then falls back) and
@@ -153,6 +185,19 @@ func systemdRunBlocking() sampler {
 	return systemdRun("sdrun-block", "--user", "--quiet", "-p", "Type=exec", "true")
 }
 
+// systemdRunHidden is systemdRunBlocking with the sandbox a job unit gets
+// where the agent's directories are hidden (the launcher's hideProperties):
+// two read-only tmpfs over two directories, a third bound back inside one.
+func systemdRunHidden(b *testing.B) sampler {
+	state, config := b.TempDir(), b.TempDir()
+	job := filepath.Join(state, "job")
+	if err := os.Mkdir(job, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	return systemdRun("sdrun-block-hide", "--user", "--quiet", "-p", "Type=exec",
+		"-p", "TemporaryFileSystem="+state+":ro "+config+":ro", "-p", "BindPaths="+job, "true")
+}
+
 // dbusTrue is the floor of the D-Bus launch path: StartTransientUnit of
 // /bin/true (Type=exec) from Go over a warm connection, until the start
 // job is done.
@@ -187,19 +232,19 @@ func BenchmarkStartMCP(b *testing.B) { measure(b, mcpStart(b)) }
 
 // BenchmarkStartService: jobs.Service.Start in this process (no MCP,
 // JSON-RPC or stdio).
-func BenchmarkStartService(b *testing.B) { measure(b, serviceStart(b, "svc", ccBin, false)) }
+func BenchmarkStartService(b *testing.B) { measure(b, serviceStart(b, "svc", ccBin, unitHidden)) }
 
 // BenchmarkStartServiceMiniSup: BenchmarkStartService with the
 // supervisor-only prototype (bench/cmd/minisup) as the supervisor binary.
 func BenchmarkStartServiceMiniSup(b *testing.B) {
-	measure(b, serviceStart(b, "svc-minisup", miniSup, false))
+	measure(b, serviceStart(b, "svc-minisup", miniSup, unitHidden))
 }
 
 // BenchmarkStartServiceFallback: BenchmarkStartService without the user bus
 // (the supervisor is fork/exec'd directly), which separates the
 // systemd/D-Bus share of a launch from the supervisor's.
 func BenchmarkStartServiceFallback(b *testing.B) {
-	measure(b, serviceStart(b, "svc-fallback", ccBin, true))
+	measure(b, serviceStart(b, "svc-fallback", ccBin, fallbackHidden))
 }
 
 // BenchmarkSystemdRunNoBlock: `systemd-run --user --no-block --quiet -p
@@ -213,21 +258,43 @@ func BenchmarkSystemdRunBlocking(b *testing.B) { measure(b, systemdRunBlocking()
 func BenchmarkDBusTransientTrue(b *testing.B) { measure(b, dbusTrue(b)) }
 
 // BenchmarkStartCompare runs the launch samplers interleaved — each
-// iteration makes one launch of each, in an order rotated per iteration — so
-// background load on a shared machine hits all of them alike. It reports
+// iteration makes one launch of each, in an order shuffled per iteration
+// (a rotation would keep each sampler behind the same neighbour, whose
+// unit's teardown it would always pay for) — so background load on a
+// shared machine hits all of them alike. It reports
 // <name>-p50-ms and <name>-p90-ms for each and the ratios of the medians:
 //
-//	mcp/sdrun-noblock  the brief's target (<= 1.0)
-//	mcp/sdrun-block    against a systemd-run that waits for the start job
+//	mcp/sdrun-block    the launch target (<= 1.0): systemd-run waiting for
+//	                   its start job, as process.start waits for the claim
+//	mcp/dbus-true      the launch target against the D-Bus floor (<= 2.0)
+//	mcp/sdrun-block-hide  against systemd-run with the same sandbox
 //	mcp/svc            what MCP stdio and JSON add over the in-process call
+//	svc-minisup/svc    what a supervisor linking nothing else would save
+//	svc-nohide/svc     what hiding the agent's directories from the unit
+//	                   (a mount namespace per job) costs
+//
+// mcp-status is the MCP round trip of a call that does almost nothing
+// (process.status of an unknown job): the framing's share of mcp - svc.
 func BenchmarkStartCompare(b *testing.B) {
+	c := newMCP(b, stateDir(b))
 	ss := []sampler{
 		mcpStart(b),
-		serviceStart(b, "svc", ccBin, false),
-		serviceStart(b, "svc-minisup", miniSup, false),
-		serviceStart(b, "svc-fallback", ccBin, true),
+		{"mcp-status", func() (time.Duration, error) {
+			t0 := time.Now()
+			res, err := c.callRaw("process.status", map[string]any{"process_id": "00000000-0000-4000-8000-000000000000"})
+			d := time.Since(t0)
+			if err == nil && !res.IsError {
+				err = errors.New("process.status of an unknown job did not fail")
+			}
+			return d, err
+		}},
+		serviceStart(b, "svc", ccBin, unitHidden),
+		serviceStart(b, "svc-minisup", miniSup, unitHidden),
+		serviceStart(b, "svc-fallback", ccBin, fallbackHidden),
+		serviceStart(b, "svc-nohide", ccBin, unitPlain),
 		systemdRunNoBlock(),
 		systemdRunBlocking(),
+		systemdRunHidden(b),
 		dbusTrue(b),
 	}
 	samples := make([][]time.Duration, len(ss))
@@ -236,9 +303,9 @@ func BenchmarkStartCompare(b *testing.B) {
 			b.Fatalf("%s warm-up: %v", s.name, err)
 		}
 	}
-	for i := range b.N {
-		for k := range ss {
-			j := (i + k) % len(ss)
+	order := rand.New(rand.NewPCG(1, 2))
+	for range b.N {
+		for _, j := range order.Perm(len(ss)) {
 			d, err := ss[j].run()
 			if err != nil {
 				b.Fatalf("%s: %v", ss[j].name, err)
@@ -257,10 +324,12 @@ func BenchmarkStartCompare(b *testing.B) {
 	ratio := func(a, c string) {
 		b.ReportMetric(float64(p50[a])/float64(p50[c]), a+"/"+c)
 	}
-	ratio("mcp", "sdrun-noblock")
 	ratio("mcp", "sdrun-block")
+	ratio("mcp", "dbus-true")
+	ratio("mcp", "sdrun-block-hide")
 	ratio("mcp", "svc")
-	ratio("svc-minisup", "sdrun-noblock")
+	ratio("svc-minisup", "svc")
+	ratio("svc-nohide", "svc")
 }
 
 // BenchmarkStartPhases replays jobs.Service's launch sequence step by step
@@ -271,7 +340,11 @@ func BenchmarkStartCompare(b *testing.B) {
 //	admit:  jobstore.Store.Admit (lock, list, prune, mkdir, job.json)
 //	unit:   launcher.Start: StartTransientUnit over D-Bus until the start
 //	        job is done (Type=exec: the supervisor has been exec'd)
-//	claim:  from then until identity.json exists, polled every 50 µs
+//	claim:  from then until the claim exists, polled every 50 µs: the
+//	        manager's fork, cgroup attach and exec, the supervisor role's
+//	        start (BenchmarkExecSupervise) and its claim
+//	ready:  from the claim until the start job completes (READY=1 reached
+//	        the manager and its JobRemoved signal reached us)
 //	get:    jobstore.Store.Get of the new job (Service.Start does it)
 //	health: the host_health snapshot process.start returns
 //
@@ -301,12 +374,18 @@ func BenchmarkStartPhases(b *testing.B) {
 	l := launcher.New(ccBin, false)
 	defer l.Close()
 	ctx := context.Background()
+	// Hidden as the agent's units are (see hideLikeTheAgent).
+	config := b.TempDir()
+	if !l.ProbeHiding(ctx, state, config) {
+		b.Fatal("the user manager cannot hide the agent's directories from job units")
+	}
+	l.Hide = &launcher.Hidden{State: state, Config: config}
 	home, _ := os.UserHomeDir()
 	env := &envelope.Envelope{Version: envelope.Version, Command: "true", Env: jobs.BaseEnvironment(os.Environ()), Cwd: home, Shell: jobs.DefaultShell()}
 
-	names := []string{"policy", "admit", "unit", "claim", "get", "health", "total"}
+	names := []string{"policy", "admit", "unit", "claim", "ready", "get", "health", "total"}
 	launch := func() ([]time.Duration, string, error) {
-		var ts [7]time.Time
+		var ts [8]time.Time
 		ts[0] = time.Now()
 		caps, err := jobresources.Load(state)
 		if err != nil {
@@ -333,7 +412,8 @@ func BenchmarkStartPhases(b *testing.B) {
 			w.Close()
 			wrote <- err
 		}()
-		if _, err := l.Start(ctx, jobmeta.DomainSystemdUnit, launcher.Spec{Unit: job.Unit, JobDir: store.Dir(id), Stdin: r, Resources: caps}); err != nil {
+		started, err := l.Start(ctx, jobmeta.DomainSystemdUnit, launcher.Spec{Unit: job.Unit, JobDir: store.Dir(id), Stdin: r, Resources: caps})
+		if err != nil {
 			return nil, id, err
 		}
 		ts[3] = time.Now()
@@ -341,12 +421,20 @@ func BenchmarkStartPhases(b *testing.B) {
 			return nil, id, err
 		}
 		ts[4] = time.Now()
+		select {
+		case <-started.Ready:
+		case <-started.Failed:
+			return nil, id, errors.New("the start job failed")
+		case <-time.After(10 * time.Second):
+			return nil, id, errors.New("no READY")
+		}
+		ts[5] = time.Now()
 		if _, err := store.Get(id); err != nil {
 			return nil, id, err
 		}
-		ts[5] = time.Now()
-		host.Health(state)
 		ts[6] = time.Now()
+		host.Health(state)
+		ts[7] = time.Now()
 		if err := <-wrote; err != nil {
 			return nil, id, err
 		}
@@ -354,14 +442,14 @@ func BenchmarkStartPhases(b *testing.B) {
 		for i := 1; i < len(ts); i++ {
 			out = append(out, ts[i].Sub(ts[i-1]))
 		}
-		return append(out, ts[6].Sub(ts[0])), id, nil
+		return append(out, ts[7].Sub(ts[0])), id, nil
 	}
 	if _, id, err := launch(); err != nil {
 		b.Fatal(err)
 	} else if err := finishService(svc, state, id); err != nil {
 		b.Fatal(err)
 	}
-	svcStart := serviceStart(b, "svc", ccBin, false)
+	svcStart := serviceStart(b, "svc", ccBin, unitHidden)
 	if _, err := svcStart.run(); err != nil {
 		b.Fatal(err)
 	}
@@ -419,6 +507,22 @@ func BenchmarkExecBinTrue(b *testing.B) { measure(b, execSampler("/bin/true")) }
 // binary (Go runtime, every package's init, cobra), which every supervisor
 // pays before it can claim its identity.
 func BenchmarkExecCommandcoreVersion(b *testing.B) { measure(b, execSampler(ccBin, "version")) }
+
+// BenchmarkExecSupervise is the start-up floor of the supervisor role
+// itself: the Go runtime and every linked package's init, then an exit at
+// once on a job directory that is not absolute.
+func BenchmarkExecSupervise(b *testing.B) {
+	measure(b, sampler{"supervise", func() (time.Duration, error) {
+		cmd := exec.Command(ccBin, roles.Supervise, "relative")
+		t0 := time.Now()
+		err := cmd.Run()
+		d := time.Since(t0)
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
+			return d, fmt.Errorf("supervise on a relative directory: %v, want exit status 1", err)
+		}
+		return d, nil
+	}})
+}
 
 // BenchmarkExecMiniSup is the same floor for the supervisor-only prototype
 // (it exits at once with a usage error).

@@ -35,7 +35,7 @@ run() { # name, benchtime, regexp, extra flags...
 }
 run start "${SAMPLES}x" '^Benchmark(StartCompare|StartPhases|ExecBinTrue|ExecCommandcoreVersion|ExecSupervise|ExecMiniSup)$'
 run capture "${CAPTURE_RUNS}x" '^BenchmarkCaptureCompare$'
-run memory 1x '^BenchmarkSupervisorMemory(MiniSup)?$' -test.v
+run memory 1x '^Benchmark(SupervisorMemory(MiniSup)?|ConmonMemory)$' -test.v
 if [[ ${EXTRA:-} == 1 ]]; then
 	run extra "${CAPTURE_RUNS}x" '^BenchmarkCaptureSupervisors$'
 fi
@@ -90,6 +90,7 @@ cat <<EOF
 3. supervisor memory during the 2 GiB capture (KiB, /proc/PID/status sampled every 2 ms)
    commandcore supervise: VmHWM $(m BenchmarkSupervisorMemory VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemory peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemory RssAnon-KiB), file $(m BenchmarkSupervisorMemory RssFile-KiB)), at claim $(m BenchmarkSupervisorMemory claim-VmRSS-KiB), Pss $(m BenchmarkSupervisorMemory Pss-KiB), private $(m BenchmarkSupervisorMemory Private-KiB)  target private <= 2048: $(verdict "$(m BenchmarkSupervisorMemory Private-KiB)" 2048 "<=")
    minisup prototype:     VmHWM $(m BenchmarkSupervisorMemoryMiniSup VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemoryMiniSup peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemoryMiniSup RssAnon-KiB), file $(m BenchmarkSupervisorMemoryMiniSup RssFile-KiB)), at claim $(m BenchmarkSupervisorMemoryMiniSup claim-VmRSS-KiB)
+   conmon + runc (k8s-file log): VmHWM $(m BenchmarkConmonMemory VmHWM-KiB), private $(m BenchmarkConmonMemory Private-KiB) (n/a: apt-get install conmon runc busybox-static); ours / conmon, private: $(div "$(m BenchmarkSupervisorMemory Private-KiB)" "$(m BenchmarkConmonMemory Private-KiB)")  target <= 1.0: $(verdict "$(div "$(m BenchmarkSupervisorMemory Private-KiB)" "$(m BenchmarkConmonMemory Private-KiB)")" 1.0 "<=")
 EOF
 if [[ ${EXTRA:-} == 1 ]]; then
 	x() { metric extra BenchmarkCaptureSupervisors "$1-MB/s"; }

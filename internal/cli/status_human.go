@@ -173,7 +173,11 @@ func policyLine(pol status.Policy) string {
 		parts[0] = fmt.Sprintf("memory cap %d bytes per job", *pol.MemoryMaxBytes)
 	}
 	if pol.Nice != nil {
-		parts = append(parts, fmt.Sprintf("jobs at nice %d", *pol.Nice))
+		line := fmt.Sprintf("jobs at nice %d", *pol.Nice)
+		if pol.NiceDefault {
+			line += " (the default)"
+		}
+		parts = append(parts, line)
 	}
 	if pol.CPUWeight != nil {
 		parts = append(parts, fmt.Sprintf("job units at CPU weight %d", *pol.CPUWeight))

@@ -232,3 +232,18 @@ func TestHumanNamesTheServer(t *testing.T) {
 		}
 	}
 }
+
+// TestHumanPolicyDefaultNice: the niceness jobs get without an owner's
+// choice is named as the default, an owner's own choice is not.
+func TestHumanPolicyDefaultNice(t *testing.T) {
+	nineteen, zero := 19, 0
+	for pol, want := range map[*status.Policy]string{
+		{Nice: &nineteen, NiceDefault: true}: "no memory cap; jobs at nice 19 (the default)",
+		{Nice: &nineteen}:                    "no memory cap; jobs at nice 19",
+		{Nice: &zero}:                        "no memory cap; jobs at nice 0",
+	} {
+		if got := policyLine(*pol); got != want {
+			t.Errorf("%+v: policy line %q, want %q", *pol, got, want)
+		}
+	}
+}

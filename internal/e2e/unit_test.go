@@ -105,15 +105,16 @@ func TestPolicy(t *testing.T) {
 	})
 }
 
-// TestPolicyPriority: with nice and cpu_weight in the owner's policy, a new
-// job unit carries Nice= and CPUWeight=, and the job and its supervisor run
-// at that niceness; without them the unit sets neither.
+// TestPolicyPriority: a new job unit carries the owner's Nice= and
+// CPUWeight=, and the job and its supervisor run at that niceness; without a
+// policy the unit is at nice 19, the jobs' default, with no CPUWeight=, and
+// {"nice": 0} opts out of the default.
 func TestPolicyPriority(t *testing.T) {
 	state := t.TempDir()
 	c := newClient(t, state, nil)
 	plain := c.start(map[string]any{"command": "exec sleep 60"})
 	t.Cleanup(func() { c.stopAndWait(plain.ProcessID) })
-	if p := unitShow(t, plain.Unit, "Nice", "CPUWeight"); p["Nice"] != "0" || p["CPUWeight"] != "[not set]" {
+	if p := unitShow(t, plain.Unit, "Nice", "CPUWeight"); p["Nice"] != "19" || p["CPUWeight"] != "[not set]" {
 		t.Errorf("no policy: unit has Nice=%s CPUWeight=%s", p["Nice"], p["CPUWeight"])
 	}
 
@@ -128,18 +129,26 @@ func TestPolicyPriority(t *testing.T) {
 	if n := procNice(t, rec.Identity.Supervisor.PID); n != "10" {
 		t.Errorf("the supervisor runs at niceness %s, want 10", n)
 	}
+	term := c.start(map[string]any{"command": "exec sleep 60", "pty": map[string]int{"cols": 80, "rows": 24}})
+	t.Cleanup(func() { c.stopAndWait(term.ProcessID) })
+
+	writePolicy(t, state, `{"nice": 0}`, 0o600)
+	eager := c.start(map[string]any{"command": "exec sleep 60"})
+	t.Cleanup(func() { c.stopAndWait(eager.ProcessID) })
+	if p := unitShow(t, eager.Unit, "Nice"); p["Nice"] != "0" {
+		t.Errorf("nice 0: unit has Nice=%s", p["Nice"])
+	}
 	// Where the kernel shares CPU between sessions first (autogroups), each
 	// job's session is as nice as the job; a terminal job is a session of
-	// its own. The job without a policy keeps the default.
+	// its own.
 	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
 		t.Skip("this kernel has no autogroups")
 	}
 	waitAutogroupNice(t, childPID(t, c, res.ProcessID), "10")
-	term := c.start(map[string]any{"command": "exec sleep 60", "pty": map[string]int{"cols": 80, "rows": 24}})
-	t.Cleanup(func() { c.stopAndWait(term.ProcessID) })
 	waitAutogroupNice(t, childPID(t, c, term.ProcessID), "10")
 	waitAutogroupNice(t, c.status(term.ProcessID).Identity.Supervisor.PID, "10")
-	waitAutogroupNice(t, childPID(t, c, plain.ProcessID), "0")
+	waitAutogroupNice(t, childPID(t, c, plain.ProcessID), "19")
+	waitAutogroupNice(t, childPID(t, c, eager.ProcessID), "0")
 }
 
 // childPID waits for a job's recorded child and returns its PID.
@@ -297,8 +306,13 @@ func TestFallbackWithoutUserManager(t *testing.T) {
 		t.Fatalf("fallback stop ended %s", rec.State)
 	}
 
-	// The owner's nice reaches fallback jobs too; an agent that is nicer
-	// already leaves its jobs at its own niceness, never above it.
+	// Fallback jobs get the default niceness, the owner's nice reaches them
+	// too, and an agent that is nicer already leaves its jobs at its own
+	// niceness, never above it.
+	dflt := c.start(map[string]any{"command": "cut -d' ' -f19 /proc/self/stat", "wait_ms": 10000})
+	if dflt.Output == nil || dflt.Output.Stdout.Data != "19\n" {
+		t.Fatalf("fallback job without a policy: output %+v, want niceness 19", dflt.Output)
+	}
 	state := t.TempDir()
 	writePolicy(t, state, `{"nice": 10, "cpu_weight": 50}`, 0o600)
 	cn := newClient(t, state, append(noBus, "INVOCATION_ID="))

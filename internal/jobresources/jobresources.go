@@ -26,16 +26,27 @@ const FileName = "job-resources.json"
 // which would make every launch fail in a confusing way.
 const minMemoryMax = 16 << 20
 
-// Caps are the owner's caps on each job. The zero value imposes nothing.
+// Caps are the owner's caps on each job. The zero value imposes nothing but
+// the default niceness (JobNice).
 type Caps struct {
 	// MemoryMaxBytes caps each newly launched systemd job (MemoryMax, with
 	// MemorySwapMax=0); 0 means no cap.
 	MemoryMaxBytes uint64 `json:"memory_max_bytes,omitempty"`
-	// Nice is each new job's niceness (the unit's Nice=, or the fallback
-	// supervisor's own); nil leaves it as it is.
+	// Nice is the owner's niceness for each new job; nil leaves the default
+	// (JobNice).
 	Nice *int `json:"nice,omitempty"`
 	// CPUWeight is each new job unit's CPUWeight=; 0 leaves it unset.
 	CPUWeight uint64 `json:"cpu_weight,omitempty"`
+}
+
+// JobNice is each new job's niceness (the unit's Nice=, or the fallback
+// supervisor's own): the owner's, or limits.JobNiceDefault. An owner who
+// wants jobs at the agent's own priority writes {"nice": 0}.
+func (c Caps) JobNice() int {
+	if c.Nice != nil {
+		return *c.Nice
+	}
+	return limits.JobNiceDefault
 }
 
 // ErrInvalid is wrapped by every reason a present file is refused.

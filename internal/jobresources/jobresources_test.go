@@ -54,6 +54,17 @@ func TestValid(t *testing.T) {
 	}
 }
 
+// TestJobNice: a job runs at the owner's niceness, 0 included, and at 19
+// where the policy names none.
+func TestJobNice(t *testing.T) {
+	ten, zero := 10, 0
+	for caps, want := range map[*Caps]int{{}: 19, {Nice: &ten}: 10, {Nice: &zero}: 0} {
+		if got := caps.JobNice(); got != want {
+			t.Errorf("%+v: JobNice %d, want %d", *caps, got, want)
+		}
+	}
+}
+
 // TestFailsClosed: every broken policy refuses launches, and says why in
 // the words `commandcore status` shows the owner.
 func TestFailsClosed(t *testing.T) {

@@ -218,9 +218,7 @@ func (l *Launcher) UnitProperties(sp Spec) []sdbus.Property {
 			sdbus.Property{Name: "MemorySwapMax", Value: dbus.MakeVariant(uint64(0))},
 		)
 	}
-	if n := sp.Resources.Nice; n != nil {
-		props = append(props, sdbus.Property{Name: "Nice", Value: dbus.MakeVariant(int32(*n))})
-	}
+	props = append(props, sdbus.Property{Name: "Nice", Value: dbus.MakeVariant(int32(sp.Resources.JobNice()))})
 	if w := sp.Resources.CPUWeight; w > 0 {
 		props = append(props, sdbus.Property{Name: "CPUWeight", Value: dbus.MakeVariant(w)})
 	}
@@ -335,7 +333,7 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 	if l.FallbackHide != nil {
 		l.FallbackHide.Wrap(cmd, sp.JobDir, sp.CutOff)
 	}
-	if err := startNiced(cmd, sp.Resources.Nice); err != nil {
+	if err := startNiced(cmd, sp.Resources.JobNice()); err != nil {
 		return nil, err
 	}
 	failed := make(chan struct{})
@@ -353,26 +351,23 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 	return &Started{Failed: failed, stop: stop}, nil
 }
 
-// startNiced starts cmd at the owner's niceness, if any, as a unit's Nice=
-// would: the supervisor and the job it starts inherit it. Niceness belongs
-// to a thread and a child inherits the forking thread's, so the fork runs on
-// a thread of its own, niced first and discarded afterwards, leaving the
-// agent's other threads as they were.
-func startNiced(cmd *exec.Cmd, nice *int) error {
+// startNiced starts cmd at the job's niceness, as a unit's Nice= would: the
+// supervisor and the job it starts inherit it. Niceness belongs to a thread
+// and a child inherits the forking thread's, so the fork runs on a thread of
+// its own, niced first and discarded afterwards, leaving the agent's other
+// threads as they were.
+func startNiced(cmd *exec.Cmd, nice int) error {
 	start := func() error {
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start supervisor: %w", err)
 		}
 		return nil
 	}
-	if nice == nil {
-		return start()
-	}
 	var err error
 	niceness.OnOwnThread(func() {
 		// An agent already nicer than the policy leaves the job at its
 		// own niceness, which is lower priority still.
-		if err = niceness.Lower(*nice); err != nil {
+		if err = niceness.Lower(nice); err != nil {
 			err = fmt.Errorf("lower niceness: %w", err)
 			return
 		}

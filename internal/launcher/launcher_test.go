@@ -147,10 +147,10 @@ func TestUnitBackstopOnlyWithALimit(t *testing.T) {
 	}
 }
 
-// TestUnitPriorityOnlyFromPolicy: a unit gets Nice= and CPUWeight= when the
-// owner's policy sets them (nice 0 included: it is a choice) and neither
-// otherwise, so the default is the manager's.
-func TestUnitPriorityOnlyFromPolicy(t *testing.T) {
+// TestUnitPriorityFromPolicy: a unit gets the owner's Nice= (nice 0
+// included: it is a choice) and CPUWeight=; without a policy it gets Nice=19,
+// the jobs' default, and no CPUWeight=, so that is the manager's.
+func TestUnitPriorityFromPolicy(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestUnitPriorityOnlyFromPolicy(t *testing.T) {
 		}
 		return m
 	}
-	if p := props(jobresources.Caps{}); p["Nice"] != nil || p["CPUWeight"] != nil {
+	if p := props(jobresources.Caps{}); p["Nice"] != int32(19) || p["CPUWeight"] != nil {
 		t.Errorf("no policy: Nice=%v CPUWeight=%v", p["Nice"], p["CPUWeight"])
 	}
 	ten, zero := 10, 0
@@ -184,17 +184,19 @@ func TestStartNicedLeavesTheAgentAlone(t *testing.T) {
 	if base > 10 {
 		t.Skipf("the test runs at niceness %d already", base)
 	}
-	for _, want := range []int{10, 19} {
+	for _, want := range []int{0, 10, 19} {
 		var out bytes.Buffer
 		cmd := exec.Command("/bin/sh", "-c", "cut -d' ' -f19 /proc/self/stat")
 		cmd.Stdout = &out
-		if err := startNiced(cmd, &want); err != nil {
+		if err := startNiced(cmd, want); err != nil {
 			t.Fatal(err)
 		}
 		if err := cmd.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.TrimSpace(out.String()); got != strconv.Itoa(want) {
+		// Lowering never raises priority: a child of an agent nicer than
+		// the policy runs at the agent's niceness.
+		if got := strings.TrimSpace(out.String()); got != strconv.Itoa(max(want, base)) {
 			t.Errorf("nice %d: the child runs at niceness %s", want, got)
 		}
 	}

@@ -199,6 +199,13 @@ const (
 	// JobNiceMax bounds the owner's nice for jobs (from 0: a job may be made
 	// lower priority than the agent, never higher); the kernel's own maximum.
 	JobNiceMax = 19
+	// JobNiceDefault is a job's niceness when the owner's policy names none:
+	// jobs are background work and yield the CPU to the agent and to the
+	// machine's other sessions. On a host whose kernel shares CPU between
+	// sessions (autogroups) and no cpu controller separates the jobs, this is
+	// what keeps the agent answering while jobs write at full speed; a lone
+	// job on an idle machine runs as fast (BENCHMARKS.md).
+	JobNiceDefault = 19
 	// JobCPUWeightMin and JobCPUWeightMax bound the owner's cpu_weight for
 	// job units: the range of systemd's CPUWeight=.
 	JobCPUWeightMin = 1

@@ -59,6 +59,7 @@ var counts = map[string]struct{ got, want int64 }{
 	// README, Managed jobs: nice 0–19, cpu_weight 1–10000 (the kernel's and
 	// systemd's ranges).
 	"JobNiceMax":      {JobNiceMax, 19},
+	"JobNiceDefault":  {JobNiceDefault, 19},
 	"JobCPUWeightMin": {JobCPUWeightMin, 1},
 	"JobCPUWeightMax": {JobCPUWeightMax, 10000},
 	// Internal: any job metadata file read from disk.

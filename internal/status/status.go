@@ -194,10 +194,12 @@ type Systemd struct {
 	ObservedAt *time.Time `json:"observed_at,omitempty"`
 }
 
-// Policy is the owner's resource policy or why it is refused.
+// Policy is the owner's resource policy or why it is refused. Nice is the
+// niceness new jobs get, NiceDefault true when the policy names none.
 type Policy struct {
 	MemoryMaxBytes *uint64 `json:"memory_max_bytes,omitempty"`
 	Nice           *int    `json:"nice,omitempty"`
+	NiceDefault    bool    `json:"nice_default,omitempty"`
 	CPUWeight      *uint64 `json:"cpu_weight,omitempty"`
 	Error          string  `json:"error,omitempty"`
 }

@@ -74,7 +74,8 @@ func Build(in Input, procs *procid.Source) *status.Report {
 			w := p.CPUWeight
 			r.Policy.CPUWeight = &w
 		}
-		r.Policy.Nice = p.Nice
+		n := p.JobNice()
+		r.Policy.Nice, r.Policy.NiceDefault = &n, p.Nice == nil
 	}
 	c, err := authz.LoadCeiling(in.ConfigDir)
 	r.Permissions = status.Permissions{Present: c.Present(), Tools: c.Tools()}

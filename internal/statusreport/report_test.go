@@ -109,12 +109,14 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 }
 
 // TestPolicyReported: status shows each of the owner's caps it finds in
-// job-resources.json, and only those.
+// job-resources.json, and only those, and the niceness jobs get by default
+// where the policy names none.
 func TestPolicyReported(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
 		{`{"nice": 10, "cpu_weight": 50}`, `{"nice":10,"cpu_weight":50}`},
 		{`{"memory_max_bytes": 268435456, "nice": 0}`, `{"memory_max_bytes":268435456,"nice":0}`},
-		{`{}`, `{}`},
+		{`{}`, `{"nice":19,"nice_default":true}`},
+		{`{"nice": 0}`, `{"nice":0}`},
 	} {
 		state := t.TempDir()
 		if err := os.WriteFile(filepath.Join(state, "job-resources.json"), []byte(tc.doc), 0o600); err != nil {

@@ -56,6 +56,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer svc.Close()
+	svc.KeepSpares()
 	if cfg.Log != nil {
 		svc.Journal().Echo(cfg.Log, "agent: ")
 	}

@@ -33,6 +33,7 @@ func ServeLocal(ctx context.Context, cfg LocalConfig) error {
 		return err
 	}
 	defer svc.Close()
+	svc.KeepSpares()
 	srv, err := tools.NewServer(svc, cfg.StateDir, cfg.ConfigDir, authz.LocalGate(cfg.ConfigDir))
 	if err != nil {
 		return err

@@ -18,6 +18,8 @@ const SchemaVersion = 1
 //   - ClaimFile, ResultFile: the job's supervisor (LegacyClaimFile is
 //     the claim's name in job directories of earlier builds, read only).
 //   - StopFile, ReadFile, ReconciledFile: whoever manages the job later.
+//   - SpareLockFile: the launcher that keeps a spare supervisor in the
+//     directory before it holds a job; removed at the job's admission.
 const (
 	JobFile   = "job.json"
 	ClaimFile = "claim.json"
@@ -32,6 +34,10 @@ const (
 	// ScreenFile is a pty job's screen, written by its supervisor when
 	// asked and when the job ends.
 	ScreenFile = "screen.json"
+	// SpareLockFile is locked (flock) by the process that keeps a spare
+	// in a directory without JobFile: an unlocked one is a dead
+	// launcher's, and swept.
+	SpareLockFile = "spare.lock"
 )
 
 // Job is what the launcher records at launch. It holds no command,

@@ -49,6 +49,11 @@ func (c Caps) JobNice() int {
 	return limits.JobNiceDefault
 }
 
+// Same reports whether jobs under c and o get the same unit resources.
+func (c Caps) Same(o Caps) bool {
+	return c.MemoryMaxBytes == o.MemoryMaxBytes && c.JobNice() == o.JobNice() && c.CPUWeight == o.CPUWeight
+}
+
 // ErrInvalid is wrapped by every reason a present file is refused.
 var ErrInvalid = errors.New("policy invalid")
 

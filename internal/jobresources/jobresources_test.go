@@ -65,6 +65,24 @@ func TestJobNice(t *testing.T) {
 	}
 }
 
+// TestSame: caps are the same when every job under them gets the same
+// resources, a default niceness and the owner's 19 included.
+func TestSame(t *testing.T) {
+	nineteen, ten := 19, 10
+	same := [][2]Caps{{{}, {}}, {{}, {Nice: &nineteen}}, {{MemoryMaxBytes: 1 << 30, CPUWeight: 50}, {MemoryMaxBytes: 1 << 30, CPUWeight: 50}}}
+	differ := [][2]Caps{{{}, {Nice: &ten}}, {{}, {MemoryMaxBytes: 1 << 30}}, {{}, {CPUWeight: 50}}}
+	for _, p := range same {
+		if !p[0].Same(p[1]) || !p[1].Same(p[0]) {
+			t.Errorf("%+v and %+v differ", p[0], p[1])
+		}
+	}
+	for _, p := range differ {
+		if p[0].Same(p[1]) || p[1].Same(p[0]) {
+			t.Errorf("%+v and %+v are the same", p[0], p[1])
+		}
+	}
+}
+
 // TestFailsClosed: every broken policy refuses launches, and says why in
 // the words `commandcore status` shows the owner.
 func TestFailsClosed(t *testing.T) {

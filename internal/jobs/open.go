@@ -36,6 +36,11 @@ func Open(stateDir, exe string, installed bool) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Spares a dead launcher left hold no job: their supervisors, given no
+	// envelope, are gone.
+	if err := store.SweepSpares(); err != nil {
+		return nil, err
+	}
 	// The journal never fails an operation: without one, nothing is recorded.
 	journal, err := activity.Open(statedir.JournalPath(stateDir))
 	if err != nil {

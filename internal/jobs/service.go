@@ -64,6 +64,8 @@ type Service struct {
 	ownerCut func() (bool, error)
 	// keys serialises the keyed starts of one principal and key.
 	keys keyLocks
+	// spares is the spare supervisor kept for the next job (spare.go).
+	spares spares
 }
 
 // serviceVars are variables of the launching process's own service that
@@ -96,6 +98,7 @@ func DefaultShell() string {
 
 // Close releases the bus connection and flushes the journal.
 func (s *Service) Close() {
+	s.closeSpares()
 	s.launcher.Close()
 	s.journal.Close()
 }
@@ -299,6 +302,9 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 		return nil, errCannotCut("jobs")
 	}
 	id, err := s.launch(ctx, env, caps, domain, cut, who, &req)
+	if domain == jobmeta.DomainSystemdUnit {
+		s.refillSpare(caps, cut)
+	}
 	var k *jobstore.KeyTaken
 	if errors.As(err, &k) {
 		// Another process started the key's job meanwhile.
@@ -343,8 +349,7 @@ func (s *Service) started(ctx context.Context, who principal.Principal, id strin
 }
 
 // newJob is the record of a job about to be admitted.
-func (s *Service) newJob(env *envelope.Envelope, domain string, who principal.Principal, req *StartRequest) *jobmeta.Job {
-	id := uuid.NewString()
+func (s *Service) newJob(id string, env *envelope.Envelope, domain string, who principal.Principal, req *StartRequest) *jobmeta.Job {
 	job := &jobmeta.Job{
 		Schema: jobmeta.SchemaVersion, ID: id, DeviceID: s.deviceID, Name: req.Name, Owner: string(who),
 		FailureDomain: domain, CreatedAt: s.store.Now(), TimeoutS: env.TimeoutS,
@@ -385,11 +390,24 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
-	job := s.newJob(env, domain, who, req)
-	id := job.ID
+	sp := s.takeSpare(domain, caps, cut, env.Timeout())
+	id := uuid.NewString()
+	if sp != nil {
+		id = sp.id
+	}
+	job := s.newJob(id, env, domain, who, req)
 	var led ledger
 	phase := s.phaseClock(id)
-	if err := s.store.Admit(job); err != nil {
+	var err error
+	if sp != nil {
+		err = s.store.AdmitSpare(job, sp.lock)
+	} else {
+		err = s.store.Admit(job)
+	}
+	if err != nil {
+		if sp != nil {
+			s.returnSpare(sp)
+		}
 		// A key found taken launches nothing: no phase to record.
 		if k := (*jobstore.KeyTaken)(nil); !errors.As(err, &k) {
 			phase(activity.PhaseAdmission, string(errcode.From(err).Code))
@@ -405,32 +423,44 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 		phase(activity.PhaseRollback, failCode)
 	}
 
-	r, w, err := os.Pipe()
-	if err != nil {
-		failCode = jobmeta.LaunchErrPipe
-		phase(activity.PhasePipe, failCode)
-		fail()
-		return id, nil
-	}
-	phase(activity.PhasePipe, "")
-	led.add("pipe", func() { r.Close(); w.Close() })
+	var started *launcher.Started
+	var wrote <-chan error
+	poll := time.Duration(0)
+	var r *os.File
+	if sp != nil {
+		// The spare's unit runs: the job starts with its envelope.
+		led.add("unit", func() { sp.w.Close(); sp.started.Stop(context.WithoutCancel(ctx)) })
+		started, wrote = sp.handOver(env, timeout)
+		phase(activity.PhaseUnitStart, "")
+		poll = handOverPoll
+	} else {
+		var w *os.File
+		if r, w, err = os.Pipe(); err != nil {
+			failCode = jobmeta.LaunchErrPipe
+			phase(activity.PhasePipe, failCode)
+			fail()
+			return id, nil
+		}
+		phase(activity.PhasePipe, "")
+		led.add("pipe", func() { r.Close(); w.Close() })
 
-	wrote := sendEnvelope(w, env, timeout)
+		wrote = sendEnvelope(w, env, timeout)
 
-	started, err := s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps, Timeout: env.Timeout(), CutOff: cut})
-	if err != nil {
-		failCode = jobmeta.LaunchErrUnit
-		phase(activity.PhaseUnitStart, failCode)
-		fail()
-		return id, nil
+		started, err = s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps, Timeout: env.Timeout(), CutOff: cut})
+		if err != nil {
+			failCode = jobmeta.LaunchErrUnit
+			phase(activity.PhaseUnitStart, failCode)
+			fail()
+			return id, nil
+		}
+		phase(activity.PhaseUnitStart, "")
+		led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
 	}
-	phase(activity.PhaseUnitStart, "")
-	led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
 
 	// The claim on disk decides, not the start job: a READY that went
 	// astray or a start-job reply that was lost must not fail (and stop)
 	// a job whose supervisor runs.
-	if err := s.awaitClaim(ctx, id, started); err != nil {
+	if err := s.awaitClaim(ctx, id, started, poll); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			failCode = jobmeta.LaunchErrClaimTimeout
 		} else {
@@ -441,7 +471,9 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 		return id, nil
 	}
 	phase(activity.PhaseIdentityClaim, "")
-	r.Close()
+	if r != nil {
+		r.Close()
+	}
 	<-wrote
 	return id, nil
 }
@@ -469,8 +501,9 @@ const claimPollFine = 2 * time.Millisecond
 
 // awaitClaim waits until the supervisor's identity claim is on disk. The
 // start job's completion (READY, sent after the claim) ends the wait at
-// once; its failure ends it unless the claim is there after all.
-func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.Started) error {
+// once; its failure ends it unless the claim is there after all. A poll
+// other than zero looks for the claim at that steady interval.
+func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.Started, poll time.Duration) error {
 	dir := s.store.Dir(id)
 	claimed := func() bool { return jobmeta.Claimed(dir) }
 	ready := started.Ready
@@ -480,6 +513,9 @@ func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.S
 	interval, most := 500*time.Microsecond, pollInterval
 	if ready == nil {
 		most = claimPollFine
+	}
+	if poll > 0 {
+		interval, most = poll, poll
 	}
 	t := time.NewTimer(interval)
 	defer t.Stop()

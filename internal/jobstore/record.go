@@ -86,9 +86,9 @@ func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
 		f, err = load(d)
 	}
 	if errors.Is(err, os.ErrNotExist) {
-		// Only job.json is mandatory. A directory without it is being
-		// created under the admission lock, or was damaged.
-		if fi, serr := os.Stat(s.Dir(id)); serr == nil && s.Now().Sub(fi.ModTime()) > orphanAfter {
+		// Only job.json is mandatory. A directory without it is a spare's,
+		// is being created under the admission lock, or was damaged.
+		if fi, serr := os.Stat(s.Dir(id)); serr == nil && s.Now().Sub(fi.ModTime()) > orphanAfter && !s.isSpare(id) {
 			return s.corrupt(id), nil
 		}
 		return nil, err

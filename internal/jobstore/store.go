@@ -230,6 +230,21 @@ func (s *Store) Keyed(owner, key string) (*KeyTaken, error) {
 // idempotency key its owner already used is not admitted: the answer is
 // a *KeyTaken naming the job that holds it.
 func (s *Store) Admit(j *jobmeta.Job) error {
+	return s.admit(j, func(dir string) error {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return fmt.Errorf("create job directory: %w", err)
+		}
+		if err := atomicfile.WriteJSON(filepath.Join(dir, jobmeta.JobFile), j); err != nil {
+			os.RemoveAll(dir)
+			return fmt.Errorf("write job metadata: %w", err)
+		}
+		return nil
+	})
+}
+
+// admit decides on j's admission under the admission lock and, admitted,
+// has place write its job.json into dir.
+func (s *Store) admit(j *jobmeta.Job, place func(dir string) error) error {
 	if !jobmeta.ValidID(j.ID) {
 		return fmt.Errorf("admit: invalid job id")
 	}
@@ -256,15 +271,7 @@ func (s *Store) Admit(j *jobmeta.Job) error {
 		if err := s.prune(recs); err != nil {
 			return err
 		}
-		dir := s.Dir(j.ID)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return fmt.Errorf("create job directory: %w", err)
-		}
-		if err := atomicfile.WriteJSON(filepath.Join(dir, jobmeta.JobFile), j); err != nil {
-			os.RemoveAll(dir)
-			return fmt.Errorf("write job metadata: %w", err)
-		}
-		return nil
+		return place(s.Dir(j.ID))
 	})
 }
 

@@ -210,6 +210,10 @@ const (
 	// job units: the range of systemd's CPUWeight=.
 	JobCPUWeightMin = 1
 	JobCPUWeightMax = 10000
+	// SpareIdle is how long a spare supervisor, started after a launch so
+	// that the next job need not wait for a unit, waits for that job
+	// before it is dismissed: an agent left alone keeps none waiting.
+	SpareIdle = 10 * time.Minute
 	// SessionNiceTimeout bounds how long a niced supervisor keeps retrying
 	// to give its job's sessions its niceness (the kernel takes one such
 	// change every 100 ms from an unprivileged user).

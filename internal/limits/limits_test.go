@@ -142,6 +142,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"AuditMaxAge":      {AuditMaxAge, 90 * day},            // README, The relay and the link: 90 days
 	"GPUProbeTimeout":  {GPUProbeTimeout, 2 * time.Second}, // system.metrics' schema: bounded to 2 s
 	// Internal: room for 32 jobs' changes (two for a terminal job) at one per 100 ms, machine-wide.
+	"SpareIdle":          {SpareIdle, 10 * time.Minute},
 	"SessionNiceTimeout": {SessionNiceTimeout, 10 * time.Second},
 	// Internal: how long process.start waits for the supervisor's claim.
 	"ClaimTimeout": {ClaimTimeout, 10 * time.Second},

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
@@ -41,13 +42,29 @@ func Run(jobDir string, stdin io.Reader, procs *procid.Source) error {
 	if !filepath.IsAbs(jobDir) {
 		return errors.New("job directory must be absolute")
 	}
-	if _, err := jobmeta.Read[jobmeta.Job](filepath.Join(jobDir, jobmeta.JobFile)); err != nil {
+	// A directory without job.json is a spare's: its supervisor was started
+	// before its job, and is up once it waits for the envelope. Its job is
+	// admitted (job.json written) before the envelope is sent; a spare the
+	// agent dismisses gets no envelope and exits with nothing to record.
+	jobFile := filepath.Join(jobDir, jobmeta.JobFile)
+	_, err := jobmeta.Read[jobmeta.Job](jobFile)
+	spare := errors.Is(err, os.ErrNotExist)
+	if err != nil && !spare {
 		return fmt.Errorf("read job metadata: %w", err)
 	}
+	if spare {
+		daemon.SdNotify(false, daemon.SdNotifyReady)
+	}
 	env, envErr := envelope.Decode(stdin)
+	if spare {
+		if _, err := jobmeta.Read[jobmeta.Job](jobFile); errors.Is(err, os.ErrNotExist) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read job metadata: %w", err)
+		}
+	}
 
 	s := &sup{dir: jobDir, procs: procs}
-	var err error
 	if s.stdout, err = capture.Create(filepath.Join(jobDir, jobmeta.StdoutFile)); err != nil {
 		return fmt.Errorf("create stdout capture: %w", err)
 	}

@@ -110,6 +110,9 @@ const (
 	PhasePipe Phase = "pipe"
 	// PhaseUnitStart: the transient unit (or fallback process) was started.
 	PhaseUnitStart Phase = "unit_start"
+	// PhaseSpareHandOver: the job was handed to a spare supervisor, up in
+	// its unit before the job was asked for, in place of a unit start.
+	PhaseSpareHandOver Phase = "spare_handover"
 	// PhaseIdentityClaim: the supervisor's identity claim was awaited.
 	PhaseIdentityClaim Phase = "identity_claim"
 	// PhaseEnvelopeWrite: the envelope was delivered to the supervisor.
@@ -192,7 +195,7 @@ var (
 		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList,
 		ToolFilesRead, ToolFilesWrite, ToolFilesEdit, ToolFilesList}
 	phases = []Phase{PhaseValidate, PhasePolicy, PhaseDomain, PhaseAdmission, PhasePipe,
-		PhaseUnitStart, PhaseIdentityClaim, PhaseEnvelopeWrite, PhaseRollback}
+		PhaseUnitStart, PhaseSpareHandOver, PhaseIdentityClaim, PhaseEnvelopeWrite, PhaseRollback}
 	outcomes   = []Outcome{OutcomeOK, OutcomeFailed}
 	errorCodes = []string{
 		string(errcode.NotFound), string(errcode.InvalidArgument), string(errcode.JobTableFull),

@@ -390,7 +390,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 
-	sp := s.takeSpare(domain, caps, cut, env.Timeout())
+	sp := s.takeSpare(ctx, domain, caps, cut, env.Timeout())
 	id := uuid.NewString()
 	if sp != nil {
 		id = sp.id
@@ -431,7 +431,7 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 		// The spare's unit runs: the job starts with its envelope.
 		led.add("unit", func() { sp.w.Close(); sp.started.Stop(context.WithoutCancel(ctx)) })
 		started, wrote = sp.handOver(env, timeout)
-		phase(activity.PhaseUnitStart, "")
+		phase(activity.PhaseSpareHandOver, "")
 		poll = handOverPoll
 	} else {
 		var w *os.File

@@ -42,10 +42,16 @@ const handOverPoll = 250 * time.Microsecond
 
 // spares is the one spare a service keeps, when it keeps one.
 type spares struct {
-	mu     sync.Mutex
-	on     bool
-	ready  *spare
-	making bool
+	mu    sync.Mutex
+	on    bool
+	ready *spare
+	// making is closed when the spare being started, for jobs under
+	// makingCaps and makingCut as the job makingID, is kept or given up;
+	// nil when none is.
+	making     chan struct{}
+	makingID   string
+	makingCaps jobresources.Caps
+	makingCut  bool
 	// idle is how long a spare waits for a job; zero means
 	// limits.SpareIdle.
 	idle time.Duration
@@ -61,15 +67,33 @@ func (s *Service) KeepSpares() {
 
 // takeSpare returns the spare for a job with these resources, cut and time
 // limit in domain, or nil. A spare that does not fit a job without a time
-// limit is out of date (the owner's policy changed) and dismissed.
-func (s *Service) takeSpare(domain string, caps jobresources.Caps, cut bool, timeout time.Duration) *spare {
+// limit is out of date (the owner's policy changed) and dismissed. When the
+// spare for such a job is still starting, the launch waits for it rather
+// than start a unit beside it: the manager starts units one at a time, so
+// a second start would only queue behind the spare's.
+func (s *Service) takeSpare(ctx context.Context, domain string, caps jobresources.Caps, cut bool, timeout time.Duration) *spare {
 	if domain != jobmeta.DomainSystemdUnit || timeout > 0 {
 		return nil
 	}
 	s.spares.mu.Lock()
 	sp := s.spares.ready
 	s.spares.ready = nil
+	making := s.spares.making
+	if sp != nil || making == nil || !s.spares.makingCaps.Same(caps) || s.spares.makingCut != cut {
+		making = nil
+	}
 	s.spares.mu.Unlock()
+	if making != nil {
+		select {
+		case <-making:
+		case <-ctx.Done():
+			return nil
+		}
+		s.spares.mu.Lock()
+		sp = s.spares.ready
+		s.spares.ready = nil
+		s.spares.mu.Unlock()
+	}
 	if sp == nil {
 		return nil
 	}
@@ -136,17 +160,19 @@ func (s *Service) keep(sp *spare) {
 // the background, unless the service keeps none or has one.
 func (s *Service) refillSpare(caps jobresources.Caps, cut bool) {
 	s.spares.mu.Lock()
-	if !s.spares.on || s.spares.ready != nil || s.spares.making {
+	if !s.spares.on || s.spares.ready != nil || s.spares.making != nil {
 		s.spares.mu.Unlock()
 		return
 	}
-	s.spares.making = true
+	done, id := make(chan struct{}), uuid.NewString()
+	s.spares.making, s.spares.makingID, s.spares.makingCaps, s.spares.makingCut = done, id, caps, cut
 	s.spares.mu.Unlock()
 	go func() {
-		sp := s.startSpare(caps, cut)
+		sp := s.startSpare(id, caps, cut)
 		s.spares.mu.Lock()
 		defer s.spares.mu.Unlock()
-		s.spares.making = false
+		s.spares.making = nil
+		defer close(done)
 		if sp == nil {
 			return
 		}
@@ -158,10 +184,9 @@ func (s *Service) refillSpare(caps jobresources.Caps, cut bool) {
 	}()
 }
 
-// startSpare starts a spare's unit and waits for its READY; nil when it
-// could not.
-func (s *Service) startSpare(caps jobresources.Caps, cut bool) *spare {
-	id := uuid.NewString()
+// startSpare starts the unit of spare id and waits for its READY; nil
+// when it could not.
+func (s *Service) startSpare(id string, caps jobresources.Caps, cut bool) *spare {
 	lock, err := s.store.PrepareSpare(id)
 	if err != nil {
 		return nil

@@ -194,3 +194,26 @@ func TestDeadSpareIsNotUsed(t *testing.T) {
 	}
 	exec.Command("systemctl", "--user", "reset-failed", unit).Run()
 }
+
+// TestLaunchWaitsForTheSpareBeingStarted: a launch that comes while the
+// spare for its unit is still starting waits for that spare rather than
+// start a unit beside it.
+func TestLaunchWaitsForTheSpareBeingStarted(t *testing.T) {
+	svc := openService(t, t.TempDir())
+	svc.KeepSpares()
+	for i := range 3 {
+		startSleeper(t, svc)
+		svc.spares.mu.Lock()
+		making := svc.spares.makingID
+		if svc.spares.making == nil {
+			making = ""
+		}
+		svc.spares.mu.Unlock()
+		if making == "" {
+			t.Fatalf("launch %d: no spare is being started right after a launch", i)
+		}
+		if res := startUnitJob(t, svc, StartRequest{Command: "exec sleep 60"}); res.ProcessID != making {
+			t.Fatalf("launch %d ran %s, not in the spare %s that was starting", i, res.ProcessID, making)
+		}
+	}
+}

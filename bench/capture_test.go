@@ -189,9 +189,14 @@ func mbps(d time.Duration) float64 { return captureBytes / d.Seconds() / 1e6 }
 // of each, the ratios captured/pipe (target >= 0.9 for both producers), and
 // the consumer's median CPU time: the supervisor's own for captured runs,
 // cat's for the pipe (CPU time is much less sensitive to load from elsewhere
-// than wall time), with its ratio supervisor/cat (target <= 1.2).
+// than wall time), with its ratio supervisor/cat (target <= 1.2). The jobs
+// run at the default niceness; CAPTURE_NICE=N writes {"nice": N} to the
+// state directory's job-resources.json first (the pipe runs at the
+// benchmark's own).
 func BenchmarkCaptureCompare(b *testing.B) {
-	c := newMCP(b, stateDir(b))
+	state := stateDir(b)
+	writeNice(b, state, niceFromEnv(b, "CAPTURE_NICE"))
+	c := newMCP(b, state)
 	type sample struct{ d, cpu time.Duration }
 	captured := func(command string) func() sample {
 		return func() sample { r := runBig(b, c, command, 0); return sample{r.d, r.supCPU} }

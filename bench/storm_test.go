@@ -35,25 +35,10 @@ const stormMax = 12 * time.Minute
 // directory's job-resources.json first, so every job (the probe too) runs
 // at that niceness, STORM_NICE=0 at the agent's own priority.
 func BenchmarkOutputStorm(b *testing.B) {
-	var caps jobresources.Caps
-	if v := os.Getenv("STORM_NICE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			b.Fatalf("STORM_NICE=%q: %v", v, err)
-		}
-		caps.Nice = &n
-	}
+	nice := niceFromEnv(b, "STORM_NICE")
 	for range b.N {
 		state := stateDir(b)
-		if caps.Nice != nil {
-			pol, err := json.Marshal(caps)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(state, jobresources.FileName), pol, 0o600); err != nil {
-				b.Fatal(err)
-			}
-		}
+		writeNice(b, state, nice)
 		c := newMCP(b, state)
 		var probe jobs.StartResult
 		if err := c.call("process.start", map[string]any{"command": "printf 'x%.0s' $(seq 1 100000); exec sleep 600"}, &probe); err != nil {
@@ -132,9 +117,9 @@ func BenchmarkOutputStorm(b *testing.B) {
 		b.ReportMetric(ms(ss.P50)/ms(si.P50), "storm/idle")
 		b.ReportMetric(float64(exact), "jobs-exact")
 		b.ReportMetric(float64(med), "mcp-rss-median-KiB")
-		policy := fmt.Sprintf("no policy: nice %d", caps.JobNice())
-		if caps.Nice != nil {
-			policy = fmt.Sprintf("nice %d", *caps.Nice)
+		policy := fmt.Sprintf("no policy: nice %d", jobresources.Caps{}.JobNice())
+		if nice != nil {
+			policy = fmt.Sprintf("nice %d", *nice)
 		}
 		fmt.Printf("storm (%s): 31 jobs × %d MiB + 1 pager job in %v; pages p50 idle %.2f ms, storm %.2f ms (%.2f×, %d pages); "+
 			"mcp RSS min %d / median %d / max %d KiB over %d samples (max/min %.2f; first quarter's median %d, last quarter's %d); %d of 31 counters exact and sealed\n",
@@ -151,4 +136,34 @@ func median(v []int64) int64 {
 	s := append([]int64(nil), v...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// niceFromEnv reads the niceness the environment variable name asks the
+// jobs of a benchmark to run at; nil when it is unset (the default).
+func niceFromEnv(b *testing.B, name string) *int {
+	v := os.Getenv(name)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return &n
+}
+
+// writeNice writes {"nice": *nice} to state's job-resources.json, so that
+// every job started in state runs at that niceness; nothing when nice is
+// nil.
+func writeNice(b *testing.B, state string, nice *int) {
+	if nice == nil {
+		return
+	}
+	pol, err := json.Marshal(jobresources.Caps{Nice: nice})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, jobresources.FileName), pol, 0o600); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -45,17 +45,10 @@ func openService(t *testing.T, stateDir string) *Service {
 
 func startSleeper(t *testing.T, svc *Service) *StartResult {
 	t.Helper()
-	res, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "exec sleep 60"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := startUnitJob(t, svc, StartRequest{Command: "exec sleep 60"})
 	if res.State != jobmeta.Running || res.FailureDomain != jobmeta.DomainSystemdUnit {
 		t.Fatalf("a sleeper started %s in %s, want running in a systemd unit", res.State, res.FailureDomain)
 	}
-	t.Cleanup(func() {
-		exec.Command("systemctl", "--user", "stop", res.Unit).Run()
-		exec.Command("systemctl", "--user", "reset-failed", res.Unit).Run()
-	})
 	return res
 }
 

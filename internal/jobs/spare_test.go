@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
@@ -49,6 +51,8 @@ func spareGone(t *testing.T, svc *Service, id string) {
 	})
 }
 
+// startUnitJob starts req as the local principal, and stops and resets
+// its unit when the test ends.
 func startUnitJob(t *testing.T, svc *Service, req StartRequest) *StartResult {
 	t.Helper()
 	res, err := svc.Start(context.Background(), principal.Local, req)
@@ -215,5 +219,30 @@ func TestLaunchWaitsForTheSpareBeingStarted(t *testing.T) {
 		if res := startUnitJob(t, svc, StartRequest{Command: "exec sleep 60"}); res.ProcessID != making {
 			t.Fatalf("launch %d ran %s, not in the spare %s that was starting", i, res.ProcessID, making)
 		}
+	}
+}
+
+// TestRefusedJobLeavesTheSpare: a job the full table refuses is not
+// launched, and the spare it was to take waits on for the next one.
+func TestRefusedJobLeavesTheSpare(t *testing.T) {
+	svc := openService(t, t.TempDir())
+	svc.KeepSpares()
+	startSleeper(t, svc)
+	spare := readySpare(t, svc)
+	for range limits.MaxLiveJobs - 1 {
+		liveJob(t, svc, string(principal.Local))
+	}
+	_, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "exec sleep 60"})
+	if got := errcode.From(err).Code; got != errcode.JobTableFull {
+		t.Fatalf("a start with %d live jobs: %v, want %s", limits.MaxLiveJobs, err, errcode.JobTableFull)
+	}
+	if got := readySpare(t, svc); got != spare {
+		t.Fatalf("after a refused job the spare is %s, want %s kept", got, spare)
+	}
+	if st := unitProperty(t, launcher.UnitName(svc.deviceID, spare), "ActiveState"); st != "active" {
+		t.Fatalf("the kept spare's unit is %s", st)
+	}
+	if _, err := os.Stat(filepath.Join(svc.store.Dir(spare), jobmeta.SpareLockFile)); err != nil {
+		t.Fatalf("the kept spare lost its lock file: %v", err)
 	}
 }

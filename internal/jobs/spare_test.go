@@ -35,6 +35,18 @@ func readySpare(t *testing.T, svc *Service) string {
 	return id
 }
 
+// makingSpare returns the ID of the spare svc is starting, which it does
+// right after a launch.
+func makingSpare(t *testing.T, svc *Service) string {
+	t.Helper()
+	svc.spares.mu.Lock()
+	defer svc.spares.mu.Unlock()
+	if svc.spares.making == nil {
+		t.Fatal("no spare is being started right after a launch")
+	}
+	return svc.spares.makingID
+}
+
 // spareGone waits until the spare id's unit has ended and its directory
 // is gone.
 func spareGone(t *testing.T, svc *Service, id string) {
@@ -166,7 +178,8 @@ func TestSpareDismissedWhenIdleOrClosed(t *testing.T) {
 	setIdle(300 * time.Millisecond)
 	svc.KeepSpares()
 	startSleeper(t, svc)
-	spareGone(t, svc, readySpare(t, svc))
+	// Named while it starts: once up, it waits only 300 ms.
+	spareGone(t, svc, makingSpare(t, svc))
 
 	setIdle(time.Hour)
 	startSleeper(t, svc)
@@ -207,15 +220,7 @@ func TestLaunchWaitsForTheSpareBeingStarted(t *testing.T) {
 	svc.KeepSpares()
 	for i := range 3 {
 		startSleeper(t, svc)
-		svc.spares.mu.Lock()
-		making := svc.spares.makingID
-		if svc.spares.making == nil {
-			making = ""
-		}
-		svc.spares.mu.Unlock()
-		if making == "" {
-			t.Fatalf("launch %d: no spare is being started right after a launch", i)
-		}
+		making := makingSpare(t, svc)
 		if res := startUnitJob(t, svc, StartRequest{Command: "exec sleep 60"}); res.ProcessID != making {
 			t.Fatalf("launch %d ran %s, not in the spare %s that was starting", i, res.ProcessID, making)
 		}

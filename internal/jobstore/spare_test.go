@@ -97,6 +97,13 @@ func TestSweepRemovesOnlyDeadSpares(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead.Close()
+	// Another dead one after the directory that is neither, so that the
+	// sweep is seen to go on past it.
+	const lastDead = "8c3d4e5f-6a7b-4c8d-8e9f-1a2b3c4d5e6f"
+	if dead, err = f.st.PrepareSpare(lastDead); err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
 	lock, err := f.st.PrepareSpare(kept)
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
 		conn += fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Connection.ObservedAt))
 	}
 	p("status.Connection:  %s\n", conn)
-	p("status.Jobs:        %d running, %d finished (%d unread)\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread)
+	p("status.Jobs:        %d running, %d finished (%d unread)%s\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread, sparesText(r.Jobs.Spares))
 	seen := ""
 	if r.Systemd.ObservedAt != nil {
 		seen = fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Systemd.ObservedAt))
@@ -183,4 +183,16 @@ func policyLine(pol status.Policy) string {
 		parts = append(parts, fmt.Sprintf("job units at CPU weight %d", *pol.CPUWeight))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// sparesText names the supervisors started ahead, which have units of
+// their own but no job: nothing when there are none.
+func sparesText(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "; 1 spare supervisor waiting for the next job"
+	}
+	return fmt.Sprintf("; %d spare supervisors waiting for the next job", n)
 }

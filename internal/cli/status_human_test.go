@@ -23,7 +23,7 @@ func fixed() *status.Report {
 		Agent: status.Agent{Running: true, PID: 4242, UID: &uid, Version: "1.2.3", StartedAt: &started, Service: "commandcore.service",
 			Installed: true, UnitFile: "/home/u/.config/systemd/user/commandcore.service"},
 		Connection: status.ConnectionView{State: status.ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
-		Jobs:       status.Jobs{Running: 2, Terminal: 5, Unread: 1},
+		Jobs:       status.Jobs{Running: 2, Terminal: 5, Unread: 1, Spares: 1},
 		Systemd: status.Systemd{UserManager: status.ManagerReachable, FailureDomain: "systemd_unit",
 			JobsReachUserManager: true, CanCutJobs: true, CanCutRun: true, ObservedAt: &observed},
 		Policy:      status.Policy{MemoryMaxBytes: &mem, Nice: &nice, CPUWeight: &weight},
@@ -61,7 +61,7 @@ func TestHuman(t *testing.T) {
 	if err := writeStatus(&buf, r, r.Agent.StartedAt.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"running (pid 4242, 1.2.3, as commandcore.service), up 2m0s", "State:       /home/u/.local/state/commandcore\n", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread)", "status.Policy:      memory cap 268435456 bytes per job; jobs at nice 10; job units at CPU weight 50\n", "status.Permissions: only process.*, system.metrics"} {
+	for _, want := range []string{"running (pid 4242, 1.2.3, as commandcore.service), up 2m0s", "State:       /home/u/.local/state/commandcore\n", "not_enrolled (as the agent last saw it, 30s ago)", "2 running, 5 finished (1 unread); 1 spare supervisor waiting for the next job\n", "status.Policy:      memory cap 268435456 bytes per job; jobs at nice 10; job units at CPU weight 50\n", "status.Permissions: only process.*, system.metrics"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("human status lacks %q:\n%s", want, buf.String())
 		}
@@ -244,6 +244,15 @@ func TestHumanPolicyDefaultNice(t *testing.T) {
 	} {
 		if got := policyLine(*pol); got != want {
 			t.Errorf("%+v: policy line %q, want %q", *pol, got, want)
+		}
+	}
+}
+
+// TestSparesText: no spare says nothing; more than one are counted.
+func TestSparesText(t *testing.T) {
+	for n, want := range map[int]string{0: "", 1: "; 1 spare supervisor waiting for the next job", 3: "; 3 spare supervisors waiting for the next job"} {
+		if got := sparesText(n); got != want {
+			t.Errorf("sparesText(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

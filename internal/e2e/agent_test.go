@@ -28,7 +28,7 @@ type statusReport struct {
 		State      string `json:"state"`
 		AgeSeconds *int64 `json:"age_seconds"`
 	} `json:"connection"`
-	Jobs    struct{ Running, Terminal, Unread int } `json:"jobs"`
+	Jobs    struct{ Running, Terminal, Unread, Spares int } `json:"jobs"`
 	Systemd struct {
 		UserManager     string `json:"user_manager"`
 		FailureDomain   string `json:"failure_domain"`

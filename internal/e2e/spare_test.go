@@ -68,6 +68,10 @@ func TestSpareServesAndIsSweptAfterAKill(t *testing.T) {
 	}
 
 	left, unit := readySpare(t, state, first, spare)
+	// status counts the spare beside the two jobs, not as one.
+	if r, _ := statusOf(t, state); r.Jobs.Running != 2 || r.Jobs.Spares != 1 {
+		t.Fatalf("status with two jobs and a spare: %+v", r.Jobs)
+	}
 	if err := c.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +85,9 @@ func TestSpareServesAndIsSweptAfterAKill(t *testing.T) {
 	})
 	c2 := newClient(t, state, nil)
 	t.Cleanup(func() { stopAll(c2) })
+	if r, _ := statusOf(t, state); r.Jobs.Spares != 0 {
+		t.Fatalf("status counts %d spares after the dead agent's was swept", r.Jobs.Spares)
+	}
 	if _, err := os.Lstat(filepath.Join(state, "jobs", left)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the dead agent's spare directory stays: %v", err)
 	}

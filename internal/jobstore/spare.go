@@ -91,6 +91,29 @@ func (s *Store) isSpare(id string) bool {
 // SweepSpares removes the spare directories no live process keeps: those
 // without job.json whose lock is free.
 func (s *Store) SweepSpares() error {
+	return s.eachSpare(func(id string, kept bool) {
+		if !kept {
+			os.RemoveAll(s.Dir(id))
+		}
+	})
+}
+
+// Spares counts the spares live processes keep: supervisors started
+// ahead, waiting for a job.
+func (s *Store) Spares() (int, error) {
+	n := 0
+	err := s.eachSpare(func(_ string, kept bool) {
+		if kept {
+			n++
+		}
+	})
+	return n, err
+}
+
+// eachSpare calls fn with every spare's ID and whether a live process
+// keeps it (holds its lock), under the admission lock: no spare is made
+// meanwhile, whose lock would be seen free before it is taken.
+func (s *Store) eachSpare(fn func(id string, kept bool)) error {
 	return s.withLock(func() error {
 		ids, err := s.ids()
 		if err != nil {
@@ -104,10 +127,10 @@ func (s *Store) SweepSpares() error {
 			if err != nil {
 				continue // not a spare's
 			}
-			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-				os.RemoveAll(s.Dir(id))
-			}
+			free := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
+			// Closing releases the probe's lock before fn removes anything.
 			f.Close()
+			fn(id, !free)
 		}
 		return nil
 	})

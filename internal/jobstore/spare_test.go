@@ -114,8 +114,15 @@ func TestSweepRemovesOnlyDeadSpares(t *testing.T) {
 	if err := os.Mkdir(f.st.Dir(other), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// Only the kept spare is one a live process waits with.
+	if n, err := f.st.Spares(); err != nil || n != 1 {
+		t.Fatalf("Spares = %d, %v; want the kept one", n, err)
+	}
 	if err := f.st.SweepSpares(); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := f.st.Spares(); err != nil || n != 1 {
+		t.Fatalf("after the sweep Spares = %d, %v; want the kept one", n, err)
 	}
 	if got, want := f.dirs(), sorted(kept, job, other); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the sweep the store holds %v, want %v", got, want)

@@ -163,6 +163,9 @@ type Jobs struct {
 	Running  int `json:"running"`
 	Terminal int `json:"terminal"`
 	Unread   int `json:"unread"`
+	// Spares counts the supervisors started ahead for the next job, each
+	// in a job unit of its own, that hold no job yet.
+	Spares int `json:"spares"`
 }
 
 // Systemd describes the user manager as the running agent last saw it

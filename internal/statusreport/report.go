@@ -86,7 +86,7 @@ func Build(in Input, procs *procid.Source) *status.Report {
 	return r
 }
 
-// countJobs counts live, terminal and unread jobs. status only reads: it
+// countJobs counts live, terminal and unread jobs, and the spares. status only reads: it
 // does not create a job store that is not there (jobstore.Open would).
 func countJobs(stateDir string, procs *procid.Source) status.Jobs {
 	var n status.Jobs
@@ -97,6 +97,8 @@ func countJobs(stateDir string, procs *procid.Source) status.Jobs {
 	if err != nil {
 		return n
 	}
+	// A count it cannot take is left at zero: the jobs still count.
+	n.Spares, _ = store.Spares()
 	recs, err := store.List()
 	if err != nil {
 		return n

@@ -251,3 +251,41 @@ func TestRefusedJobLeavesTheSpare(t *testing.T) {
 		t.Fatalf("the kept spare lost its lock file: %v", err)
 	}
 }
+
+// TestSpareThatFailsIsNotKept: a spare whose supervisor ends before READY
+// (here the supervisor binary is one that exits at once) is not kept, and
+// leaves no directory behind.
+func TestSpareThatFailsIsNotKept(t *testing.T) {
+	state := t.TempDir()
+	svc, err := Open(state, "/bin/false", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	svc.KeepSpares()
+	res, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != jobmeta.LaunchFailed {
+		t.Fatalf("a job whose supervisor exits at once is %s, want %s", res.State, jobmeta.LaunchFailed)
+	}
+	spare := makingSpare(t, svc)
+	t.Cleanup(func() {
+		exec.Command("systemctl", "--user", "reset-failed", res.Unit, launcher.UnitName(svc.deviceID, spare)).Run()
+	})
+	testkit.Eventually(t, 10*time.Second, func() error {
+		svc.spares.mu.Lock()
+		defer svc.spares.mu.Unlock()
+		if svc.spares.making != nil {
+			return errors.New("the spare is still starting")
+		}
+		if svc.spares.ready != nil {
+			return fmt.Errorf("the failed spare %s is kept", svc.spares.ready.id)
+		}
+		return nil
+	})
+	if _, err := os.Lstat(svc.store.Dir(spare)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed spare's directory stays: %v", err)
+	}
+}

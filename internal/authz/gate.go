@@ -60,7 +60,7 @@ func checkCeiling(configDir string, who principal.Principal, tool string) error 
 func RemoteGate(configDir, device string, key ed25519.PublicKey, used *UsedGrants, now func() time.Time) Gate {
 	return func(_ context.Context, req *mcp.CallToolRequest, tool string) (principal.Principal, error) {
 		at := now()
-		c, err := VerifyGrant(key, GrantFromMeta(req.Params.GetMeta()), device, tool, at)
+		c, err := VerifyGrant(key, GrantFromMeta(req.Params.GetMeta()), device, tool, req.Params.Arguments, at)
 		if err != nil {
 			return "", err
 		}

@@ -43,7 +43,7 @@ func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 	clock := func() time.Time { return now }
 	gate := RemoteGate(t.TempDir(), device, pub, NewUsedGrants(), clock)
 	mint := func(dev, tool string) mcp.Meta {
-		g, err := MintGrant(key, dev, tool, "tok_1", now)
+		g, err := MintGrant(key, dev, tool, "tok_1", "", now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestRemoteChecksTheGrantOnEveryCall(t *testing.T) {
 	}
 	// A grant from another key is refused.
 	other, _ := NewGrantKey()
-	g, _ := MintGrant(other, device, "process.jobs", "tok_1", now)
+	g, _ := MintGrant(other, device, "process.jobs", "tok_1", "", now)
 	if c := code(gate2(gate(ctx, call(mcp.Meta{GrantMetaKey: g}), "process.jobs"))); c != errcode.GrantInvalid {
 		t.Errorf("foreign key: %q", c)
 	}
@@ -83,7 +83,7 @@ func TestCeilingAppliesAfterTheGrant(t *testing.T) {
 	gate := RemoteGate(dir, device, key.Public().(ed25519.PublicKey), NewUsedGrants(), func() time.Time { return now })
 	// Each call needs a fresh grant.
 	req := func() *mcp.CallToolRequest {
-		g, _ := MintGrant(key, device, "process.jobs", "tok_1", now)
+		g, _ := MintGrant(key, device, "process.jobs", "tok_1", "", now)
 		return call(mcp.Meta{GrantMetaKey: g})
 	}
 	ctx := context.Background()
@@ -119,7 +119,7 @@ func TestRemoteActsForTheGrantsPrincipalOnce(t *testing.T) {
 	gate := RemoteGate(t.TempDir(), device, key.Public().(ed25519.PublicKey), NewUsedGrants(), func() time.Time { return now })
 	ctx := context.Background()
 	mint := func(sub string) *mcp.CallToolRequest {
-		g, err := MintGrant(key, device, "process.jobs", sub, now)
+		g, err := MintGrant(key, device, "process.jobs", sub, "", now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +180,7 @@ func adminGate(t *testing.T, dir string) (Gate, func(tool, sub string) *mcp.Call
 	now := time.Now()
 	gate := RemoteGate(dir, device, key.Public().(ed25519.PublicKey), NewUsedGrants(), func() time.Time { return now })
 	return gate, func(tool, sub string) *mcp.CallToolRequest {
-		g, err := MintGrant(key, device, tool, sub, now)
+		g, err := MintGrant(key, device, tool, sub, "", now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,9 @@
 // Grants: the per-call grants (README, "The relay and the link"), minted by the relay and verified
 // by the agent. Every tool call from the relay carries a short-lived token,
-// signed by the relay, naming the device, the tool and the principal. The
+// signed by the relay, naming the device, the tool and the principal, and,
+// for an agent that checks it, the digest of the call's arguments. The
 // agent verifies it on every operation, so a stolen or replayed grant is
-// only good for one tool on one device for about a minute.
+// only good for that one call on one device for about a minute.
 //
 // A token is base64url(canonical JSON claims) "." base64url(ed25519
 // signature over the first part's bytes), both without padding. Ed25519 was
@@ -15,7 +16,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,6 +38,12 @@ const GrantMetaKey = "commandcore/grant"
 // idBytes is the size of a grant's random ID before hex encoding.
 const idBytes = 16
 
+// BindsCallsCapability is the experimental MCP capability an agent's
+// server announces when it checks a grant's call digest: the relay binds
+// grants to their call only for such agents, since an earlier agent's
+// strict decoder refuses a claim it does not know.
+const BindsCallsCapability = "commandcore/grant-call-digest"
+
 // Grant is what a grant asserts. Times are unix seconds.
 type Grant struct {
 	Device    string `json:"dev"`
@@ -43,6 +52,23 @@ type Grant struct {
 	IssuedAt  int64  `json:"iat"`
 	Expires   int64  `json:"exp"`
 	ID        string `json:"jti"`
+	// Call is CallDigest of the call the grant authorizes; empty in a
+	// grant for an agent that does not check it.
+	Call string `json:"call,omitempty"`
+}
+
+// CallDigest is the digest a grant binds: SHA-256 over the tool's name
+// and the call's arguments exactly as the device receives them (nil and
+// empty arguments alike), the name length-prefixed so that no two calls
+// share an input.
+func CallDigest(tool string, args []byte) string {
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(tool)))
+	h.Write(n[:])
+	h.Write([]byte(tool))
+	h.Write(args)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // b64 is the token's encoding. Decoding goes through decodePart, so that
@@ -73,8 +99,9 @@ func NewGrantKey() (ed25519.PrivateKey, error) {
 }
 
 // MintGrant returns a grant for one call of tool on device by principal,
-// valid from now for limits.GrantTTL.
-func MintGrant(key ed25519.PrivateKey, device, tool, principal string, now time.Time) (string, error) {
+// valid from now for limits.GrantTTL, bound to call (CallDigest of the
+// call; "" for an agent that does not check it).
+func MintGrant(key ed25519.PrivateKey, device, tool, principal, call string, now time.Time) (string, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return "", errcode.New(errcode.InvalidArgument, "grant signing key is malformed")
 	}
@@ -92,6 +119,7 @@ func MintGrant(key ed25519.PrivateKey, device, tool, principal string, now time.
 		IssuedAt:  now.Unix(),
 		Expires:   now.Add(limits.GrantTTL).Unix(),
 		ID:        hex.EncodeToString(id[:]),
+		Call:      call,
 	}
 	payload, err := json.Marshal(c)
 	if err != nil {
@@ -106,12 +134,15 @@ func MintGrant(key ed25519.PrivateKey, device, tool, principal string, now time.
 }
 
 // VerifyGrant checks token against the relay's public key and returns its
-// claims if it is for device and tool and valid at now (with
-// limits.GrantClockSkew of slack either way). The signature is checked
+// claims if it is for device and tool, bound to a call whose arguments are
+// args (when it names one), and valid at now (with limits.GrantClockSkew
+// of slack either way). A grant naming no call comes from a relay that
+// does not bind them; a relay that does cannot be made to leave the
+// digest out, since the claims are signed. The signature is checked
 // before the claims are parsed, so unauthenticated JSON is never decoded.
 // Each failure is a grant_invalid error that names the failed check and
 // nothing else.
-func VerifyGrant(pub ed25519.PublicKey, token, device, tool string, now time.Time) (*Grant, error) {
+func VerifyGrant(pub ed25519.PublicKey, token, device, tool string, args []byte, now time.Time) (*Grant, error) {
 	if token == "" {
 		return nil, invalidGrant("grant is missing")
 	}
@@ -145,6 +176,9 @@ func VerifyGrant(pub ed25519.PublicKey, token, device, tool string, now time.Tim
 	}
 	if c.Tool != tool {
 		return nil, invalidGrant("grant is for another tool")
+	}
+	if c.Call != "" && c.Call != CallDigest(tool, args) {
+		return nil, invalidGrant("grant is for another call (its arguments differ)")
 	}
 	// A relay may not mint long grants: the agent enforces the lifetime
 	// itself rather than trusting whatever the relay signed.
@@ -187,6 +221,9 @@ func decodeGrant(payload []byte) (*Grant, error) {
 	}
 	if id, err := hex.DecodeString(c.ID); err != nil || len(id) != idBytes || hex.EncodeToString(id) != c.ID {
 		return nil, errors.New("claims have a malformed id")
+	}
+	if d, err := hex.DecodeString(c.Call); err != nil || (c.Call != "" && len(d) != sha256.Size) || hex.EncodeToString(d) != c.Call {
+		return nil, errors.New("claims have a malformed call digest")
 	}
 	return &c, nil
 }

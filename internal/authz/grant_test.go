@@ -56,7 +56,7 @@ func validGrant() Grant {
 
 func wantReject(t *testing.T, name string, k ed25519.PrivateKey, token string, now time.Time, msg string) {
 	t.Helper()
-	c, err := VerifyGrant(pub(k), token, dev, tool, now)
+	c, err := VerifyGrant(pub(k), token, dev, tool, nil, now)
 	if err == nil {
 		t.Errorf("%s: verified %+v, want %q", name, c, msg)
 		return
@@ -74,11 +74,11 @@ func wantReject(t *testing.T, name string, k ed25519.PrivateKey, token string, n
 
 func TestRoundTrip(t *testing.T) {
 	k := newKey(t)
-	tok, err := MintGrant(k, dev, tool, who, t0)
+	tok, err := MintGrant(k, dev, tool, who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := VerifyGrant(pub(k), tok, dev, tool, t0)
+	c, err := VerifyGrant(pub(k), tok, dev, tool, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestRoundTrip(t *testing.T) {
 	if len(c.ID) != 32 || strings.Trim(c.ID, "0123456789abcdef") != "" {
 		t.Fatalf("id %q is not 16 bytes of hex", c.ID)
 	}
-	tok2, err := MintGrant(k, dev, tool, who, t0)
+	tok2, err := MintGrant(k, dev, tool, who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +102,13 @@ func TestRoundTrip(t *testing.T) {
 
 func TestClockBoundaries(t *testing.T) {
 	k := newKey(t)
-	tok, err := MintGrant(k, dev, tool, who, t0)
+	tok, err := MintGrant(k, dev, tool, who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	skew := limits.GrantClockSkew
 	for _, now := range []time.Time{t0.Add(-skew), t0.Add(limits.GrantTTL + skew)} {
-		if _, err := VerifyGrant(pub(k), tok, dev, tool, now); err != nil {
+		if _, err := VerifyGrant(pub(k), tok, dev, tool, nil, now); err != nil {
 			t.Errorf("at %v: %v", now.Sub(t0), err)
 		}
 	}
@@ -119,12 +119,12 @@ func TestClockBoundaries(t *testing.T) {
 
 func TestMismatch(t *testing.T) {
 	k := newKey(t)
-	tok, err := MintGrant(k, "other-box", tool, who, t0)
+	tok, err := MintGrant(k, "other-box", tool, who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantReject(t, "device", k, tok, t0, "grant is for another device")
-	tok, err = MintGrant(k, dev, "process.run", who, t0)
+	tok, err = MintGrant(k, dev, "process.run", who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestMissing(t *testing.T) {
 
 func TestSignature(t *testing.T) {
 	k := newKey(t)
-	tok, err := MintGrant(newKey(t), dev, tool, who, t0)
+	tok, err := MintGrant(newKey(t), dev, tool, who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestSignature(t *testing.T) {
 	wantReject(t, "empty claims", k, "."+sig, t0, "grant signature is invalid")
 
 	// Same signature, different (well-formed) claims.
-	tok, err = MintGrant(k, dev, tool, who, t0)
+	tok, err = MintGrant(k, dev, tool, who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestLifetimeTooLong(t *testing.T) {
 	k := newKey(t)
 	c := validGrant()
 	c.Expires = c.IssuedAt + int64(limits.GrantTTL/time.Second)
-	if _, err := VerifyGrant(pub(k), signRaw(k, grantJSON(t, c)), dev, tool, t0); err != nil {
+	if _, err := VerifyGrant(pub(k), signRaw(k, grantJSON(t, c)), dev, tool, nil, t0); err != nil {
 		t.Fatalf("a full-TTL grant: %v", err)
 	}
 	c.Expires++
@@ -171,11 +171,11 @@ func TestLifetimeTooLong(t *testing.T) {
 
 func TestMalformed(t *testing.T) {
 	k := newKey(t)
-	good, err := MintGrant(k, dev, tool, who, t0)
+	good, err := MintGrant(k, dev, tool, who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := VerifyGrant(pub(k), good, dev, tool, t0); err != nil {
+	if _, err := VerifyGrant(pub(k), good, dev, tool, nil, t0); err != nil {
 		t.Fatal(err)
 	}
 	head, sig, _ := strings.Cut(good, ".")
@@ -236,19 +236,19 @@ func TestTooLong(t *testing.T) {
 	tok := signRaw(k, grantJSON(t, c))
 	wantReject(t, "oversize", k, tok, t0, "grant is malformed")
 
-	if _, err := MintGrant(k, dev, tool, c.Principal, t0); !errcode.Is(err, errcode.InvalidArgument) {
+	if _, err := MintGrant(k, dev, tool, c.Principal, "", t0); !errcode.Is(err, errcode.InvalidArgument) {
 		t.Fatalf("Mint of an oversize grant: %v", err)
 	}
 }
 
 func TestMessagesAreContentFree(t *testing.T) {
 	k := newKey(t)
-	tok, err := MintGrant(k, "secret-device", "secret.tool", who, t0)
+	tok, err := MintGrant(k, "secret-device", "secret.tool", who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"secret-device", dev} {
-		_, err := VerifyGrant(pub(k), tok, d, tool, t0)
+		_, err := VerifyGrant(pub(k), tok, d, tool, nil, t0)
 		if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), tok[:8]) {
 			t.Errorf("device %s: %v", d, err)
 		}
@@ -257,20 +257,20 @@ func TestMessagesAreContentFree(t *testing.T) {
 
 func TestBadKeys(t *testing.T) {
 	k := newKey(t)
-	tok, err := MintGrant(k, dev, tool, who, t0)
+	tok, err := MintGrant(k, dev, tool, who, "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []ed25519.PublicKey{nil, pub(k)[:31]} {
-		if _, err := VerifyGrant(p, tok, dev, tool, t0); !errcode.Is(err, errcode.GrantInvalid) {
+		if _, err := VerifyGrant(p, tok, dev, tool, nil, t0); !errcode.Is(err, errcode.GrantInvalid) {
 			t.Errorf("key of %d bytes: %v", len(p), err)
 		}
 	}
-	if _, err := MintGrant(k[:10], dev, tool, who, t0); !errcode.Is(err, errcode.InvalidArgument) {
+	if _, err := MintGrant(k[:10], dev, tool, who, "", t0); !errcode.Is(err, errcode.InvalidArgument) {
 		t.Errorf("short signing key: %v", err)
 	}
 	for _, args := range [][3]string{{"", tool, who}, {dev, "", who}, {dev, tool, ""}} {
-		if _, err := MintGrant(k, args[0], args[1], args[2], t0); !errcode.Is(err, errcode.InvalidArgument) {
+		if _, err := MintGrant(k, args[0], args[1], args[2], "", t0); !errcode.Is(err, errcode.InvalidArgument) {
 			t.Errorf("Mint%q: %v", args, err)
 		}
 	}
@@ -322,7 +322,7 @@ func FuzzVerify(f *testing.F) {
 	valid := map[string]bool{}
 	for _, c := range []Grant{validGrant(), {Device: dev, Tool: tool, Principal: "p", IssuedAt: t0.Unix() - 30, Expires: t0.Unix() + 10, ID: strings.Repeat("0", 32)}} {
 		tok := signRaw(k, grantJSON(f, c))
-		if _, err := VerifyGrant(pub(k), tok, dev, tool, t0); err != nil {
+		if _, err := VerifyGrant(pub(k), tok, dev, tool, nil, t0); err != nil {
 			f.Fatalf("seed does not verify: %v", err)
 		}
 		valid[tok] = true
@@ -338,7 +338,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add("")
 	f.Add(".")
 	f.Fuzz(func(t *testing.T, token string) {
-		c, err := VerifyGrant(pub(k), token, dev, tool, t0)
+		c, err := VerifyGrant(pub(k), token, dev, tool, nil, t0)
 		if err != nil {
 			if c != nil {
 				t.Fatal("claims returned with an error")
@@ -355,4 +355,63 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("verified claims for another call: %+v", c)
 		}
 	})
+}
+
+// TestBoundGrantAuthorizesItsCallOnly: a grant bound to a call verifies
+// for exactly those arguments and no others, one byte changed, the tool's
+// name moved into them, or none at all; a grant that names no call (an
+// earlier relay's) verifies for any.
+func TestBoundGrantAuthorizesItsCallOnly(t *testing.T) {
+	k := newKey(t)
+	args := []byte(`{"process_id":"7c4e2d1a-0000-4000-8000-000000000001"}`)
+	tok, err := MintGrant(k, dev, tool, who, CallDigest(tool, args), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := VerifyGrant(pub(k), tok, dev, tool, args, t0)
+	if err != nil {
+		t.Fatalf("the bound call: %v", err)
+	}
+	if c.Call != CallDigest(tool, args) || len(c.Call) != 64 {
+		t.Fatalf("claims name call %q", c.Call)
+	}
+	const other = "grant is for another call (its arguments differ)"
+	changed := append([]byte(nil), args...)
+	changed[len(changed)-3] ^= 1
+	for name, a := range map[string][]byte{
+		"one byte changed": changed,
+		"no arguments":     nil,
+		"empty object":     []byte(`{}`),
+		"spaced":           []byte(`{ "process_id":"7c4e2d1a-0000-4000-8000-000000000001"}`),
+	} {
+		if _, err := VerifyGrant(pub(k), tok, dev, tool, a, t0); err == nil || errcode.From(err).Message != other {
+			t.Errorf("%s: %v, want %q", name, err, other)
+		}
+	}
+	// The name is length-prefixed: moving bytes between the name and the
+	// arguments makes another digest.
+	if CallDigest("ab", []byte("c")) == CallDigest("a", []byte("bc")) {
+		t.Error("the digest does not separate the tool's name from its arguments")
+	}
+	if CallDigest(tool, nil) != CallDigest(tool, []byte{}) {
+		t.Error("no arguments and empty arguments differ")
+	}
+	unbound, err := MintGrant(k, dev, tool, who, "", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyGrant(pub(k), unbound, dev, tool, changed, t0); err != nil {
+		t.Fatalf("a grant naming no call: %v", err)
+	}
+}
+
+// TestMalformedCallDigest: a signed grant whose call digest is not 32
+// bytes of lower-case hex is refused as malformed, before any comparison.
+func TestMalformedCallDigest(t *testing.T) {
+	k := newKey(t)
+	for _, d := range []string{"ab", strings.Repeat("AB", 32), strings.Repeat("ab", 33), strings.Repeat("zz", 32)} {
+		c := validGrant()
+		c.Call = d
+		wantReject(t, "call "+d, k, signRaw(k, grantJSON(t, c)), t0, "grant is malformed")
+	}
 }

@@ -94,7 +94,7 @@ func TestReplayedGrantIsRefused(t *testing.T) {
 	cs := r.session(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	g, err := authz.MintGrant(r.key, r.deviceID, "process.jobs", "alice", time.Now())
+	g, err := authz.MintGrant(r.key, r.deviceID, "process.jobs", "alice", "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestReplayedGrantIsRefused(t *testing.T) {
 		t.Fatalf("the replayed grant: isError %v, code %q", res.IsError, code)
 	}
 	// A fresh grant still works: the refusal was about the replay.
-	g, _ = authz.MintGrant(r.key, r.deviceID, "process.jobs", "alice", time.Now())
+	g, _ = authz.MintGrant(r.key, r.deviceID, "process.jobs", "alice", "", time.Now())
 	if res, code := call(); res.IsError {
 		t.Fatalf("a fresh grant after the replay: %s", code)
 	}
@@ -133,7 +133,7 @@ func TestAGrantFloodLocksOutOnlyTheFlooder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	defer cancel()
 	call := func(principal string) (bool, string) {
-		g, err := authz.MintGrant(r.key, r.deviceID, "process.jobs", principal, time.Now())
+		g, err := authz.MintGrant(r.key, r.deviceID, "process.jobs", principal, "", time.Now())
 		if err != nil {
 			t.Error(err)
 			return false, ""
@@ -176,5 +176,46 @@ func TestAGrantFloodLocksOutOnlyTheFlooder(t *testing.T) {
 	}
 	if ok, why := call("alice"); !ok {
 		t.Fatalf("mallory's flood locked alice out: %s", why)
+	}
+}
+
+// TestGrantBoundToAnotherCallIsRefused: the real agent announces that it
+// checks call digests, and a grant read off the wire (bound to one call)
+// is refused for a call with other arguments, while it is fresh and
+// unused; the call it was minted for is served.
+func TestGrantBoundToAnotherCallIsRefused(t *testing.T) {
+	r := startTestRelay(t)
+	cs := r.session(t)
+	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Experimental[authz.BindsCallsCapability] == nil {
+		t.Fatalf("the agent does not announce %s: %+v", authz.BindsCallsCapability, caps)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	minted := json.RawMessage(`{"process_id":"7c4e2d1a-0000-4000-8000-000000000001"}`)
+	g, err := authz.MintGrant(r.key, r.deviceID, "process.status", "alice", authz.CallDigest("process.status", minted), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(args json.RawMessage) (code, message string) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "process.status", Arguments: args, Meta: mcp.Meta{authz.GrantMetaKey: g}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(raw, &sc)
+		return sc.Error.Code, sc.Error.Message
+	}
+	other := json.RawMessage(`{"process_id":"7c4e2d1a-0000-4000-8000-000000000002"}`)
+	if code, msg := call(other); code != "grant_invalid" || !strings.Contains(msg, "another call") {
+		t.Fatalf("the grant with other arguments: %q %q, want grant_invalid for another call", code, msg)
+	}
+	// The refusal did not use the grant up: its own call is served (the
+	// job does not exist for alice, which is the tool's answer, not the
+	// gate's).
+	if code, msg := call(minted); code != "not_found" {
+		t.Fatalf("the grant's own call: %q %q, want the tool's not_found", code, msg)
 	}
 }

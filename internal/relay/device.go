@@ -120,7 +120,7 @@ func (s *Server) serveLink(ctx context.Context, dev *relaystate.Device, conn *tr
 		return
 	}
 	if info := session.InitializeResult(); info != nil && info.ServerInfo != nil {
-		s.store.NoteAgentVersion(dev.ID, s.replica.ID, info.ServerInfo.Version)
+		s.store.NoteAgent(dev.ID, s.replica.ID, info.ServerInfo.Version, bindsCalls(info.Capabilities))
 	}
 	up := time.Now()
 	s.deviceEvent(dev.ID, "link up")

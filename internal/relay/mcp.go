@@ -334,7 +334,7 @@ func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, 
 	if err != nil {
 		return nil, dev.ID, err
 	}
-	g, err := authz.MintGrant(s.key, dev.ID, tool, tok.Principal, s.Now())
+	g, err := s.grant(&dev, tool, tok.Principal, args)
 	if err != nil {
 		return nil, dev.ID, err
 	}

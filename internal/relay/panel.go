@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/panel"
 	"github.com/commandcore/commandcore/internal/relaystate"
@@ -58,7 +57,11 @@ func (s *Server) CallAsAdmin(ctx context.Context, admin, deviceID, tool string, 
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
-	g, err := authz.MintGrant(s.key, deviceID, tool, AdminPrincipal(admin), s.Now())
+	dev, err := s.store.FindDevice(deviceID)
+	if err != nil {
+		return nil, s.deviceFailure(err)
+	}
+	g, err := s.grant(dev, tool, AdminPrincipal(admin), args)
 	if err != nil {
 		return nil, err
 	}

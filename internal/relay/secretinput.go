@@ -235,7 +235,11 @@ func (s *Server) sendSecret(ctx context.Context, p *relaystate.SecretPrompt, inp
 	defer clear(args)
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
-	g, err := authz.MintGrant(s.key, p.Device, secretInputTool, p.Principal, s.Now())
+	dev, err := s.store.FindDevice(p.Device)
+	if err != nil {
+		return nil, s.deviceFailure(err)
+	}
+	g, err := s.grant(dev, secretInputTool, p.Principal, args)
 	if err != nil {
 		return nil, err
 	}

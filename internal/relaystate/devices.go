@@ -36,6 +36,9 @@ type Device struct {
 	// Both are the last link's once it ends.
 	LinkedAt     *time.Time `json:"linked_at,omitempty"`
 	AgentVersion string     `json:"agent_version,omitempty"`
+	// BindsCalls is whether that agent checks a grant's call digest
+	// (authz.BindsCallsCapability): grants for it name their call.
+	BindsCalls bool `json:"-"`
 }
 
 const (
@@ -257,7 +260,7 @@ func freeName(ctx context.Context, tx *txn, name string) (string, error) {
 	return "", errcode.New(errcode.Internal, "no free device name")
 }
 
-const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version`
+const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version, binds_calls`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -269,8 +272,9 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		conn     int64
 		standAt  sql.NullInt64
 		linked   sql.NullInt64
+		binds    int64
 	)
-	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion, &binds}, extra...)...); err != nil {
 		return nil, err
 	}
 	d.EnrolledAt = fromNanos(enrolled)
@@ -287,6 +291,7 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		d.LinkedAt = &t
 	}
 	d.Connected = conn != 0
+	d.BindsCalls = binds != 0
 	return &d, nil
 }
 

@@ -210,18 +210,69 @@ func TestAgentVersionIsTheHoldersAndPrintable(t *testing.T) {
 			strings.Repeat("9", 64): strings.Repeat("9", 64),
 			"caf\u00e9":             "unknown",
 		} {
-			if err := s.NoteAgentVersion(dev.ID, "r1", in); err != nil {
+			if err := s.NoteAgent(dev.ID, "r1", in, false); err != nil {
 				t.Fatal(err)
 			}
 			if got := version().AgentVersion; got != want {
-				t.Errorf("NoteAgentVersion(%q) shows %q, want %q", in, got, want)
+				t.Errorf("NoteAgent(%q) shows %q, want %q", in, got, want)
 			}
 		}
-		if err := s.NoteAgentVersion(dev.ID, "r2", "6.6.6"); err != nil {
+		if err := s.NoteAgent(dev.ID, "r2", "6.6.6", false); err != nil {
 			t.Fatal(err)
 		}
 		if got := version().AgentVersion; got == "6.6.6" {
 			t.Error("a replica that does not hold the link recorded a version")
+		}
+	})
+}
+
+// TestBindsCallsIsTheCurrentLinksAgents: whether grants for a device are
+// bound to their call follows what the agent of its current link said,
+// and a new link forgets it until its agent says it again (an agent put
+// back to an earlier build would refuse bound grants).
+func TestBindsCallsIsTheCurrentLinksAgents(t *testing.T) {
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		dev, _ := enrollT(t, s, "", "box")
+		for _, id := range []string{"r1", "r2"} {
+			if err := s.JoinReplica(Replica{ID: id, Name: id, Address: "http://127.0.0.1:1", NATS: true}, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		binds := func() bool {
+			t.Helper()
+			d, err := s.FindDevice(dev.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d.BindsCalls
+		}
+		if ok, err := s.TakeLink(dev.ID, "r1", "", t0); err != nil || !ok {
+			t.Fatalf("TakeLink: %v, %v", ok, err)
+		}
+		if binds() {
+			t.Fatal("a device whose agent said nothing binds calls")
+		}
+		if err := s.NoteAgent(dev.ID, "r2", "1.0", true); err != nil {
+			t.Fatal(err)
+		}
+		if binds() {
+			t.Fatal("a replica that does not hold the link recorded the capability")
+		}
+		if err := s.NoteAgent(dev.ID, "r1", "1.0", true); err != nil {
+			t.Fatal(err)
+		}
+		if !binds() {
+			t.Fatal("the holder's agent said it binds calls; the device does not")
+		}
+		if err := s.ReleaseLink(dev.ID, "r1", t0); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.TakeLink(dev.ID, "r2", "", t0.Add(time.Second)); err != nil || !ok {
+			t.Fatalf("TakeLink r2: %v, %v", ok, err)
+		}
+		if binds() {
+			t.Fatal("a new link kept the last agent's capability")
 		}
 	})
 }

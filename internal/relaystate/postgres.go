@@ -161,7 +161,8 @@ CREATE TABLE secret_prompts (
 	state      TEXT   NOT NULL,
 	result     BYTEA
 );
-CREATE INDEX secret_prompts_expires ON secret_prompts(expires_at);`}
+CREATE INDEX secret_prompts_expires ON secret_prompts(expires_at);`, `
+ALTER TABLE devices ADD COLUMN binds_calls INTEGER NOT NULL DEFAULT 0;`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

@@ -68,7 +68,7 @@ type State interface {
 	EndSession(session string) error
 	Admins(now time.Time) ([]Admin, error)
 	RevokeAdmin(name string, now time.Time) error
-	NoteAgentVersion(device, replica, version string) error
+	NoteAgent(device, replica, version string, bindsCalls bool) error
 
 	// Secret prompts: process.input's secret_prompt, waiting for a person.
 	CreateSecretPrompt(p SecretPrompt, now time.Time) (string, error)

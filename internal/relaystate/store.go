@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -234,8 +234,15 @@ CREATE TABLE IF NOT EXISTS secret_prompts (
 CREATE INDEX IF NOT EXISTS secret_prompts_expires ON secret_prompts(expires_at);
 `
 
+// schemaV9 records, per device, whether the agent of its current link
+// checks a grant's call digest (authz.BindsCallsCapability), so that every
+// replica minting a grant for it binds the grant to its call.
+const schemaV9 = `
+ALTER TABLE devices ADD COLUMN binds_calls INTEGER NOT NULL DEFAULT 0;
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

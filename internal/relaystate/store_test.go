@@ -321,6 +321,7 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	// Turn it back into a schema-1 database: drop what later schemas added.
 	for _, q := range []string{
+		`ALTER TABLE devices DROP COLUMN binds_calls`,
 		`DROP TABLE admins`,
 		`DROP TABLE admin_codes`,
 		`DROP TABLE panel_sessions`,

@@ -70,7 +70,7 @@ func TestSecretPromptIsNotAskedHere(t *testing.T) {
 	const device = "2f1c0f9e-8a43-4a55-9d0b-0c3c4b7c9a11"
 	remote := authz.RemoteGate(t.TempDir(), device, key.Public().(ed25519.PublicKey), authz.NewUsedGrants(), time.Now)
 	grant := func() mcp.Meta {
-		g, err := authz.MintGrant(key, device, "process.input", "tok_1", time.Now())
+		g, err := authz.MintGrant(key, device, "process.input", "tok_1", "", time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

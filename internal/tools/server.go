@@ -3,6 +3,7 @@ package tools
 import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/version"
@@ -17,7 +18,13 @@ func NewServer(svc *jobs.Service, stateDir, configDir string, gate Gate) (*mcp.S
 	if err != nil {
 		return nil, err
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{
+		Instructions: toolspec.Instructions,
+		// Logging is the default this replaces; the experimental entry
+		// tells a relay that this agent checks a grant's call digest.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
+			Experimental: map[string]any{authz.BindsCallsCapability: map[string]any{}}},
+	})
 	Register(srv, svc, host, gate)
 	return srv, nil
 }

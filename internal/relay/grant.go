@@ -1,0 +1,41 @@
+package relay
+
+import (
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/relaystate"
+)
+
+// grant mints the grant for one call of tool with args on dev, for
+// principal: bound to the call when dev's agent checks the binding, so
+// that a grant seen anywhere (a NATS message, a log) authorizes that call
+// and no other.
+func (s *Server) grant(dev *relaystate.Device, tool, principal string, args json.RawMessage) (string, error) {
+	call := ""
+	if dev.BindsCalls {
+		call = authz.CallDigest(tool, args)
+	}
+	return authz.MintGrant(s.key, dev.ID, tool, principal, call, s.Now())
+}
+
+// deviceFailure is what a failed look-up of a call's device tells the
+// caller: the state is unreachable, or the device is not there.
+func (s *Server) deviceFailure(err error) error {
+	if stateFailed(err) {
+		return errState
+	}
+	return errNoDevice
+}
+
+// bindsCalls reports whether a device's agent announced that it checks a
+// grant's call digest.
+func bindsCalls(caps *mcp.ServerCapabilities) bool {
+	if caps == nil {
+		return false
+	}
+	on, _ := caps.Experimental[authz.BindsCallsCapability].(map[string]any)
+	return on != nil
+}

@@ -1,0 +1,79 @@
+package relay
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/testkit"
+)
+
+// checkingDevice is a device whose process.status verifies each call's
+// grant as the agent does, against the arguments exactly as they reached
+// it, and answers whether the grant named its call. announce says whether
+// it tells the relay that it checks call digests.
+func checkingDevice(pub ed25519.PublicKey, deviceID string, announce bool) *mcp.Server {
+	opts := &mcp.ServerOptions{}
+	if announce {
+		opts.Capabilities = &mcp.ServerCapabilities{Experimental: map[string]any{authz.BindsCallsCapability: map[string]any{}}}
+	}
+	d := mcp.NewServer(&mcp.Implementation{Name: "checking-device", Version: "1"}, opts)
+	d.AddTool(&mcp.Tool{Name: "process.status", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			c, err := authz.VerifyGrant(pub, authz.GrantFromMeta(r.Params.GetMeta()), deviceID, "process.status", r.Params.Arguments, time.Now())
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("bound=%v", c.Call != "")}}}, nil
+		})
+	return d
+}
+
+// TestGrantsBindTheCallTheDeviceReceives: for an agent that checks call
+// digests, every grant the relay mints names the call, and the digest is
+// of the arguments exactly as they reach the device: on the device's own
+// endpoint as the client wrote them (spacing and escapes kept), and on
+// the multi-device endpoint with the device argument taken out. An agent
+// that did not announce the check gets grants naming no call, which its
+// strict decoder would otherwise refuse.
+func TestGrantsBindTheCallTheDeviceReceives(t *testing.T) {
+	for _, announce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("announce=%v", announce), func(t *testing.T) {
+			h := newHarness(t, nil)
+			pub := h.srv.key.Public().(ed25519.PublicKey)
+			h.link(t, checkingDevice(pub, h.dev.ID, announce))
+			testkit.Eventually(t, 10*time.Second, func() error {
+				d, err := h.st.FindDevice(h.dev.ID)
+				if err != nil || d.AgentVersion == "" {
+					return fmt.Errorf("the link's agent is not recorded yet (%v)", err)
+				}
+				if d.BindsCalls != announce {
+					return fmt.Errorf("binds calls %v, want %v", d.BindsCalls, announce)
+				}
+				return nil
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			want := fmt.Sprintf("bound=%v", announce)
+			for path, args := range map[string]json.RawMessage{
+				"/mcp/dev": json.RawMessage(`{"process_id":"a\u00e9","n":1.50}`),
+				"/mcp":     json.RawMessage(`{"device":"dev","process_id":"b","n":[1, 2]}`),
+			} {
+				cs := h.connect(t, path, nil)
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "process.status", Arguments: args})
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				if text := res.Content[0].(*mcp.TextContent).Text; res.IsError || text != want {
+					t.Errorf("%s: isError %v %q, want %q", path, res.IsError, text, want)
+				}
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relaynats"
@@ -23,7 +24,8 @@ type relayServeOptions struct {
 	// The flags as given.
 	Listen, Cert, Key, MetricsListen, MetricsToken string
 	// NATS joins the other replicas; Name names this one.
-	NATS, Name string
+	NATS relaynats.Options
+	Name string
 	// PanelListen serves the web panel.
 	PanelListen string
 }
@@ -31,7 +33,7 @@ type relayServeOptions struct {
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR] [--database URL --nats URL [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -41,26 +43,44 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.Key, "tls-key", "", "TLS key file (PEM)")
 	cmd.Flags().StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
 	cmd.Flags().StringVar(&o.PanelListen, "panel-listen", "", "serve the web panel at ADDR/panel/ (with --tls-cert and --tls-key when given); admins sign in with relay admin create")
-	cmd.Flags().StringVar(&o.NATS, "nats", "", "join the other relay replicas on this --database through the NATS server at this URL (nats://…)")
+	cmd.Flags().StringVar(&o.NATS.URL, "nats", "", "join the other relay replicas on this --database through the NATS server at this URL (nats://HOST:PORT, tls://HOST:PORT; user and password or a token may ride in it); off loopback only with TLS or --nats-insecure")
+	cmd.Flags().StringVar(&o.NATS.Creds, "nats-creds", "", "authenticate to NATS with this .creds file (JWT and NKey seed)")
+	cmd.Flags().StringVar(&o.NATS.NKey, "nats-nkey", "", "authenticate to NATS with the NKey seed in this file")
+	cmd.Flags().StringVar(&o.NATS.CA, "nats-ca", "", "TLS to NATS, verifying its certificate with this CA file (PEM)")
+	cmd.Flags().StringVar(&o.NATS.Cert, "nats-cert", "", "client certificate for NATS (PEM), with --nats-key")
+	cmd.Flags().StringVar(&o.NATS.Key, "nats-key", "", "client certificate key for NATS (PEM), with --nats-cert")
+	cmd.Flags().BoolVar(&o.NATS.Insecure, "nats-insecure", false, "allow plain NATS to a server off loopback (the network between the replicas is trusted)")
 	cmd.Flags().StringVar(&o.Name, "name", "", "this replica's name in relay replicas and relay devices (default: the host name)")
 	cmd.Flags().StringVar(&o.MetricsToken, "metrics-token", "", fmt.Sprintf("a secret of at least %d bytes every metrics scrape must present (Authorization: Bearer TOKEN)", limits.MetricsTokenMinBytes))
 	return cmd
 }
 
 func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) error {
+	if o.NATS.URL != "" {
+		// Refused before the state is opened or NATS dialled.
+		if err := o.NATS.Check(); err != nil {
+			return usageError("%s", errcode.From(err).Message)
+		}
+	}
 	st, err := openRelayState(g)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	replica := relay.ReplicaConfig{Name: o.Name}
-	if o.NATS != "" {
+	if o.NATS.URL != "" {
+		key, err := st.ClusterKey()
+		if err != nil {
+			return fmt.Errorf("cluster key: %w", err)
+		}
 		nc, err := relaynats.Connect(o.NATS, o.Name)
 		if err != nil {
 			return err
 		}
 		defer nc.Close()
-		replica.Peers = relaynats.New(nc)
+		if replica.Peers, err = relaynats.New(nc, key); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 	defer stop()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/commandcore/commandcore/internal/natstest"
 	"github.com/commandcore/commandcore/internal/pgtest"
@@ -40,16 +41,23 @@ type clusterEnv struct {
 // holder, and returns them once calls through every replica reach it.
 func startCluster(t *testing.T, n, holder int) (*clusterEnv, []*client) {
 	t.Helper()
+	ns := natstest.Start(t)
+	return startClusterOn(t, n, holder, ns, func(int) []string { return []string{"--nats", ns.ClientURL()} })
+}
+
+// startClusterOn is startCluster on the NATS server ns, replica i joining
+// it with the flags natsFlags(i).
+func startClusterOn(t *testing.T, n, holder int, ns *natsserver.Server, natsFlags func(i int) []string) (*clusterEnv, []*client) {
+	t.Helper()
 	pg := pgtest.StartT(t)
 	db, err := pg.CreateDatabase("relay")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := natstest.Start(t)
 	e := &clusterEnv{relayEnv: &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir(), database: db},
 		nats: ns.ClientURL(), pg: pg, ns: ns}
 	for i := range n {
-		e.replicas = append(e.replicas, e.serve("127.0.0.1:0", "--database", db, "--nats", e.nats, "--name", fmt.Sprintf("r%d", i)))
+		e.replicas = append(e.replicas, e.serve("127.0.0.1:0", append(append([]string{"--database", db}, natsFlags(i)...), "--name", fmt.Sprintf("r%d", i))...))
 		e.urls = append(e.urls, e.url)
 	}
 	// Enrolled with every replica, the holder first: it links there.
@@ -79,6 +87,27 @@ func startCluster(t *testing.T, n, holder int) (*clusterEnv, []*client) {
 // result too large for the link.
 func TestClusterCallsCrossReplicas(t *testing.T) {
 	e, cs := startCluster(t, 2, 1)
+	crossReplicaCalls(t, e, cs)
+}
+
+// TestClusterOverSecuredNATS: the same calls cross replicas joined
+// through a NATS server that takes only TLS, one replica signing in with
+// a user and password, the other with an NKey.
+func TestClusterOverSecuredNATS(t *testing.T) {
+	ns := natstest.StartSecured(t)
+	e, cs := startClusterOn(t, 2, 1, ns.Server, func(i int) []string {
+		if i == 0 {
+			return []string{"--nats", strings.Replace(ns.URL, "tls://", "tls://"+ns.User+":"+ns.Password+"@", 1), "--nats-ca", ns.CA}
+		}
+		return []string{"--nats", ns.URL, "--nats-nkey", ns.NKeySeed, "--nats-ca", ns.CA}
+	})
+	crossReplicaCalls(t, e, cs)
+}
+
+// crossReplicaCalls checks the calls of TestClusterCallsCrossReplicas on
+// a cluster of two whose holder is replica 1.
+func crossReplicaCalls(t *testing.T, e *clusterEnv, cs []*client) {
+	t.Helper()
 	far, near := cs[0], cs[1]
 	replicas := e.relayCmd("replicas", "--json")
 	if strings.Count(replicas, `"nats":true`) != 2 || !strings.Contains(replicas, `"links":1`) {
@@ -180,12 +209,91 @@ func TestClusterRefusesALoneReplica(t *testing.T) {
 	}{
 		{nil, "start every replica with --nats"},
 		{[]string{"--nats", "nats://127.0.0.1:1"}, "cannot reach NATS at --nats"},
+		{[]string{"--nats", "nats://relay:pw@nats.example.invalid:4222"}, "off loopback without TLS"},
 	} {
 		args := append([]string{"relay", "serve", "--listen", "127.0.0.1:0", "--database", e.database, "--state-dir", t.TempDir()}, tc.args...)
 		_, errOut, code := run(t, args...)
-		if code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) {
+		if code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, ":pw@") {
 			t.Errorf("relay serve %v: exit %d, %q; want one line saying %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestClusterNATSIsNoTrustBoundary: a client of the NATS server beside
+// the replicas, without the cluster key, reads every subject while a call
+// crosses: it sees neither the command nor its output. While another call
+// runs it publishes, on every inbox the server's monitoring lists, an
+// answer shaped as the replicas' earlier unsealed protocol, an empty
+// message and noise: the call is not cancelled and its answer is the
+// device's.
+func TestClusterNATSIsNoTrustBoundary(t *testing.T) {
+	e, cs := startCluster(t, 2, 1)
+	far := cs[0]
+	spy, err := nats.Connect(e.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	var mu sync.Mutex
+	var seen [][]byte
+	if _, err := spy.Subscribe(">", func(m *nats.Msg) {
+		mu.Lock()
+		seen = append(seen, append(m.Data, []byte(fmt.Sprint(m.Header))...))
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	spy.Flush()
+	const marker = "the-prod-password-0x5eed"
+	if out, isErr := far.call("process.run", map[string]any{"command": "echo " + marker}); isErr || !bytes.Contains(out, []byte(marker)) {
+		t.Fatalf("process.run through the far replica: %s", out)
+	}
+	mu.Lock()
+	for _, b := range seen {
+		if bytes.Contains(b, []byte(marker)) || bytes.Contains(b, []byte("process.run")) {
+			t.Errorf("a NATS message carries the call in clear: %.200q", b)
+		}
+	}
+	n := len(seen)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("the spy saw nothing: it is not where the replicas talk")
+	}
+
+	answer := make(chan string, 1)
+	go func() {
+		res, err := far.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.run",
+			Arguments: map[string]any{"command": "sleep 2.345; echo slept-" + "well"}})
+		raw, _ := json.Marshal(res)
+		answer <- fmt.Sprint(string(raw), err)
+	}()
+	waitSleep(t, "2.345")
+	cz, err := e.ns.Connz(&natsserver.ConnzOptions{Subscriptions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := 0
+	for _, c := range cz.Conns {
+		for _, sub := range c.Subs {
+			if !strings.HasPrefix(sub, "_INBOX.") || strings.HasSuffix(sub, "*") {
+				continue
+			}
+			m := nats.NewMsg(sub)
+			m.Header.Set("Cc-Seq", "1")
+			m.Header.Set("Cc-Kind", "result")
+			m.Data = []byte(`{"content":[{"type":"text","text":"forged"}],"structuredContent":{"stdout":"forged"}}`)
+			spy.PublishMsg(m)
+			spy.Publish(sub, nil)
+			spy.Publish(sub, bytes.Repeat([]byte{0xff}, 64))
+			forged++
+		}
+	}
+	spy.Flush()
+	if forged < 2 {
+		t.Fatalf("the monitoring listed %d inboxes, want the answer's and the cancellation's", forged)
+	}
+	if text := <-answer; !strings.Contains(text, "slept-well") {
+		t.Fatalf("the answer through the far replica after forged messages: %q", text)
 	}
 }
 

@@ -194,6 +194,18 @@ func (s *Server) CrossReplicaCalls() (sent, served uint64) {
 	return s.crossSent.Load(), s.crossServed.Load()
 }
 
+// dropCounter is Peers that count the messages they dropped (relaynats).
+type dropCounter interface{ Dropped() map[string]uint64 }
+
+// PeerMessagesDropped are the messages from the other replicas this one
+// dropped instead of acting on them, by reason; nil when it runs alone.
+func (s *Server) PeerMessagesDropped() map[string]uint64 {
+	if d, ok := s.peers.(dropCounter); ok {
+		return d.Dropped()
+	}
+	return nil
+}
+
 // ReplicaLinks is how many device links each live replica holds, by
 // name, as the state records them.
 func (s *Server) ReplicaLinks() map[string]int {

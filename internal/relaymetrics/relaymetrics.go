@@ -49,6 +49,10 @@ type Source interface {
 	AuditDropped() uint64
 	CrossReplicaCalls() (sent, served uint64)
 	ReplicaLinks() map[string]int
+	// PeerMessagesDropped are the messages from NATS the replica dropped
+	// (forged, replayed, …), by reason, from the closed set the replica
+	// counts; nil when it runs alone.
+	PeerMessagesDropped() map[string]uint64
 }
 
 // Labels are the closed sets of the relay's label values: the tools its
@@ -127,6 +131,18 @@ func (m *Metrics) write(w *bufio.Writer) {
 	m.refusals.write(w, "commandcore_relay_enroll_refusals_total")
 	family(w, "commandcore_relay_link_ends_total", "counter", "Device links that ended, by kind of end.")
 	m.linkEnds.write(w, "commandcore_relay_link_ends_total")
+	if drops := m.src.PeerMessagesDropped(); drops != nil {
+		family(w, "commandcore_relay_peer_messages_dropped_total", "counter",
+			"Messages from NATS this replica dropped instead of acting on them, by reason (forged, replayed, stale, over_bound).")
+		reasons := make([]string, 0, len(drops))
+		for r := range drops {
+			reasons = append(reasons, r)
+		}
+		sort.Strings(reasons)
+		for _, r := range reasons {
+			sample(w, "commandcore_relay_peer_messages_dropped_total", pair("reason", r), float64(drops[r]))
+		}
+	}
 	family(w, "commandcore_relay_replica_links", "gauge",
 		"Device links each live relay replica holds, by replica name, as the shared state records them.")
 	for _, name := range names {

@@ -19,6 +19,9 @@ func (source) ConnectedDevices() int               { return 3 }
 func (source) AuditDropped() uint64                { return 7 }
 func (source) CrossReplicaCalls() (uint64, uint64) { return 11, 13 }
 func (source) ReplicaLinks() map[string]int        { return map[string]int{"r0": 2, "r1": 5} }
+func (source) PeerMessagesDropped() map[string]uint64 {
+	return map[string]uint64{"forged": 17, "replayed": 19}
+}
 
 func scrape(t *testing.T, h http.Handler) relaytest.Metrics {
 	t.Helper()
@@ -66,6 +69,8 @@ func TestMetrics(t *testing.T) {
 		{"commandcore_relay_audit_dropped_total", nil, 7},
 		{"commandcore_relay_cross_replica_calls_sent_total", nil, 11},
 		{"commandcore_relay_cross_replica_calls_served_total", nil, 13},
+		{"commandcore_relay_peer_messages_dropped_total", []string{"reason", "forged"}, 17},
+		{"commandcore_relay_peer_messages_dropped_total", []string{"reason", "replayed"}, 19},
 		{"commandcore_relay_replica_links", []string{"replica", "r0"}, 2},
 		{"commandcore_relay_replica_links", []string{"replica", "r1"}, 5},
 		{"commandcore_relay_calls_total", []string{"outcome", "ok", "tool", "process.run"}, 2},

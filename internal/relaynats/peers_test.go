@@ -36,26 +36,43 @@ func (h *here) LinkAnswersHere(context.Context, string) bool {
 	return h.alive
 }
 
+// testKey is a cluster key for tests.
+var testKey = bytes.Repeat([]byte{7}, 32)
+
+// newPeers joins the NATS server at url with key.
+func newPeers(t *testing.T, url string, key []byte) *Peers {
+	t.Helper()
+	nc, err := Connect(Options{URL: url}, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	p, err := New(nc, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
 // twoPeers is replica r1 served through one NATS connection and a peer
 // that calls it through another, on a real NATS server.
 func twoPeers(t *testing.T) (*here, *Peers) {
 	t.Helper()
+	h, _, caller, _ := twoPeersOn(t)
+	return h, caller
+}
+
+// twoPeersOn is twoPeers with the serving peer and the server's URL too.
+func twoPeersOn(t *testing.T) (h *here, server, caller *Peers, url string) {
+	t.Helper()
 	ns := natstest.Start(t)
-	peer := func() *Peers {
-		nc, err := Connect(ns.ClientURL(), "p")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		p := New(nc)
-		t.Cleanup(p.Close)
-		return p
-	}
-	h := &here{}
-	if err := peer().Serve("r1", h); err != nil {
+	h = &here{}
+	server = newPeers(t, ns.ClientURL(), testKey)
+	if err := server.Serve("r1", h); err != nil {
 		t.Fatal(err)
 	}
-	return h, peer()
+	return h, server, newPeers(t, ns.ClientURL(), testKey), ns.ClientURL()
 }
 
 // TestArgumentsArriveAsSent: no arguments arrive as none, an empty object

@@ -4,28 +4,39 @@
 // come back the same way, in order, as the device encoded them. It is the
 // relay's Peers: it carries bytes and decodes none of the call.
 //
+// NATS is a network, not a trust boundary: every message is sealed with
+// the cluster key, which only the shared database holds (seal.go), so
+// whoever reaches the NATS server reads no argument, result or grant, and
+// a message it forges, replays or alters is dropped and counted, never
+// acted on. A message's NATS headers and reply subject are not read: all
+// a message says is in its sealed head.
+//
 // Each replica subscribes to two subjects of its own: <prefix>.<id>.call
-// and <prefix>.<id>.alive. A call is one or more messages on the first
-// (headers name the device, tool, grant, deadline and a subject for its
-// cancellation; the body is the client's arguments, cut at the server's
-// payload bound), answered on the request's reply subject by numbered
-// messages: progress, a beat while the call runs, then the result (cut
-// likewise) or why there is none. A gap in the numbers, or silence past
-// a few beats, fails the call with unavailable, never with a wrong answer.
+// and <prefix>.<id>.alive. A call is one or more numbered messages on the
+// first (the last names the device, tool, grant, deadline and the
+// subjects for its answers and its cancellation; the body is the client's
+// arguments, cut at the server's payload bound), answered on its answer
+// subject by numbered messages: progress, a beat while the call runs, then
+// the result (cut likewise) or why there is none. A gap in the numbers,
+// or silence past a few beats, fails the call with unavailable, never
+// with a wrong answer.
 package relaynats
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/nats-io/nats.go"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
 )
 
@@ -37,27 +48,16 @@ const (
 	// silentBeats of them missed and the caller gives up.
 	beatEvery   = 2 * time.Second
 	silentBeats = 3
-	// pendingMessages and pendingBytes bound what one call's answer may
-	// queue in the caller before it is read: far above what a client
-	// reading its stream lets pile up.
-	pendingMessages = 1 << 16
-	pendingBytes    = 256 << 20
-	// partHeadroom is left in each message for its headers.
+	// answerPendingMessages and answerPendingBytes bound what one call's
+	// answer may queue in the caller before it is read: above what a
+	// client reading its stream lets pile up, and above the largest
+	// result with its progress.
+	answerPendingMessages = 1 << 14
+	answerPendingBytes    = 2 * limits.MaxFrameBytes
+	// partHeadroom is left in each message for its sealed head.
 	partHeadroom = 4 << 10
-)
-
-// Headers of the messages.
-const (
-	hDevice   = "Cc-Device"
-	hTool     = "Cc-Tool"
-	hGrant    = "Cc-Grant"
-	hDeadline = "Cc-Deadline"
-	hCancel   = "Cc-Cancel"
-	hProgress = "Cc-Progress"
-	hMore     = "Cc-More"
-	hNoArgs   = "Cc-No-Arguments"
-	hKind     = "Cc-Kind"
-	hSeq      = "Cc-Seq"
+	// callIDBytes is the size of a call's random ID.
+	callIDBytes = 16
 )
 
 // The kinds of answer message.
@@ -69,46 +69,89 @@ const (
 	kindRPCError = "rpc-error"
 	kindNoRoute  = "no-route"
 	kindEnded    = "ended"
+	// A link probe's answers.
+	kindAnswers = "answers"
+	kindSilent  = "silent"
 )
+
+// Why a message is dropped: the closed set of the metric's label.
+const (
+	// DropForged: it does not open under the cluster key (forged,
+	// altered, or moved to another subject).
+	DropForged = "forged"
+	// DropReplayed: a call, part, probe or answer already taken.
+	DropReplayed = "replayed"
+	// DropStale: its deadline passed, or lies further ahead than any
+	// call may run.
+	DropStale = "stale"
+	// DropOverBound: taking it would pass a bound on what is buffered.
+	DropOverBound = "over_bound"
+)
+
+// DropReasons are every reason a message is dropped, for the metrics.
+var DropReasons = []string{DropForged, DropReplayed, DropStale, DropOverBound}
 
 var _ relay.Peers = (*Peers)(nil)
 
 // Peers reaches the other replicas over one NATS connection.
 type Peers struct {
-	nc *nats.Conn
+	nc   *nats.Conn
+	seal *sealer
 
 	mu   sync.Mutex
 	subs []*nats.Subscription
-	// parts are the requests still arriving, by reply subject.
-	parts map[string]*request
+	// parts are the requests still arriving, by call ID, and
+	// pendingBytes what they hold in all.
+	parts        map[string]*request
+	pendingBytes int
+	// taken are the calls and probes taken whole, by ID, until their
+	// deadline: one coming again is a replay.
+	taken map[string]int64
 	// serving ends the calls this replica serves for others, on Close.
 	serving context.Context
 	stop    context.CancelFunc
+
+	drops [4]atomic.Uint64 // by DropReasons' order
 }
 
-// ErrUnreachable is Connect's failure; it never repeats the URL, which
-// may hold credentials.
-var ErrUnreachable = errcode.New(errcode.Unavailable, "cannot reach NATS at --nats")
-
-// Connect dials the NATS server at url as replica name, reconnecting for
-// as long as the replica runs once it has connected.
-func Connect(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name("commandcore relay "+name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond), nats.Timeout(5*time.Second))
+// New returns the peers over nc, sealing with the cluster key (the
+// relay state's ClusterKey); Serve starts answering for this replica.
+func New(nc *nats.Conn, clusterKey []byte) (*Peers, error) {
+	s, err := newSealer(clusterKey)
 	if err != nil {
-		return nil, errcode.Wrap(errcode.Unavailable, err, "cannot reach NATS at --nats")
+		return nil, err
 	}
-	return nc, nil
-}
-
-// New returns the peers over nc; Serve starts answering for this replica.
-func New(nc *nats.Conn) *Peers {
 	ctx, stop := context.WithCancel(context.Background())
-	return &Peers{nc: nc, parts: map[string]*request{}, serving: ctx, stop: stop}
+	return &Peers{nc: nc, seal: s, parts: map[string]*request{}, taken: map[string]int64{}, serving: ctx, stop: stop}, nil
 }
 
 func callSubject(replica string) string  { return SubjectPrefix + "." + replica + ".call" }
 func aliveSubject(replica string) string { return SubjectPrefix + "." + replica + ".alive" }
+
+// newID is a call's or probe's random ID.
+func newID() string {
+	var b [callIDBytes]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// drop counts a message dropped for reason.
+func (p *Peers) drop(reason string) {
+	for i, r := range DropReasons {
+		if r == reason {
+			p.drops[i].Add(1)
+		}
+	}
+}
+
+// Dropped are the messages dropped since start, by reason (DropReasons).
+func (p *Peers) Dropped() map[string]uint64 {
+	out := make(map[string]uint64, len(DropReasons))
+	for i, r := range DropReasons {
+		out[r] = p.drops[i].Load()
+	}
+	return out
+}
 
 // Serve answers the other replicas' calls and link probes for replica,
 // through here, until Close.
@@ -117,18 +160,7 @@ func (p *Peers) Serve(replica string, here relay.Here) error {
 	if err != nil {
 		return errcode.Wrap(errcode.Unavailable, err, "cannot subscribe on NATS")
 	}
-	alive, err := p.nc.Subscribe(aliveSubject(replica), func(m *nats.Msg) {
-		// Answered off the subscription's goroutine: the probe waits.
-		go func() {
-			ctx, cancel := context.WithTimeout(p.serving, beatEvery)
-			defer cancel()
-			answer := "0"
-			if here.LinkAnswersHere(ctx, m.Header.Get(hDevice)) {
-				answer = "1"
-			}
-			m.Respond([]byte(answer))
-		}()
-	})
+	alive, err := p.nc.Subscribe(aliveSubject(replica), func(m *nats.Msg) { p.probed(here, m) })
 	if err != nil {
 		calls.Unsubscribe()
 		return errcode.Wrap(errcode.Unavailable, err, "cannot subscribe on NATS")
@@ -156,12 +188,63 @@ func (p *Peers) Close() {
 	p.stop()
 }
 
-// LinkAnswers asks replica whether its link to device answers.
+// probed answers a link probe for this replica, off the subscription's
+// goroutine (the probe waits for the link's heartbeat).
+func (p *Peers) probed(here relay.Here, m *nats.Msg) {
+	h, _, err := p.seal.open(m.Subject, m.Data)
+	if err != nil {
+		p.drop(DropForged)
+		return
+	}
+	if !p.fresh(h) || !p.take(h.Call, h.Deadline) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(p.serving, beatEvery)
+		defer cancel()
+		verdict := kindSilent
+		if here.LinkAnswersHere(ctx, h.Device) {
+			verdict = kindAnswers
+		}
+		p.nc.Publish(h.Reply, p.seal.seal(h.Reply, &head{Call: h.Call, Kind: verdict}, nil))
+	}()
+}
+
+// LinkAnswers asks replica whether its link to device answers. Only a
+// sealed answer to this probe counts; anything else on its subject is
+// dropped while the probe waits.
 func (p *Peers) LinkAnswers(ctx context.Context, replica, device string) bool {
-	m := nats.NewMsg(aliveSubject(replica))
-	m.Header.Set(hDevice, device)
-	r, err := p.nc.RequestMsgWithContext(ctx, m)
-	return err == nil && string(r.Data) == "1"
+	id, inbox := newID(), p.nc.NewRespInbox()
+	sub, err := p.nc.SubscribeSync(inbox)
+	if err != nil {
+		return false
+	}
+	defer sub.Unsubscribe()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(beatEvery)
+	}
+	subject := aliveSubject(replica)
+	body := p.seal.seal(subject, &head{Call: id, Device: device, Reply: inbox, Deadline: deadline.UnixNano()}, nil)
+	// The reply subject is for the server's no-responders status only.
+	if p.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body}) != nil {
+		return false
+	}
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return false
+		}
+		h, _, err := p.seal.open(inbox, m.Data)
+		switch {
+		case err != nil:
+			p.drop(DropForged)
+		case h.Call != id:
+			p.drop(DropReplayed)
+		default:
+			return h.Kind == kindAnswers
+		}
+	}
 }
 
 // errSilent: the replica holding the link stopped answering mid-call.
@@ -178,27 +261,34 @@ var errEnded = errors.New("the link to the device ended during the call")
 
 // Call carries call to replica, which holds device's link (relay.Peers).
 func (p *Peers) Call(ctx context.Context, replica, device string, call relay.Call, progress func([]byte)) ([]byte, error) {
-	inbox := p.nc.NewRespInbox()
+	id, inbox, cancelSubject := newID(), p.nc.NewRespInbox(), p.nc.NewRespInbox()
 	sub, err := p.nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, errNATS
 	}
 	defer sub.Unsubscribe()
-	sub.SetPendingLimits(pendingMessages, pendingBytes)
-	cancelSubject := p.nc.NewRespInbox()
-	for _, m := range p.requestMessages(replica, inbox, cancelSubject, device, call, ctx, progress != nil) {
+	sub.SetPendingLimits(answerPendingMessages, answerPendingBytes)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(relayCallBound)
+	}
+	req := &head{Call: id, Device: device, Tool: call.Tool, Grant: call.Grant, Deadline: deadline.UnixNano(),
+		Reply: inbox, Cancel: cancelSubject, Progress: progress != nil, NoArgs: call.Arguments == nil}
+	for _, m := range p.requestMessages(replica, req, call.Arguments) {
 		if err := p.nc.PublishMsg(m); err != nil {
 			return nil, errNATS
 		}
 	}
+	cancel := func() { p.nc.Publish(cancelSubject, p.seal.seal(cancelSubject, &head{Call: id}, nil)) }
 	var result []byte
-	for seq := 1; ; seq++ {
-		wait, cancel := context.WithTimeout(ctx, silentBeats*beatEvery)
+	heard := time.Now()
+	for seq := 1; ; {
+		wait, stop := context.WithDeadline(ctx, heard.Add(silentBeats*beatEvery))
 		m, err := sub.NextMsgWithContext(wait)
-		cancel()
+		stop()
 		switch {
 		case ctx.Err() != nil:
-			p.nc.Publish(cancelSubject, nil)
+			cancel()
 			return nil, ctx.Err()
 		case errors.Is(err, nats.ErrNoResponders):
 			// The replica is gone (or not yet back on a NATS that
@@ -206,22 +296,40 @@ func (p *Peers) Call(ctx context.Context, replica, device string, call relay.Cal
 			return nil, relay.ErrReplicaGone
 		case err != nil:
 			return nil, errSilent
-		case m.Header.Get(hSeq) != strconv.Itoa(seq):
-			p.nc.Publish(cancelSubject, nil)
+		}
+		h, data, err := p.seal.open(inbox, m.Data)
+		switch {
+		case err != nil:
+			p.drop(DropForged)
+			continue
+		case h.Call != id || h.Seq < seq:
+			p.drop(DropReplayed)
+			continue
+		case h.Seq > seq:
+			cancel()
 			return nil, errLost
 		}
-		switch m.Header.Get(hKind) {
+		seq++
+		heard = time.Now()
+		switch h.Kind {
 		case kindProgress:
 			if progress != nil {
-				progress(m.Data)
+				progress(data)
 			}
-		case kindPart:
-			result = append(result, m.Data...)
-		case kindResult:
-			return append(result, m.Data...), nil
+		case kindPart, kindResult:
+			if len(result)+len(data) > limits.MaxFrameBytes {
+				// No device answers more than its link carries.
+				p.drop(DropOverBound)
+				cancel()
+				return nil, errLost
+			}
+			result = append(result, data...)
+			if h.Kind == kindResult {
+				return result, nil
+			}
 		case kindRPCError:
 			var e jsonrpc.Error
-			if json.Unmarshal(m.Data, &e) != nil {
+			if json.Unmarshal(data, &e) != nil {
 				return nil, errLost
 			}
 			return nil, &e
@@ -233,32 +341,24 @@ func (p *Peers) Call(ctx context.Context, replica, device string, call relay.Cal
 	}
 }
 
-// requestMessages are call's messages: the arguments cut to the server's
-// payload bound, the headers on each.
-func (p *Peers) requestMessages(replica, inbox, cancelSubject, device string, call relay.Call, ctx context.Context, progress bool) []*nats.Msg {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(relayCallBound)
+// requestMessages are a call's sealed messages: the arguments cut to the
+// server's payload bound, every part numbered and naming the call and its
+// deadline, the last one all of req.
+func (p *Peers) requestMessages(replica string, req *head, args []byte) []*nats.Msg {
+	subject := callSubject(replica)
+	parts := cut(args, p.partBytes())
+	out := make([]*nats.Msg, len(parts))
+	for i, part := range parts {
+		h := &head{Call: req.Call, Part: i + 1, More: true, Deadline: req.Deadline}
+		if i == len(parts)-1 {
+			h = req
+			h.Part = i + 1
+		}
+		out[i] = &nats.Msg{Subject: subject, Data: p.seal.seal(subject, h, part)}
 	}
-	var out []*nats.Msg
-	for _, part := range cut(call.Arguments, p.partBytes()) {
-		m := &nats.Msg{Subject: callSubject(replica), Reply: inbox, Data: part, Header: nats.Header{}}
-		m.Header.Set(hMore, "1")
-		out = append(out, m)
-	}
-	last := out[len(out)-1]
-	last.Header.Del(hMore)
-	last.Header.Set(hDevice, device)
-	last.Header.Set(hTool, call.Tool)
-	last.Header.Set(hGrant, call.Grant)
-	last.Header.Set(hCancel, cancelSubject)
-	last.Header.Set(hDeadline, strconv.FormatInt(deadline.UnixNano(), 10))
-	if progress {
-		last.Header.Set(hProgress, "1")
-	}
-	if call.Arguments == nil {
-		last.Header.Set(hNoArgs, "1")
-	}
+	// The first part carries the reply subject for the server's
+	// no-responders status.
+	out[0].Reply = req.Reply
 	return out
 }
 

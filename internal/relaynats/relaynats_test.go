@@ -33,6 +33,7 @@ type cluster struct {
 	dev      *relaystate.Device
 	secret   []byte
 	token    string
+	natsURL  string
 }
 
 func newCluster(tb testing.TB, n int) *cluster {
@@ -43,14 +44,22 @@ func newCluster(tb testing.TB, n int) *cluster {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
-	c := &cluster{st: st}
+	c := &cluster{st: st, natsURL: ns.ClientURL()}
 	for i := range n {
-		nc, err := Connect(ns.ClientURL(), fmt.Sprint(i))
+		nc, err := Connect(Options{URL: ns.ClientURL()}, fmt.Sprint(i))
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(nc.Close)
-		srv, err := relay.NewReplica(st, relay.ReplicaConfig{Name: fmt.Sprintf("r%d", i), Peers: New(nc)})
+		key, err := st.ClusterKey()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		peers, err := New(nc, key)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		srv, err := relay.NewReplica(st, relay.ReplicaConfig{Name: fmt.Sprintf("r%d", i), Peers: peers})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -22,6 +22,9 @@ type State interface {
 	// GrantKey returns the key the relay signs grants with; it never
 	// changes once created.
 	GrantKey() (ed25519.PrivateKey, error)
+	// ClusterKey returns the key the replicas seal their messages with;
+	// it never changes once created.
+	ClusterKey() ([]byte, error)
 
 	// Enrollment and devices.
 	CreateEnrollCode(name string, ttl time.Duration, now time.Time) (string, error)

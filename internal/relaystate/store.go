@@ -56,6 +56,10 @@ const (
 	maxConns = 8
 	// settingGrantSeed is the settings key of the grant key's ed25519 seed.
 	settingGrantSeed = "grant_key_seed"
+	// settingClusterKey is the settings key of the cluster key.
+	settingClusterKey = "cluster_key"
+	// ClusterKeyBytes is the size of the cluster key.
+	ClusterKeyBytes = 32
 )
 
 const schema = `
@@ -451,27 +455,47 @@ func (s *Store) GrantKey() (ed25519.PrivateKey, error) {
 	if s.key != nil {
 		return s.key, nil
 	}
-	var seed []byte
+	seed, err := s.secretSetting(settingGrantSeed, ed25519.SeedSize, "relay grant key")
+	if err != nil {
+		return nil, err
+	}
+	s.key = ed25519.NewKeyFromSeed(seed)
+	return s.key, nil
+}
+
+// ClusterKey returns the key the replicas seal their messages to each
+// other with, creating it on first use (ClusterKeyBytes random bytes in
+// the settings table). Only the shared database holds it, so whoever
+// reaches NATS alone can neither read nor forge those messages.
+func (s *Store) ClusterKey() ([]byte, error) {
+	return s.secretSetting(settingClusterKey, ClusterKeyBytes, "relay cluster key")
+}
+
+// secretSetting returns the random secret of size bytes kept under name,
+// creating it on first use; concurrent first uses on one database agree,
+// since the transaction that loses the insert retries and reads the
+// winner's.
+func (s *Store) secretSetting(name string, size int, what string) ([]byte, error) {
+	var value []byte
 	err := s.inTx(func(ctx context.Context, tx *txn) error {
-		err := tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, settingGrantSeed).Scan(&seed)
+		err := tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, name).Scan(&value)
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		seed = randomBytes(ed25519.SeedSize)
-		_, err = tx.ExecContext(ctx, `INSERT INTO settings(key, value) VALUES (?, ?)`, settingGrantSeed, seed)
+		value = randomBytes(size)
+		_, err = tx.ExecContext(ctx, `INSERT INTO settings(key, value) VALUES (?, ?)`, name, value)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(seed) != ed25519.SeedSize {
-		return nil, errcode.New(errcode.Internal, "relay grant key is corrupt")
+	if len(value) != size {
+		return nil, errcode.New(errcode.Internal, "%s is corrupt", what)
 	}
-	s.key = ed25519.NewKeyFromSeed(seed)
-	return s.key, nil
+	return value, nil
 }
 
 // queryAll runs a query with args and scans every row.

@@ -157,6 +157,51 @@ func TestGrantKeyStable(t *testing.T) {
 	})
 }
 
+// TestClusterKeyStable: two stores on one database creating the cluster
+// key at once agree on it, it survives a reopen, it is ClusterKeyBytes
+// long, and it is neither another database's nor the grant key's seed.
+func TestClusterKeyStable(t *testing.T) {
+	eachEngine(t, func(t *testing.T) {
+		dir := newPlace(t)
+		a, b := openT(t, dir), openT(t, dir)
+		keys := make([][]byte, 8)
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Go(func() {
+				s := a
+				if i%2 == 1 {
+					s = b
+				}
+				k, err := s.ClusterKey()
+				if err != nil {
+					t.Error(err)
+				}
+				keys[i] = k
+			})
+		}
+		wg.Wait()
+		for _, k := range keys {
+			if len(k) != 32 || !bytes.Equal(k, keys[0]) {
+				t.Fatalf("concurrent ClusterKey calls returned different keys or a key of %d bytes", len(k))
+			}
+		}
+		a.Close()
+		b.Close()
+		c := openT(t, dir)
+		k, err := c.ClusterKey()
+		if err != nil || !bytes.Equal(k, keys[0]) {
+			t.Fatalf("cluster key changed across reopen (%v)", err)
+		}
+		g, err := c.GrantKey()
+		if err != nil || bytes.Equal(g.Seed(), k) {
+			t.Fatalf("the cluster key is the grant key's seed (%v)", err)
+		}
+		if other, err := openT(t, newPlace(t)).ClusterKey(); err != nil || bytes.Equal(other, k) {
+			t.Fatalf("two databases share a cluster key (%v)", err)
+		}
+	})
+}
+
 // TestSecretsStoredOnlyAsHashes looks for every secret in the raw database
 // files (on PostgreSQL: every row of every table, as text), and checks that the test really sees stored data by finding the
 // secrets' hashes there.

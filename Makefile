@@ -28,7 +28,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
              ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes \
-             ./internal/toolpath:FuzzParentResolvesAsTheKernel
+             ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relaynats:FuzzOpen
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
@@ -39,7 +39,8 @@ GREMLINS  ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/authz internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport \
-             internal/fileops internal/jsonspan internal/jobinput internal/toolpath
+             internal/fileops internal/jsonspan internal/jobinput internal/toolpath \
+             internal/relaynats internal/panel internal/termscreen internal/listening
 
 .PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test ts-client-test mutation screenshots
 

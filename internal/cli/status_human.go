@@ -23,13 +23,13 @@ func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
 		if r.Agent.Service != "" {
 			as = "as " + r.Agent.Service
 		}
-		p("status.Agent:       running (pid %d, %s, %s), up %s\n", r.Agent.PID, r.Agent.Version, as, since(now, r.Agent.StartedAt))
+		p("Agent:       running (pid %d, %s, %s), up %s\n", r.Agent.PID, r.Agent.Version, as, since(now, r.Agent.StartedAt))
 	case r.Agent.Stale:
-		p("status.Agent:       not running (stale record: pid %d ended without stopping)\n", r.Agent.PID)
+		p("Agent:       not running (stale record: pid %d ended without stopping)\n", r.Agent.PID)
 	case r.Agent.Installed:
-		p("status.Agent:       installed, not running (%s; start it with: systemctl --user start %s)\n", r.Agent.UnitFile, r.Agent.Service)
+		p("Agent:       installed, not running (%s; start it with: systemctl --user start %s)\n", r.Agent.UnitFile, r.Agent.Service)
 	default:
-		p("status.Agent:       not installed (no user unit %s)\n", r.Agent.Service)
+		p("Agent:       not installed (no user unit %s)\n", r.Agent.Service)
 	}
 	p("State:       %s\n", r.StateDir)
 	p("Config:      %s\n", r.ConfigDir)
@@ -47,8 +47,8 @@ func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
 	if r.Connection.ObservedAt != nil {
 		conn += fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Connection.ObservedAt))
 	}
-	p("status.Connection:  %s\n", conn)
-	p("status.Jobs:        %d running, %d finished (%d unread)%s\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread, sparesText(r.Jobs.Spares))
+	p("Connection:  %s\n", conn)
+	p("Jobs:        %d running, %d finished (%d unread)%s\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread, sparesText(r.Jobs.Spares))
 	seen := ""
 	if r.Systemd.ObservedAt != nil {
 		seen = fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Systemd.ObservedAt))
@@ -70,19 +70,19 @@ func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
 	}
 	switch {
 	case r.Policy.Error != "":
-		p("status.Policy:      INVALID (%s): launches are refused\n", r.Policy.Error)
+		p("Policy:      INVALID (%s): launches are refused\n", r.Policy.Error)
 	default:
-		p("status.Policy:      %s\n", policyLine(r.Policy))
+		p("Policy:      %s\n", policyLine(r.Policy))
 	}
 	switch {
 	case r.Permissions.Error != "":
-		p("status.Permissions: INVALID (%s): every tool call is refused\n", r.Permissions.Error)
+		p("Permissions: INVALID (%s): every tool call is refused\n", r.Permissions.Error)
 	case r.Permissions.Present && len(r.Permissions.Tools) == 0:
-		p("status.Permissions: no tool (the ceiling allows none)\n")
+		p("Permissions: no tool (the ceiling allows none)\n")
 	case r.Permissions.Present:
-		p("status.Permissions: only %s\n", strings.Join(r.Permissions.Tools, ", "))
+		p("Permissions: only %s\n", strings.Join(r.Permissions.Tools, ", "))
 	default:
-		p("status.Permissions: every tool (no ceiling)\n")
+		p("Permissions: every tool (no ceiling)\n")
 	}
 	return err
 }

@@ -6,7 +6,8 @@
 # State lives in RUN_DIR (make run: .run/ in the repository), kept between
 # runs: the relay's database, the agent's device and jobs, the client token
 # (client-token, owner-only) and both logs. A second run picks up the same
-# device and token, and the relay's address when it is free. FRESH=1 starts
+# device and token, and the relay's and the panel's addresses when they are
+# free. FRESH=1 starts
 # over; LISTEN=ADDR chooses the relay's address.
 set -euo pipefail
 bin=${1:?usage: run-local.sh BIN}
@@ -45,13 +46,13 @@ why() {
 	fi
 }
 
-# start_relay ADDR: starts the relay on ADDR and sets url; fails when it
-# does not come up.
+# start_relay ADDR PANEL: starts the relay on ADDR with its panel on PANEL
+# and sets url and panel; fails when it does not come up.
 start_relay() {
 	[ -e "$dir/relay.log" ] && mv "$dir/relay.log" "$dir/relay.log.1"
 	# The log exists before the relay writes it, so the wait below reads it.
 	: >"$dir/relay.log"
-	"$bin" relay serve --listen "$1" --panel-listen 127.0.0.1:0 --state-dir "$dir/relay" --config-dir "$dir/relay-config" >"$dir/relay.log" 2>&1 &
+	"$bin" relay serve --listen "$1" --panel-listen "$2" --state-dir "$dir/relay" --config-dir "$dir/relay-config" >"$dir/relay.log" 2>&1 &
 	relay=$!
 	url=
 	for _ in $(seq 100); do
@@ -69,12 +70,17 @@ start_relay() {
 }
 
 listen=${LISTEN:-}
+# The last run's panel address, so a bookmark keeps working; any free port
+# when it is taken.
+panel_at=127.0.0.1:0
+[ -s "$dir/panel.addr" ] && panel_at=$(cat "$dir/panel.addr")
 if [ -z "$listen" ] && [ -s "$dir/relay.addr" ]; then
 	# The last run's address, so clients keep their URL; any free port
 	# when it is taken.
-	start_relay "$(cat "$dir/relay.addr")" || start_relay 127.0.0.1:0 || true
+	start_relay "$(cat "$dir/relay.addr")" "$panel_at" || start_relay 127.0.0.1:0 "$panel_at" ||
+		start_relay 127.0.0.1:0 127.0.0.1:0 || true
 else
-	start_relay "${listen:-127.0.0.1:0}" || true
+	start_relay "${listen:-127.0.0.1:0}" "$panel_at" || start_relay "${listen:-127.0.0.1:0}" 127.0.0.1:0 || true
 fi
 if [ -z "$url" ]; then
 	cat "$dir/relay.log" >&2
@@ -82,6 +88,8 @@ if [ -z "$url" ]; then
 	exit 1
 fi
 echo "${url#*://}" >"$dir/relay.addr"
+panel_addr=${panel#*://}
+echo "${panel_addr%%/*}" >"$dir/panel.addr"
 
 if [ ! -s "$dir/agent-config/identity.json" ]; then
 	code=$("$bin" relay enroll-code --name local --state-dir "$dir/relay")
@@ -121,7 +129,7 @@ Try it with the MCP Inspector:
 Web panel: $panel (sign in once, within 15 min, at $signin ;
   later: $bin relay admin create admin --state-dir $dir/relay)
 Logs: $dir/agent.log (agent pid $agent), $dir/relay.log (relay pid $relay)
-Local views: $bin status --state-dir $dir/agent ; $bin activity --state-dir $dir/agent
+Local views: $bin status --state-dir $dir/agent --config-dir $dir/agent-config ; $bin activity --state-dir $dir/agent
 Press Ctrl-C to stop.
 MSG
 

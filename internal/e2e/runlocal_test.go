@@ -25,7 +25,8 @@ type runLocal struct {
 	mu  sync.Mutex
 	out bytes.Buffer
 	// From what it printed.
-	url, token         string
+	url, token, panel  string
+	status             []string
 	agentPID, relayPID int
 	done               chan struct{}
 }
@@ -34,6 +35,9 @@ var (
 	runURL   = regexp.MustCompile(`(?m)^  MCP endpoint \(Streamable HTTP\): (\S+)$`)
 	runToken = regexp.MustCompile(`(?m)^  Authorization: Bearer (\S+)$`)
 	runPIDs  = regexp.MustCompile(`\(agent pid (\d+)\), .* \(relay pid (\d+)\)`)
+	runPanel = regexp.MustCompile(`(?m)^Web panel: (\S+) `)
+	// The status command the script prints, as words.
+	runStatus = regexp.MustCompile(`(?m)^Local views: (.*?) ; `)
 )
 
 // startRunLocal runs the script on dir with env added, and waits until it
@@ -90,6 +94,9 @@ func startRunLocal(t *testing.T, dir string, env ...string) *runLocal {
 			return fmt.Errorf("run-local did not come up:\n%s", out)
 		}
 		r.url, r.token = runURL.FindStringSubmatch(out)[1], m[1]
+		if pm, sm := runPanel.FindStringSubmatch(out), runStatus.FindStringSubmatch(out); pm != nil && sm != nil {
+			r.panel, r.status = pm[1], strings.Fields(sm[1])
+		}
 		r.agentPID, _ = strconv.Atoi(p[1])
 		r.relayPID, _ = strconv.Atoi(p[2])
 		return nil
@@ -170,9 +177,26 @@ func TestRunLocalKeepsStateAndStopsThePair(t *testing.T) {
 		t.Errorf("a job's command reached the logs:\n%s\n%s", agentLog, relayLog)
 	}
 
+	// The owner's ceiling in the agent's config directory: the status
+	// command the script prints reads that directory, not the default.
+	if err := os.WriteFile(filepath.Join(dir, "agent-config", "permissions.json"),
+		[]byte(`{"schema_version": 1, "tools": ["process.*"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	second := startRunLocal(t, dir)
 	if second.token != first.token {
 		t.Errorf("the second run printed another token")
+	}
+	if second.panel == "" || second.panel != first.panel {
+		t.Errorf("the panel moved from %q to %q between runs", first.panel, second.panel)
+	}
+	if len(second.status) < 2 || second.status[0] != bin || second.status[1] != "status" {
+		t.Fatalf("run-local printed no status command: %q", second.status)
+	}
+	status, err := exec.Command(second.status[0], second.status[1:]...).CombinedOutput()
+	if err != nil || !strings.Contains(string(status), "Permissions: only process.*") ||
+		!strings.Contains(string(status), "Config:      "+filepath.Join(dir, "agent-config")) {
+		t.Errorf("the printed status command (%v) reports another config:\n%s", err, status)
 	}
 	if again := readFile(t, filepath.Join(dir, "agent-config", "identity.json")); !strings.Contains(again, deviceID(t, device)) {
 		t.Errorf("the second run enrolled another device")

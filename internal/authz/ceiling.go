@@ -30,6 +30,10 @@ const CeilingFile = "permissions.json"
 // ceilingSchema is the only file format this agent understands.
 const ceilingSchema = 1
 
+// AllTools is the scope entry that allows every tool, what a ceiling
+// without a tools list allows.
+const AllTools = "*"
+
 // Ceiling is the owner's limit on which tools may run. A nil or zero Ceiling
 // allows nothing.
 type Ceiling struct {
@@ -79,10 +83,12 @@ func readCeiling(path string) ([]byte, error) {
 //
 //	{"schema_version": 1, "tools": ["process.*", "system.metrics"], "jobs_reach_user_manager": false, "admin": false}
 //
-// schema_version and tools are required, jobs_reach_user_manager and
-// admin are optional (true when absent); each key at most once and spelled
-// exactly so, with nothing after the object. schema_version must be 1;
-// tools entries are scope entries, and an empty list allows nothing;
+// schema_version is required; tools, jobs_reach_user_manager and admin
+// are optional (every tool, true and true when absent, as without the
+// file: a file that only cuts jobs off the user manager narrows nothing
+// else); each key at most once and spelled exactly so, with nothing after
+// the object. schema_version must be 1; tools entries are scope entries,
+// and an empty list allows nothing;
 // jobs_reach_user_manager and admin are true or false. On failure it
 // returns a ceiling that denies everything together with the error.
 func DecodeCeiling(data []byte) (*Ceiling, error) {
@@ -104,12 +110,11 @@ func DecodeCeiling(data []byte) (*Ceiling, error) {
 	if err := json.Unmarshal(fields.SchemaVersion, &version); err != nil || version == nil || *version != ceilingSchema {
 		return refuseCeiling(invalidCeiling(fmt.Sprintf("schema_version must be %d", ceilingSchema), err))
 	}
-	if fields.Tools == nil {
-		return refuseCeiling(invalidCeiling("tools is missing", nil))
-	}
-	var tools *[]string
-	if err := json.Unmarshal(fields.Tools, &tools); err != nil || tools == nil {
-		return refuseCeiling(invalidCeiling("tools must be a list of tool names or patterns", err))
+	tools := &[]string{AllTools}
+	if fields.Tools != nil {
+		if err := json.Unmarshal(fields.Tools, &tools); err != nil || tools == nil {
+			return refuseCeiling(invalidCeiling("tools must be a list of tool names or patterns", err))
+		}
 	}
 	for i, t := range *tools {
 		if !ValidScope(t) {

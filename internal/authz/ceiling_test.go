@@ -133,6 +133,33 @@ func TestWildcardAllowsAll(t *testing.T) {
 	}
 }
 
+// TestNoToolsListAllowsEveryTool: a file that only cuts jobs off the user
+// manager, or only refuses admins, narrows no tool, as no file does; what
+// it says it keeps.
+func TestNoToolsListAllowsEveryTool(t *testing.T) {
+	for content, want := range map[string]struct{ reach, admins bool }{
+		`{"schema_version": 1, "jobs_reach_user_manager": false}`: {false, true},
+		`{"schema_version": 1, "admin": false}`:                   {true, false},
+		`{"schema_version": 1}`:                                   {true, true},
+	} {
+		c, err := LoadCeiling(write(t, content, 0o600))
+		if err != nil {
+			t.Fatalf("%s: %v", content, err)
+		}
+		for _, tool := range []string{"process.start", "files.write", "system.metrics"} {
+			if !c.Allows(tool) || c.Check(tool) != nil {
+				t.Errorf("%s: denies %s", content, tool)
+			}
+		}
+		if !c.Present() || !slices.Equal(c.Tools(), []string{"*"}) {
+			t.Errorf("%s: present %v, tools %q; want a ceiling of *", content, c.Present(), c.Tools())
+		}
+		if c.JobsReachUserManager() != want.reach || c.AdminsAllowed() != want.admins {
+			t.Errorf("%s: reach %v admins %v, want %+v", content, c.JobsReachUserManager(), c.AdminsAllowed(), want)
+		}
+	}
+}
+
 func TestEmptyListAllowsNothing(t *testing.T) {
 	c, err := LoadCeiling(write(t, `{"schema_version": 1, "tools": []}`, 0o600))
 	if err != nil {
@@ -175,7 +202,6 @@ func TestFailsClosed(t *testing.T) {
 		{"schema float", `{"schema_version": 1.0, "tools": ["process.*"]}`, 0o600, "schema_version must be 1"},
 		{"schema null", `{"schema_version": null, "tools": ["process.*"]}`, 0o600, "schema_version must be 1"},
 		{"schema missing", `{"tools": ["process.*"]}`, 0o600, "schema_version is missing"},
-		{"tools missing", `{"schema_version": 1}`, 0o600, "tools is missing"},
 		{"tools null", `{"schema_version": 1, "tools": null}`, 0o600, "tools must be a list of tool names or patterns"},
 		{"tools a string", `{"schema_version": 1, "tools": "process.*"}`, 0o600, "tools must be a list of tool names or patterns"},
 		{"tools null entry", `{"schema_version": 1, "tools": ["process.*", null]}`, 0o600, "tools entry 2 is not a valid name or pattern"},

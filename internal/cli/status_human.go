@@ -3,9 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
@@ -79,6 +81,8 @@ func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
 		p("Permissions: INVALID (%s): every tool call is refused\n", r.Permissions.Error)
 	case r.Permissions.Present && len(r.Permissions.Tools) == 0:
 		p("Permissions: no tool (the ceiling allows none)\n")
+	case r.Permissions.Present && slices.Contains(r.Permissions.Tools, authz.AllTools):
+		p("Permissions: every tool (permissions.json allows *)\n")
 	case r.Permissions.Present:
 		p("Permissions: only %s\n", strings.Join(r.Permissions.Tools, ", "))
 	default:

@@ -265,3 +265,26 @@ func TestSparesText(t *testing.T) {
 		}
 	}
 }
+
+// TestHumanPermissions: each kind of ceiling in its own words; a file
+// whose tools allow * (or that names none) allows every tool.
+func TestHumanPermissions(t *testing.T) {
+	for p, want := range map[*status.Permissions]string{
+		{}:                                    "Permissions: every tool (no ceiling)\n",
+		{Present: true}:                       "Permissions: no tool (the ceiling allows none)\n",
+		{Present: true, Tools: []string{"*"}}: "Permissions: every tool (permissions.json allows *)\n",
+		{Present: true, Tools: []string{"files.*", "*"}}: "Permissions: every tool (permissions.json allows *)\n",
+		{Present: true, Tools: []string{"files.*"}}:      "Permissions: only files.*\n",
+		{Error: "not owner-only"}:                        "Permissions: INVALID (not owner-only): every tool call is refused\n",
+	} {
+		r := fixed()
+		r.Permissions = *p
+		var buf bytes.Buffer
+		if err := writeStatus(&buf, r, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%+v: human status lacks %q:\n%s", *p, want, buf.String())
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -210,7 +212,7 @@ func Decode(raw json.RawMessage, v any) error {
 	}
 	// A frame bounds what reaches here; the bound is the frame's.
 	if err := strictjson.Decode(raw, v, limits.MaxFrameBytes, strictjson.ExactKeys); err != nil {
-		return errcode.New(errcode.InvalidArgument, "%s", describe(err))
+		return errcode.New(errcode.InvalidArgument, "%s", describe(err, reflect.TypeOf(v)))
 	}
 	return nil
 }
@@ -218,7 +220,9 @@ func Decode(raw json.RawMessage, v any) error {
 // maxFieldEcho bounds how much of a client-supplied field name is echoed.
 const maxFieldEcho = 64
 
-func describe(err error) string {
+// describe says what is wrong with arguments decoded into a value of
+// type into.
+func describe(err error, into reflect.Type) string {
 	var typ *json.UnmarshalTypeError
 	var syn *json.SyntaxError
 	var field *strictjson.FieldError
@@ -235,11 +239,73 @@ func describe(err error) string {
 		if typ.Field == "" {
 			return "arguments must be a JSON object"
 		}
-		return fmt.Sprintf("argument %q has the wrong type (want %s)", clip(typ.Field), typ.Type)
+		want := typ.Type
+		// The argument's own type when it is found: a map's or an
+		// array's element alone would not say what the argument is.
+		if t := argumentType(into, typ.Field); t != nil {
+			want = t
+		}
+		return fmt.Sprintf("argument %q must be %s", clip(typ.Field), jsonType(want))
 	case errors.As(err, &syn):
 		return "arguments are not valid JSON"
 	}
 	return "arguments could not be decoded"
+}
+
+// argumentType is the type of the argument at path (dotted JSON names)
+// in a value of type t, or nil when the path names no struct field.
+func argumentType(t reflect.Type, path string) reflect.Type {
+	for _, name := range strings.Split(path, ".") {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			return nil
+		}
+		var next reflect.Type
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == name {
+				next = f.Type
+				break
+			}
+		}
+		t = next
+	}
+	return t
+}
+
+// jsonType names the JSON a Go type decodes from, as a client writes it:
+// a message never names a type of the implementation.
+func jsonType(t reflect.Type) string {
+	one, _ := jsonNames(t)
+	return one
+}
+
+// jsonNames names one JSON value of type t and several, the elements of
+// an array or an object named by their own.
+func jsonNames(t reflect.Type) (one, many string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string", "strings"
+	case reflect.Bool:
+		return "true or false", "true or false values"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer", "integers"
+	case reflect.Float32, reflect.Float64:
+		return "a number", "numbers"
+	case reflect.Slice, reflect.Array:
+		_, elems := jsonNames(t.Elem())
+		return "an array of " + elems, "arrays"
+	case reflect.Map:
+		_, elems := jsonNames(t.Elem())
+		return "an object of " + elems, "objects"
+	}
+	return "an object", "objects"
 }
 
 func clip(s string) string {

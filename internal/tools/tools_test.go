@@ -98,27 +98,32 @@ func TestDecodeUnknownArgument(t *testing.T) {
 	}
 }
 
+// TestDecodeWrongType: a mistyped argument's message names the argument
+// and the JSON it wants, never a type of the implementation, and never
+// echoes the value.
 func TestDecodeWrongType(t *testing.T) {
 	cases := []struct {
-		raw   string
-		into  any
-		field string
+		raw  string
+		into any
+		want string
 	}{
-		{`{"command":"ls","wait_ms":"secret-soon"}`, &jobs.StartRequest{}, "wait_ms"},
-		{`{"command":5}`, &jobs.StartRequest{}, "command"},
-		{`{"command":"ls","wait_ms":1.5}`, &jobs.StartRequest{}, "wait_ms"},
-		{`{"command":"ls","wait_ms":99999999999999999999}`, &jobs.StartRequest{}, "wait_ms"},
-		{`{"command":"ls","env":["A=secret"]}`, &jobs.StartRequest{}, "env"},
-		{`{"command":"ls","env":{"A":1}}`, &jobs.StartRequest{}, "env"},
-		{`{"command":["secret"]}`, &jobs.StartRequest{}, "command"},
-		{`{"process_id":"p","stdout_offset":"0"}`, &jobs.OutputRequest{}, "stdout_offset"},
-		{`{"process_id":7}`, &IDRequest{}, "process_id"},
-		{`{"process_id":true}`, &jobs.OutputRequest{}, "process_id"},
+		{`{"command":"ls","wait_ms":"secret-soon"}`, &jobs.StartRequest{}, `argument "wait_ms" must be an integer`},
+		{`{"command":5}`, &jobs.StartRequest{}, `argument "command" must be a string`},
+		{`{"command":"ls","wait_ms":1.5}`, &jobs.StartRequest{}, `argument "wait_ms" must be an integer`},
+		{`{"command":"ls","wait_ms":99999999999999999999}`, &jobs.StartRequest{}, `argument "wait_ms" must be an integer`},
+		{`{"command":"ls","env":["A=secret"]}`, &jobs.StartRequest{}, `argument "env" must be an object of strings`},
+		{`{"command":"ls","env":{"A":1}}`, &jobs.StartRequest{}, `argument "env" must be an object of strings`},
+		{`{"command":["secret"]}`, &jobs.StartRequest{}, `argument "command" must be a string`},
+		{`{"command":"ls","stdin":"yes"}`, &jobs.StartRequest{}, `argument "stdin" must be true or false`},
+		{`{"process_id":"p","stdout_offset":"0"}`, &jobs.OutputRequest{}, `argument "stdout_offset" must be an integer`},
+		{`{"process_id":7}`, &IDRequest{}, `argument "process_id" must be a string`},
+		{`{"process_id":true}`, &jobs.OutputRequest{}, `argument "process_id" must be a string`},
+		{`{"process_ids":"p"}`, &jobs.WaitRequest{}, `argument "process_ids" must be an array of strings`},
 	}
 	for _, c := range cases {
 		msg := invalid(t, Decode(json.RawMessage(c.raw), c.into))
-		if !strings.Contains(msg, "wrong type") || !strings.Contains(msg, c.field) {
-			t.Errorf("Decode(%s): message %q does not name the mistyped argument %s", c.raw, msg, c.field)
+		if msg != c.want {
+			t.Errorf("Decode(%s): %q, want %q", c.raw, msg, c.want)
 		}
 		if strings.Contains(msg, "secret") {
 			t.Errorf("Decode(%s): message %q echoes a value", c.raw, msg)

@@ -88,6 +88,14 @@ const (
 	// (text that JSON escapes heavily, a huge search) is answered with
 	// result_too_large instead.
 	MaxFrameBytes = 16 << 20
+	// MaxRelayRequestBytes bounds one HTTP request to the relay's MCP
+	// endpoint: what one link frame carries to the device, so the largest
+	// tool input (files.write's 8 MiB, as base64) passes.
+	MaxRelayRequestBytes = MaxFrameBytes
+	// MaxRelayOversizeScan bounds how much of a request over
+	// MaxRelayRequestBytes the relay reads to find the call it carries,
+	// so that the call is answered as a failed tool call, not dropped.
+	MaxRelayOversizeScan = 4 * MaxRelayRequestBytes
 	// MaxServers bounds the servers (relay replicas) an agent is given.
 	MaxServers = 16
 	// ReconnectMin and ReconnectMax bound the agent's jittered backoff.

@@ -34,6 +34,10 @@ var counts = map[string]struct{ got, want int64 }{
 	// Internal: process.run's combined retained output (output_capture.limit_bytes).
 	"RunOutputCapBytes": {RunOutputCapBytes, 1 * mib},
 	"MaxFrameBytes":     {MaxFrameBytes, 16 * mib}, // README, Tools: one 16 MiB link frame
+	// docs/limits.md: a relay request carries files.write's 8 MiB as base64.
+	"MaxRelayRequestBytes": {MaxRelayRequestBytes, 16 * mib},
+	// Internal: how far past it the relay looks for the call to refuse.
+	"MaxRelayOversizeScan": {MaxRelayOversizeScan, 64 * mib},
 	"MaxServers":        {MaxServers, 16},          // docs/limits.md: the servers of an agent
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},

@@ -76,7 +76,7 @@ func (s *Server) mcpHandler() http.Handler {
 			return multi
 		}
 		return single
-	}, &mcp.StreamableHTTPOptions{Stateless: true})
+	}, &mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: limits.MaxRelayRequestBytes})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at, start := s.Now(), time.Now()
 		tok, err := s.tokens.auth(bearer(r.Header), at)
@@ -107,11 +107,10 @@ func (s *Server) mcpHandler() http.Handler {
 			c.device = dev
 		}
 		if r.Method == http.MethodPost {
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
-			var tooLarge *http.MaxBytesError
+			body, err := io.ReadAll(io.LimitReader(r.Body, limits.MaxRelayRequestBytes+1))
 			switch {
-			case errors.As(err, &tooLarge):
-				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+			case err == nil && len(body) > limits.MaxRelayRequestBytes:
+				s.refuseOversized(w, r, c, body, at, start)
 				return
 			case err != nil:
 				http.Error(w, "failed to read body", http.StatusBadRequest)

@@ -38,7 +38,7 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxRelayRequestBytes": {MaxRelayRequestBytes, 16 * mib},
 	// Internal: how far past it the relay looks for the call to refuse.
 	"MaxRelayOversizeScan": {MaxRelayOversizeScan, 64 * mib},
-	"MaxServers":        {MaxServers, 16},          // docs/limits.md: the servers of an agent
+	"MaxServers":           {MaxServers, 16}, // docs/limits.md: the servers of an agent
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.

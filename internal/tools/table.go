@@ -106,7 +106,7 @@ var definitions = []func(*handlers) definition{
 		(*handlers).filesList, nil),
 	tool("process.run", "Run a short command", changes,
 		fmt.Sprintf("Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most %d KiB (_meta names the stream and offset). Cancelled with the request.", limits.LiveChunkBytes>>10),
-		(*handlers).processRun, nil),
+		(*handlers).processRun, runText),
 	tool("process.forget", "Forget a finished job", destructive,
 		"Delete a terminal job's metadata and output.",
 		(*handlers).processForget, forgetText),

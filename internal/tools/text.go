@@ -9,6 +9,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
 
@@ -163,6 +164,43 @@ func ending(state jobmeta.State, code *int, signal string) string {
 		return fmt.Sprintf("%s by %s", state, signal)
 	}
 	return string(state)
+}
+
+// runText summarises a foreground command: how it ended and in how long,
+// then each stream's retained text (or its size as base64), and whether
+// output was cut.
+func runText(r *run.Result) string {
+	var b strings.Builder
+	switch {
+	case r.TimedOut:
+		b.WriteString("timed out")
+	case r.Cancelled:
+		b.WriteString("cancelled")
+	case r.ExitCode != nil:
+		fmt.Fprintf(&b, "exited %d", *r.ExitCode)
+	default:
+		fmt.Fprintf(&b, "ended by %s", r.Signal)
+	}
+	fmt.Fprintf(&b, " in %d ms", r.DurationMS)
+	if r.OutputCapture.Truncated {
+		fmt.Fprintf(&b, "; output cut to %d of %d bytes", r.OutputCapture.RetainedBytes, r.OutputCapture.ObservedBytes)
+	}
+	b.WriteByte('\n')
+	for i, s := range []run.StreamOutput{r.Stdout, r.Stderr} {
+		if s.Data == "" {
+			continue
+		}
+		name := [...]string{"stdout", "stderr"}[i]
+		if s.Encoding == textenc.Base64 {
+			fmt.Fprintf(&b, "%s: %d bytes as base64 in the structured result\n", name, base64Len(s.Data))
+			continue
+		}
+		b.WriteString(name + ":\n" + s.Data)
+		if !strings.HasSuffix(s.Data, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // writePages writes each stream's page: its range, then its text (or how

@@ -7,6 +7,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
 
@@ -57,6 +58,14 @@ func TestTextSummaries(t *testing.T) {
 		{"record stopped", recordText(&jobmeta.Record{ProcessID: "p1", State: jobmeta.StoppedByRequest, Signal: "SIGTERM", StoppedBy: "request"}),
 			"job p1 stopped_by_request by SIGTERM, stopped by request\n"},
 		{"record failed", recordText(&jobmeta.Record{ProcessID: "p1", State: jobmeta.LaunchFailed, Error: "exec_failed"}), "job p1 launch_failed (exec_failed)\n"},
+		{"run exited", runText(&run.Result{ExitCode: &zero, DurationMS: 12, Stdout: run.StreamOutput{Data: "hi", Encoding: textenc.UTF8},
+			Stderr: run.StreamOutput{Data: "AAECAw==", Encoding: textenc.Base64}}),
+			"exited 0 in 12 ms\nstdout:\nhi\nstderr: 4 bytes as base64 in the structured result\n"},
+		{"run killed, cut", runText(&run.Result{Signal: "SIGKILL", DurationMS: 3, Stderr: run.StreamOutput{Data: "oops\n", Encoding: textenc.UTF8},
+			OutputCapture: run.Capture{Truncated: true, RetainedBytes: 5, ObservedBytes: 9}}),
+			"ended by SIGKILL in 3 ms; output cut to 5 of 9 bytes\nstderr:\noops\n"},
+		{"run timed out", runText(&run.Result{TimedOut: true, Signal: "SIGKILL", DurationMS: 1000}), "timed out in 1000 ms\n"},
+		{"run cancelled", runText(&run.Result{Cancelled: true, ExitCode: &two}), "cancelled in 0 ms\n"},
 		{"jobs", jobsText(&JobList{Jobs: []jobmeta.Summary{{ProcessID: "p1", State: jobmeta.Exited, ExitCode: &two, Name: "build"}, {ProcessID: "p2", State: jobmeta.Running}}}),
 			"job p1 exited 2 \"build\"\njob p2 running\n"},
 		{"no jobs", jobsText(&JobList{}), "no managed jobs\n"},

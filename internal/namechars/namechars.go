@@ -31,11 +31,11 @@ func Valid(s string, max int) bool {
 // (a job's name, a prompt shown to a person) that is safe to show and to
 // log, and reads as what it says.
 func Printable(s string, max int) bool {
-	return len(s) <= max && utf8.ValidString(s) && strings.IndexFunc(s, hidden) < 0
+	return len(s) <= max && utf8.ValidString(s) && strings.IndexFunc(s, Hidden) < 0
 }
 
-// hidden reports whether r is not shown as itself: a control or format
+// Hidden reports whether r is not shown as itself: a control or format
 // character, or a line or paragraph separator.
-func hidden(r rune) bool {
+func Hidden(r rune) bool {
 	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }

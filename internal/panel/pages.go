@@ -256,7 +256,6 @@ func (p *Panel) createToken(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	p.audit(s, "token_create", "", began, err)
 	if errcode.Is(err, errcode.InvalidArgument) {
-		w.WriteHeader(http.StatusBadRequest)
 		p.render(w, http.StatusBadRequest, "error.html", page{Title: "Token not created", Admin: s.admin, CSRF: s.csrf(),
 			Notice: "The token was not created: " + errcode.From(err).Message + "."})
 		return

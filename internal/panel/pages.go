@@ -27,12 +27,7 @@ type page struct {
 }
 
 var funcs = map[string]any{
-	"short": func(id string) string {
-		if len(id) > 8 {
-			return id[:8]
-		}
-		return id
-	},
+	"short": func(id string) string { return id[:min(len(id), 8)] },
 	"when": when,
 	"join": strings.Join,
 }
@@ -375,9 +370,8 @@ type auditData struct {
 func (p *Panel) auditLog(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
 	f := relaystate.AuditFilter{Principal: q.Get("principal"), Device: q.Get("device"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
-	if b, err := strconv.ParseInt(q.Get("before"), 10, 64); err == nil && b > 0 {
-		f.Before = b
-	}
+	// Not a positive number is no bound: the newest entries.
+	f.Before, _ = strconv.ParseInt(q.Get("before"), 10, 64)
 	entries, err := p.cfg.State.AuditPage(f, auditRows)
 	if err != nil {
 		p.stateFailed(w, r, err)

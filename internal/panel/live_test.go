@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -167,18 +168,65 @@ func TestLivePagesEndWithTheirSession(t *testing.T) {
 			t.Errorf("%s ended without saying why:\n%s", name, body)
 		}
 	}
-	select {
-	case l, ok := <-bobList:
-		for ok && !strings.HasPrefix(l, "event: signed_out") {
-			select {
-			case l, ok = <-bobList:
-			default:
-				ok = false
+	// Bob's stream passed the same re-check and goes on.
+	time.Sleep(500 * time.Millisecond)
+	for {
+		select {
+		case l, ok := <-bobList:
+			if !ok || strings.HasPrefix(l, "event: signed_out") {
+				t.Fatalf("bob's device list ended with the others (%q, open %v)", l, ok)
 			}
+			continue
+		default:
 		}
-		if strings.HasPrefix(l, "event: signed_out") {
-			t.Error("bob's device list ended with alice's session")
+		break
+	}
+}
+
+// TestTailStartsAtTheLastOutput: the tail starts tailShown bytes before
+// each stream's end, read again from there when the first page did not
+// start there; it ends only once both streams are at their end; a device
+// whose pages never reach the end is given up on after lastOutputReads.
+func TestTailStartsAtTheLastOutput(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	c := f.signIn("alice")
+	var polls []string
+	page := func(out, outNext, errOff, errNext int64, outEOF, errEOF bool) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"state":"running","stdout":{"data":"o%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v},
+			"stderr":{"data":"e%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v}}`, out, out, outNext, outEOF, errOff, errOff, errNext, errEOF))
+	}
+	f.devices.fn = func(_ string, args json.RawMessage) (json.RawMessage, error) {
+		polls = append(polls, string(args))
+		switch len(polls) {
+		case 1:
+			return page(0, 20000, 0, 100, false, false), nil
+		case 2:
+			return page(3616, 20000, 0, 100, false, false), nil
+		case 3:
+			return page(20000, 20000, 100, 100, true, false), nil
 		}
-	default:
+		return page(20000, 20000, 100, 100, true, true), nil
+	}
+	_, body := f.do(c, "GET", jobPath(dev.ID, job1)+"/tail", nil, nil)
+	want := []string{`{"max_bytes":65536,"process_id":"` + job1 + `"}`,
+		`{"max_bytes":65536,"process_id":"` + job1 + `","stderr_offset":0,"stdout_offset":3616}`,
+		`{"max_bytes":65536,"process_id":"` + job1 + `","stderr_offset":100,"stdout_offset":20000,"wait_ms":25000}`,
+		`{"max_bytes":65536,"process_id":"` + job1 + `","stderr_offset":100,"stdout_offset":20000,"wait_ms":25000}`}
+	if strings.Join(polls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("polls:\n%s\nwant:\n%s", strings.Join(polls, "\n"), strings.Join(want, "\n"))
+	}
+	if strings.Contains(body, `"data":"o0"`) || !strings.Contains(body, `"data":"o3616"`) || strings.Count(body, "event: end") != 1 {
+		t.Errorf("the tail:\n%s", body)
+	}
+
+	polls = nil
+	f.devices.fn = func(_ string, args json.RawMessage) (json.RawMessage, error) {
+		polls = append(polls, string(args))
+		return page(0, 1<<20, 0, 0, false, false), nil
+	}
+	_, body = f.do(c, "GET", jobPath(dev.ID, job1)+"/tail", nil, nil)
+	if len(polls) != lastOutputReads || !strings.Contains(body, "event: refused") || strings.Contains(body, "event: output") {
+		t.Errorf("a device whose pages never reach the end: %d reads, tail:\n%s", len(polls), body)
 	}
 }

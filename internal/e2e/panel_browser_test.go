@@ -324,6 +324,10 @@ func secretInBrowser(t *testing.T, p *panelEnv) {
 	if b.text("#prompt") != "Password for the job:" {
 		t.Fatalf("the prompt page shows %q", b.text("#prompt"))
 	}
+	// The page shows what asks, read from the device with the admin's grant.
+	if owner := b.text("#job-owner"); owner == "" || owner == "—" || eval[bool](b, `!!document.getElementById("printed-unread")`) {
+		t.Fatalf("the prompt page does not show the job: owner %q, %q", owner, b.text("main"))
+	}
 	b.fill("#secret", marker)
 	b.shot("secret")
 	b.submit("#send-secret")

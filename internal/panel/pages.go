@@ -28,8 +28,8 @@ type page struct {
 
 var funcs = map[string]any{
 	"short": func(id string) string { return id[:min(len(id), 8)] },
-	"when": when,
-	"join": strings.Join,
+	"when":  when,
+	"join":  strings.Join,
 }
 
 // when shows a time (or a *time.Time, "—" when unset) in UTC.

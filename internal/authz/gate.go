@@ -21,9 +21,9 @@ import (
 )
 
 // AdminTools are the only tools a grant naming an admin principal (the
-// relay's web panel) may call: listing, reading and stopping jobs, never
-// starting one or reaching the machine's files.
-var AdminTools = []string{"process.jobs", "process.status", "process.output", "process.stop"}
+// relay's web panel) may call: listing, reading (a terminal's screen too)
+// and stopping jobs, never starting one or reaching the machine's files.
+var AdminTools = []string{"process.jobs", "process.status", "process.output", "process.screen", "process.stop"}
 
 // Gate is the signature of tools.Gate.
 type Gate = func(ctx context.Context, req *mcp.CallToolRequest, tool string) (principal.Principal, error)

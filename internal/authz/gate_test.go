@@ -156,7 +156,7 @@ func TestRemoteActsForTheGrantsPrincipalOnce(t *testing.T) {
 // call, each a tool this build's devices serve.
 func TestAdminToolsAreListingReadingAndStopping(t *testing.T) {
 	got := slices.Sorted(slices.Values(AdminTools))
-	if want := []string{"process.jobs", "process.output", "process.status", "process.stop"}; !slices.Equal(got, want) {
+	if want := []string{"process.jobs", "process.output", "process.screen", "process.status", "process.stop"}; !slices.Equal(got, want) {
 		t.Fatalf("AdminTools = %v, want %v", got, want)
 	}
 	served := map[string]bool{}
@@ -189,14 +189,14 @@ func adminGate(t *testing.T, dir string) (Gate, func(tool, sub string) *mcp.Call
 }
 
 // TestAdminGrantListsReadsAndStopsOnly: a grant naming an admin acts for
-// the admin on the four admin tools and is refused with permission_denied,
+// the admin on the five admin tools and is refused with permission_denied,
 // saying why, on every other tool; an admin name that is not valid is an
 // invalid grant.
 func TestAdminGrantListsReadsAndStopsOnly(t *testing.T) {
 	gate, mint := adminGate(t, t.TempDir())
 	ctx := context.Background()
 	admin := principal.Admin("alice")
-	for _, tool := range []string{"process.jobs", "process.status", "process.output", "process.stop"} {
+	for _, tool := range []string{"process.jobs", "process.status", "process.output", "process.screen", "process.stop"} {
 		if who, err := gate(ctx, mint(tool, string(admin)), tool); err != nil || who != admin {
 			t.Errorf("%s with an admin grant: %q, %v; want the admin", tool, who, err)
 		}

@@ -26,14 +26,16 @@ type relayServeOptions struct {
 	// NATS joins the other replicas; Name names this one.
 	NATS relaynats.Options
 	Name string
-	// PanelListen serves the web panel.
-	PanelListen string
+	// PanelListen serves the web panel; PanelInsecure allows it plain
+	// HTTP off loopback.
+	PanelListen   string
+	PanelInsecure bool
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR [--panel-insecure]] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -43,6 +45,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.Key, "tls-key", "", "TLS key file (PEM)")
 	cmd.Flags().StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
 	cmd.Flags().StringVar(&o.PanelListen, "panel-listen", "", "serve the web panel at ADDR/panel/ (with --tls-cert and --tls-key when given); admins sign in with relay admin create")
+	cmd.Flags().BoolVar(&o.PanelInsecure, "panel-insecure", false, "serve the panel over plain HTTP on an address that is not loopback (its sign-in codes, cookies and typed secrets cross the network in clear)")
 	cmd.Flags().StringVar(&o.NATS.URL, "nats", "", "join the other relay replicas on this --database through the NATS server at this URL (nats://HOST:PORT, tls://HOST:PORT; user and password or a token may ride in it); off loopback only with TLS or --nats-insecure")
 	cmd.Flags().StringVar(&o.NATS.Creds, "nats-creds", "", "authenticate to NATS with this .creds file (JWT and NKey seed)")
 	cmd.Flags().StringVar(&o.NATS.NKey, "nats-nkey", "", "authenticate to NATS with the NKey seed in this file")
@@ -85,7 +88,7 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 	defer stop()
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
-		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, Replica: replica,
+		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica,
 		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
 }
 
@@ -99,6 +102,8 @@ func serveFlagError(err error) error {
 		return usageError("--metrics-token goes with --metrics-listen")
 	case errors.Is(err, relay.ErrMetricsTokenShort):
 		return usageError("--metrics-token must be at least %d bytes", limits.MetricsTokenMinBytes)
+	case errors.Is(err, relay.ErrPanelPlainHTTP):
+		return usageError("--panel-listen %v; give --tls-cert and --tls-key, or --panel-insecure to serve it in clear", err)
 	case errors.Is(err, relay.ErrMetricsNeedToken):
 		return usageError("--metrics-listen %v; serving metrics there needs --metrics-token, which every scrape must then present", err)
 	}

@@ -324,6 +324,10 @@ func secretInBrowser(t *testing.T, p *panelEnv) {
 	if b.text("#prompt") != "Password for the job:" {
 		t.Fatalf("the prompt page shows %q", b.text("#prompt"))
 	}
+	// The page shows what asks, read from the device with the admin's grant.
+	if owner := b.text("#job-owner"); owner == "" || owner == "—" || eval[bool](b, `!!document.getElementById("printed-unread")`) {
+		t.Fatalf("the prompt page does not show the job: owner %q, %q", owner, b.text("main"))
+	}
 	b.fill("#secret", marker)
 	b.shot("secret")
 	b.submit("#send-secret")
@@ -374,5 +378,34 @@ func secretInBrowser(t *testing.T, p *panelEnv) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestPanelLiveTailEndsWithTheSession: in headless Chromium, a job's
+// live tail stops, saying the session ended, within 5 s of `relay admin
+// revoke`, though the job goes on printing.
+func TestPanelLiveTailEndsWithTheSession(t *testing.T) {
+	p := startPanel(t)
+	b := p.b
+	p.signIn("tailer")
+	c, err := p.connect("/mcp/dev1", p.token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, c, nil)
+	id := c.start(map[string]any{"command": "for i in $(seq 1 600); do echo line-$i; sleep 0.1; done"}).ProcessID
+	b.open(p.panel + "devices/" + p.device + "/jobs/" + id)
+	const tailLength = `document.getElementById("tail").textContent.length`
+	b.await("the tail shows output", tailLength+` > 0`, 10*time.Second)
+	p.relayCmd("admin", "revoke", "tailer")
+	b.await("the page says its session ended", `(document.getElementById("signed-out") || {}).textContent === "Your session ended; sign in again to follow this page."`,
+		limits.PanelLiveRecheck+time.Second)
+	shown := eval[int](b, tailLength)
+	time.Sleep(time.Second)
+	if now := eval[int](b, tailLength); now != shown {
+		t.Errorf("the tail grew from %d to %d characters after the session ended", shown, now)
+	}
+	if v := b.cspViolations(); len(v) > 0 {
+		t.Errorf("CSP violations: %q", v)
 	}
 }

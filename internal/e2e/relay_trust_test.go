@@ -271,6 +271,33 @@ func floodBadTokens(t *testing.T, addr string, n int) int {
 	return int(refused.Load())
 }
 
+// TestRelayPanelOffLoopbackNeedsTLS: `relay serve --panel-listen` on an
+// address that is not loopback, without TLS or --panel-insecure, refuses
+// to start with one line naming the way out, and serves nothing.
+func TestRelayPanelOffLoopbackNeedsTLS(t *testing.T) {
+	listens := []string{"0.0.0.0:0"}
+	if ip := nonLoopbackIP(); ip != "" {
+		listens = append(listens, net.JoinHostPort(ip, "0"))
+	}
+	for _, l := range listens {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "relay", "serve", "--listen", "127.0.0.1:0", "--panel-listen", l,
+			"--state-dir", t.TempDir(), "--config-dir", t.TempDir())
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 ||
+			!strings.Contains(stderr.String(), "--panel-insecure") || !strings.Contains(stderr.String(), "--tls-cert") {
+			t.Errorf("panel on %s: %v, stderr %q", l, err, stderr.String())
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("panel on %s: announced %q before refusing", l, stdout.String())
+		}
+	}
+}
+
 // TestRelayMetricsOffLoopbackNeedAToken: `relay serve` refuses to serve
 // metrics off loopback without --metrics-token (or with one too short to
 // resist guessing), saying so and serving nothing; with one, a scrape

@@ -121,12 +121,21 @@ const (
 	EnrollCodeTTL  = 15 * time.Minute
 	ClientTokenTTL = 30 * 24 * time.Hour
 	// SignInCodeTTL is how long a panel sign-in code is valid (once);
-	// PanelSessionIdle ends a panel session unused that long.
+	// PanelSessionIdle ends a panel session unused that long, and
+	// PanelSessionMax ends it that long after sign-in, however used.
 	SignInCodeTTL    = 15 * time.Minute
 	PanelSessionIdle = 12 * time.Hour
+	PanelSessionMax  = 7 * 24 * time.Hour
+	// PanelLiveRecheck is how often an open live page of the panel (a
+	// job's tail, the device list) checks its session again, so that one
+	// ended (signed out, expired, its admin revoked) stops within 5 s.
+	PanelLiveRecheck = 4 * time.Second
 	// SecretPromptTTL is how long a secret prompt's one-time panel page
 	// takes the input, and so how long the asking call may wait for it.
 	SecretPromptTTL = 10 * time.Minute
+	// SecretPromptsPerToken bounds the secret prompts one client token
+	// may have waiting for a person at once.
+	SecretPromptsPerToken = 8
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 

@@ -39,6 +39,8 @@ var counts = map[string]struct{ got, want int64 }{
 	// Internal: how far past it the relay looks for the call to refuse.
 	"MaxRelayOversizeScan": {MaxRelayOversizeScan, 64 * mib},
 	"MaxServers":           {MaxServers, 16}, // docs/limits.md: the servers of an agent
+	// docs/limits.md: secret prompts waiting for a person, per client token.
+	"SecretPromptsPerToken": {SecretPromptsPerToken, 8},
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
@@ -126,6 +128,8 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"EnrollCodeTTL":        {EnrollCodeTTL, 15 * time.Minute},             // README, The relay and the link: valid 15 minutes
 	"SignInCodeTTL":        {SignInCodeTTL, 15 * time.Minute},             // docs/panel.md: a sign-in code is valid 15 min, once
 	"PanelSessionIdle":     {PanelSessionIdle, 12 * time.Hour},            // docs/panel.md: a session ends after 12 h unused
+	"PanelSessionMax":      {PanelSessionMax, 7 * day},                    // docs/panel.md: and 7 days after sign-in
+	"PanelLiveRecheck":     {PanelLiveRecheck, 4 * time.Second},           // docs/panel.md: an open live page ends within 5 s of its session
 	"SecretPromptTTL":      {SecretPromptTTL, 10 * time.Minute},           // docs/panel.md: a secret prompt is valid for 10 minutes
 	"UntilProbeInterval":   {UntilProbeInterval, 100 * time.Millisecond},  // docs/tools.md process.wait: port and path looked for 10 times a second
 	"ScreenFollowInterval": {ScreenFollowInterval, 50 * time.Millisecond}, // docs/limits.md: a pty job's emulator is fed every 50 ms

@@ -26,8 +26,16 @@ func Valid(s string, max int) bool {
 }
 
 // Printable reports whether s is at most max bytes of valid UTF-8 without
-// control characters: a line of free text (a job's name, a prompt shown
-// to a person) that is safe to show and to log.
+// control characters, format characters (bidi overrides and isolates,
+// zero-width ones) or line and paragraph separators: a line of free text
+// (a job's name, a prompt shown to a person) that is safe to show and to
+// log, and reads as what it says.
 func Printable(s string, max int) bool {
-	return len(s) <= max && utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0
+	return len(s) <= max && utf8.ValidString(s) && strings.IndexFunc(s, Hidden) < 0
+}
+
+// Hidden reports whether r is not shown as itself: a control or format
+// character, or a line or paragraph separator.
+func Hidden(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }

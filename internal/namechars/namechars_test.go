@@ -24,14 +24,16 @@ func TestValid(t *testing.T) {
 }
 
 // TestPrintable: text up to the bound, non-ASCII letters included; a
-// control byte, invalid UTF-8 or one byte too many refused.
+// control byte, a bidi or zero-width format character, a line separator,
+// invalid UTF-8 or one byte too many refused.
 func TestPrintable(t *testing.T) {
 	for _, ok := range []string{"", "Password:", "café ☕", strings.Repeat("x", 8)} {
 		if !Printable(ok, 12) {
 			t.Errorf("%q refused", ok)
 		}
 	}
-	for _, bad := range []string{strings.Repeat("x", 13), "a\nb", "a\tb", "\x1b[2J", "\xff", "a\x00", "\u0085"} {
+	for _, bad := range []string{strings.Repeat("x", 13), "a\nb", "a\tb", "\x1b[2J", "\xff", "a\x00", "\u0085",
+		"\u202e", "a\u202ab", "\u2066x\u2069", "\u200b", "\u200f", "\u061c", "\ufeff", "\u00ad", "a\u2028b", "a\u2029b"} {
 		if Printable(bad, 12) {
 			t.Errorf("%q accepted", bad)
 		}

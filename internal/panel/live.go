@@ -3,13 +3,16 @@ package panel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 const (
@@ -25,6 +28,9 @@ const (
 	tailShown = 16 << 10
 	// sseRetryMS is how soon a browser reconnects an event stream.
 	sseRetryMS = 2000
+	// lastOutputReads bounds the reads that find a job's last output:
+	// pages of tailMaxBytes walk a retained head and tail of 1 MiB in 22.
+	lastOutputReads = 32
 )
 
 // job is what the panel shows of a job: the fields of process.jobs and
@@ -39,13 +45,43 @@ type job struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	CompletedAt *time.Time `json:"completed_at"`
 	ExitCode    *int       `json:"exit_code"`
+	// PTY is set for a job on a terminal.
+	PTY *struct{} `json:"pty"`
+}
+
+// jobRow is a job as the Device page lists it: Path is its page, empty
+// when the device gave an ID that is not a job's (a UUID), which the
+// panel puts in no address.
+type jobRow struct {
+	job
+	Path string
 }
 
 // deviceData is the Device page's.
 type deviceData struct {
 	Device  deviceRow
-	Jobs    []job
+	Jobs    []jobRow
 	Refused string
+	Admin   string
+}
+
+// jobPath is the address of a job's page. Both IDs must be checked
+// UUIDs: a device's ID is the relay's own, a job's comes from the request
+// path or a device's answer, and either could otherwise aim a link or a
+// form (Stop, with its CSRF token) at another of the panel's addresses.
+func jobPath(device, job string) string {
+	return Prefix + "devices/" + device + "/jobs/" + job
+}
+
+// pathJob is the job the request's path names, or an answer saying there
+// is no such job: a job's ID is a UUID.
+func (p *Panel) pathJob(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("job")
+	if !uuidtext.Canonical(id) {
+		p.fail(w, r, http.StatusNotFound, "There is no such job: a job's ID is a UUID.")
+		return "", false
+	}
+	return id, true
 }
 
 // findDevice is the path's device, or an answer saying there is none.
@@ -104,7 +140,7 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 		p.stateFailed(w, r, err)
 		return
 	}
-	d := deviceData{Device: deviceRow{Device: *dev}}
+	d := deviceData{Device: deviceRow{Device: *dev}, Admin: s.admin}
 	for _, row := range rows {
 		if row.ID == dev.ID {
 			d.Device = row
@@ -116,14 +152,22 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 	if err := p.callDevice(r.Context(), s, dev.ID, "process.jobs", struct{}{}, &list); err != nil {
 		d.Refused = refusal(err)
 	}
-	d.Jobs = list.Jobs
+	for _, j := range list.Jobs {
+		row := jobRow{job: j}
+		if uuidtext.Canonical(j.ProcessID) {
+			row.Path = jobPath(dev.ID, j.ProcessID)
+		}
+		d.Jobs = append(d.Jobs, row)
+	}
 	p.show(w, s, "device", dev.Name, d)
 }
 
-// jobData is a job page's.
+// jobData is a job page's: Path is the job's address, made from the
+// request's checked IDs.
 type jobData struct {
 	Device relaystate.Device
 	Job    job
+	Path   string
 	// Refused says why the job could not be read.
 	Refused string
 }
@@ -133,9 +177,15 @@ func (p *Panel) job(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	d := jobData{Device: *dev}
-	if err := p.callDevice(r.Context(), s, dev.ID, "process.status", map[string]string{"process_id": r.PathValue("job")}, &d.Job); err != nil {
+	id, ok := p.pathJob(w, r)
+	if !ok {
+		return
+	}
+	d := jobData{Device: *dev, Path: jobPath(dev.ID, id)}
+	if err := p.callDevice(r.Context(), s, dev.ID, "process.status", map[string]string{"process_id": id}, &d.Job); err != nil {
 		d.Refused = refusal(err)
+	} else if d.Job.ProcessID != id {
+		d.Refused = "The device answered with another job than the one asked for, so its answer is not shown."
 	}
 	p.show(w, s, "job", "Job", d)
 }
@@ -145,12 +195,15 @@ func (p *Panel) stopJob(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	job := r.PathValue("job")
-	if err := p.callDevice(r.Context(), s, dev.ID, "process.stop", map[string]string{"process_id": job}, nil); err != nil {
+	id, ok := p.pathJob(w, r)
+	if !ok {
+		return
+	}
+	if err := p.callDevice(r.Context(), s, dev.ID, "process.stop", map[string]string{"process_id": id}, nil); err != nil {
 		p.fail(w, r, http.StatusBadGateway, "The job was not stopped: "+refusal(err))
 		return
 	}
-	http.Redirect(w, r, Prefix+"devices/"+dev.ID+"/jobs/"+job, http.StatusSeeOther)
+	http.Redirect(w, r, jobPath(dev.ID, id), http.StatusSeeOther)
 }
 
 // outputPage is the part of process.output the tail reads.
@@ -168,12 +221,70 @@ type stream struct {
 	EOF        bool   `json:"eof"`
 }
 
+// lastOutput reads the last n bytes of each of a job's streams, walking
+// forward from where a first read finds them: process.output pages from
+// an offset, and the streams' ends are known only once read.
+func (p *Panel) lastOutput(ctx context.Context, s session, device, job string, n int64) (outputPage, error) {
+	args := map[string]any{"process_id": job, "max_bytes": tailMaxBytes}
+	for range lastOutputReads {
+		var pg outputPage
+		if err := p.callDevice(ctx, s, device, "process.output", args, &pg); err != nil {
+			return pg, err
+		}
+		out, errOff := max(0, pg.Stdout.NextOffset-n), max(0, pg.Stderr.NextOffset-n)
+		if pg.Stdout.Offset == out && pg.Stderr.Offset == errOff {
+			return pg, nil
+		}
+		args["stdout_offset"], args["stderr_offset"] = out, errOff
+	}
+	return outputPage{}, errcode.New(errcode.Internal, "the device's output pages do not reach the end of its output")
+}
+
+// errSignedOut ends a live page whose session ended.
+var errSignedOut = errors.New("the panel session ended")
+
+// whileSignedIn is r's context, ended as well once s's session ends:
+// signed out, expired, or its admin revoked. It re-checks the session
+// every limits.PanelLiveRecheck without counting as its use; a state it
+// cannot read ends the page too, which the browser then opens again.
+func (p *Panel) whileSignedIn(r *http.Request, s session) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	go func() {
+		tick := time.NewTicker(limits.PanelLiveRecheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if err := p.cfg.State.SessionLive(s.secret, p.cfg.Now()); err != nil {
+					cancel(errSignedOut)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
+
+// signedOut tells a live page that its session ended, when it did.
+func signedOut(ctx context.Context, w http.ResponseWriter, fl http.Flusher) {
+	if errors.Is(context.Cause(ctx), errSignedOut) {
+		event(w, "signed_out", map[string]string{"message": "Your session ended; sign in again to follow this page."})
+		fl.Flush()
+	}
+}
+
 // tail streams a job's output to the page as server-sent events: the
 // last tailShown bytes of each stream, then what follows, read with the
 // same long poll a client uses (process.output with wait_ms), until the
-// job ends or the page goes away.
+// job ends, the page goes away or its session ends.
 func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 	dev, ok := p.findDevice(w, r)
+	if !ok {
+		return
+	}
+	job, ok := p.pathJob(w, r)
 	if !ok {
 		return
 	}
@@ -181,29 +292,17 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	ctx := r.Context()
-	job := r.PathValue("job")
-	var out, errOff int64 = -1, -1
-	for ctx.Err() == nil {
-		args := map[string]any{"process_id": job, "max_bytes": tailMaxBytes}
-		if out >= 0 {
-			args["stdout_offset"], args["stderr_offset"], args["wait_ms"] = out, errOff, tailWaitMS
-		}
-		var pg outputPage
-		if err := p.callDevice(ctx, s, dev.ID, "process.output", args, &pg); err != nil {
+	ctx, stop := p.whileSignedIn(r, s)
+	defer stop()
+	defer signedOut(ctx, w, fl)
+	pg, err := p.lastOutput(ctx, s, dev.ID, job, tailShown)
+	for {
+		if err != nil {
 			if ctx.Err() == nil {
 				event(w, "refused", map[string]string{"message": refusal(err)})
 				fl.Flush()
 			}
 			return
-		}
-		if out < 0 {
-			// The first read finds where the streams stand; the tail
-			// starts tailShown before their ends.
-			out, errOff = max(0, pg.Stdout.NextOffset-tailShown), max(0, pg.Stderr.NextOffset-tailShown)
-			if pg.Stdout.Offset != out || pg.Stderr.Offset != errOff {
-				continue
-			}
 		}
 		for _, st := range []struct {
 			name string
@@ -213,7 +312,6 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 				event(w, "output", map[string]string{"stream": st.name, "data": st.s.Data, "encoding": st.s.Encoding})
 			}
 		}
-		out, errOff = pg.Stdout.NextOffset, pg.Stderr.NextOffset
 		event(w, "state", map[string]string{"state": pg.State})
 		fl.Flush()
 		if pg.Stdout.EOF && pg.Stderr.EOF {
@@ -221,6 +319,10 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 			fl.Flush()
 			return
 		}
+		args := map[string]any{"process_id": job, "max_bytes": tailMaxBytes,
+			"stdout_offset": pg.Stdout.NextOffset, "stderr_offset": pg.Stderr.NextOffset, "wait_ms": tailWaitMS}
+		pg = outputPage{}
+		err = p.callDevice(ctx, s, dev.ID, "process.output", args, &pg)
 	}
 }
 
@@ -256,12 +358,15 @@ type liveDevice struct {
 
 // deviceEvents streams the devices' connection states to the Overview and
 // Devices pages: every devicePoll it reads them, and sends them when they
-// changed.
+// changed, until the page goes away or its session ends.
 func (p *Panel) deviceEvents(w http.ResponseWriter, r *http.Request, s session) {
 	fl, ok := startEvents(w)
 	if !ok {
 		return
 	}
+	ctx, stop := p.whileSignedIn(r, s)
+	defer stop()
+	defer signedOut(ctx, w, fl)
 	var last []liveDevice
 	tick := time.NewTicker(devicePoll)
 	defer tick.Stop()
@@ -279,7 +384,7 @@ func (p *Panel) deviceEvents(w http.ResponseWriter, r *http.Request, s session) 
 			}
 		}
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}

@@ -27,14 +27,9 @@ type page struct {
 }
 
 var funcs = map[string]any{
-	"short": func(id string) string {
-		if len(id) > 8 {
-			return id[:8]
-		}
-		return id
-	},
-	"when": when,
-	"join": strings.Join,
+	"short": func(id string) string { return id[:min(len(id), 8)] },
+	"when":  when,
+	"join":  strings.Join,
 }
 
 // when shows a time (or a *time.Time, "—" when unset) in UTC.
@@ -256,7 +251,6 @@ func (p *Panel) createToken(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	p.audit(s, "token_create", "", began, err)
 	if errcode.Is(err, errcode.InvalidArgument) {
-		w.WriteHeader(http.StatusBadRequest)
 		p.render(w, http.StatusBadRequest, "error.html", page{Title: "Token not created", Admin: s.admin, CSRF: s.csrf(),
 			Notice: "The token was not created: " + errcode.From(err).Message + "."})
 		return
@@ -376,9 +370,8 @@ type auditData struct {
 func (p *Panel) auditLog(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
 	f := relaystate.AuditFilter{Principal: q.Get("principal"), Device: q.Get("device"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
-	if b, err := strconv.ParseInt(q.Get("before"), 10, 64); err == nil && b > 0 {
-		f.Before = b
-	}
+	// Not a positive number is no bound: the newest entries.
+	f.Before, _ = strconv.ParseInt(q.Get("before"), 10, 64)
 	entries, err := p.cfg.State.AuditPage(f, auditRows)
 	if err != nil {
 		p.stateFailed(w, r, err)

@@ -19,18 +19,23 @@ import (
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
-// devices answers the panel's device calls as a test says.
+// devices answers the panel's device calls as a test says: fn, or wait
+// for a call that lasts until the panel ends it (a long poll).
 type devices struct {
 	mu    sync.Mutex
 	calls []string
 	fn    func(tool string, args json.RawMessage) (json.RawMessage, error)
+	wait  func(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error)
 }
 
-func (d *devices) CallAsAdmin(_ context.Context, admin, device, tool string, args json.RawMessage) (json.RawMessage, error) {
+func (d *devices) CallAsAdmin(ctx context.Context, admin, device, tool string, args json.RawMessage) (json.RawMessage, error) {
 	d.mu.Lock()
 	d.calls = append(d.calls, admin+" "+device+" "+tool)
-	fn := d.fn
+	fn, wait := d.fn, d.wait
 	d.mu.Unlock()
+	if wait != nil {
+		return wait(ctx, tool, args)
+	}
 	if fn == nil {
 		return nil, errcode.New(errcode.DeviceOffline, "offline")
 	}
@@ -424,8 +429,8 @@ func TestDevicePageSaysWhyItHasNoJobs(t *testing.T) {
 		t.Errorf("an admin-refusing device's page:\n%s", page)
 	}
 	f.devices.fn = func(tool string, _ json.RawMessage) (json.RawMessage, error) {
-		return json.RawMessage(`{"jobs":[{"process_id":"p-1111aaaa","owner":"alice-bot","state":"running","created_at":"2026-12-03T00:00:00Z"},
-			{"process_id":"p-2222bbbb","owner":"bob-bot","state":"exited","terminal":true,"created_at":"2026-12-03T00:00:00Z","exit_code":0}]}`), nil
+		return json.RawMessage(`{"jobs":[{"process_id":"1111aaaa-0000-4000-8000-000000000001","owner":"alice-bot","state":"running","created_at":"2026-12-03T00:00:00Z"},
+			{"process_id":"2222bbbb-0000-4000-8000-000000000002","owner":"bob-bot","state":"exited","terminal":true,"created_at":"2026-12-03T00:00:00Z","exit_code":0}]}`), nil
 	}
 	_, page := f.do(c, "GET", Prefix+"devices/"+dev.Name, nil, nil)
 	for _, want := range []string{"alice-bot", "bob-bot", "running", "exited"} {
@@ -443,6 +448,9 @@ func TestDevicePageSaysWhyItHasNoJobs(t *testing.T) {
 		t.Errorf("an unknown device: %d", resp.StatusCode)
 	}
 }
+
+// job1 is a job's ID, as a device gives it.
+const job1 = "0f8fad5b-d9cb-469f-a165-70867728950e"
 
 func enrolled(t *testing.T, f *fixture, name string) *relaystate.Device {
 	t.Helper()
@@ -472,7 +480,7 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 		}
 		return json.RawMessage(`{"state":"exited","stdout":{"data":"","encoding":"utf-8","offset":10,"next_offset":10,"eof":true},"stderr":{"data":"","encoding":"utf-8","offset":3,"next_offset":3,"eof":true}}`), nil
 	}
-	resp, body := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/p-1/tail", nil, nil)
+	resp, body := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
 	if resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("tail content type %q", resp.Header.Get("Content-Type"))
 	}
@@ -488,7 +496,7 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 		t.Errorf("polls: %q", polls)
 	}
 	f.devices.fn = nil
-	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/p-1/tail", nil, nil)
+	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
 	if !strings.Contains(body, "event: refused") || !strings.Contains(body, "not connected") {
 		t.Errorf("an offline device's tail:\n%s", body)
 	}
@@ -505,16 +513,16 @@ func TestJobPageStopAndRevoke(t *testing.T) {
 		if tool == "process.stop" {
 			return json.RawMessage(`{}`), nil
 		}
-		return json.RawMessage(`{"process_id":"p-1","owner":"bob","state":"running","created_at":"2026-12-03T00:00:00Z"}`), nil
+		return json.RawMessage(`{"process_id":"` + job1 + `","owner":"bob","state":"running","created_at":"2026-12-03T00:00:00Z"}`), nil
 	}
-	_, page := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/p-1", nil, nil)
-	for _, want := range []string{`id="stop"`, "bob", "running", `data-tail="/panel/devices/` + dev.ID + `/jobs/p-1/tail"`} {
+	_, page := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1, nil, nil)
+	for _, want := range []string{`id="stop"`, "bob", "running", `data-tail="/panel/devices/` + dev.ID + `/jobs/` + job1 + `/tail"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the job page lacks %q", want)
 		}
 	}
-	resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/jobs/p-1/stop", url.Values{"csrf": {f.csrf(c)}}, nil)
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Prefix+"devices/"+dev.ID+"/jobs/p-1" {
+	resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/stop", url.Values{"csrf": {f.csrf(c)}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Prefix+"devices/"+dev.ID+"/jobs/"+job1 {
 		t.Fatalf("stop: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	f.devices.mu.Lock()
@@ -526,7 +534,7 @@ func TestJobPageStopAndRevoke(t *testing.T) {
 	f.devices.fn = func(string, json.RawMessage) (json.RawMessage, error) {
 		return nil, errcode.New(errcode.NotRunning, "ended")
 	}
-	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/jobs/p-1/stop", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusBadGateway {
+	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/stop", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("a refused stop: %d", resp.StatusCode)
 	}
 	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/revoke", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusSeeOther {

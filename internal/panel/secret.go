@@ -2,9 +2,13 @@ package panel
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
+	"strings"
+	"unicode"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/namechars"
 	"github.com/commandcore/commandcore/internal/relaystate"
 )
 
@@ -18,6 +22,10 @@ type Secrets interface {
 	SubmitSecret(ctx context.Context, id string, input []byte) (int, error)
 }
 
+// secretShown is how much of each of a job's streams the secret page
+// shows: what it last printed, so the person sees what is asking.
+const secretShown = 2 << 10
+
 // secretData is the secret prompt page's.
 type secretData struct {
 	ID     string
@@ -28,16 +36,70 @@ type secretData struct {
 	// Sent is the byte count the job took, once the input is sent.
 	Sent int
 	Done bool
+	// Job is what the device says of the job, and Printed what it last
+	// printed (its screen, on a terminal); Unread says why they are not
+	// shown.
+	Job     job
+	Printed string
+	Unread  string
 }
 
-// secretPage shows a prompt and, while it is pending, the form to type
-// the input in.
+// secretPage shows a prompt, the job that asks and what it last printed,
+// and, while the prompt is pending, the form to type the input in.
 func (p *Panel) secretPage(w http.ResponseWriter, r *http.Request, s session) {
 	d, ok := p.secretPrompt(w, r)
 	if !ok {
 		return
 	}
+	if d.Open {
+		p.readAsker(r.Context(), s, &d)
+	}
 	p.show(w, s, "secret", "Secret input", d)
+}
+
+// readAsker reads, as the admin, the job a prompt is for: its name, its
+// owner and what it last printed. The agent hides an earlier secret from
+// what it printed; the page shows the rest as text only.
+func (p *Panel) readAsker(ctx context.Context, s session, d *secretData) {
+	dev, job := d.Prompt.Device, d.Prompt.ProcessID
+	err := p.callDevice(ctx, s, dev, "process.status", map[string]string{"process_id": job}, &d.Job)
+	switch {
+	case err != nil:
+	case d.Job.PTY != nil:
+		var scr struct {
+			Lines []string `json:"lines"`
+		}
+		if err = p.callDevice(ctx, s, dev, "process.screen", map[string]string{"process_id": job}, &scr); err == nil {
+			d.Printed = strings.TrimRight(strings.Join(scr.Lines, "\n"), "\n")
+		}
+	default:
+		var pg outputPage
+		if pg, err = p.lastOutput(ctx, s, dev, job, secretShown); err == nil {
+			d.Printed = strings.TrimRight(decoded(pg.Stdout)+decoded(pg.Stderr), "\n")
+		}
+	}
+	if err != nil {
+		d.Unread = refusal(err)
+	}
+	d.Printed = strings.Map(shown, d.Printed)
+}
+
+// decoded is a page's bytes as text.
+func decoded(st stream) string {
+	if st.Encoding != "base64" {
+		return st.Data
+	}
+	b, _ := base64.StdEncoding.DecodeString(st.Data)
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// shown keeps a printed character that reads as itself, lines and tabs
+// included, and replaces any other (a terminal's escape, a bidi override).
+func shown(r rune) rune {
+	if r == '\n' || r == '\t' || !namechars.Hidden(r) {
+		return r
+	}
+	return '\uFFFD'
 }
 
 // secretPrompt reads the prompt a request's path names; an unknown, used
@@ -61,8 +123,10 @@ func (p *Panel) secretPrompt(w http.ResponseWriter, r *http.Request) (secretData
 }
 
 // submitSecret sends the typed input (and, unless unticked, Enter) to the
-// job. The input is in this request's memory only: it is not logged,
-// audited or shown, and the page that answers does not carry it.
+// job. The input is one line: a newline or another control character in
+// it is refused, and the prompt keeps waiting. The input is in this
+// request's memory only: it is not logged, audited or shown, and the page
+// that answers does not carry it.
 func (p *Panel) submitSecret(w http.ResponseWriter, r *http.Request, s session) {
 	d, ok := p.secretPrompt(w, r)
 	if !ok {
@@ -70,6 +134,12 @@ func (p *Panel) submitSecret(w http.ResponseWriter, r *http.Request, s session) 
 	}
 	if p.cfg.Secrets == nil {
 		p.fail(w, r, http.StatusNotFound, "This relay takes no secret input.")
+		return
+	}
+	if strings.IndexFunc(r.PostFormValue("secret"), unicode.IsControl) >= 0 {
+		p.readAsker(r.Context(), s, &d)
+		p.render(w, http.StatusBadRequest, "secret.html", page{Title: "Secret input", Tab: "secret", Admin: s.admin, CSRF: s.csrf(), Data: d,
+			Notice: "Nothing was sent: the input is one line, without a newline, carriage return or other control character. The prompt still waits."})
 		return
 	}
 	input := []byte(r.PostFormValue("secret"))

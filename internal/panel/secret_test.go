@@ -2,6 +2,7 @@ package panel
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -179,5 +180,88 @@ func TestSignInReturnsToTheSecretPage(t *testing.T) {
 	}
 	if resp, _ := f.do(f.client(), "GET", Prefix+"tokens", nil, nil); resp.Header.Get("Location") != LoginPath {
 		t.Errorf("another page signed out: to %q, want plain %q", resp.Header.Get("Location"), LoginPath)
+	}
+}
+
+// TestSecretPageShowsWhatIsAsking: the page shows the job's name, its
+// owner and what it last printed, read as the admin, as text: markup is
+// escaped and a character that does not read as itself (a terminal's
+// escape, a bidi override) is replaced; for a job on a terminal, its
+// screen; a device that refuses says why instead.
+func TestSecretPageShowsWhatIsAsking(t *testing.T) {
+	f, _ := newSecretFixture(t)
+	c := f.signIn("olga")
+	var asked []string
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		asked = append(asked, tool+" "+string(args))
+		switch tool {
+		case "process.status":
+			return json.RawMessage(`{"process_id":"job-1","name":"deploy <db>","owner":"alice","state":"running"}`), nil
+		case "process.output":
+			return json.RawMessage(`{"state":"running","stdout":{"data":"connecting\nEnter \u202e<b>pass</b>\u001b[0m:\n","encoding":"utf-8","offset":0,"next_offset":36},
+				"stderr":{"data":"d2FybgnDvw==","encoding":"base64","offset":0,"next_offset":8}}`), nil
+		}
+		return nil, errcode.New(errcode.PermissionDenied, "no")
+	}
+	_, page := f.do(c, "GET", SecretPath+f.prompt("job-1"), nil, nil)
+	for _, want := range []string{`<dd id="job-name">deploy &lt;db&gt;</dd>`, `<dd id="job-owner">alice</dd>`,
+		"connecting\nEnter \uFFFD&lt;b&gt;pass&lt;/b&gt;\uFFFD[0m:\nwarn\tÿ</pre>", "What the job last printed</h2>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the secret page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Join(asked, "|") != `process.status {"process_id":"job-1"}|process.output {"max_bytes":65536,"process_id":"job-1"}` {
+		t.Errorf("the page asked the device %q", asked)
+	}
+	f.devices.mu.Lock()
+	if !strings.HasPrefix(f.devices.calls[0], "olga dev_x ") {
+		t.Errorf("the page read the job as %q, want the admin on the prompt's device", f.devices.calls[0])
+	}
+	f.devices.mu.Unlock()
+
+	f.devices.fn = func(tool string, _ json.RawMessage) (json.RawMessage, error) {
+		switch tool {
+		case "process.status":
+			return json.RawMessage(`{"process_id":"job-1","name":"sudo","owner":"alice","state":"running","pty":{"cols":80,"rows":24}}`), nil
+		case "process.screen":
+			return json.RawMessage(`{"lines":["$ sudo true","[sudo] password for alice: ",""]}`), nil
+		}
+		return nil, errcode.New(errcode.PermissionDenied, "no")
+	}
+	_, page = f.do(c, "GET", SecretPath+f.prompt("job-1"), nil, nil)
+	if !strings.Contains(page, "(its screen)</h2>") || !strings.Contains(page, ">$ sudo true\n[sudo] password for alice: </pre>") {
+		t.Errorf("a terminal job's secret page:\n%s", page)
+	}
+
+	f.devices.fn = func(string, json.RawMessage) (json.RawMessage, error) {
+		return nil, errcode.New(errcode.AdminRefused, "this device does not allow admin views")
+	}
+	_, page = f.do(c, "GET", SecretPath+f.prompt("job-1"), nil, nil)
+	if !strings.Contains(page, `id="printed-unread">It cannot be shown: This device does not allow admin views`) || strings.Contains(page, `id="printed"`) ||
+		!strings.Contains(page, `type="password"`) {
+		t.Errorf("a refusing device's secret page:\n%s", page)
+	}
+}
+
+// TestSecretInputIsOneLine: input holding a newline, a carriage return or
+// another control character is refused with a page that says so; nothing
+// reaches the job and the prompt still waits for a line that does.
+func TestSecretInputIsOneLine(t *testing.T) {
+	f, sec := newSecretFixture(t)
+	c := f.signIn("olga")
+	id := f.prompt("job-1")
+	for _, bad := range []string{"hunter2\n", "a\rb", "\x03", "pass\tword", "x\x7f", "\u0085"} {
+		resp, page := f.do(c, "POST", SecretPath+id, url.Values{"csrf": {f.csrf(c)}, "secret": {bad}, "enter": {"1"}}, nil)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "Nothing was sent: the input is one line") ||
+			!strings.Contains(page, `type="password"`) {
+			t.Errorf("input %q: %d\n%s", bad, resp.StatusCode, page)
+		}
+	}
+	if got := sec.got(); len(got) != 0 {
+		t.Fatalf("handed over %q", got)
+	}
+	resp, _ := f.do(c, "POST", SecretPath+id, url.Values{"csrf": {f.csrf(c)}, "secret": {"pass word ☕"}, "enter": {"1"}}, nil)
+	if got := sec.got(); resp.StatusCode != http.StatusOK || len(got) != 1 || got[0] != id+" pass word ☕\n" {
+		t.Fatalf("one line: %d, handed over %q", resp.StatusCode, got)
 	}
 }

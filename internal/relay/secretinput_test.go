@@ -425,6 +425,9 @@ func TestSecretInputBadRequests(t *testing.T) {
 		"data too":       {"process_id": "j", "secret_prompt": "p", "data": "x"},
 		"wait_ms too":    {"process_id": "j", "secret_prompt": "p", "wait_ms": 100},
 		"control prompt": {"process_id": "j", "secret_prompt": "a\x1bb"},
+		"bidi prompt":    {"process_id": "j", "secret_prompt": "Password for \u202egnp.exe"},
+		"isolate prompt": {"process_id": "j", "secret_prompt": "\u2067Password\u2069"},
+		"zero width":     {"process_id": "j", "secret_prompt": "pass\u200bword"},
 		"empty prompt":   {"process_id": "j", "secret_prompt": ""},
 		"no job":         {"secret_prompt": "p"},
 	} {
@@ -441,6 +444,21 @@ func TestSecretInputBadRequests(t *testing.T) {
 	}
 	if n := len(h.dev.inputs()); n != 0 {
 		t.Errorf("the device got %d inputs", n)
+	}
+	// A token with as many prompts waiting as it may have gets a clear
+	// refusal for the next, and another token does not.
+	many, _ := h.client(t, "", false, "accept", make(chan string, 1))
+	for range limits.SecretPromptsPerToken {
+		if _, failed := callInput(t, many, secretArgsFor("j")); failed == nil || failed.Code != errcode.ElicitationUnsupported {
+			t.Fatalf("a prompt within the bound: %v", failed)
+		}
+	}
+	if _, failed := callInput(t, many, secretArgsFor("j")); failed == nil || failed.Code != errcode.RateLimited || !strings.Contains(failed.Message, "waiting for a person") {
+		t.Errorf("one prompt past the bound: %v, want rate_limited", failed)
+	}
+	other, _ := h.client(t, "", false, "accept", make(chan string, 1))
+	if _, failed := callInput(t, other, secretArgsFor("j")); failed == nil || failed.Code != errcode.ElicitationUnsupported {
+		t.Errorf("another token's prompt: %v", failed)
 	}
 	h.srv.replica.Panel = ""
 	_, failed := callInput(t, c, secretArgsFor("j"))

@@ -33,6 +33,11 @@ var (
 // comings and goings, for whoever holds the token only.
 var ErrMetricsNeedToken = errors.New("metrics off a loopback address need a token")
 
+// ErrPanelPlainHTTP is Serve's refusal to serve the panel off loopback
+// without TLS, unless told to: its sign-in codes, session cookies and
+// typed secrets would cross the network in clear.
+var ErrPanelPlainHTTP = errors.New("the panel off a loopback address needs TLS")
+
 // ErrMetricsTokenShort refuses a metrics token too short to resist
 // guessing.
 var ErrMetricsTokenShort = fmt.Errorf("a metrics token is at least %d bytes", limits.MetricsTokenMinBytes)
@@ -53,8 +58,10 @@ type ServeConfig struct {
 	Out, Warn io.Writer
 	Log       *log.Logger
 	// PanelListen, when set, serves the web panel there (under /panel/,
-	// with the main listener's TLS).
-	PanelListen string
+	// with the main listener's TLS). Off loopback it needs TLS, or
+	// PanelInsecure.
+	PanelListen   string
+	PanelInsecure bool
 	// Replica names this relay among the replicas; its Address is the
 	// base URL Serve announces.
 	Replica ReplicaConfig
@@ -79,19 +86,20 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 		defer mln.Close()
 	}
+	var pln net.Listener
+	if cfg.PanelListen != "" {
+		var err error
+		if pln, err = listenPanel(cfg); err != nil {
+			return err
+		}
+		defer pln.Close()
+		cfg.Replica.Panel = baseURL(cfg, pln)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
-	var pln net.Listener
-	if cfg.PanelListen != "" {
-		if pln, err = net.Listen("tcp", cfg.PanelListen); err != nil {
-			return fmt.Errorf("listen for the panel: %w", err)
-		}
-		defer pln.Close()
-		cfg.Replica.Panel = baseURL(cfg, pln)
-	}
 	cfg.Replica.Address = baseURL(cfg, ln)
 	srv, err := NewReplica(cfg.State, cfg.Replica)
 	if err != nil {
@@ -178,6 +186,20 @@ func shutdown(srv *Server, hs, ms, ps *http.Server) error {
 		return fmt.Errorf("shut down: %w", err)
 	}
 	return nil
+}
+
+// listenPanel opens the panel's listener, refusing plain HTTP off
+// loopback (judged by the address bound) unless cfg.PanelInsecure.
+func listenPanel(cfg ServeConfig) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.PanelListen)
+	if err != nil {
+		return nil, fmt.Errorf("listen for the panel: %w", err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); cfg.TLSCert == "" && !cfg.PanelInsecure && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return nil, fmt.Errorf("%s is not a loopback address: %w", cfg.PanelListen, ErrPanelPlainHTTP)
+	}
+	return ln, nil
 }
 
 // listenMetrics opens the metrics' listener at addr, judging loopback by

@@ -32,6 +32,8 @@ func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
 		{ServeConfig{MetricsToken: strings.Repeat("t", 32)}, ErrMetricsTokenAlone},
 		{ServeConfig{MetricsListen: "127.0.0.1:0", MetricsToken: strings.Repeat("t", 15)}, ErrMetricsTokenShort},
 		{ServeConfig{MetricsListen: "0.0.0.0:0"}, ErrMetricsNeedToken},
+		{ServeConfig{PanelListen: "0.0.0.0:0"}, ErrPanelPlainHTTP},
+		{ServeConfig{PanelListen: "0.0.0.0:0", MetricsListen: "127.0.0.1:0"}, ErrPanelPlainHTTP},
 	} {
 		var out strings.Builder
 		c.cfg.State, c.cfg.Listen, c.cfg.Out = st, "127.0.0.1:0", &out
@@ -89,5 +91,39 @@ func TestServeAnnouncesServesAndStops(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", strings.TrimPrefix(urls[0], "http://")); err == nil {
 		t.Error("the relay still listens after Serve returned")
+	}
+}
+
+// TestServePanelOffLoopbackInClearWhenTold: with PanelInsecure the panel
+// serves plain HTTP on an address that is not loopback (the refusal
+// without it is in TestServeRefusesABadConfigurationBeforeServing).
+func TestServePanelOffLoopbackInClearWhenTold(t *testing.T) {
+	st, err := relaystate.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ServeConfig{State: st, Listen: "127.0.0.1:0", PanelListen: "0.0.0.0:0", PanelInsecure: true, Out: w, Warn: io.Discard})
+		w.Close()
+	}()
+	lines := bufio.NewScanner(r)
+	var panelURL string
+	for panelURL == "" && lines.Scan() {
+		if u, ok := strings.CutPrefix(lines.Text(), relayapi.AnnouncePanel); ok {
+			panelURL = u
+		}
+	}
+	go io.Copy(io.Discard, r)
+	_, port, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(panelURL, "http://"), "/panel/"))
+	if res, err := http.Get("http://127.0.0.1:" + port + "/panel/login"); err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("the panel on %s: %v %v", panelURL, res, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve returned %v", err)
 	}
 }

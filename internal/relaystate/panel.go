@@ -118,7 +118,8 @@ func (s *Store) SignIn(code string, now time.Time) (admin, session string, err e
 		if err := tx.QueryRowContext(ctx, `SELECT admin FROM admin_codes WHERE hash = ?`, hash).Scan(&admin); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM panel_sessions WHERE seen_at < ?`, now.Add(-limits.PanelSessionIdle).UnixNano()); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM panel_sessions WHERE seen_at < ? OR created_at < ?`,
+			now.Add(-limits.PanelSessionIdle).UnixNano(), now.Add(-limits.PanelSessionMax).UnixNano()); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO panel_sessions(hash, admin, created_at, seen_at) VALUES (?, ?, ?, ?)`,
@@ -137,11 +138,23 @@ func validSession(session string) bool {
 }
 
 // AuthSession resolves a session secret to its session: one that exists,
-// was used within limits.PanelSessionIdle and whose admin is not revoked,
-// read afresh on every call so that a revocation by any replica or the
-// CLI ends it at the next request. Its use is recorded at most once a
-// minute.
+// was used within limits.PanelSessionIdle, began within
+// limits.PanelSessionMax and whose admin is not revoked, read afresh on
+// every call so that a revocation by any replica or the CLI ends it at the
+// next request. Its use is recorded at most once a minute.
 func (s *Store) AuthSession(session string, now time.Time) (*PanelSession, error) {
+	return s.lookSession(session, now, true)
+}
+
+// SessionLive reports, as AuthSession, whether a session still stands,
+// without counting as its use: an open live page re-checks its session
+// with it, and keeps no idle session alive by staying open.
+func (s *Store) SessionLive(session string, now time.Time) error {
+	_, err := s.lookSession(session, now, false)
+	return err
+}
+
+func (s *Store) lookSession(session string, now time.Time, use bool) (*PanelSession, error) {
 	if !validSession(session) {
 		return nil, errSession()
 	}
@@ -163,10 +176,10 @@ func (s *Store) AuthSession(session string, now time.Time) (*PanelSession, error
 	if err != nil {
 		return nil, dbErr(err)
 	}
-	if now.UnixNano()-seen >= int64(limits.PanelSessionIdle) {
+	if now.UnixNano()-seen >= int64(limits.PanelSessionIdle) || now.UnixNano()-created >= int64(limits.PanelSessionMax) {
 		return nil, errSession()
 	}
-	if now.UnixNano()-seen >= int64(sessionSeenEvery) {
+	if use && now.UnixNano()-seen >= int64(sessionSeenEvery) {
 		if _, err := s.db.ExecContext(ctx, `UPDATE panel_sessions SET seen_at = ? WHERE hash = ? AND seen_at < ?`,
 			now.UnixNano(), hash, now.UnixNano()); err != nil {
 			return nil, dbErr(err)
@@ -194,7 +207,7 @@ func (s *Store) EndSession(session string) error {
 // sessions counted.
 func (s *Store) Admins(now time.Time) ([]Admin, error) {
 	return queryAll(s, `SELECT a.name, a.created_at, a.revoked_at,
-			(SELECT count(*) FROM panel_sessions p WHERE p.admin = a.name AND p.seen_at > ?)
+			(SELECT count(*) FROM panel_sessions p WHERE p.admin = a.name AND p.seen_at > ? AND p.created_at > ?)
 		FROM admins a ORDER BY a.name`,
 		func(r rowScanner) (*Admin, error) {
 			var (
@@ -212,7 +225,7 @@ func (s *Store) Admins(now time.Time) ([]Admin, error) {
 				a.Sessions = 0
 			}
 			return &a, nil
-		}, now.Add(-limits.PanelSessionIdle).UnixNano())
+		}, now.Add(-limits.PanelSessionIdle).UnixNano(), now.Add(-limits.PanelSessionMax).UnixNano())
 }
 
 // RevokeAdmin revokes admin name at now: their sessions and unused sign-in

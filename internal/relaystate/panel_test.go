@@ -134,6 +134,54 @@ func TestSessionsIdleOutAndEnd(t *testing.T) {
 	})
 }
 
+// TestSessionsEndSevenDaysAfterSignIn: a session used all along still
+// ends limits.PanelSessionMax after sign-in, and is not counted open
+// then; a live page's re-check (SessionLive) sees what AuthSession sees
+// but is no use: it keeps no idle session alive.
+func TestSessionsEndSevenDaysAfterSignIn(t *testing.T) {
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		_, sess := signInT(t, s, "alice")
+		last := t0.Add(limits.PanelSessionMax - time.Second)
+		for at := t0; at.Before(last); at = at.Add(limits.PanelSessionIdle / 2) {
+			if _, err := s.AuthSession(sess, at); err != nil {
+				t.Fatalf("used every 6 h, at %s: %v", at.Sub(t0), err)
+			}
+		}
+		if _, err := s.AuthSession(sess, last); err != nil {
+			t.Fatalf("a second before the bound: %v", err)
+		}
+		if err := s.SessionLive(sess, last); err != nil {
+			t.Fatalf("re-checked a second before the bound: %v", err)
+		}
+		if admins, err := s.Admins(last); err != nil || admins[0].Sessions != 1 {
+			t.Fatalf("Admins before the bound = %+v, %v", admins, err)
+		}
+		end := t0.Add(limits.PanelSessionMax)
+		_, err := s.AuthSession(sess, end)
+		wantCode(t, err, errcode.PermissionDenied)
+		wantCode(t, s.SessionLive(sess, end), errcode.PermissionDenied)
+		if admins, err := s.Admins(end); err != nil || admins[0].Sessions != 0 {
+			t.Fatalf("Admins at the bound = %+v, %v", admins, err)
+		}
+
+		_, watched := signInT(t, s, "bob")
+		for at := t0; at.Before(t0.Add(limits.PanelSessionIdle)); at = at.Add(time.Hour) {
+			if err := s.SessionLive(watched, at); err != nil {
+				t.Fatalf("re-checked at %s: %v", at.Sub(t0), err)
+			}
+		}
+		wantCode(t, s.SessionLive(watched, t0.Add(limits.PanelSessionIdle)), errcode.PermissionDenied)
+		_, err = s.AuthSession(watched, t0.Add(limits.PanelSessionIdle))
+		wantCode(t, err, errcode.PermissionDenied)
+		if err := s.RevokeAdmin("alice", t0); err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, s.SessionLive(sess, t0), errcode.PermissionDenied)
+		wantCode(t, s.SessionLive("ccs_x", t0), errcode.PermissionDenied)
+	})
+}
+
 // TestRevocationEndsSessionsOnEveryReplica: an admin revoked through one
 // store (the CLI) is refused by the other (a replica) at its next
 // request, round after round.

@@ -69,7 +69,9 @@ func validPromptID(id string) bool {
 
 // CreateSecretPrompt records p (TokenID, Principal, Device, ProcessID,
 // Prompt) as pending until limits.SecretPromptTTL from now and returns its
-// ID: the capability in its panel page's URL, stored only as a hash.
+// ID: the capability in its panel page's URL, stored only as a hash. A
+// token may have limits.SecretPromptsPerToken prompts pending at once; the
+// next is RateLimited.
 func (s *Store) CreateSecretPrompt(p SecretPrompt, now time.Time) (string, error) {
 	if !namechars.Printable(p.Prompt, limits.SecretPromptMaxBytes) || p.Prompt == "" {
 		return "", errcode.New(errcode.InvalidArgument, "secret_prompt must be printable UTF-8 of 1 to %d bytes", limits.SecretPromptMaxBytes)
@@ -85,6 +87,15 @@ func (s *Store) CreateSecretPrompt(p SecretPrompt, now time.Time) (string, error
 	err = s.inTx(func(ctx context.Context, tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM secret_prompts WHERE expires_at < ?`, now.Add(-codeGCAge).UnixNano()); err != nil {
 			return err
+		}
+		var waiting int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM secret_prompts WHERE token_id = ? AND state = ? AND expires_at > ?`,
+			p.TokenID, string(PromptPending), now.UnixNano()).Scan(&waiting); err != nil {
+			return err
+		}
+		if waiting >= limits.SecretPromptsPerToken {
+			return errcode.New(errcode.RateLimited, "this client token has %d secret prompts waiting for a person already; wait until one is answered, declined or expired (%s)",
+				limits.SecretPromptsPerToken, limits.SecretPromptTTL)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO secret_prompts(hash, token_id, principal, device_id, process_id, prompt, created_at, expires_at, state)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -111,6 +112,9 @@ func TestSecretPromptRefusesBadText(t *testing.T) {
 		"empty prompt":   {ProcessID: "j", Prompt: ""},
 		"long prompt":    {ProcessID: "j", Prompt: strings.Repeat("x", limits.SecretPromptMaxBytes+1)},
 		"control prompt": {ProcessID: "j", Prompt: "a\x1b[2Jb"},
+		"bidi prompt":    {ProcessID: "j", Prompt: "Password for \u202egnp.exe"},
+		"isolate prompt": {ProcessID: "j", Prompt: "a\u2066b\u2069"},
+		"zero width":     {ProcessID: "j", Prompt: "pass\u200bword"},
 		"empty job":      {ProcessID: "", Prompt: "p"},
 		"long job":       {ProcessID: strings.Repeat("j", MaxProcessIDBytes+1), Prompt: "p"},
 		"newline job":    {ProcessID: "j\n", Prompt: "p"},
@@ -158,6 +162,46 @@ func TestSecretPromptTakenOnce(t *testing.T) {
 			if wins != 1 {
 				t.Fatalf("round %d: %d takes won, want 1", round, wins)
 			}
+		}
+	})
+}
+
+// TestSecretPromptsPerTokenAreBounded: a token may have
+// limits.SecretPromptsPerToken prompts waiting; the next is refused with
+// rate_limited and says why, another token is not, and one answered,
+// declined or expired makes room again.
+func TestSecretPromptsPerTokenAreBounded(t *testing.T) {
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		ask := func(tok string, at time.Time) (string, error) {
+			return s.CreateSecretPrompt(SecretPrompt{TokenID: tok, Principal: "alice", Device: "dev", ProcessID: "job-1", Prompt: "Password:"}, at)
+		}
+		var ids []string
+		for range limits.SecretPromptsPerToken {
+			id, err := ask("tok", t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		_, err := ask("tok", t0)
+		if !errcode.Is(err, errcode.RateLimited) || !strings.Contains(err.Error(), "waiting for a person") {
+			t.Fatalf("one prompt past the bound: %v, want rate_limited", err)
+		}
+		if _, err := ask("other", t0); err != nil {
+			t.Fatalf("another token's prompt: %v", err)
+		}
+		if err := s.DeclineSecretPrompt(ids[0], t0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ask("tok", t0); err != nil {
+			t.Fatalf("after one was declined: %v", err)
+		}
+		if _, err := ask("tok", t0); !errcode.Is(err, errcode.RateLimited) {
+			t.Fatalf("full again: %v", err)
+		}
+		if _, err := ask("tok", t0.Add(limits.SecretPromptTTL)); err != nil {
+			t.Fatalf("once the waiting ones expired: %v", err)
 		}
 	})
 }

@@ -68,6 +68,7 @@ type State interface {
 	CreateSignIn(admin string, ttl time.Duration, now time.Time) (string, error)
 	SignIn(code string, now time.Time) (admin, session string, err error)
 	AuthSession(session string, now time.Time) (*PanelSession, error)
+	SessionLive(session string, now time.Time) error
 	EndSession(session string) error
 	Admins(now time.Time) ([]Admin, error)
 	RevokeAdmin(name string, now time.Time) error

@@ -2,8 +2,17 @@
 // device list follows the devices' links, a job page follows its output.
 "use strict";
 
+// signedOut ends a live stream whose session ended and says so above el.
+function signedOut(es, el) {
+  es.addEventListener("signed_out", (ev) => {
+    es.close();
+    el.before(Object.assign(document.createElement("p"), { className: "notice", id: "signed-out", textContent: JSON.parse(ev.data).message }));
+  });
+}
+
 function liveDevices(table) {
   const es = new EventSource("/panel/events/devices");
+  signedOut(es, table);
   es.addEventListener("devices", (ev) => {
     let connected = 0;
     for (const d of JSON.parse(ev.data)) {
@@ -36,6 +45,7 @@ const TAIL_CHARS = 64 * 1024;
 
 function liveTail(pre) {
   const es = new EventSource(pre.dataset.tail);
+  signedOut(es, pre);
   const state = document.getElementById("job-state");
   es.addEventListener("output", (ev) => {
     const o = JSON.parse(ev.data);

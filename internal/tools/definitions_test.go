@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -186,4 +187,52 @@ func toolNamed(t *testing.T, tools []*mcp.Tool, name string) *mcp.Tool {
 	}
 	t.Fatalf("no tool %s", name)
 	return nil
+}
+
+// TestRequiredArgumentsAreNotNullable: what an input schema requires, it
+// does not offer as null (the decoder refuses a required array given as
+// null): process_ids and edits are arrays, full stop, and no required
+// argument of any tool, at any depth, admits null.
+func TestRequiredArgumentsAreNotNullable(t *testing.T) {
+	live, err := Definitions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var check func(tool, at string, s map[string]any)
+	check = func(tool, at string, s map[string]any) {
+		props, _ := s["properties"].(map[string]any)
+		required, _ := s["required"].([]any)
+		for _, r := range required {
+			p, _ := props[r.(string)].(map[string]any)
+			if types, ok := p["type"].([]any); ok && slices.Contains(types, any("null")) {
+				t.Errorf("%s: required %s%s is typed %v", tool, at, r, types)
+			}
+		}
+		for name, p := range props {
+			if m, ok := p.(map[string]any); ok {
+				check(tool, at+name+".", m)
+				if items, ok := m["items"].(map[string]any); ok {
+					check(tool, at+name+"[].", items)
+				}
+			}
+		}
+	}
+	types := map[string]any{}
+	for _, tool := range live {
+		raw, _ := json.Marshal(tool.InputSchema)
+		var s map[string]any
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		check(tool.Name, "", s)
+		props, _ := s["properties"].(map[string]any)
+		for _, name := range []string{"process_ids", "edits"} {
+			if p, ok := props[name].(map[string]any); ok {
+				types[name] = p["type"]
+			}
+		}
+	}
+	if types["process_ids"] != "array" || types["edits"] != "array" {
+		t.Fatalf("process_ids and edits are typed %v", types)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -117,6 +118,7 @@ func add[In, Out any](r registrar, d definition, h func(context.Context, Call, I
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
 	}
+	requiredNotNull(schema)
 	output, err := toolresult.OutputSchema[Out]()
 	if err != nil {
 		panic(fmt.Sprintf("output schema for %s: %v", name, err))
@@ -273,6 +275,30 @@ func argumentType(t reflect.Type, path string) reflect.Type {
 		t = next
 	}
 	return t
+}
+
+// requiredNotNull takes null out of the types of s's required properties,
+// at every depth: the schema infers "null or array" for a Go slice, but a
+// required array given as null is refused, so the schema says what is
+// accepted. An optional one keeps null, which is taken as absent.
+func requiredNotNull(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	for _, name := range s.Required {
+		p := s.Properties[name]
+		if p == nil || len(p.Types) == 0 {
+			continue
+		}
+		p.Types = slices.DeleteFunc(p.Types, func(t string) bool { return t == "null" })
+		if len(p.Types) == 1 {
+			p.Type, p.Types = p.Types[0], nil
+		}
+	}
+	for _, p := range s.Properties {
+		requiredNotNull(p)
+	}
+	requiredNotNull(s.Items)
 }
 
 // jsonType names the JSON a Go type decodes from, as a client writes it:

@@ -258,8 +258,8 @@ func TestReadPageOffsets(t *testing.T) {
 	if err := w.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readPage(path, total+1, 10); !errors.Is(err, ErrOffsetBeyondEnd) {
-		t.Fatalf("beyond sealed end: %v, want ErrOffsetBeyondEnd", err)
+	if _, m, err := readPage(path, total+1, 10); !errors.Is(err, ErrOffsetBeyondEnd) || m.ObservedBytes != total {
+		t.Fatalf("beyond sealed end: %v, counters %+v; want ErrOffsetBeyondEnd with the stream's %d bytes", err, m, total)
 	}
 	p, _, err = readPage(path, total, 10)
 	if err != nil || !p.EOF || len(p.Data) != 0 {

@@ -109,7 +109,9 @@ func pageOf(f *os.File, offset int64, maxBytes int, buf []byte) (Page, Meta, err
 	}
 	if offset > h.observed {
 		if h.flags&flagComplete != 0 {
-			return Page{}, Meta{}, fmt.Errorf("%w: offset %d, end %d", ErrOffsetBeyondEnd, offset, h.observed)
+			// The counters come with the error: the caller says where
+			// the stream ends.
+			return Page{}, h.meta(), fmt.Errorf("%w: offset %d, end %d", ErrOffsetBeyondEnd, offset, h.observed)
 		}
 		return Page{Offset: offset, NextOffset: offset}, h.meta(), nil
 	}

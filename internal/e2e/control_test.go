@@ -181,6 +181,11 @@ func TestBadInputTouchesNothing(t *testing.T) {
 	if after := treeSnapshot(t, state); after != before {
 		t.Fatalf("bad input changed the state directory:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
+	// An offset past the end says where the stream ends.
+	ten := c.start(map[string]any{"command": "printf 0123456789", "wait_ms": 5000})
+	if _, msg := c.fail("process.output", map[string]any{"process_id": ten.ProcessID, "stdout_offset": 99999}); msg != "stdout_offset is past the end of the stream (10 bytes)" {
+		t.Errorf("an offset past the end: %q", msg)
+	}
 }
 
 // treeSnapshot lists every file with its size and modification time.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,55 @@ func TestEnvStringExecCannotPass(t *testing.T) {
 	c.ok("process.run", map[string]any{"command": `printf %s "$BIG" | wc -c`, "env": fits}, &run)
 	if strings.TrimSpace(run.Stdout.Data) != itoa(100<<10) {
 		t.Fatalf("process.run with a 100 KiB env string saw %q", run.Stdout.Data)
+	}
+}
+
+// TestFollowingAChattyJobCostsACallPerBatch: a job prints a line every
+// 10 ms for about three seconds; following it with wait_ms and min_bytes
+// takes a handful of calls, each returning at least min_bytes until the
+// end, and every line arrives once, in order.
+func TestFollowingAChattyJobCostsACallPerBatch(t *testing.T) {
+	c := newClient(t, t.TempDir(), nil)
+	job := c.start(map[string]any{"command": `i=0; while [ $i -lt 300 ]; do printf 'line %03d\n' $i; i=$((i+1)); sleep 0.01; done`})
+	const minBytes = 1024
+	var got strings.Builder
+	var offset int64
+	calls := 0
+	for {
+		var page struct {
+			Stdout struct {
+				Data       string `json:"data"`
+				NextOffset int64  `json:"next_offset"`
+				EOF        bool   `json:"eof"`
+			} `json:"stdout"`
+			Terminal bool `json:"terminal"`
+		}
+		c.ok("process.output", map[string]any{"process_id": job.ProcessID, "stdout_offset": offset, "wait_ms": 30000, "min_bytes": minBytes}, &page)
+		calls++
+		got.WriteString(page.Stdout.Data)
+		if !page.Terminal && page.Stdout.NextOffset-offset < minBytes {
+			t.Fatalf("call %d returned %d new bytes of a live job, under min_bytes", calls, page.Stdout.NextOffset-offset)
+		}
+		offset = page.Stdout.NextOffset
+		if page.Stdout.EOF {
+			break
+		}
+		if calls > 20 {
+			t.Fatalf("following took over 20 calls")
+		}
+	}
+	var want strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&want, "line %03d\n", i)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("the lines followed differ from the job's (%d bytes, want %d)", got.Len(), want.Len())
+	}
+	// 2,700 bytes at 1,024 a call, and the end: at most four calls.
+	if calls > 4 {
+		t.Fatalf("following took %d calls, want at most 4", calls)
+	}
+	if code, _ := c.fail("process.output", map[string]any{"process_id": job.ProcessID, "min_bytes": (1 << 20) + 1}); code != "invalid_argument" {
+		t.Fatalf("min_bytes past a page: %s", code)
 	}
 }

@@ -22,6 +22,7 @@ type OutputRequest struct {
 	StderrOffset int64  `json:"stderr_offset,omitempty" jsonschema:"absolute byte offset in stderr to read from"`
 	MaxBytes     int    `json:"max_bytes,omitempty" jsonschema:"bytes per stream, default 65536, at most 1048576"`
 	WaitMS       int    `json:"wait_ms,omitempty" jsonschema:"0-30000: when a live job has nothing past both offsets, wait up to this long for output or an end"`
+	MinBytes     int    `json:"min_bytes,omitempty" jsonschema:"1-1048576: with wait_ms, return once this many new bytes stand (both streams), the job ends or the wait is over"`
 }
 
 // Gap is a discarded range of a stream: [From, To).
@@ -50,9 +51,11 @@ type Output struct {
 	Terminal  bool            `json:"terminal" jsonschema:"true once the job has ended"`
 }
 
-// Output returns a page of both streams. When a live job has nothing past
-// both offsets it waits up to WaitMS for output or an end. The page that
-// reaches the end of both streams of a terminal job marks the job read.
+// Output returns a page of both streams. When a live job has fewer than
+// MinBytes (default 1) new bytes past the offsets it waits up to WaitMS
+// for more, or an end, so that following a chatty job costs a call per
+// batch, not per write. The page that reaches the end of both streams of
+// a terminal job marks the job read.
 func (s *Service) Output(ctx context.Context, who principal.Principal, req OutputRequest) (*Output, error) {
 	wait, err := waitDuration(req.WaitMS)
 	if err != nil {
@@ -68,14 +71,24 @@ func (s *Service) Output(ctx context.Context, who principal.Principal, req Outpu
 	if req.StdoutOffset < 0 || req.StderrOffset < 0 {
 		return nil, errcode.New(errcode.InvalidArgument, "offsets must not be negative")
 	}
+	need := int64(1)
+	switch {
+	case req.MinBytes < 0 || req.MinBytes > limits.OutputPageMax:
+		return nil, errcode.New(errcode.InvalidArgument, "min_bytes must be between 1 and %d", limits.OutputPageMax)
+	case req.MinBytes > 0:
+		// One page holds at most max bytes of a stream: waiting for more
+		// than a page would wait for what the answer cannot carry.
+		need = int64(min(req.MinBytes, max))
+	}
 	deadline := time.Now().Add(wait)
 	for {
 		out, err := s.page(who, req, max)
 		if err != nil {
 			return nil, err
 		}
-		empty := len(out.Stdout.Data) == 0 && len(out.Stderr.Data) == 0 && out.Stdout.Gap == nil && out.Stderr.Gap == nil
-		if out.Terminal || !empty || !time.Now().Before(deadline) {
+		// A gap's skipped bytes count as new: the reader moves past them.
+		fresh := out.Stdout.NextOffset - req.StdoutOffset + out.Stderr.NextOffset - req.StderrOffset
+		if out.Terminal || fresh >= need || !time.Now().Before(deadline) {
 			return out, nil
 		}
 		select {

@@ -73,7 +73,7 @@ var definitions = []func(*handlers) definition{
 		"One managed job's full record: state, end reason, exit code, capture counters, identity.",
 		(*handlers).processStatus, recordText),
 	tool("process.output", "Read job output", readOnly,
-		"Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job.",
+		"Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job. To follow a chatty job (a build), add min_bytes (e.g. 4096): one call per batch, not per write.",
 		(*handlers).processOutput, outputText),
 	tool("process.input", "Send input to a job", changes,
 		fmt.Sprintf("Write data (at most %d KiB a call) to a running stdin or pty job's input, close it (eof), or have the person at the relay's web panel type a secret (secret_prompt). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses; with until too, once that text (a prompt such as '>>> ') appears, so echo, answer and next prompt come back together. Input is never recorded.", limits.MaxInputBytes>>10),

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -89,10 +90,9 @@ func (s *Server) secretInput(ctx context.Context, c *client, tok *relaystate.Tok
 		return toolresult.Failure(err), nil
 	}
 	url := base + panel.SecretPath + id
-	if !offersURLElicitation(req) {
+	if why := whyNoURLElicitation(req); why != "" {
 		return toolresult.Failure(errcode.New(errcode.ElicitationUnsupported,
-			"this client cannot send a person to a page (it offers no URL elicitation); a person signed in to the relay's panel can type the input at %s within %s",
-			url, limits.SecretPromptTTL)), nil
+			"%s; a person signed in to the relay's panel can type the input at %s within %s", why, url, limits.SecretPromptTTL)), nil
 	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{secretRequestKey: &mcp.ElicitParams{
@@ -105,15 +105,29 @@ func (s *Server) secretInput(ctx context.Context, c *client, tok *relaystate.Tok
 	}, nil
 }
 
-// offersURLElicitation reports whether the client takes a multi-round-trip
-// input request (protocol statelessProtocol or later: the relay cannot
-// send it a request of its own) and declares URL elicitation.
-func offersURLElicitation(req *mcp.CallToolRequest) bool {
-	if req.Extra == nil || req.Extra.Header.Get("Mcp-Protocol-Version") < statelessProtocol {
-		return false
+// whyNoURLElicitation says why the relay cannot send this client's person
+// to a page, or "" when it can: the client must declare URL elicitation
+// and take a multi-round-trip input request (protocol statelessProtocol
+// or later), since the relay's endpoint is stateless and cannot send an
+// earlier client a request of its own.
+//
+// An earlier client's capabilities came with its initialize request, which
+// the stateless endpoint does not keep: whether it offered URL
+// elicitation is unknown here, so the message says what is.
+func whyNoURLElicitation(req *mcp.CallToolRequest) string {
+	version := ""
+	if req.Extra != nil {
+		version = req.Extra.Header.Get("Mcp-Protocol-Version")
+	}
+	if version < statelessProtocol {
+		return fmt.Sprintf("the relay sends a person to a page only through the multi-round-trip requests of protocol %s and later, and this client speaks %s (its endpoint keeps no session to send a request on)",
+			statelessProtocol, dash(version))
 	}
 	caps := req.ClientCapabilities()
-	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+	if caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
+		return "this client cannot send a person to a page (it offers no URL elicitation)"
+	}
+	return ""
 }
 
 // panelBase is the base URL of a panel to send the person to: this

@@ -322,20 +322,24 @@ func (h *secretHarness) assertNoSecret(t *testing.T) {
 
 // TestSecretInputWithoutURLElicitation: a client that offers no URL
 // elicitation, and one that does on a protocol revision before the
-// relay's input requests, get elicitation_unsupported with the page's
-// URL; a person can still type the input there.
+// relay's input requests, get elicitation_unsupported saying which is the
+// case, with the page's URL; a person can still type the input there.
 func TestSecretInputWithoutURLElicitation(t *testing.T) {
 	h := newSecretHarness(t)
 	for _, tc := range []struct {
 		name      string
 		version   string
 		urlElicit bool
-	}{{"no URL elicitation", "", false}, {"an older protocol", "2025-11-25", true}} {
+		why       string
+	}{
+		{"no URL elicitation", "2026-07-28", false, "this client cannot send a person to a page (it offers no URL elicitation)"},
+		{"an older protocol", "2025-11-25", true, "the relay sends a person to a page only through the multi-round-trip requests of protocol 2026-07-28 and later, and this client speaks 2025-11-25"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := h.client(t, tc.version, tc.urlElicit, "accept", make(chan string, 1))
 			_, failed := callInput(t, c, secretArgsFor("job-2"))
-			if failed == nil || failed.Code != errcode.ElicitationUnsupported {
-				t.Fatalf("got %v, want elicitation_unsupported", failed)
+			if failed == nil || failed.Code != errcode.ElicitationUnsupported || !strings.HasPrefix(failed.Message, tc.why) {
+				t.Fatalf("got %v, want elicitation_unsupported saying %q", failed, tc.why)
 			}
 			promptURL := regexp.MustCompile(`http://\S+/panel/secret/ccp_[A-Za-z0-9_-]{43}`).FindString(failed.Message)
 			if promptURL == "" || !strings.Contains(failed.Message, limits.SecretPromptTTL.String()) {

@@ -198,6 +198,8 @@ func TestForgedAnswersAndCancelsAreDropped(t *testing.T) {
 		return nil
 	})
 	for _, subject := range subs {
+		// Sealed with the key, but for another call.
+		a.nc.Publish(subject, server.seal.seal(subject, &head{Call: "another call", Kind: kindResult, Seq: 1}, []byte(`{}`)))
 		forged := nats.NewMsg(subject)
 		forged.Header.Set("Cc-Seq", "1")
 		forged.Header.Set("Cc-Kind", "result")
@@ -208,7 +210,8 @@ func TestForgedAnswersAndCancelsAreDropped(t *testing.T) {
 	}
 	a.nc.Flush()
 	testkit.Eventually(t, 5*time.Second, func() error {
-		if caller.Dropped()[DropForged] < 3 || server.Dropped()[DropForged] < 3 {
+		if caller.Dropped()[DropForged] < 3 || server.Dropped()[DropForged] < 3 ||
+			caller.Dropped()[DropReplayed] < 1 || server.Dropped()[DropReplayed] < 1 {
 			return errors.New("not every forged message was counted yet")
 		}
 		return nil
@@ -473,5 +476,206 @@ func TestSecuredNATS(t *testing.T) {
 		} else if strings.Contains(err.Error(), ns.Password) {
 			t.Errorf("%s: the error repeats the password: %v", name, err)
 		}
+	}
+}
+
+// TestOpenRefusesWhatTheKeyDidNotSay: a message sealed with the key whose
+// plaintext is not a head and a body (too short, a head length past the
+// plaintext or past maxHeadBytes, a head that is not JSON or names no
+// call) does not open: only what seal writes does.
+func TestOpenRefusesWhatTheKeyDidNotSay(t *testing.T) {
+	s, err := newSealer(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const subject = "commandcore.replica.r1.call"
+	raw := func(plain []byte) []byte {
+		n := 1 + 24
+		out := make([]byte, n)
+		out[0] = sealVersion
+		return s.aead.Seal(out, out[1:n], plain, associated(subject))
+	}
+	withHead := func(hl int, rest string) []byte { return append([]byte{byte(hl >> 8), byte(hl)}, rest...) }
+	bigHead := `{"c":"` + strings.Repeat("x", maxHeadBytes) + `"}`
+	for name, plain := range map[string][]byte{
+		"empty":               {},
+		"one byte":            {0},
+		"head past the end":   withHead(10, `{"c":"x"}`),
+		"head past its cap":   withHead(len(bigHead), bigHead),
+		"head not JSON":       withHead(3, `{c}`),
+		"head naming no call": withHead(2, `{}`),
+	} {
+		if h, _, err := s.open(subject, raw(plain)); err == nil {
+			t.Errorf("%s: opened as %+v", name, h)
+		}
+	}
+	good := withHead(9, `{"c":"x"}body`)
+	if h, data, err := s.open(subject, raw(good)); err != nil || h.Call != "x" || string(data) != "body" {
+		t.Fatalf("a well-formed plaintext: %+v %q %v", h, data, err)
+	}
+	sealed := s.seal(subject, &head{Call: "x"}, []byte("body"))
+	for name, body := range map[string][]byte{
+		"another version": append([]byte{sealVersion + 1}, sealed[1:]...),
+		"cut short":       sealed[:1+24+15],
+		"one bit flipped": append(append([]byte{}, sealed[:len(sealed)-1]...), sealed[len(sealed)-1]^1),
+	} {
+		if _, _, err := s.open(subject, body); err == nil {
+			t.Errorf("%s: opened", name)
+		}
+	}
+	if _, _, err := s.open(subject+".other", sealed); err == nil {
+		t.Error("a message moved to another subject opened")
+	}
+}
+
+// TestProbesAreFreshAndAnsweredOnce: a link probe past its deadline is
+// not answered, one seen before is not answered again, and an answer to
+// a probe that a NATS client without the key forges, or one a key holder
+// sealed for another probe, is dropped while the prober waits for the
+// holder's word.
+func TestProbesAreFreshAndAnsweredOnce(t *testing.T) {
+	server, caller, _ := servedOn(t, &here{alive: true})
+	inbox := caller.nc.NewRespInbox()
+	sub, err := caller.nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func(id string, deadline time.Time) {
+		subject := aliveSubject("r1")
+		caller.nc.Publish(subject, caller.seal.seal(subject, &head{Call: id, Device: "dev", Reply: inbox, Deadline: deadline.UnixNano()}, nil))
+	}
+	probe("stale", time.Now().Add(-time.Second))
+	probe("far", time.Now().Add(relayCallBound+deadlineSlack+time.Minute))
+	probe("once", time.Now().Add(5*time.Second))
+	probe("once", time.Now().Add(5*time.Second))
+	if m, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatal("the fresh probe was not answered")
+	} else if hd, _, err := caller.seal.open(inbox, m.Data); err != nil || hd.Call != "once" || hd.Kind != kindAnswers {
+		t.Fatalf("the answer: %+v %v", hd, err)
+	}
+	if m, err := sub.NextMsg(500 * time.Millisecond); err == nil {
+		t.Fatalf("a stale, far or repeated probe was answered: %q", m.Data)
+	}
+	if d := server.Dropped(); d[DropStale] != 2 || d[DropReplayed] != 1 {
+		t.Fatalf("dropped %v, want 2 stale and 1 replayed", d)
+	}
+
+	// While the holder takes its time, forged answers on every inbox.
+	h := &slowProbe{release: make(chan struct{}), asked: make(chan struct{}, 1)}
+	server, caller, ns := servedOn(t, h)
+	a := newAttacker(t, ns.ClientURL())
+	answered := make(chan bool, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		answered <- caller.LinkAnswers(ctx, "r1", "dev")
+	}()
+	<-h.asked
+	for _, subject := range inboxes(t, ns) {
+		a.nc.Publish(subject, []byte("0"))
+		a.nc.Publish(subject, server.seal.seal(subject, &head{Call: "another probe", Kind: kindSilent}, nil))
+	}
+	a.nc.Flush()
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if d := caller.Dropped(); d[DropForged] < 1 || d[DropReplayed] < 1 {
+			return fmt.Errorf("the prober dropped %v", d)
+		}
+		return nil
+	})
+	close(h.release)
+	if !<-answered {
+		t.Fatal("a forged answer decided the probe")
+	}
+}
+
+// slowProbe is a holder whose link answers once released; asked says it
+// was asked.
+type slowProbe struct {
+	release chan struct{}
+	asked   chan struct{}
+}
+
+func (h *slowProbe) CallHere(context.Context, string, relay.Call, func([]byte)) ([]byte, error) {
+	return nil, relay.ErrNoRoute
+}
+
+func (h *slowProbe) LinkAnswersHere(ctx context.Context, _ string) bool {
+	select {
+	case h.asked <- struct{}{}:
+	default:
+	}
+	select {
+	case <-h.release:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// TestTakenIsBounded: the calls and probes remembered until their
+// deadline are bounded; when full, the expired ones make room, and with
+// none expired a new call is refused (counted), never an old one
+// forgotten, which would let its replay through.
+func TestTakenIsBounded(t *testing.T) {
+	p := mustPeers(t)
+	later := time.Now().Add(time.Minute).UnixNano()
+	for i := range maxTaken {
+		p.taken[fmt.Sprint(i)] = later
+	}
+	if p.take("new", later) || p.Dropped()[DropOverBound] != 1 {
+		t.Fatalf("a call was taken beyond %d remembered", maxTaken)
+	}
+	if p.take("0", later) || p.Dropped()[DropReplayed] != 1 {
+		t.Fatal("a remembered call was taken again")
+	}
+	p.taken["0"] = time.Now().Add(-time.Second).UnixNano()
+	if !p.take("new", later) {
+		t.Fatal("a full memory with an expired call refused a new one")
+	}
+	if _, ok := p.taken["0"]; ok || len(p.taken) != maxTaken {
+		t.Fatalf("the expired call is still remembered (%d remembered)", len(p.taken))
+	}
+}
+
+// bigHere answers every call with n bytes.
+type bigHere struct{ n int }
+
+func (h bigHere) CallHere(context.Context, string, relay.Call, func([]byte)) ([]byte, error) {
+	return bytes.Repeat([]byte("r"), h.n), nil
+}
+
+func (bigHere) LinkAnswersHere(context.Context, string) bool { return true }
+
+// TestAnAnswerIsAtMostALinkFrame: an answer of a link frame crosses
+// whole; one byte more is no answer a device could give, and the caller
+// takes it as lost rather than buffering without end.
+func TestAnAnswerIsAtMostALinkFrame(t *testing.T) {
+	for _, n := range []int{limits.MaxFrameBytes, limits.MaxFrameBytes + 1} {
+		_, caller, _ := servedOn(t, bigHere{n})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := caller.Call(ctx, "r1", "dev", relay.Call{Tool: "process.jobs", Grant: "g"}, nil)
+		cancel()
+		switch {
+		case n == limits.MaxFrameBytes && (err != nil || len(res) != n):
+			t.Fatalf("an answer of %d bytes: %d bytes, %v", n, len(res), err)
+		case n > limits.MaxFrameBytes && (!errors.Is(err, errLost) || caller.Dropped()[DropOverBound] != 1):
+			t.Fatalf("an answer of %d bytes: %v, dropped %v", n, err, caller.Dropped())
+		}
+	}
+}
+
+// TestConnectReconnectsWithoutEnd: a replica keeps reconnecting to NATS
+// for as long as it runs, a quarter second apart, and gives a dial 5 s:
+// a NATS restart costs the calls meanwhile, and the replica comes back by
+// itself.
+func TestConnectReconnectsWithoutEnd(t *testing.T) {
+	ns := natstest.Start(t)
+	nc, err := Connect(Options{URL: ns.ClientURL()}, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if nc.Opts.MaxReconnect != -1 || nc.Opts.ReconnectWait != 250*time.Millisecond || nc.Opts.Timeout != 5*time.Second || nc.Opts.Name != "commandcore relay r" {
+		t.Fatalf("reconnect %d every %v, dial timeout %v, name %q", nc.Opts.MaxReconnect, nc.Opts.ReconnectWait, nc.Opts.Timeout, nc.Opts.Name)
 	}
 }

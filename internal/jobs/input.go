@@ -29,7 +29,7 @@ type InputRequest struct {
 	Until     string `json:"until,omitempty" jsonschema:"with wait_ms: return as soon as this literal text (1-1024 bytes, e.g. a prompt such as '>>> ' or '$ ') appears in the output after this input, instead of once the output pauses"`
 	// Secret is set by the relay for the input a person typed for a
 	// secret prompt. A client setting it hides only its own input.
-	Secret bool `json:"secret,omitempty" jsonschema:"data is one line (newline added) the job's output must not show: written with echo off, it reads *** wherever the output and screen hold it (set by the relay for secret_prompt)"`
+	Secret bool `json:"secret,omitempty" jsonschema:"data is one line (newline added) kept out of the job's output: written with echo off, shown as *** in output and screen (the relay sets it for secret_prompt)"`
 	// SecretPrompt asks a person for the input instead of data; only the
 	// relay's panel can, so a device answers elicitation_unsupported.
 	SecretPrompt string `json:"secret_prompt,omitempty" jsonschema:"instead of data and eof: a prompt (printable UTF-8, at most 512 bytes) shown to the person at the relay's web panel, who types the input there, so a secret never passes through the client; a device asked directly answers elicitation_unsupported"`

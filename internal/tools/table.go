@@ -57,6 +57,9 @@ func tool[In, Out any](name, title string, effect hint, desc string, h func(*han
 	}
 }
 
+// filesListTool is files.list's name, which until.path answers to too.
+const filesListTool = "files.list"
+
 // definitions are the tools this build serves, in listing order; the
 // bounds their descriptions name come from internal/limits.
 var definitions = []func(*handlers) definition{
@@ -101,7 +104,7 @@ var definitions = []func(*handlers) definition{
 	tool("files.edit", "Edit a file", destructive,
 		"Replace exact text in a file: every edit or none, atomically, each old_text found exactly expected_replacements times (default 1), else edit_mismatch naming the edit, the count and the line of the closest match. Returns a unified diff.",
 		(*handlers).filesEdit, editText),
-	tool("files.list", "List a directory", readOnly,
+	tool(filesListTool, "List a directory", readOnly,
 		"List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
 		(*handlers).filesList, nil),
 	tool("process.run", "Run a short command", changes,
@@ -170,7 +173,7 @@ func (h *handlers) processStop(_ context.Context, c Call, in IDRequest) (*jobmet
 }
 
 func (h *handlers) processWait(ctx context.Context, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
-	return wait(ctx, h.svc, h.host.Own, c, in)
+	return wait(ctx, h.svc, h.host, c, in)
 }
 
 func (h *handlers) processJobs(_ context.Context, c Call, _ NoArgs) (*JobList, error) {

@@ -283,8 +283,8 @@ func TestPanelInABrowser(t *testing.T) {
 
 // secretInBrowser: a client that declares URL elicitation asks for a
 // secret for a job running `read -s`; the person types it in the page the
-// client was sent to; the job gets it, the client only its byte count,
-// and the marker is nowhere else.
+// client was sent to; the job gets it, the client only its byte count and,
+// where the job printed it, ***; the marker is nowhere else.
 func secretInBrowser(t *testing.T, p *panelEnv) {
 	marker := "SECRET-" + uuid.NewString()
 	urls := make(chan string, 1)
@@ -300,7 +300,7 @@ func secretInBrowser(t *testing.T, p *panelEnv) {
 		t.Fatal(err)
 	}
 	c := &client{t: t, session: k.Session, kit: k}
-	id := c.start(map[string]any{"command": `read -s pw; echo "length ${#pw}"`, "stdin": true}).ProcessID
+	id := c.start(map[string]any{"command": `read -s pw; echo "length ${#pw}"; echo "got $pw"`, "stdin": true}).ProcessID
 	type answer struct {
 		raw   json.RawMessage
 		isErr bool
@@ -347,8 +347,9 @@ func secretInBrowser(t *testing.T, p *panelEnv) {
 		t.Fatalf("the client's result: %s %v, want accepted_bytes %d and no secret", a.raw, a.err, len(marker)+1)
 	}
 	c.waitTerminal(id, 15*time.Second)
-	if out := string(c.readAll(id, 0).data[0]); out != fmt.Sprintf("length %d\n", len(marker)) {
-		t.Fatalf("the job printed %q", out)
+	// The job printed the secret back: the model reads *** instead.
+	if out := string(c.readAll(id, 0).data[0]); out != fmt.Sprintf("length %d\ngot ***\n", len(marker)) {
+		t.Fatalf("the model reads %q", out)
 	}
 
 	// Stop both, so their journals and databases are flushed, then look

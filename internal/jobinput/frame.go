@@ -30,20 +30,25 @@ const (
 	opResize    = 2
 	opScreen    = 3
 	flagEOF     = 1
+	flagSecret  = 2
 	statusOK    = 0
 	statusClose = 1
 	statusNoTTY = 2
 	statusBad   = 3
+	statusFull  = 4
 )
 
 var magic = [2]byte{'C', 'I'}
 
 // Request is one exchange's ask: write Data (then close stdin when EOF),
 // or, when Resize is set, resize the terminal, or, when Screen is set,
-// write the terminal's screen to the job directory's screen file.
+// write the terminal's screen to the job directory's screen file. Secret
+// Data is one line (secretmask.Line), masked in the job's output from
+// then on and written with the terminal's echo off.
 type Request struct {
 	Data   []byte
 	EOF    bool
+	Secret bool
 	Resize *terminal.Size
 	Screen bool
 }
@@ -64,6 +69,7 @@ var (
 	ErrClosed      = errors.New("the job's input is closed")
 	ErrNotTerminal = errors.New("the job has no terminal")
 	ErrRefused     = errors.New("the supervisor refused the request")
+	ErrSecretsFull = errors.New("the job keeps as many secrets as it may")
 )
 
 // encodeRequest returns the frame for r.
@@ -73,13 +79,13 @@ func encodeRequest(r Request) ([]byte, error) {
 	h[2] = version
 	switch {
 	case r.Screen:
-		if r.Resize != nil || len(r.Data) > 0 || r.EOF {
+		if r.Resize != nil || len(r.Data) > 0 || r.EOF || r.Secret {
 			return nil, fmt.Errorf("%w: a screen request asks nothing else", ErrMalformed)
 		}
 		h[3] = opScreen
 		return h, nil
 	case r.Resize != nil:
-		if !r.Resize.Valid() || len(r.Data) > 0 || r.EOF {
+		if !r.Resize.Valid() || len(r.Data) > 0 || r.EOF || r.Secret {
 			return nil, fmt.Errorf("%w: resize to %dx%d", ErrMalformed, r.Resize.Cols, r.Resize.Rows)
 		}
 		h[3] = opResize
@@ -91,7 +97,10 @@ func encodeRequest(r Request) ([]byte, error) {
 	}
 	h[3] = opWrite
 	if r.EOF {
-		h[4] = flagEOF
+		h[4] |= flagEOF
+	}
+	if r.Secret {
+		h[4] |= flagSecret
 	}
 	binary.LittleEndian.PutUint32(h[8:], uint32(len(r.Data)))
 	return append(h, r.Data...), nil
@@ -123,7 +132,7 @@ func readRequest(r io.Reader, buf []byte) (Request, error) {
 		}
 		return Request{Resize: size}, nil
 	case opWrite:
-		if h[4]&^flagEOF != 0 {
+		if h[4]&^(flagEOF|flagSecret) != 0 {
 			return Request{}, fmt.Errorf("%w: unknown flags", ErrMalformed)
 		}
 		n := binary.LittleEndian.Uint32(h[8:])
@@ -133,7 +142,7 @@ func readRequest(r io.Reader, buf []byte) (Request, error) {
 		if len(buf) < int(n) {
 			buf = make([]byte, n)
 		}
-		req := Request{EOF: h[4]&flagEOF != 0, Data: buf[:n]}
+		req := Request{EOF: h[4]&flagEOF != 0, Secret: h[4]&flagSecret != 0, Data: buf[:n]}
 		if _, err := io.ReadFull(r, req.Data); err != nil {
 			return Request{}, fmt.Errorf("%w: data: %v", ErrMalformed, err)
 		}
@@ -182,6 +191,8 @@ func readReply(r io.Reader) (Reply, error) {
 		return rep, ErrNotTerminal
 	case statusBad:
 		return rep, ErrRefused
+	case statusFull:
+		return rep, ErrSecretsFull
 	}
 	return Reply{}, fmt.Errorf("%w: unknown status", ErrMalformed)
 }

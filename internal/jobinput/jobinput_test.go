@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/secretmask"
 	"github.com/commandcore/commandcore/internal/terminal"
 )
 
@@ -410,7 +411,7 @@ func TestReadRequestRefusesEveryStrayByte(t *testing.T) {
 		to    byte
 	}{
 		{write, 0, 'X'}, {write, 1, 'X'}, {write, 2, version + 1},
-		{write, 4, 2}, {write, 5, 1}, {write, 6, 1}, {write, 7, 1},
+		{write, 4, 4}, {write, 5, 1}, {write, 6, 1}, {write, 7, 1},
 		{resize, 4, flagEOF}, {resize, 8, 0}, {resize, 5, 1},
 	} {
 		f := bytes.Clone(c.frame)
@@ -435,7 +436,7 @@ func TestReadReplyRefusesWhatIsOutOfRange(t *testing.T) {
 		"over 64 KiB":      encodeReply(statusOK, Reply{Accepted: limits.MaxInputBytes + 1}),
 		"negative stdout":  encodeReply(statusOK, Reply{StdoutOffset: -1}),
 		"negative stderr":  encodeReply(statusOK, Reply{StderrOffset: -1}),
-		"an unknown state": encodeReply(statusBad+1, Reply{}),
+		"an unknown state": encodeReply(statusFull+1, Reply{}),
 	}
 	for i := 1; i < 4; i++ {
 		b := encodeReply(statusOK, Reply{})
@@ -540,5 +541,81 @@ func TestServingOutlastsNoFreeDescriptor(t *testing.T) {
 	}
 	if rep, err := readReply(c); err != nil || rep.Accepted != 1 {
 		t.Fatalf("reply %+v, %v; want the byte taken", rep, err)
+	}
+}
+
+// TestSecretInputIsKeptBeforeItIsWritten: a line of secret input reaches
+// the job and is masked in what is read after; input that is not one line
+// is refused and reaches nothing; past the most secrets a job keeps, a new
+// one is refused and not written, one kept already is written.
+func TestSecretInputIsKeptBeforeItIsWritten(t *testing.T) {
+	dir := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	secrets := &secretmask.Set{}
+	serve(t, dir, Sink{W: w, Offsets: offsets(0, 0), Secrets: secrets})
+	masked := func(s string) string {
+		b, _ := io.ReadAll(secrets.Reader(strings.NewReader(s)))
+		return string(b)
+	}
+	if rep, err := Send(dir, Request{Data: []byte("hunter2\n"), Secret: true}); err != nil || rep.Accepted != 8 {
+		t.Fatalf("a secret line: %+v, %v", rep, err)
+	}
+	if got := masked("pw hunter2"); got != "pw ***" {
+		t.Fatalf("after the secret: %q", got)
+	}
+	for _, bad := range []string{"two\nlines\n", "no newline", "tab\tin\n", "del\x7f\n", "cr\r\n", ""} {
+		if _, err := Send(dir, Request{Data: []byte(bad), Secret: true}); !errors.Is(err, ErrRefused) {
+			t.Errorf("secret input %q: %v, want ErrRefused", bad, err)
+		}
+	}
+	if _, err := Send(dir, Request{Data: []byte("\n"), Secret: true}); err != nil {
+		t.Fatalf("an empty secret line: %v", err)
+	}
+	for i := 1; i < limits.SecretsPerJob; i++ {
+		if _, err := Send(dir, Request{Data: []byte(fmt.Sprintf("s%d\n", i)), Secret: true}); err != nil {
+			t.Fatalf("secret %d: %v", i+1, err)
+		}
+	}
+	if rep, err := Send(dir, Request{Data: []byte("one more\n"), Secret: true}); !errors.Is(err, ErrSecretsFull) || rep.Accepted != 0 {
+		t.Fatalf("a secret past the most kept: %+v, %v; want ErrSecretsFull", rep, err)
+	}
+	if _, err := Send(dir, Request{Data: []byte("s1\n"), Secret: true}); err != nil {
+		t.Fatalf("a secret kept already: %v", err)
+	}
+	if _, err := Send(dir, Request{EOF: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(r)
+	want := "hunter2\n\n"
+	for i := 1; i < limits.SecretsPerJob; i++ {
+		want += fmt.Sprintf("s%d\n", i)
+	}
+	if string(got) != want+"s1\n" {
+		t.Fatalf("the job read %q", got)
+	}
+	// Only a write is secret.
+	for _, req := range []Request{{Screen: true, Secret: true}, {Resize: &terminal.Size{Cols: 1, Rows: 1}, Secret: true}} {
+		if _, err := encodeRequest(req); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%+v: %v, want ErrMalformed", req, err)
+		}
+	}
+}
+
+// TestASecretNeedsASupervisorThatMasks: a supervisor with nowhere to keep
+// secrets refuses secret input rather than pass it on unmasked.
+func TestASecretNeedsASupervisorThatMasks(t *testing.T) {
+	dir := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	serve(t, dir, Sink{W: w, Offsets: offsets(0, 0)})
+	if _, err := Send(dir, Request{Data: []byte("hunter2\n"), Secret: true}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("%v, want ErrRefused", err)
 	}
 }

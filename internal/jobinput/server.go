@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/secretmask"
 	"github.com/commandcore/commandcore/internal/terminal"
 )
 
@@ -27,6 +28,8 @@ type Sink struct {
 	// screen file. Both are nil for a job without an emulated terminal.
 	Resized func(terminal.Size)
 	Screen  func() error
+	// Secrets keeps the secrets written, to mask them in the job's output.
+	Secrets *secretmask.Set
 }
 
 // Listener is the supervisor's end of the channel.
@@ -148,7 +151,23 @@ func (l *Listener) handle(req Request) (byte, Reply) {
 	if l.closed {
 		return statusClose, rep
 	}
-	n, err := l.write(req.Data)
+	if req.Secret {
+		defer clear(req.Data)
+		if status := l.keepSecret(req.Data); status != statusOK {
+			return status, rep
+		}
+	}
+	var n int
+	var err error
+	write := func() error {
+		n, err = l.write(req.Data)
+		return err
+	}
+	if req.Secret && l.sink.Terminal {
+		terminal.WithoutEcho(l.sink.W, write)
+	} else {
+		write()
+	}
 	rep.Accepted = n
 	switch {
 	case errors.Is(err, syscall.EPIPE):
@@ -171,6 +190,25 @@ func (l *Listener) handle(req Request) (byte, Reply) {
 		}
 	}
 	return statusOK, rep
+}
+
+// keepSecret adds the secret a line of secret input carries to the ones
+// the job's output is masked for, before any of it reaches the job.
+func (l *Listener) keepSecret(data []byte) byte {
+	secret, err := secretmask.Line(data)
+	if err != nil || l.sink.Secrets == nil {
+		return statusBad
+	}
+	if len(secret) == 0 {
+		return statusOK
+	}
+	switch err := l.sink.Secrets.Add(secret); {
+	case errors.Is(err, secretmask.ErrFull):
+		return statusFull
+	case err != nil:
+		return statusBad
+	}
+	return statusOK
 }
 
 func (l *Listener) write(p []byte) (int, error) {

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/namechars"
 	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/secretmask"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
 
@@ -25,9 +27,12 @@ type InputRequest struct {
 	EOF       bool   `json:"eof,omitempty" jsonschema:"close stdin after data (on a terminal: send end-of-file); later input is input_closed"`
 	WaitMS    int    `json:"wait_ms,omitempty" jsonschema:"0-30000: then wait up to this long for output produced after this input and return it as output"`
 	Until     string `json:"until,omitempty" jsonschema:"with wait_ms: return as soon as this literal text (1-1024 bytes, e.g. a prompt such as '>>> ' or '$ ') appears in the output after this input, instead of once the output pauses"`
+	// Secret is set by the relay for the input a person typed for a
+	// secret prompt. A client setting it hides only its own input.
+	Secret bool `json:"secret,omitempty" jsonschema:"data is a line kept out of output and screen (as ***); the relay sets it"`
 	// SecretPrompt asks a person for the input instead of data; only the
 	// relay's panel can, so a device answers elicitation_unsupported.
-	SecretPrompt string `json:"secret_prompt,omitempty" jsonschema:"instead of data and eof: a prompt (printable UTF-8, at most 512 bytes) shown to the person at the relay's web panel, who types the input there, so a secret never passes through the client; a device asked directly answers elicitation_unsupported"`
+	SecretPrompt string `json:"secret_prompt,omitempty" jsonschema:"instead of data and eof: a prompt (printable, at most 512 bytes) the person sees at the relay's panel, where they type one line; the secret never passes through the client"`
 }
 
 // InputResult is process.input's result.
@@ -79,6 +84,19 @@ func decodeInput(req *InputRequest) ([]byte, error) {
 	return data, nil
 }
 
+// secretLine returns secret input as the job gets it: one line, its
+// newline added when it has none.
+func secretLine(data []byte) ([]byte, error) {
+	if !bytes.HasSuffix(data, []byte{'\n'}) {
+		data = append(data, '\n')
+	}
+	if _, err := secretmask.Line(data); err != nil {
+		return nil, errcode.New(errcode.InvalidArgument,
+			"secret data must be one line of at most %d bytes without control characters (a newline only at its end)", limits.SecretMaxBytes)
+	}
+	return data, nil
+}
+
 // secretInput answers a request for secret input. The relay's panel takes
 // secret_prompt off the call before it reaches a device, so a device that
 // sees one has no person to ask; it still checks the request, so a client
@@ -120,6 +138,8 @@ func channelError(err error) error {
 		return errcode.New(errcode.InputClosed, "the job's input is closed")
 	case errors.Is(err, jobinput.ErrNotTerminal):
 		return errcode.New(errcode.NotInteractive, "the job was started without a terminal (pty)")
+	case errors.Is(err, jobinput.ErrSecretsFull):
+		return errcode.New(errcode.InvalidArgument, "the job masks at most %d secrets in its output and has as many; this secret was not sent", limits.SecretsPerJob)
 	}
 	return errcode.Wrap(errcode.Internal, err, "the job's input channel failed")
 }
@@ -146,10 +166,16 @@ func (s *Service) Input(ctx context.Context, who principal.Principal, req InputR
 	if err != nil {
 		return nil, err
 	}
+	if req.Secret {
+		if data, err = secretLine(data); err != nil {
+			return nil, err
+		}
+		defer clear(data)
+	}
 	if _, err := s.interactive(who, req.ProcessID, false); err != nil {
 		return nil, err
 	}
-	rep, err := jobinput.Send(s.store.Dir(req.ProcessID), jobinput.Request{Data: data, EOF: req.EOF})
+	rep, err := jobinput.Send(s.store.Dir(req.ProcessID), jobinput.Request{Data: data, EOF: req.EOF, Secret: req.Secret})
 	if err != nil {
 		return nil, channelError(err)
 	}

@@ -22,7 +22,7 @@ type OutputRequest struct {
 	StderrOffset int64  `json:"stderr_offset,omitempty" jsonschema:"absolute byte offset in stderr to read from"`
 	MaxBytes     int    `json:"max_bytes,omitempty" jsonschema:"bytes per stream, default 65536, at most 1048576"`
 	WaitMS       int    `json:"wait_ms,omitempty" jsonschema:"0-30000: when a live job has nothing past both offsets, wait up to this long for output or an end"`
-	MinBytes     int    `json:"min_bytes,omitempty" jsonschema:"1-1048576: with wait_ms, return once this many new bytes stand (both streams), the job ends or the wait is over"`
+	MinBytes     int    `json:"min_bytes,omitempty" jsonschema:"1-1048576: with wait_ms, return once this many new bytes stand (both streams) or the job ends"`
 }
 
 // Gap is a discarded range of a stream: [From, To).

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/listening"
+	"github.com/commandcore/commandcore/internal/proclist"
 )
 
 // Streams an until.output condition looks in.
@@ -35,8 +37,8 @@ const (
 // Until is what may end a wait on one job before the job ends.
 type Until struct {
 	Output *OutputUntil `json:"output,omitempty" jsonschema:"end the wait when this literal text appears in the job's output"`
-	Port   *int         `json:"port,omitempty" jsonschema:"1-65535: end the wait when some socket of the host listens on this TCP port (no connection is made)"`
-	Path   string       `json:"path,omitempty" jsonschema:"an absolute path: end the wait when it exists"`
+	Port   *int         `json:"port,omitempty" jsonschema:"1-65535: end the wait when a process of the job listens on this TCP port (no connection is made)"`
+	Path   string       `json:"path,omitempty" jsonschema:"an absolute path: end the wait when it exists (needs files.list)"`
 }
 
 // OutputUntil is an until.output condition.
@@ -204,11 +206,13 @@ type conditions struct {
 	path      string
 	exists    PathProbe
 	ports     *listening.Prober
+	procs     *proclist.Lister
 	lastProbe time.Time
 }
 
-// newConditions prepares u for a wait on job id; nil u is no condition.
-func newConditions(u *Until, id string, exists PathProbe) (*conditions, error) {
+// newConditions prepares u for a wait on job id of s; nil u is no
+// condition.
+func (s *Service) newConditions(u *Until, id string, exists PathProbe) (*conditions, error) {
 	if u == nil {
 		return nil, nil
 	}
@@ -229,14 +233,19 @@ func newConditions(u *Until, id string, exists PathProbe) (*conditions, error) {
 		if err != nil {
 			return nil, errcode.Wrap(errcode.Internal, err, "the host's socket tables cannot be read")
 		}
-		c.ports = p
+		// The job's processes are the ones process.list calls its own.
+		l, err := proclist.New("/proc", proclist.Agent{DeviceID: s.DeviceID(), JobsDir: s.JobsDir()})
+		if err != nil {
+			return nil, errcode.Wrap(errcode.Internal, err, "the process table cannot be read")
+		}
+		c.ports, c.procs = p, l
 	}
 	return c, nil
 }
 
 // check reports the condition that holds, if any: output at every call,
 // port and path at most every limits.UntilProbeInterval.
-func (c *conditions) check(s *Service) (met, stream string, at int64, err error) {
+func (c *conditions) check(ctx context.Context, s *Service) (met, stream string, at int64, err error) {
 	if c.output != nil {
 		stream, at, found, err := s.lookFor(c.id, c.output)
 		if err != nil || found {
@@ -248,8 +257,8 @@ func (c *conditions) check(s *Service) (met, stream string, at int64, err error)
 	}
 	c.lastProbe = time.Now()
 	if c.port != 0 {
-		ok, err := c.ports.TCP(c.port)
-		if err != nil {
+		ok, err := c.ports.TCP(c.port, func() ([]int, error) { return c.procs.JobPIDs(ctx, c.id) })
+		if err != nil && ctx.Err() == nil {
 			return "", "", 0, errcode.Wrap(errcode.Internal, err, "the host's socket tables cannot be read")
 		}
 		if ok {

@@ -127,32 +127,35 @@ func TestUntilOutputAndTheJobsEnd(t *testing.T) {
 	}
 }
 
-func TestUntilPortAndPath(t *testing.T) {
-	svc := service(t, "/nonexistent")
-	id, _ := liveJob(t, svc, "")
+// TestUntilPortIsTheJobsOwn: another program listening on a port does not
+// meet until.port; the job's own server (a process of its unit) does.
+func TestUntilPortIsTheJobsOwn(t *testing.T) {
+	svc := realService(t)
+	stopAll(t, svc)
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	otherPort := other.Addr().(*net.TCPAddr).Port
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	if res := waitUntil(t, svc, id, Until{Port: &port}, 300); res.Met != MetTimeout {
-		t.Fatalf("nothing listens on %d yet: met %q", port, res.Met)
+	id := startJob(t, svc, fmt.Sprintf("sleep 0.3; exec python3 -m http.server %d --bind 127.0.0.1", port))
+	if res := waitUntil(t, svc, id, Until{Port: &otherPort}, 1000); res.Met != MetTimeout {
+		t.Fatalf("another program's listener on %d: met %q, want timeout", otherPort, res.Met)
 	}
-	listener := make(chan net.Listener, 1)
-	time.AfterFunc(200*time.Millisecond, func() {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			t.Error(err)
-		}
-		listener <- l
-	})
-	if res := waitUntil(t, svc, id, Until{Port: &port}, 10000); res.Met != MetPort || len(res.Pending) != 1 {
-		t.Fatalf("a listener on %d: met %q, want port", port, res.Met)
+	if res := waitUntil(t, svc, id, Until{Port: &port}, 15000); res.Met != MetPort || len(res.Pending) != 1 {
+		t.Fatalf("the job's own listener on %d: met %q, want port", port, res.Met)
 	}
-	if l := <-listener; l != nil {
-		l.Close()
-	}
+}
+
+func TestUntilPath(t *testing.T) {
+	svc := service(t, "/nonexistent")
+	id, _ := liveJob(t, svc, "")
 	path := filepath.Join(t.TempDir(), "built", "out")
 	time.AfterFunc(200*time.Millisecond, func() {
 		os.MkdirAll(filepath.Dir(path), 0o700)
@@ -162,7 +165,7 @@ func TestUntilPortAndPath(t *testing.T) {
 		t.Fatalf("a path that appears: met %q, want path", res.Met)
 	}
 	refusal := errcode.New(errcode.PermissionDenied, "not there")
-	_, err = svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{id}, Until: &Until{Path: "/x"}},
+	_, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{id}, Until: &Until{Path: "/x"}},
 		func(string) (bool, error) { return false, refusal })
 	if err != refusal {
 		t.Fatalf("a refused path: %v, want the probe's refusal", err)

@@ -98,7 +98,7 @@ func (s *Service) Wait(ctx context.Context, who principal.Principal, req WaitReq
 	if err != nil {
 		return nil, err
 	}
-	conds, err := newConditions(req.Until, req.ProcessIDs[0], exists)
+	conds, err := s.newConditions(req.Until, req.ProcessIDs[0], exists)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (s *Service) Wait(ctx context.Context, who principal.Principal, req WaitReq
 		// A condition is checked before the end it may precede: output
 		// written just before the job ended is what the caller waited for.
 		if conds != nil {
-			what, stream, at, err := conds.check(s)
+			what, stream, at, err := conds.check(ctx, s)
 			if err != nil {
 				return nil, err
 			}

@@ -154,6 +154,12 @@ const (
 	// SecretPromptMaxBytes bounds process.input's secret_prompt: a line
 	// or two for a person to read at the relay's panel.
 	SecretPromptMaxBytes = 512
+	// SecretMaxBytes bounds one line of secret input (before its newline):
+	// a terminal's line in canonical mode, 4095 bytes and the newline.
+	SecretMaxBytes = 4095
+	// SecretsPerJob bounds the secrets a job's supervisor keeps to mask in
+	// its output; the next secret input is refused, never sent unmasked.
+	SecretsPerJob = 32
 	// TerminalDimensionMax bounds a pty job's cols and rows (1-1000 each).
 	TerminalDimensionMax = 1000
 	// ScreenTextMaxBytes bounds the text of one process.screen: rows past

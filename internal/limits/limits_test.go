@@ -141,6 +141,8 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"MaxInputBytes":         {MaxInputBytes, 65536},       // docs/limits.md: input per process.input call 64 KiB
 	"TerminalDimensionMax":  {TerminalDimensionMax, 1000}, // docs/tools.md process.start: pty cols, rows 1-1000 each
 	"SecretPromptMaxBytes":  {SecretPromptMaxBytes, 512},  // docs/limits.md: process.input's secret_prompt 512 bytes
+	"SecretMaxBytes":        {SecretMaxBytes, 4095},       // docs/limits.md: a secret is one terminal line
+	"SecretsPerJob":         {SecretsPerJob, 32},          // docs/limits.md: secrets a job masks
 	// Internal: a job that does not read its stdin, and a frozen peer on the input channel.
 	"InputWriteTimeout":    {InputWriteTimeout, 5 * time.Second},
 	"InputExchangeTimeout": {InputExchangeTimeout, 10 * time.Second},

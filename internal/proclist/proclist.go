@@ -312,6 +312,31 @@ func (l *Lister) List(ctx context.Context, req Request, sees func(jobID string) 
 	return res, nil
 }
 
+// JobPIDs returns the PIDs of the processes of this agent's job id, as
+// managed selects them (package comment), in ascending order.
+func (l *Lister) JobPIDs(ctx context.Context, id string) ([]int, error) {
+	procs, err := l.fs.AllProcs()
+	if err != nil {
+		return nil, errcode.Wrap(errcode.Internal, err, "could not read the process table")
+	}
+	sc := &scan{l: l, procs: map[int]*proc{}, names: map[uint64]string{}, seen: map[string]bool{}}
+	var pids []int
+	for i, pp := range procs {
+		if i%64 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		p := sc.get(pp.PID)
+		if p == nil {
+			continue
+		}
+		if managed, job := sc.isManaged(p); managed && job == id {
+			pids = append(pids, pp.PID)
+		}
+	}
+	slices.Sort(pids)
+	return pids, nil
+}
+
 func (l *Lister) resolveUser(s string) (uint64, error) {
 	if isDigits(s) {
 		uid, err := strconv.ParseUint(s, 10, 32)

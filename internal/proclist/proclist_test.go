@@ -493,3 +493,25 @@ func TestAnotherPrincipalsJobIsAPlainProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestJobPIDs: a job's processes are its unit's members (systemd path) or
+// its supervisor and the supervisor's descendants (fallback), never
+// another job's or another agent's.
+func TestJobPIDs(t *testing.T) {
+	l := fixture(t)
+	for id, want := range map[string][]int{
+		"aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee": {110, 111, 112},
+		"12345678-9abc-4def-8123-456789abcdef": {200, 201, 202},
+		"ffffffff-bbbb-4ccc-8ddd-eeeeeeeeeeee": nil,
+	} {
+		got, err := l.JobPIDs(context.Background(), id)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("job %s: %v, %v; want %v", id, got, err, want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.JobPIDs(ctx, "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled look: %v", err)
+	}
+}

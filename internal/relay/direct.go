@@ -114,7 +114,7 @@ func readDirect(r *http.Request, body []byte, c *client) (*directCall, bool) {
 	} else if metaVersion != nil {
 		return nil, false
 	}
-	if !slices.Contains(toolNames(), dc.tool) || !c.visible(dc.tool) || asksSecret(dc.tool, dc.args) {
+	if !slices.Contains(toolNames(), dc.tool) || !c.visible(dc.tool) || asksSecret(dc.tool, dc.args) || waitsOnPath(dc.tool, dc.args) {
 		return nil, false
 	}
 	return dc, true

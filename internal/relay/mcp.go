@@ -290,6 +290,9 @@ func (s *Server) forwarder(tool string) mcp.ToolHandler {
 		if asksSecret(tool, req.Params.Arguments) {
 			return s.secretInput(ctx, c, tok, req)
 		}
+		if waitsOnPath(tool, req.Params.Arguments) && !authz.MatchScope(tok.Tools, filesListTool) {
+			return toolresult.Failure(errUntilPath), nil
+		}
 		var target *progressTarget
 		var progress func([]byte)
 		if pt := req.Params.GetProgressToken(); pt != nil && req.Session != nil {

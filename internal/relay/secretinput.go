@@ -238,11 +238,14 @@ func (s *Server) sendSecret(ctx context.Context, p *relaystate.SecretPrompt, inp
 	if len(input) > limits.MaxInputBytes {
 		return nil, errcode.New(errcode.InvalidArgument, "the input is over %d bytes", limits.MaxInputBytes)
 	}
+	// secret: the device masks it in the job's output and keeps it off
+	// the terminal's echo, so the model that asked never reads it back.
 	args, err := json.Marshal(struct {
 		ProcessID string `json:"process_id"`
 		Data      string `json:"data"`
 		Encoding  string `json:"encoding"`
-	}{p.ProcessID, base64.StdEncoding.EncodeToString(input), "base64"})
+		Secret    bool   `json:"secret"`
+	}{p.ProcessID, base64.StdEncoding.EncodeToString(input), "base64", true})
 	if err != nil {
 		return nil, err
 	}

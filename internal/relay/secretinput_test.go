@@ -254,8 +254,8 @@ func TestSecretInputThroughURLElicitation(t *testing.T) {
 	}
 	got := h.dev.inputs()
 	if len(got) != 1 || got[0]["process_id"] != "job-1" || got[0]["encoding"] != "base64" ||
-		got[0]["data"] != base64.StdEncoding.EncodeToString([]byte(secretMarker+"\n")) || len(got[0]) != 3 {
-		t.Fatalf("the device got %v, want the secret and Enter once, base64", got)
+		got[0]["data"] != base64.StdEncoding.EncodeToString([]byte(secretMarker+"\n")) || got[0]["secret"] != true || len(got[0]) != 4 {
+		t.Fatalf("the device got %v, want the secret and Enter once, base64, marked secret", got)
 	}
 	raw, _ := json.Marshal(a.res)
 	if strings.Contains(string(raw), secretMarker) {

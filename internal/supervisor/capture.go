@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/capture"
+	"github.com/commandcore/commandcore/internal/secretmask"
 	"github.com/commandcore/commandcore/internal/terminal"
 )
 
@@ -63,6 +64,15 @@ func terminalOutputs(master *os.File) (*outputs, error) {
 	o.r[0] = master
 	o.src = [2]io.Reader{terminal.Reader{Master: master}, o.r[1]}
 	return o, nil
+}
+
+// mask reads both streams through secrets, so that what the job prints of
+// its secret input is masked before the capture stores it. The pipes are
+// then read into memory rather than spliced into the capture files.
+func (o *outputs) mask(secrets *secretmask.Set) {
+	for i, r := range o.src {
+		o.src[i] = secrets.Reader(r)
+	}
 }
 
 // closeWriters closes our copies of the write ends once the shell has its

@@ -27,6 +27,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/procgroup"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/secretmask"
 	"github.com/commandcore/commandcore/internal/termscreen"
 )
 
@@ -184,7 +185,11 @@ func (s *sup) supervise(env *envelope.Envelope, input *jobinput.Listener, sigs <
 	}
 	screen := s.followScreen(env)
 	if input != nil {
-		sink := jobinput.Sink{W: std.input, Terminal: env.PTY != nil, Offsets: s.offsets}
+		// The job's secrets, in this process's memory only: the screen
+		// is drawn from the capture, so it never holds them either.
+		secrets := &secretmask.Set{}
+		std.out.mask(secrets)
+		sink := jobinput.Sink{W: std.input, Terminal: env.PTY != nil, Offsets: s.offsets, Secrets: secrets}
 		if screen != nil {
 			sink.Resized = screen.Resize
 			sink.Screen = func() error { return screen.Publish(s.path(jobmeta.ScreenFile)) }

@@ -114,3 +114,49 @@ func (r Reader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// WithoutEcho calls write with the terminal's echo turned off, so what it
+// writes is not shown back (a program reading a password turns it off
+// itself; one that does not would print the input). Echo is turned back on
+// once the line discipline has taken what write wrote, unless the program
+// changed the terminal's modes meanwhile. With echo off already, or when
+// the modes cannot be read or set, write is called as it is.
+func WithoutEcho(master *os.File, write func() error) error {
+	var on *unix.Termios
+	err := control(master, func(fd int) (err error) {
+		on, err = unix.IoctlGetTermios(fd, unix.TCGETS)
+		return err
+	})
+	if err != nil || on.Lflag&unix.ECHO == 0 {
+		return write()
+	}
+	off := *on
+	off.Lflag &^= unix.ECHO
+	if control(master, func(fd int) error { return unix.IoctlSetTermios(fd, unix.TCSETS, &off) }) != nil {
+		return write()
+	}
+	werr := write()
+	control(master, func(fd int) error {
+		settle(fd)
+		now, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil || *now != off {
+			return err
+		}
+		return unix.IoctlSetTermios(fd, unix.TCSETS, on)
+	})
+	return werr
+}
+
+// settle waits until the line discipline has taken the input written to
+// master fd: the kernel hands a pty's input to it from a work queue, and
+// decides then whether to echo. Polling the terminal's other end waits for
+// that work when no line is waiting to be read there (a program blocked
+// reading its input: the case that matters).
+func settle(fd int) {
+	peer, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCGPTPEER, uintptr(unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC))
+	if errno != 0 {
+		return
+	}
+	unix.Poll([]unix.PollFd{{Fd: int32(peer), Events: unix.POLLIN}}, 0)
+	unix.Close(int(peer))
+}

@@ -32,12 +32,13 @@ func (a *altScan) scan(data []byte, gap bool) {
 		start := i + j
 		final, end, complete := modeSeq(buf[start+3:])
 		if !complete {
+			// It runs to the end of buf: carried when the next bytes
+			// may finish it, else given up.
 			if len(buf)-start <= maxModeSeq {
 				a.carry = append(a.carry[:0], buf[start:]...)
 				return
 			}
-			i = start + 3
-			continue
+			break
 		}
 		if final != 0 {
 			a.last = final
@@ -50,25 +51,28 @@ func (a *altScan) scan(data []byte, gap bool) {
 
 // modeSeq parses the parameters and final byte of a private mode sequence
 // after its "\x1b[?": final is 'h' or 'l' when the sequence switches the
-// alternate screen, 0 otherwise; end is where the sequence ends; complete
-// is false when p ends before it does.
+// alternate screen, 0 otherwise; end is where the parameters end (at the
+// final byte, or at a byte no mode sequence has), where the scan goes on:
+// no sequence begins there; complete is false when p ends before it does.
 func modeSeq(p []byte) (final byte, end int, complete bool) {
 	n, alt := 0, false
 	for i, c := range p {
-		switch {
-		case c >= '0' && c <= '9':
+		if c >= '0' && c <= '9' {
 			n = min(n*10+int(c-'0'), 1<<20)
-		case c == ';':
-			alt = alt || n == 1049 || n == 1047 || n == 47
-			n = 0
-		case c == 'h' || c == 'l':
-			if alt || n == 1049 || n == 1047 || n == 47 {
-				return c, i + 1, true
-			}
-			return 0, i + 1, true
-		default:
-			return 0, i, true
+			continue
 		}
+		if c == ';' {
+			alt = alt || altMode(n)
+			n = 0
+			continue
+		}
+		if (c == 'h' || c == 'l') && (alt || altMode(n)) {
+			return c, i, true
+		}
+		return 0, i, true
 	}
 	return 0, len(p), false
 }
+
+// altMode reports whether private mode n is an alternate screen's.
+func altMode(n int) bool { return n == 1049 || n == 1047 || n == 47 }

@@ -1,6 +1,9 @@
 package termscreen
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestAltScan(t *testing.T) {
 	for _, tc := range []struct {
@@ -23,6 +26,15 @@ func TestAltScan(t *testing.T) {
 		{"not a mode sequence", []string{"\x1b[?1049x\x1b[?", "47"}, -1, 0},
 		{"an overlong sequence", []string{"\x1b[?" + string(make([]byte, 40)) + "1049h"}, -1, 0},
 		{"a huge number", []string{"\x1b[?99999999999999999999h"}, -1, 0},
+		{"an overlong sequence, unfinished", []string{"\x1b[?" + strings.Repeat("1;", 20), "1049h"}, -1, 0},
+		// Carried when the unfinished sequence is at most maxModeSeq
+		// bytes, wherever it begins.
+		{"unfinished at the longest carried", []string{"x\x1b[?" + strings.Repeat("0;", 13) + "104", "9h"}, -1, 'h'},
+		{"unfinished one byte longer", []string{"x\x1b[?" + strings.Repeat("0;", 13) + "1049", "h"}, -1, 0},
+		{"1049 before another mode", []string{"\x1b[?1049;1h"}, -1, 'h'},
+		{"1047 before another mode", []string{"\x1b[?1047;1h"}, -1, 'h'},
+		{"47 before another mode", []string{"\x1b[?47;1l"}, -1, 'l'},
+		{"two other modes", []string{"\x1b[?1;2h\x1b[?25;1004l"}, -1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var a altScan

@@ -51,7 +51,7 @@ func (fl *Follower) run() {
 	defer close(fl.done)
 	t := time.NewTicker(limits.ScreenFollowInterval)
 	defer t.Stop()
-	fedSinceRelease := false
+	var pause pauses
 	for {
 		select {
 		case <-fl.stop:
@@ -60,17 +60,28 @@ func (fl *Follower) run() {
 			fl.mu.Lock()
 			before := fl.fed
 			fl.catchUp()
-			fed := fl.fed != before
+			after := fl.fed
 			fl.mu.Unlock()
-			switch {
-			case fed:
-				fedSinceRelease = true
-			case fedSinceRelease:
-				fedSinceRelease = false
+			if pause.tick(before, after) {
 				debug.FreeOSMemory()
 			}
 		}
 	}
+}
+
+// pauses tells the ticks at which output paused after some was fed.
+type pauses struct{ fedSince bool }
+
+// tick reports whether a tick that moved fed from before to after is the
+// first without output since one with.
+func (p *pauses) tick(before, after int64) bool {
+	if after != before {
+		p.fedSince = true
+		return false
+	}
+	paused := p.fedSince
+	p.fedSince = false
+	return paused
 }
 
 // catchUp feeds the terminal what the capture holds past fed. Past a flood

@@ -82,14 +82,13 @@ func (t *Terminal) Screen() jobmeta.Screen {
 	for y := range h {
 		b.Reset()
 		for x := 0; x < w; x++ {
-			c := t.emu.CellAt(x, y)
-			switch {
-			case c == nil || c.Content == "":
-				b.WriteByte(' ')
-			default:
+			// A cell with nothing in it reads as a blank.
+			if c := t.emu.CellAt(x, y); c != nil && c.Content != "" {
 				b.WriteString(c.Content)
 				// A wide character's second column holds nothing of its own.
 				x += max(c.Width, 1) - 1
+			} else {
+				b.WriteByte(' ')
 			}
 		}
 		line := validText(strings.TrimRight(b.String(), " "))

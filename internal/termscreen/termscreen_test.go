@@ -94,6 +94,29 @@ func TestLargeScreenIsTruncated(t *testing.T) {
 	}
 }
 
+// TestScreenTextBudget: a row that fills the text budget exactly is kept;
+// once a row does not fit, no row after it is, however short.
+func TestScreenTextBudget(t *testing.T) {
+	const cols = 1024
+	rows := limits.ScreenTextMaxBytes/cols + 2
+	full := strings.Repeat("x", cols)
+	out := strings.Repeat(full, rows-1) + "end"
+	s := screenOf(t, terminal.Size{Cols: cols, Rows: rows}, out)
+	kept := limits.ScreenTextMaxBytes / cols
+	if s.Lines[kept-1] != full || s.Lines[kept] != "" || s.Lines[rows-1] != "" || !s.Truncated {
+		t.Fatalf("row %d %d bytes, row %d %d bytes, last row %q, truncated %v; want the budget's rows exactly",
+			kept-1, len(s.Lines[kept-1]), kept, len(s.Lines[kept]), s.Lines[rows-1], s.Truncated)
+	}
+	// Rows of 1000 leave 72 bytes of the budget when the next does not
+	// fit: a short row after it is not kept either.
+	full = strings.Repeat("x", 1000)
+	kept = limits.ScreenTextMaxBytes / 1000
+	s = screenOf(t, terminal.Size{Cols: 1000, Rows: kept + 2}, strings.Repeat(full, kept+1)+"end")
+	if s.Lines[kept-1] != full || s.Lines[kept] != "" || s.Lines[kept+1] != "" {
+		t.Fatalf("the row after the first that did not fit: %q", s.Lines[kept+1])
+	}
+}
+
 func TestResize(t *testing.T) {
 	term := New(terminal.Size{Cols: 10, Rows: 2})
 	defer term.Close()

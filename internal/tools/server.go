@@ -18,6 +18,7 @@ func NewServer(svc *jobs.Service, stateDir, configDir string, gate Gate) (*mcp.S
 	if err != nil {
 		return nil, err
 	}
+	host.ConfigDir = configDir
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{
 		Instructions: toolspec.Instructions,
 		// Logging is the default this replaces; the experimental entry

@@ -57,6 +57,9 @@ func tool[In, Out any](name, title string, effect hint, desc string, h func(*han
 	}
 }
 
+// filesListTool is files.list's name, which until.path answers to too.
+const filesListTool = "files.list"
+
 // definitions are the tools this build serves, in listing order; the
 // bounds their descriptions name come from internal/limits.
 var definitions = []func(*handlers) definition{
@@ -73,7 +76,7 @@ var definitions = []func(*handlers) definition{
 		"One managed job's full record: state, end reason, exit code, capture counters, identity.",
 		(*handlers).processStatus, recordText),
 	tool("process.output", "Read job output", readOnly,
-		"Page a managed job's stdout and stderr by absolute offsets; wait_ms long-polls a live job. To follow a chatty job (a build), add min_bytes (e.g. 4096): one call per batch, not per write.",
+		"Page a job's stdout and stderr by absolute offsets; wait_ms long-polls a live job. Following a chatty job, add min_bytes (e.g. 4096): a call per batch, not per write.",
 		(*handlers).processOutput, outputText),
 	tool("process.input", "Send input to a job", changes,
 		fmt.Sprintf("Write data (at most %d KiB a call) to a running stdin or pty job's input, close it (eof), or have the person at the relay's web panel type a secret (secret_prompt). With wait_ms, returns the output the input produced (from the offsets the streams had before it) once it pauses; with until too, once that text (a prompt such as '>>> ') appears, so echo, answer and next prompt come back together. Input is never recorded.", limits.MaxInputBytes>>10),
@@ -101,7 +104,7 @@ var definitions = []func(*handlers) definition{
 	tool("files.edit", "Edit a file", destructive,
 		"Replace exact text in a file: every edit or none, atomically, each old_text found exactly expected_replacements times (default 1), else edit_mismatch naming the edit, the count and the line of the closest match. Returns a unified diff.",
 		(*handlers).filesEdit, editText),
-	tool("files.list", "List a directory", readOnly,
+	tool(filesListTool, "List a directory", readOnly,
 		"List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
 		(*handlers).filesList, nil),
 	tool("process.run", "Run a short command", changes,
@@ -170,7 +173,7 @@ func (h *handlers) processStop(_ context.Context, c Call, in IDRequest) (*jobmet
 }
 
 func (h *handlers) processWait(ctx context.Context, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
-	return wait(ctx, h.svc, h.host.Own, c, in)
+	return wait(ctx, h.svc, h.host, c, in)
 }
 
 func (h *handlers) processJobs(_ context.Context, c Call, _ NoArgs) (*JobList, error) {

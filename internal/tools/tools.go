@@ -58,6 +58,9 @@ type Host struct {
 	Metrics   *metrics.Source
 	Processes *proclist.Lister
 	Own       *owndirs.Set
+	// ConfigDir holds the owner's permissions.json, which until.path
+	// answers to as files.list does; empty: no ceiling applies.
+	ConfigDir string
 }
 
 // NewHost returns the engines over the proc file system at procRoot, kept

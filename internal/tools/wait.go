@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -17,7 +18,7 @@ import (
 )
 
 // waitDescription is process.wait's tool description.
-var waitDescription = fmt.Sprintf("Wait for managed jobs to end: returns when any (mode all: every) job is terminal, or after timeout_ms, with the terminal jobs' records as ended, the live ones' ids as pending, and met saying why it returned. For one job, until ends the wait sooner, instead of polling: output (literal text, e.g. \"ready\"; met gives its stream and offset), port (a TCP port the host listens on) or path (exists); output is seen as soon as it is written, port and path are looked for %d times a second. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
+var waitDescription = fmt.Sprintf("Wait for jobs to end: returns when any (mode all: every) job is terminal, or after timeout_ms, with the terminal jobs' records as ended, the live ones' ids as pending, and met saying why it returned. For one job, until ends the wait sooner: output (literal text, e.g. \"ready\"; met gives its stream and offset), port (a TCP port the job listens on) or path (exists); output is seen as soon as it is written, port and path are looked for %d times a second. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
 	time.Second/limits.UntilProbeInterval, seconds(limits.WaitProgressMaxGap))
 
 // pathExists is until.path's probe: the path resolved as the file tools
@@ -42,10 +43,31 @@ func pathExists(own *owndirs.Set) jobs.PathProbe {
 	}
 }
 
+// untilPathAllowed refuses until.path where the owner's ceiling in
+// configDir refuses files.list: a wait tells no more than files.list
+// would. (A relay refuses it to a token without files.list; the grant of
+// a call names its one tool only.)
+func untilPathAllowed(configDir string, in jobs.WaitRequest) error {
+	if in.Until == nil || in.Until.Path == "" || configDir == "" {
+		return nil
+	}
+	c, err := authz.LoadCeiling(configDir)
+	if err != nil {
+		return err
+	}
+	if c.Check(filesListTool) != nil {
+		return errcode.New(errcode.PermissionDenied, "until.path needs %s, which the machine's owner does not allow here", filesListTool)
+	}
+	return nil
+}
+
 // wait runs process.wait, keeping a client that gave a progress token
 // informed while it waits, so the client's request timeout does not fire.
-func wait(ctx context.Context, svc *jobs.Service, own *owndirs.Set, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
-	exists := pathExists(own)
+func wait(ctx context.Context, svc *jobs.Service, host *Host, c Call, in jobs.WaitRequest) (*jobs.WaitResult, error) {
+	if err := untilPathAllowed(host.ConfigDir, in); err != nil {
+		return nil, err
+	}
+	exists := pathExists(host.Own)
 	tok := c.Req.Params.GetProgressToken()
 	if tok == nil || c.Req.Session == nil {
 		return svc.Wait(ctx, c.Who, in, exists)

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/owndirs"
 )
 
@@ -40,6 +42,41 @@ func TestUntilPathResolvesAsTheFileTools(t *testing.T) {
 	for _, refused := range []string{state, filepath.Join(state, "jobs"), filepath.Join(base, "to-state", "jobs"), filepath.Join(state, "missing"), "/proc/self/environ"} {
 		if got, err := exists(refused); !errcode.Is(err, errcode.PermissionDenied) || got {
 			t.Errorf("%s: %v, %v; want permission_denied", refused, got, err)
+		}
+	}
+}
+
+// TestUntilPathNeedsFilesList: until.path is refused where the owner's
+// permissions.json refuses files.list (or is broken), whatever the path;
+// the other conditions are not.
+func TestUntilPathNeedsFilesList(t *testing.T) {
+	ceiling := func(body string) string {
+		dir := t.TempDir()
+		if body != "" {
+			if err := os.WriteFile(filepath.Join(dir, authz.CeilingFile), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	port := 80
+	path := jobs.WaitRequest{ProcessIDs: []string{"p"}, Until: &jobs.Until{Path: "/tmp"}}
+	for name, tc := range map[string]struct {
+		dir    string
+		req    jobs.WaitRequest
+		denied bool
+	}{
+		"no permissions.json":         {ceiling(""), path, false},
+		"files.list allowed":          {ceiling(`{"schema_version":1,"tools":["process.*","files.list"]}`), path, false},
+		"files.* allowed":             {ceiling(`{"schema_version":1,"tools":["process.wait","files.*"]}`), path, false},
+		"files.list not allowed":      {ceiling(`{"schema_version":1,"tools":["process.*","files.read"]}`), path, true},
+		"a broken permissions.json":   {ceiling(`{"tools":`), path, true},
+		"a port without files.list":   {ceiling(`{"schema_version":1,"tools":["process.*"]}`), jobs.WaitRequest{Until: &jobs.Until{Port: &port}}, false},
+		"no until without files.list": {ceiling(`{"schema_version":1,"tools":["process.*"]}`), jobs.WaitRequest{}, false},
+	} {
+		err := untilPathAllowed(tc.dir, tc.req)
+		if denied := errcode.Is(err, errcode.PermissionDenied); denied != tc.denied || !denied && err != nil {
+			t.Errorf("%s: %v, want denied %v", name, err, tc.denied)
 		}
 	}
 }

@@ -455,6 +455,13 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 		}
 		phase(activity.PhaseUnitStart, "")
 		led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
+		if started.PID > 0 {
+			// A fallback supervisor has no unit to ask about: its identity,
+			// read here, not from its claim, is what says it runs.
+			if sup, _, err := s.procs.Lookup(started.PID); err == nil {
+				s.store.RecordSupervisor(id, sup)
+			}
+		}
 	}
 
 	// The claim on disk decides, not the start job: a READY that went
@@ -651,20 +658,55 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 		}
 	}
 	// A supervisor that has not claimed yet finds stop.json right after
-	// its claim; one that has gets a signal, checked against its identity.
-	ident, err := jobmeta.ReadClaim(dir)
-	if err == nil {
-		boot, _ := s.procs.BootID()
-		if ident.BootID == boot {
-			switch err := s.procs.Signal(ident.Supervisor, unix.SIGTERM); {
-			case errors.Is(err, procid.ErrMismatch):
-				return nil, errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
-			case err != nil && !errors.Is(err, procid.ErrGone):
-				return nil, errcode.Wrap(errcode.Internal, err, "could not signal the job's supervisor")
-			}
-		}
+	// its claim (it handles SIGTERM only from then); one that has, or
+	// should have by now, gets a signal.
+	if rec.Claim == nil && s.store.Now().Sub(rec.CreatedAt) < limits.ClaimTimeout {
+		return s.store.Get(id)
+	}
+	if err := s.signalSupervisor(id, dir); err != nil {
+		return nil, err
 	}
 	return s.store.Get(id)
+}
+
+// signalSupervisor sends SIGTERM to job id's supervisor, found from what
+// the job cannot forge: its unit's main process, asked of the user
+// manager, or the fallback supervisor the launcher recorded. Only a job
+// of an earlier build with neither is found by its claim, identity-checked.
+func (s *Service) signalSupervisor(id, dir string) error {
+	launch, err := s.store.Launch(id)
+	if err != nil {
+		return err
+	}
+	var sup procid.Identity
+	switch {
+	case launch.Unit != "":
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		err := s.launcher.SignalMain(ctx, launch.Unit, unix.SIGTERM)
+		if err != nil && !errors.Is(err, launcher.ErrNotRunning) {
+			return errcode.Wrap(errcode.Internal, err, "could not signal the job's supervisor")
+		}
+		return nil
+	case launch.Supervisor != nil:
+		sup = *launch.Supervisor
+	default:
+		claim, err := jobmeta.ReadClaim(dir)
+		if err != nil {
+			return nil
+		}
+		if boot, _ := s.procs.BootID(); claim.BootID != boot {
+			return nil
+		}
+		sup = claim.Supervisor
+	}
+	switch err := s.procs.Signal(sup, unix.SIGTERM); {
+	case errors.Is(err, procid.ErrMismatch):
+		return errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
+	case err != nil && !errors.Is(err, procid.ErrGone):
+		return errcode.Wrap(errcode.Internal, err, "could not signal the job's supervisor")
+	}
+	return nil
 }
 
 // checkReused reports identity_mismatch for a job whose supervisor is gone

@@ -14,6 +14,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/procid"
 )
 
 // A spare is a job unit started ahead of its job: its supervisor is up,
@@ -30,9 +31,12 @@ type spare struct {
 	lock    *os.File // the spare directory's lock, held
 	w       *os.File // the envelope pipe's write end
 	started *launcher.Started
-	caps    jobresources.Caps
-	cut     bool
-	idle    *time.Timer
+	// sup is the supervisor, the unit's main process, identified when it
+	// was READY: before any job's code ran in the unit.
+	sup  *procid.Identity
+	caps jobresources.Caps
+	cut  bool
+	idle *time.Timer
 }
 
 // handOverPoll is how often a launch handed to a spare looks for its
@@ -214,6 +218,7 @@ func (s *Service) startSpare(id string, caps jobresources.Caps, cut bool) *spare
 	if sp.started.Ready != nil {
 		select {
 		case <-sp.started.Ready:
+			sp.sup = s.unitSupervisor(ctx, launcher.UnitName(s.deviceID, id))
 			return sp
 		case <-sp.started.Failed:
 		case <-ctx.Done():

@@ -99,3 +99,21 @@ func (l *Launcher) SignalMain(ctx context.Context, unit string, sig unix.Signal)
 	}
 	return nil
 }
+
+// MainPID returns the PID of unit's main process, a job's supervisor, as
+// the user manager knows it: ErrNotRunning when it has none.
+func (l *Launcher) MainPID(ctx context.Context, unit string) (int, error) {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return 0, err
+	}
+	p, err := conn.GetServicePropertyContext(ctx, unit, "MainPID")
+	if err != nil {
+		return 0, fmt.Errorf("unit main pid: %w", err)
+	}
+	pid, _ := p.Value.Value().(uint32)
+	if pid == 0 {
+		return 0, ErrNotRunning
+	}
+	return int(pid), nil
+}

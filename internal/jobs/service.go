@@ -489,9 +489,9 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	if r != nil {
 		r.Close()
 	}
-	if sp == nil && job.Unit != "" {
-		// After the answer: the identity matters only once the manager
-		// cannot be asked about the unit.
+	if job.Unit != "" && job.Supervisor == nil {
+		// After the answer: until it is on record the manager is asked
+		// about the unit.
 		s.recording.Add(1)
 		go func() {
 			defer s.recording.Done()

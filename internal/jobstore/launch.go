@@ -115,10 +115,11 @@ func (s *Store) RecordSupervisor(id string, sup procid.Identity) error {
 }
 
 // gone reports whether the processes of the job whose files are f are
-// known to be gone, from evidence no job can forge: another boot, its unit
-// no longer active (asked of the user manager), or the supervisor the
-// agent recorded no longer alive. Only then are the ends a job directory
-// holds (result.json, reconciled.json, a launch given up on) believed.
+// known to be gone, from evidence no job can forge: another boot, the
+// supervisor the agent recorded no longer alive, or, with none recorded,
+// its unit no longer active (asked of the user manager). Only then are the
+// ends a job directory holds (result.json, reconciled.json, a launch given
+// up on) believed.
 func (s *Store) gone(f *files) bool {
 	j := f.job
 	if boot, err := s.procs.BootID(); err == nil && j.BootID != "" && j.BootID != boot {
@@ -128,12 +129,14 @@ func (s *Store) gone(f *files) bool {
 		// Given up on before any supervisor was started.
 		return true
 	}
-	if ev, err := s.unitEvidence(f); err == nil {
-		return ev == nil || !ev.Settling
-	}
 	if j.Supervisor != nil {
+		// Read of /proc, not asked of the manager: a unit's supervisor is
+		// its main process, and the unit ends what is left once it exits.
 		alive, err := s.procs.Alive(*j.Supervisor)
 		return err == nil && !alive
+	}
+	if ev, err := s.unitEvidence(f); err == nil {
+		return ev == nil || !ev.Settling
 	}
 	switch {
 	case j.Adopted:

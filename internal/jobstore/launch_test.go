@@ -93,8 +93,8 @@ func TestAdmissionWritesTheLaunchRecord(t *testing.T) {
 }
 
 // TestEndBelievedOnlyOnceGone: a result.json is believed only when the
-// job's unit is no longer active (asked once, then marked), its recorded
-// supervisor gone, or it was admitted in another boot.
+// job's recorded supervisor is gone, or without one its unit is no longer
+// active (asked once, then marked), or it was admitted in another boot.
 func TestEndBelievedOnlyOnceGone(t *testing.T) {
 	f := newFixture(t)
 	unit := "commandcore-job-x-" + id(1) + ".service"
@@ -108,7 +108,7 @@ func TestEndBelievedOnlyOnceGone(t *testing.T) {
 		return nil, nil
 	}
 	j := f.newJob(id(1))
-	j.Unit, j.FailureDomain, j.Supervisor = unit, jobmeta.DomainSystemdUnit, &f.self
+	j.Unit, j.FailureDomain, j.Supervisor = unit, jobmeta.DomainSystemdUnit, nil
 	if err := f.st.Admit(j); err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +127,8 @@ func TestEndBelievedOnlyOnceGone(t *testing.T) {
 		t.Fatalf("a second look: %s, the manager asked %d times", r.State, asked)
 	}
 
-	// The manager cannot be asked: the recorded supervisor decides.
-	f.st.UnitEvidence = func(string) (*reconcile.UnitEvidence, error) { return nil, errors.New("no bus") }
+	// A recorded supervisor decides, without asking the manager.
+	f.st.UnitEvidence = func(string) (*reconcile.UnitEvidence, error) { return nil, errors.New("not to be asked") }
 	j = f.newJob(id(2))
 	j.Unit, j.FailureDomain, j.Supervisor = "commandcore-job-x-"+id(2)+".service", jobmeta.DomainSystemdUnit, &f.self
 	if err := f.st.Admit(j); err != nil {
@@ -137,7 +137,7 @@ func TestEndBelievedOnlyOnceGone(t *testing.T) {
 	f.identity(id(2), f.self, f.bootID)
 	f.write(id(2), jobmeta.ResultFile, &jobmeta.Result{Schema: 1, ExitCode: &code, CompletedAt: f.now})
 	if r := f.get(id(2)); r.State != jobmeta.Running {
-		t.Fatalf("no manager, its supervisor alive: %s, want running", r.State)
+		t.Fatalf("its recorded supervisor alive: %s, want running", r.State)
 	}
 	// Nor anything else to ask: live, whatever its files say.
 	j = f.newJob(id(3))

@@ -290,7 +290,7 @@ func serviceBig(b *testing.B, svc *jobs.Service, state, command string) time.Dur
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := waitFile(filepath.Join(jobDir(state, res.ProcessID), jobmeta.ResultFile), 500*time.Microsecond, 5*time.Minute); err != nil {
+	if err := waitEnded(jobDir(state, res.ProcessID), 500*time.Microsecond, 5*time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	d := time.Since(t0)

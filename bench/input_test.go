@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +105,7 @@ func memoryOf(c *mcpClient, extra map[string]any) ([]memPoint, error) {
 	if err := c.call("process.stop", map[string]any{"process_id": id}, nil); err != nil {
 		return nil, err
 	}
-	if err := waitFile(filepath.Join(jobDir(c.state, id), jobmeta.ResultFile), time.Millisecond, time.Minute); err != nil {
+	if err := waitEnded(jobDir(c.state, id), time.Millisecond, time.Minute); err != nil {
 		return nil, err
 	}
 	return points, c.call("process.forget", map[string]any{"process_id": id}, nil)

@@ -33,6 +33,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/principal"
+	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
@@ -113,6 +114,29 @@ func waitFile(path string, every, timeout time.Duration) error {
 	}
 }
 
+// waitEnded waits until job directory dir holds its supervisor's terminal
+// record and the supervisor has exited: the agent believes a job's end
+// only then.
+func waitEnded(dir string, every, timeout time.Duration) error {
+	if err := waitFile(filepath.Join(dir, jobmeta.ResultFile), every, timeout); err != nil {
+		return err
+	}
+	claim, err := jobmeta.ReadClaim(dir)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if alive, err := procid.Default().Alive(claim.Supervisor); err != nil || !alive {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the supervisor did not exit within %v", timeout)
+		}
+		time.Sleep(every)
+	}
+}
+
 // mcpClient is one `commandcore mcp` process with an MCP session to it.
 type mcpClient struct {
 	session *mcp.ClientSession
@@ -180,7 +204,7 @@ type record struct {
 // result.json), checks it exited 0, and forgets it.
 func (c *mcpClient) finish(id string) (record, error) {
 	var rec record
-	if err := waitFile(filepath.Join(jobDir(c.state, id), jobmeta.ResultFile), 200*time.Microsecond, time.Minute); err != nil {
+	if err := waitEnded(jobDir(c.state, id), 200*time.Microsecond, time.Minute); err != nil {
 		return rec, err
 	}
 	if err := c.call("process.status", map[string]any{"process_id": id}, &rec); err != nil {
@@ -201,17 +225,25 @@ func newService(state, exe string) (*jobs.Service, error) {
 
 // finishService is finish for the in-process service.
 func finishService(svc *jobs.Service, state, id string) error {
-	if err := waitFile(filepath.Join(jobDir(state, id), jobmeta.ResultFile), 200*time.Microsecond, time.Minute); err != nil {
+	if err := waitEnded(jobDir(state, id), 200*time.Microsecond, time.Minute); err != nil {
 		return err
 	}
-	rec, err := svc.Status(principal.Local, id)
-	if err != nil {
-		return err
+	// A job launched here without the service has no supervisor on
+	// record: its end counts once its unit is seen inactive.
+	var rec *jobmeta.Record
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Microsecond) {
+		var err error
+		if rec, err = svc.Status(principal.Local, id); err != nil {
+			return err
+		}
+		if rec.Terminal || time.Now().After(deadline) {
+			break
+		}
 	}
 	if rec.State != jobmeta.Exited {
 		return fmt.Errorf("job %s ended %s", id, rec.State)
 	}
-	_, err = svc.Forget(principal.Local, id)
+	_, err := svc.Forget(principal.Local, id)
 	return err
 }
 

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
@@ -60,7 +58,7 @@ func BenchmarkStartFullTable(b *testing.B) {
 			return d, err
 		}
 		// In the full table the job stays, read, as the 99 before it.
-		if err := waitFile(filepath.Join(jobDir(c.state, out.ProcessID), jobmeta.ResultFile), 200*time.Microsecond, time.Minute); err != nil {
+		if err := waitEnded(jobDir(c.state, out.ProcessID), 200*time.Microsecond, time.Minute); err != nil {
 			return d, err
 		}
 		return d, c.call("process.output", map[string]any{"process_id": out.ProcessID}, nil)

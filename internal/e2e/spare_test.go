@@ -10,21 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // readySpare waits for a spare in stateDir other than those named in not
-// (a directory holding spare.lock) whose unit is up, READY sent, and
+// (one whose lock is in launches/) whose unit is up, READY sent, and
 // returns its ID and unit. job is one of the same agent's jobs: a spare's
 // unit is named as that job's is.
 func readySpare(t *testing.T, stateDir string, job jobs.StartResult, not ...string) (id, unit string) {
 	t.Helper()
 	testkit.Eventually(t, 10*time.Second, func() error {
-		matches, _ := filepath.Glob(filepath.Join(stateDir, "jobs", "*", jobmeta.SpareLockFile))
+		matches, _ := filepath.Glob(filepath.Join(stateDir, "launches", "*.spare"))
 		for _, m := range matches {
-			c := filepath.Base(filepath.Dir(m))
+			c := strings.TrimSuffix(filepath.Base(m), ".spare")
 			if slices.Contains(not, c) {
 				continue
 			}

@@ -14,12 +14,14 @@ const SchemaVersion = 1
 
 // File names inside a job directory. Each file has exactly one writer, so
 // no two processes ever race on the same file:
-//   - JobFile: the launcher (agent or `commandcore mcp`), at launch.
+//   - JobFile: the launcher (agent or `commandcore mcp`), at launch: a
+//     copy of the launch record for the supervisor, which tells by it a
+//     spare's directory from a job's. The agent believes only the
+//     protected launch record (package jobstore), out of the job's reach.
 //   - ClaimFile, ResultFile: the job's supervisor (LegacyClaimFile is
 //     the claim's name in job directories of earlier builds, read only).
 //   - StopFile, ReadFile, ReconciledFile: whoever manages the job later.
-//   - SpareLockFile: the launcher that keeps a spare supervisor in the
-//     directory before it holds a job; removed at the job's admission.
+//   - SpareLockFile: an earlier build's lock of a spare, read only.
 const (
 	JobFile   = "job.json"
 	ClaimFile = "claim.json"
@@ -34,9 +36,8 @@ const (
 	// ScreenFile is a pty job's screen, written by its supervisor when
 	// asked and when the job ends.
 	ScreenFile = "screen.json"
-	// SpareLockFile is locked (flock) by the process that keeps a spare
-	// in a directory without JobFile: an unlocked one is a dead
-	// launcher's, and swept.
+	// SpareLockFile is where an earlier build locked a spare's
+	// directory; this one keeps the lock out of the job's reach.
 	SpareLockFile = "spare.lock"
 )
 
@@ -65,6 +66,20 @@ type Job struct {
 	FailedAt     *time.Time `json:"failed_at,omitempty"`
 	// Idempotency is set for a job started with an idempotency key.
 	Idempotency *Idempotency `json:"idempotency,omitempty"`
+
+	// The fields below are the agent's alone, kept in the protected
+	// launch record (package jobstore), never in the job directory.
+
+	// BootID is the boot the job was admitted in: a job of another boot
+	// has ended, whatever its files say.
+	BootID string `json:"boot_id,omitempty"`
+	// Supervisor is the supervisor's identity as the agent saw it: the
+	// process it forked for a fallback job, or the claim an earlier
+	// build's job had when it was adopted.
+	Supervisor *procid.Identity `json:"supervisor,omitempty"`
+	// Adopted marks a record taken over from the job.json an earlier
+	// build wrote, the first time this build saw the job.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Idempotency is what a job keeps of the idempotency key it was started

@@ -50,6 +50,9 @@ func (j *Job) validate() error {
 	if k := j.Idempotency; k != nil && (!sha256Hex(k.Key) || !sha256Hex(k.Request)) {
 		return errors.New("bad idempotency digests")
 	}
+	if p := j.Supervisor; p != nil && (p.PID <= 0 || p.StartTicks == 0) {
+		return errors.New("incomplete supervisor identity")
+	}
 	return nil
 }
 

@@ -44,8 +44,10 @@ func sibling(t *testing.T, svc *Service) *Service {
 	l := launcher.New(exe, false)
 	t.Cleanup(l.Close)
 	askUnits(store, l, svc.deviceID)
-	return &Service{store: store, launcher: l, procs: svc.procs, stateDir: svc.stateDir, deviceID: svc.deviceID,
+	sib := &Service{store: store, launcher: l, procs: svc.procs, stateDir: svc.stateDir, deviceID: svc.deviceID,
 		shell: svc.shell, baseEnv: svc.baseEnv, claimTimeout: svc.claimTimeout}
+	t.Cleanup(sib.recording.Wait)
+	return sib
 }
 
 // stopAll stops every job of svc when the test ends.

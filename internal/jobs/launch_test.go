@@ -49,11 +49,14 @@ func service(t testing.TB, exe string) *Service {
 	// device's jobs that are not in its store.
 	device := uuid.NewString()
 	askUnits(store, l, device)
-	return &Service{
+	svc := &Service{
 		store: store, launcher: l, procs: procs, stateDir: state,
 		deviceID: device, shell: "/bin/sh",
 		baseEnv: []string{"PATH=/usr/bin:/bin"}, claimTimeout: time.Second,
 	}
+	// Before the state directory goes.
+	t.Cleanup(svc.recording.Wait)
+	return svc
 }
 
 func script(t testing.TB, body string) string {

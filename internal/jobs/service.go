@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -66,6 +67,9 @@ type Service struct {
 	keys keyLocks
 	// spares is the spare supervisor kept for the next job (spare.go).
 	spares spares
+	// recording counts the supervisors' identities still being recorded
+	// after their launch answered; Close waits for them.
+	recording sync.WaitGroup
 }
 
 // serviceVars are variables of the launching process's own service that
@@ -99,6 +103,7 @@ func DefaultShell() string {
 // Close releases the bus connection and flushes the journal.
 func (s *Service) Close() {
 	s.closeSpares()
+	s.recording.Wait()
 	s.launcher.Close()
 	s.journal.Close()
 }
@@ -396,6 +401,9 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 		id = sp.id
 	}
 	job := s.newJob(id, env, domain, who, req)
+	if sp != nil {
+		job.Supervisor = sp.sup
+	}
 	var led ledger
 	phase := s.phaseClock(id)
 	var err error
@@ -455,6 +463,13 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 		}
 		phase(activity.PhaseUnitStart, "")
 		led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
+		if started.PID > 0 {
+			// A fallback supervisor has no unit to ask about: its identity,
+			// read here, not from its claim, is what says it runs.
+			if sup, _, err := s.procs.Lookup(started.PID); err == nil {
+				s.store.RecordSupervisor(id, sup)
+			}
+		}
 	}
 
 	// The claim on disk decides, not the start job: a READY that went
@@ -474,8 +489,36 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	if r != nil {
 		r.Close()
 	}
+	if job.Unit != "" && job.Supervisor == nil {
+		// After the answer: until it is on record the manager is asked
+		// about the unit.
+		s.recording.Add(1)
+		go func() {
+			defer s.recording.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+			defer cancel()
+			if sup := s.unitSupervisor(ctx, job.Unit); sup != nil {
+				s.store.RecordSupervisor(id, *sup)
+			}
+		}()
+	}
 	<-wrote
 	return id, nil
+}
+
+// unitSupervisor identifies unit's main process, the job's supervisor, as
+// the user manager names it: what says the job runs when the manager can
+// no longer be asked. Nil when it cannot be told.
+func (s *Service) unitSupervisor(ctx context.Context, unit string) *procid.Identity {
+	pid, err := s.launcher.MainPID(ctx, unit)
+	if err != nil {
+		return nil
+	}
+	sup, _, err := s.procs.Lookup(pid)
+	if err != nil {
+		return nil
+	}
+	return &sup
 }
 
 // phaseClock returns a function that records the phase that just ended
@@ -651,20 +694,60 @@ func (s *Service) Stop(who principal.Principal, id string) (*jobmeta.Record, err
 		}
 	}
 	// A supervisor that has not claimed yet finds stop.json right after
-	// its claim; one that has gets a signal, checked against its identity.
-	ident, err := jobmeta.ReadClaim(dir)
-	if err == nil {
-		boot, _ := s.procs.BootID()
-		if ident.BootID == boot {
-			switch err := s.procs.Signal(ident.Supervisor, unix.SIGTERM); {
-			case errors.Is(err, procid.ErrMismatch):
-				return nil, errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
-			case err != nil && !errors.Is(err, procid.ErrGone):
-				return nil, errcode.Wrap(errcode.Internal, err, "could not signal the job's supervisor")
-			}
-		}
+	// its claim (it handles SIGTERM only from then); one that has, or
+	// should have by now, gets a signal.
+	if rec.Claim == nil && s.store.Now().Sub(rec.CreatedAt) < limits.ClaimTimeout {
+		return s.store.Get(id)
+	}
+	if err := s.signalSupervisor(id, dir); err != nil {
+		return nil, err
 	}
 	return s.store.Get(id)
+}
+
+// signalSupervisor sends SIGTERM to job id's supervisor, found from what
+// the job cannot forge: its unit's main process, asked of the user
+// manager, or else the supervisor the launcher recorded (the unit's main
+// process when it started, or the fallback's fork), identity-checked. Only
+// a job of an earlier build with neither is found by its claim.
+func (s *Service) signalSupervisor(id, dir string) error {
+	launch, err := s.store.Launch(id)
+	if err != nil {
+		return err
+	}
+	var sup procid.Identity
+	if launch.Unit != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		err := s.launcher.SignalMain(ctx, launch.Unit, unix.SIGTERM)
+		switch {
+		case err == nil || errors.Is(err, launcher.ErrNotRunning):
+			return nil
+		case launch.Supervisor == nil:
+			return errcode.Wrap(errcode.Internal, err, "could not signal the job's supervisor")
+		}
+		// The manager is gone, the supervisor may not be.
+	}
+	switch {
+	case launch.Supervisor != nil:
+		sup = *launch.Supervisor
+	default:
+		claim, err := jobmeta.ReadClaim(dir)
+		if err != nil {
+			return nil
+		}
+		if boot, _ := s.procs.BootID(); claim.BootID != boot {
+			return nil
+		}
+		sup = claim.Supervisor
+	}
+	switch err := s.procs.Signal(sup, unix.SIGTERM); {
+	case errors.Is(err, procid.ErrMismatch):
+		return errcode.New(errcode.IdentityMismatch, "the job's recorded supervisor PID now belongs to another process; no signal was sent")
+	case err != nil && !errors.Is(err, procid.ErrGone):
+		return errcode.Wrap(errcode.Internal, err, "could not signal the job's supervisor")
+	}
+	return nil
 }
 
 // checkReused reports identity_mismatch for a job whose supervisor is gone

@@ -14,6 +14,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/launcher"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/procid"
 )
 
 // A spare is a job unit started ahead of its job: its supervisor is up,
@@ -30,9 +31,12 @@ type spare struct {
 	lock    *os.File // the spare directory's lock, held
 	w       *os.File // the envelope pipe's write end
 	started *launcher.Started
-	caps    jobresources.Caps
-	cut     bool
-	idle    *time.Timer
+	// sup is the supervisor, the unit's main process, identified after it
+	// was READY, while no job's code ran in the unit; nil until then.
+	sup  *procid.Identity
+	caps jobresources.Caps
+	cut  bool
+	idle *time.Timer
 }
 
 // handOverPoll is how often a launch handed to a spare looks for its
@@ -169,19 +173,39 @@ func (s *Service) refillSpare(caps jobresources.Caps, cut bool) {
 	s.spares.mu.Unlock()
 	go func() {
 		sp := s.startSpare(id, caps, cut)
+		if !s.keepMade(sp, done) {
+			return
+		}
+		// Identified once kept, so that a launch waiting for the spare
+		// need not wait for this too; a spare taken before it is
+		// identified has its job's supervisor identified after the launch.
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		sup := s.unitSupervisor(ctx, launcher.UnitName(s.deviceID, id))
 		s.spares.mu.Lock()
-		defer s.spares.mu.Unlock()
-		s.spares.making = nil
-		defer close(done)
-		if sp == nil {
-			return
+		if s.spares.ready == sp {
+			sp.sup = sup
 		}
-		if !s.spares.on || s.spares.ready != nil {
-			go s.dismiss(sp)
-			return
-		}
-		s.keep(sp)
+		s.spares.mu.Unlock()
 	}()
+}
+
+// keepMade ends the making of spare sp, which done announces, and keeps it
+// unless the service keeps none or has one; it reports whether it did.
+func (s *Service) keepMade(sp *spare, done chan struct{}) bool {
+	s.spares.mu.Lock()
+	defer s.spares.mu.Unlock()
+	s.spares.making = nil
+	defer close(done)
+	if sp == nil {
+		return false
+	}
+	if !s.spares.on || s.spares.ready != nil {
+		go s.dismiss(sp)
+		return false
+	}
+	s.keep(sp)
+	return true
 }
 
 // startSpare starts the unit of spare id and waits for its READY; nil

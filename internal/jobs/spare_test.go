@@ -119,7 +119,7 @@ func TestSpareServesTheNextJob(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := os.Lstat(filepath.Join(svc.store.Dir(spare), jobmeta.SpareLockFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(spareLock(svc, spare)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the job keeps the spare's lock file: %v", err)
 	}
 	if next := readySpare(t, svc); next == spare {
@@ -227,6 +227,11 @@ func TestLaunchWaitsForTheSpareBeingStarted(t *testing.T) {
 	}
 }
 
+// spareLock is where the process keeping spare id holds its lock.
+func spareLock(svc *Service, id string) string {
+	return filepath.Join(svc.stateDir, "launches", id+".spare")
+}
+
 // TestRefusedJobLeavesTheSpare: a job the full table refuses is not
 // launched, and the spare it was to take waits on for the next one.
 func TestRefusedJobLeavesTheSpare(t *testing.T) {
@@ -247,7 +252,7 @@ func TestRefusedJobLeavesTheSpare(t *testing.T) {
 	if st := unitProperty(t, launcher.UnitName(svc.deviceID, spare), "ActiveState"); st != "active" {
 		t.Fatalf("the kept spare's unit is %s", st)
 	}
-	if _, err := os.Stat(filepath.Join(svc.store.Dir(spare), jobmeta.SpareLockFile)); err != nil {
+	if _, err := os.Stat(spareLock(svc, spare)); err != nil {
 		t.Fatalf("the kept spare lost its lock file: %v", err)
 	}
 }

@@ -52,6 +52,10 @@ func fallbackJob(t *testing.T, svc *Service, owner string, edit func(*jobmeta.Cl
 	if err := atomicfile.WriteJSON(filepath.Join(svc.store.Dir(id), jobmeta.ClaimFile), claim); err != nil {
 		t.Fatal(err)
 	}
+	// As the launcher records the supervisor it forked.
+	if err := svc.store.RecordSupervisor(id, claim.Supervisor); err != nil {
+		t.Fatal(err)
+	}
 	return id, sup, cur
 }
 
@@ -108,17 +112,18 @@ func TestWaitHidesOtherPrincipalsJobs(t *testing.T) {
 	}
 }
 
-// TestWaitSeesEveryKindOfEnd: a published terminal record ends the wait
-// (mode any, the other job pending), and so does a supervisor that
-// vanished without publishing one (mode all).
+// TestWaitSeesEveryKindOfEnd: a published terminal record, its
+// supervisor gone, ends the wait (mode any, the other job pending), and so
+// does a supervisor that vanished without publishing one (mode all).
 func TestWaitSeesEveryKindOfEnd(t *testing.T) {
 	svc := service(t, "/nonexistent")
-	a, _ := liveJob(t, svc, "")
+	a, supA := liveJob(t, svc, "")
 	b, supB := liveJob(t, svc, "")
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		res := &jobmeta.Result{Schema: 1, CompletedAt: time.Now().UTC(), ExitCode: new(int)}
 		atomicfile.WriteJSON(filepath.Join(svc.store.Dir(a), jobmeta.ResultFile), res)
+		supA.Process.Kill()
 	}()
 	res, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{a, b}, TimeoutMS: ms(20000)}, nil)
 	if err != nil || len(res.Ended) != 1 || res.Ended[0].ProcessID != a || res.Ended[0].State != jobmeta.Exited ||

@@ -11,14 +11,24 @@ import (
 	"github.com/commandcore/commandcore/internal/reconcile"
 )
 
-// files is everything read from one job directory.
+// files is everything read of one job: its launch record and the files of
+// its directory.
 type files struct {
+	// job is the launch record, never the directory's job.json.
 	job        *jobmeta.Job
 	claim      *jobmeta.Claim
 	result     *jobmeta.Result
 	stop       *jobmeta.StopRequest
 	read       *jobmeta.ReadMark
 	reconciled *jobmeta.Reconciled
+	// gone is whether the job's processes are known to be gone, once
+	// asked (ended).
+	gone *bool
+	// unit is what the user manager holds of the job's unit, once asked
+	// (unitEvidence).
+	unit      *reconcile.UnitEvidence
+	unitErr   error
+	unitAsked bool
 }
 
 // readOptional reads a metadata file that may legitimately be absent.
@@ -33,10 +43,11 @@ func readOptional[T any, P interface {
 	return v, err
 }
 
-func load(d *jobmeta.Dir) (*files, error) {
+// load reads job id's launch record and the files of its open directory d.
+func (s *Store) load(id string, d *jobmeta.Dir) (*files, error) {
 	var f files
 	var err error
-	if f.job, err = jobmeta.ReadIn[jobmeta.Job](d, jobmeta.JobFile); err != nil {
+	if f.job, err = s.launch(id); err != nil {
 		return nil, err
 	}
 	// The terminal record is read before anything the supervisor writes
@@ -68,7 +79,7 @@ func (s *Store) loadID(id string) (*files, error) {
 		return nil, err
 	}
 	defer d.Close()
-	return load(d)
+	return s.load(id, d)
 }
 
 // record derives the record of job id. A missing job.json returns
@@ -83,11 +94,12 @@ func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
 	var f *files
 	if err == nil {
 		defer d.Close()
-		f, err = load(d)
+		f, err = s.load(id, d)
 	}
 	if errors.Is(err, os.ErrNotExist) {
-		// Only job.json is mandatory. A directory without it is a spare's,
-		// is being created under the admission lock, or was damaged.
+		// Only the launch record is mandatory. A directory without one is
+		// a spare's, is being created under the admission lock, or was
+		// damaged.
 		if fi, serr := os.Stat(s.Dir(id)); serr == nil && s.Now().Sub(fi.ModTime()) > orphanAfter && !s.isSpare(id) {
 			return s.corrupt(id), nil
 		}
@@ -164,19 +176,22 @@ func (s *Store) corrupt(id string) *jobmeta.Record {
 }
 
 // classify decides the state of a job, persisting a conclusion drawn from
-// evidence (reconciled.json) so that it never changes afterwards.
+// evidence (reconciled.json) so that it never changes afterwards. The job
+// can write every file of its directory, so no end found there is
+// believed until its processes are known to be gone (ended): until then a
+// job is live, whatever its files say.
 func (s *Store) classify(d *jobmeta.Dir, id string, f *files, r *jobmeta.Record) jobmeta.State {
 	// The supervisor's records win over the launcher's: a launch given up
 	// on (a missed READY, a lost start-job reply) may have run all the same.
 	switch {
-	case f.result != nil:
+	case f.result != nil && s.ended(id, f):
 		return s.classifyResult(f)
-	case f.reconciled != nil:
+	case f.reconciled != nil && s.ended(id, f):
 		return f.reconciled.State
-	case f.abandoned():
+	case f.abandoned() && s.ended(id, f):
 		return reconcile.Classify(reconcile.Evidence{LaunchAbandoned: true, Claim: f.claim}).State
 	case f.claim == nil:
-		if s.Now().Sub(f.job.CreatedAt) < orphanAfter {
+		if s.Now().Sub(f.job.CreatedAt) < orphanAfter || !s.ended(id, f) {
 			return jobmeta.Starting
 		}
 		s.conclude(id, f, reconcile.Verdict{State: jobmeta.LaunchFailed, Evidence: "no_identity_claim"})
@@ -194,8 +209,8 @@ func (s *Store) classify(d *jobmeta.Dir, id string, f *files, r *jobmeta.Record)
 			e.ManagerAlive = &alive
 		}
 	}
-	if !e.SupervisorAlive && s.UnitEvidence != nil && f.job.Unit != "" {
-		e.Unit, _ = s.UnitEvidence(f.job.Unit)
+	if !e.SupervisorAlive {
+		e.Unit, _ = s.unitEvidence(f)
 	}
 	v := reconcile.Classify(e)
 	if !v.State.Terminal() {
@@ -203,6 +218,13 @@ func (s *Store) classify(d *jobmeta.Dir, id string, f *files, r *jobmeta.Record)
 			r.Warnings = append(r.Warnings, jobmeta.WarnUserManagerGone)
 		}
 		return v.State
+	}
+	if !s.ended(id, f) {
+		// The claim says gone, the evidence that counts does not.
+		if f.stop != nil {
+			return jobmeta.Stopping
+		}
+		return jobmeta.Running
 	}
 	// The supervisor may have published its record after we looked.
 	if res, err := readOptional[jobmeta.Result](d, jobmeta.ResultFile); err == nil && res != nil {

@@ -3,21 +3,21 @@ package jobstore
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/commandcore/commandcore/internal/atomicfile"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 )
 
 // A spare is a job directory made before its job: a supervisor waits in it
 // for a job's envelope, so that the job starts without waiting for a unit.
-// Until its job.json is written it is invisible: listing, admission and
-// retention skip a directory without one. The process that keeps the spare
-// holds a lock on its SpareLockFile, so that a dead process's spare, never
-// a live one's, is swept.
+// Until its launch record is written it is invisible: listing, admission
+// and retention skip a directory without one. The process that keeps the
+// spare holds a lock on <state-dir>/launches/<id>.spare, out of every
+// job's reach, so that a dead process's spare, never a live one's, is
+// swept, and no job makes itself one.
 
 // PrepareSpare makes the directory of spare id and returns its lock, held.
 func (s *Store) PrepareSpare(id string) (*os.File, error) {
@@ -29,18 +29,21 @@ func (s *Store) PrepareSpare(id string) (*os.File, error) {
 	// its lock is held.
 	err := s.withLock(func() error {
 		dir := s.Dir(id)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return fmt.Errorf("create spare directory: %w", err)
+		f, err := os.OpenFile(s.spareLockPath(id), os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return fmt.Errorf("lock spare directory: %w", err)
 		}
-		f, err := os.OpenFile(filepath.Join(dir, jobmeta.SpareLockFile), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-				f.Close()
+		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+			if err = os.Mkdir(dir, 0o700); err != nil {
+				err = fmt.Errorf("create spare directory: %w", err)
 			}
+		} else {
+			err = fmt.Errorf("lock spare directory: %w", err)
 		}
 		if err != nil {
-			os.RemoveAll(dir)
-			return fmt.Errorf("lock spare directory: %w", err)
+			f.Close()
+			os.Remove(s.spareLockPath(id))
+			return err
 		}
 		lock = f
 		return nil
@@ -52,16 +55,11 @@ func (s *Store) PrepareSpare(id string) (*os.File, error) {
 // does a new one, and releases the spare's lock: from then on it is a job.
 // A job that is not admitted leaves the spare as it was.
 func (s *Store) AdmitSpare(j *jobmeta.Job, lock *os.File) error {
-	err := s.admit(j, func(dir string) error {
-		if err := atomicfile.WriteJSON(filepath.Join(dir, jobmeta.JobFile), j); err != nil {
-			return fmt.Errorf("write job metadata: %w", err)
-		}
-		return nil
-	})
+	err := s.admit(j, func(dir string) error { return writeJobCopy(dir, j) })
 	if err != nil {
 		return err
 	}
-	os.Remove(filepath.Join(s.Dir(j.ID), jobmeta.SpareLockFile))
+	os.Remove(s.spareLockPath(j.ID))
 	lock.Close()
 	return nil
 }
@@ -74,26 +72,39 @@ func (s *Store) DismissSpare(id string, lock *os.File) {
 		return
 	}
 	s.withLock(func() error {
-		if _, err := os.Lstat(s.file(id, jobmeta.JobFile)); errors.Is(err, os.ErrNotExist) {
+		if !s.launched(id) {
 			os.RemoveAll(s.Dir(id))
+			os.Remove(s.spareLockPath(id))
 		}
 		return nil
 	})
 }
 
-// isSpare reports whether the directory of id, without job.json, is a
-// spare's: one that waits for its job however long, no damaged job.
+// launched reports whether job id has a launch record: a job was admitted
+// into its directory.
+func (s *Store) launched(id string) bool {
+	_, err := os.Lstat(s.launchPath(id))
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+// isSpare reports whether the directory of id, without a launch record,
+// is a spare's: one that waits for its job however long, no damaged job.
 func (s *Store) isSpare(id string) bool {
-	_, err := os.Lstat(s.file(id, jobmeta.SpareLockFile))
-	return err == nil
+	for _, p := range []string{s.spareLockPath(id), s.file(id, jobmeta.SpareLockFile)} {
+		if _, err := os.Lstat(p); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // SweepSpares removes the spare directories no live process keeps: those
-// without job.json whose lock is free.
+// without a launch record whose lock is free.
 func (s *Store) SweepSpares() error {
 	return s.eachSpare(func(id string, kept bool) {
 		if !kept {
 			os.RemoveAll(s.Dir(id))
+			os.Remove(s.spareLockPath(id))
 		}
 	})
 }
@@ -120,10 +131,10 @@ func (s *Store) eachSpare(fn func(id string, kept bool)) error {
 			return err
 		}
 		for _, id := range ids {
-			if _, err := os.Lstat(s.file(id, jobmeta.JobFile)); !errors.Is(err, os.ErrNotExist) {
+			if s.launched(id) {
 				continue
 			}
-			f, err := os.OpenFile(s.file(id, jobmeta.SpareLockFile), os.O_RDWR|unix.O_NOFOLLOW, 0)
+			f, err := s.openSpareLock(id)
 			if err != nil {
 				continue // not a spare's
 			}
@@ -134,4 +145,18 @@ func (s *Store) eachSpare(fn func(id string, kept bool)) error {
 		}
 		return nil
 	})
+}
+
+// openSpareLock opens the lock of spare id, which has no launch record:
+// this build's, or in the directory of an earlier build's spare, which
+// holds no job.json either (a job of that build is adopted instead).
+func (s *Store) openSpareLock(id string) (*os.File, error) {
+	f, err := os.OpenFile(s.spareLockPath(id), os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if !errors.Is(err, os.ErrNotExist) {
+		return f, err
+	}
+	if _, err := os.Lstat(s.file(id, jobmeta.JobFile)); !errors.Is(err, os.ErrNotExist) {
+		return nil, fs.ErrExist
+	}
+	return os.OpenFile(s.file(id, jobmeta.SpareLockFile), os.O_RDWR|unix.O_NOFOLLOW, 0)
 }

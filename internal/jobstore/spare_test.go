@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/limits"
 )
 
@@ -46,7 +45,7 @@ func TestSpareIsInvisibleUntilAdmitted(t *testing.T) {
 	if r := f.get(spareID); r.ProcessID != spareID {
 		t.Fatalf("the admitted spare reads as %+v", r)
 	}
-	if _, err := os.Lstat(filepath.Join(f.st.Dir(spareID), jobmeta.SpareLockFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(filepath.Join(f.state, "launches", spareID+".spare")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the admitted job keeps the spare's lock file: %v", err)
 	}
 	// Dismissing a spare that became a job leaves the job.
@@ -77,7 +76,7 @@ func TestSpareNotAdmittedStaysASpare(t *testing.T) {
 	if err := f.st.SweepSpares(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(f.st.Dir(spareID), jobmeta.SpareLockFile)); err != nil {
+	if _, err := os.Stat(f.st.Dir(spareID)); err != nil {
 		t.Fatalf("a kept spare was swept: %v", err)
 	}
 	f.st.DismissSpare(spareID, lock)

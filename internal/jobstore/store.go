@@ -5,6 +5,7 @@
 package jobstore
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,8 +33,10 @@ const orphanAfter = 2 * limits.ClaimTimeout
 
 // Store is the job directory tree.
 type Store struct {
-	root  string
-	procs *procid.Source
+	root string
+	// launches holds the launch records (launch.go).
+	launches string
+	procs    *procid.Source
 	// Now is the clock; tests move it.
 	Now func() time.Time
 	// UnitEvidence, when set, returns what systemd retained about a failed
@@ -51,11 +54,14 @@ type Store struct {
 	indexCache indexCache
 }
 
-// Open returns the store under stateDir, creating <stateDir>/jobs (0700).
+// Open returns the store under stateDir, creating <stateDir>/jobs and
+// <stateDir>/launches (0700).
 func Open(stateDir string, procs *procid.Source) (*Store, error) {
 	s := OpenExisting(stateDir, procs)
-	if err := os.MkdirAll(s.root, 0o700); err != nil {
-		return nil, fmt.Errorf("create job store: %w", err)
+	for _, d := range []string{s.root, s.launches} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create job store: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -64,7 +70,8 @@ func Open(stateDir string, procs *procid.Source) (*Store, error) {
 // missing <stateDir>/jobs holds no jobs. It is for commands that read or
 // act on existing jobs and never admit one.
 func OpenExisting(stateDir string, procs *procid.Source) *Store {
-	return &Store{root: filepath.Join(stateDir, "jobs"), procs: procs, Now: func() time.Time { return time.Now().UTC() }}
+	return &Store{root: filepath.Join(stateDir, "jobs"), launches: filepath.Join(stateDir, launchesDir), procs: procs,
+		Now: func() time.Time { return time.Now().UTC() }}
 }
 
 // Root is the directory that holds the job directories.
@@ -201,8 +208,8 @@ func keyHolder(recs []*jobmeta.Record, owner, key string) *KeyTaken {
 
 // Keyed returns the job owner started with the idempotency key whose
 // digest is key, or nil. Admit decides under its lock; this is the look
-// that spares a repeat the launch path, reading the index and the job.json
-// of each job not in it.
+// that spares a repeat the launch path, reading the index and the launch
+// record of each job not in it.
 func (s *Store) Keyed(owner, key string) (*KeyTaken, error) {
 	ids, err := s.ids()
 	if err != nil {
@@ -218,35 +225,64 @@ func (s *Store) Keyed(owner, key string) (*KeyTaken, error) {
 		}
 		// A job being created, forgotten meanwhile or corrupt has no key
 		// to read.
-		if j, err := jobmeta.Read[jobmeta.Job](s.file(id, jobmeta.JobFile)); err == nil && holds(j.Owner, j.Idempotency, owner, key) {
+		if j, err := s.launch(id); err == nil && holds(j.Owner, j.Idempotency, owner, key) {
 			return &KeyTaken{ID: id, Request: j.Idempotency.Request}, nil
 		}
 	}
 	return nil, nil
 }
 
-// Admit reserves a live slot for a new job and creates its directory with
-// job.json, after pruning retention. j.ID must be set. A job whose
-// idempotency key its owner already used is not admitted: the answer is
-// a *KeyTaken naming the job that holds it.
+// Admit reserves a live slot for a new job and writes its launch record,
+// then creates its directory with job.json, after pruning retention. j.ID
+// must be set. A job whose idempotency key its owner already used is not
+// admitted: the answer is a *KeyTaken naming the job that holds it.
 func (s *Store) Admit(j *jobmeta.Job) error {
 	return s.admit(j, func(dir string) error {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return fmt.Errorf("create job directory: %w", err)
 		}
-		if err := atomicfile.WriteJSON(filepath.Join(dir, jobmeta.JobFile), j); err != nil {
+		if err := writeJobCopy(dir, j); err != nil {
 			os.RemoveAll(dir)
-			return fmt.Errorf("write job metadata: %w", err)
+			return err
 		}
 		return nil
 	})
 }
 
+// writeJobCopy writes j as the job.json of the new job directory dir: the
+// supervisor's copy, which tells it a job's directory from a spare's. Not
+// synced: it is never read back as evidence, and after a crash no
+// supervisor of this boot remains to read it.
+func writeJobCopy(dir string, j *jobmeta.Job) error {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("encode job metadata: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, jobmeta.JobFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("write job metadata: %w", err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write job metadata: %w", err)
+	}
+	return nil
+}
+
 // admit decides on j's admission under the admission lock and, admitted,
-// has place write its job.json into dir.
+// writes its launch record (with the boot it is admitted in), then has
+// place write its job.json into dir. A record is written before its
+// directory exists and removed after it, so a directory without one is
+// a spare's, one being created or an earlier build's (launch.go).
 func (s *Store) admit(j *jobmeta.Job, place func(dir string) error) error {
 	if !jobmeta.ValidID(j.ID) {
 		return fmt.Errorf("admit: invalid job id")
+	}
+	if j.BootID == "" {
+		j.BootID, _ = s.procs.BootID()
 	}
 	return s.withLock(func() error {
 		recs, err := s.admissionRecords()
@@ -271,7 +307,14 @@ func (s *Store) admit(j *jobmeta.Job, place func(dir string) error) error {
 		if err := s.prune(recs); err != nil {
 			return err
 		}
-		return place(s.Dir(j.ID))
+		if err := s.writeLaunch(j); err != nil {
+			return err
+		}
+		if err := place(s.Dir(j.ID)); err != nil {
+			os.Remove(s.launchPath(j.ID))
+			return err
+		}
+		return nil
 	})
 }
 
@@ -328,21 +371,30 @@ func (s *Store) remove(id string) error {
 	if err := os.RemoveAll(s.Dir(id)); err != nil {
 		return fmt.Errorf("remove job: %w", err)
 	}
+	// The record last: a directory is never left without it.
+	for _, p := range []string{s.endedPath(id), s.launchPath(id)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove job: %w", err)
+		}
+	}
 	return nil
 }
 
 // MarkLaunchFailed records that the launch of id was abandoned, releasing
 // its live slot. The job is marked read: there is no output to wait for.
 func (s *Store) MarkLaunchFailed(id, reason string) error {
-	j, err := jobmeta.Read[jobmeta.Job](s.file(id, jobmeta.JobFile))
+	if err := s.checkID(id); err != nil {
+		return err
+	}
+	j, err := s.launch(id)
 	if err != nil {
-		return fmt.Errorf("read job metadata: %w", err)
+		return fmt.Errorf("read launch record: %w", err)
 	}
 	now := s.Now()
 	j.LaunchFailed = true
 	j.LaunchError = reason
 	j.FailedAt = &now
-	if err := atomicfile.WriteJSON(s.file(id, jobmeta.JobFile), j); err != nil {
+	if err := s.writeLaunch(j); err != nil {
 		return err
 	}
 	return s.MarkRead(id)

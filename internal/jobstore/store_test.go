@@ -115,8 +115,11 @@ func (f *fixture) identity(id string, sup procid.Identity, boot string) {
 		BootID: boot, ClaimedAt: f.now, StartedAt: &started})
 }
 
+// newJob is a fallback job to admit, whose supervisor the launcher
+// recorded and which is gone: whatever end its directory holds counts.
 func (f *fixture) newJob(id string) *jobmeta.Job {
-	return &jobmeta.Job{Schema: jobmeta.SchemaVersion, ID: id, FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: f.now}
+	return &jobmeta.Job{Schema: jobmeta.SchemaVersion, ID: id, FailureDomain: jobmeta.DomainSharedParentCgroup, CreatedAt: f.now,
+		Supervisor: &procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1}}
 }
 
 // dirs lists the entries of the jobs root, sorted, without the lock file
@@ -182,10 +185,39 @@ func sameDirs(t *testing.T, label string, got, want []string) {
 	}
 }
 
+// supervised admits job jid as the launcher does a fallback job, its
+// supervisor a real process on record and claimed, and returns the
+// process; kill it to end the job's supervisor.
+func (f *fixture) supervised(jid string) *exec.Cmd {
+	f.t.Helper()
+	sup := exec.Command("sleep", "60")
+	if err := sup.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { sup.Process.Kill(); sup.Wait() })
+	ident, _, err := f.procs.Lookup(sup.Process.Pid)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	j := f.newJob(jid)
+	j.Supervisor = &ident
+	if err := f.st.Admit(j); err != nil {
+		f.t.Fatal(err)
+	}
+	f.identity(jid, ident, f.bootID)
+	return sup
+}
+
 func TestAdmissionLimit(t *testing.T) {
 	f := newFixture(t)
 	var live []string
+	var fifth *exec.Cmd
 	for i := 0; i < limits.MaxLiveJobs-1; i++ {
+		if i == 5 {
+			fifth = f.supervised(id(i))
+			live = append(live, id(i))
+			continue
+		}
 		f.running(id(i), f.base.Add(-time.Duration(i)*time.Minute))
 		live = append(live, id(i))
 	}
@@ -228,9 +260,17 @@ func TestAdmissionLimit(t *testing.T) {
 		t.Errorf("refused job has a directory: %v", err)
 	}
 
-	// One job ends: its slot is free again.
+	// A terminal record in a job's directory while its supervisor runs
+	// is what the job wrote, not its end: it still counts.
 	code := 0
 	f.write(id(5), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &code, CompletedAt: f.now})
+	wantCode(t, f.st.Admit(f.newJob(id(201))), errcode.JobTableFull)
+	if r := f.get(id(5)); r.State != jobmeta.Running || r.Terminal {
+		t.Fatalf("a job that wrote its own result.json: %s, want running", r.State)
+	}
+	// Its supervisor ends: the record is believed and the slot is free.
+	fifth.Process.Kill()
+	fifth.Wait()
 	if err := f.st.Admit(f.newJob(id(201))); err != nil {
 		t.Fatalf("admission after a job ended: %v", err)
 	}
@@ -781,9 +821,9 @@ func TestMarkLaunchFailed(t *testing.T) {
 		t.Errorf("record: state %s terminal %v read %v error %q; want launch_failed, read, %s",
 			r.State, r.Terminal, r.Read, r.Error, jobmeta.LaunchErrClaimTimeout)
 	}
-	j, err := jobmeta.Read[jobmeta.Job](filepath.Join(f.st.Dir(id(100)), jobmeta.JobFile))
+	j, err := f.st.Launch(id(100))
 	if err != nil || !j.LaunchFailed || j.FailedAt == nil || !j.FailedAt.Equal(f.now) || !j.CreatedAt.Equal(f.base) {
-		t.Errorf("job.json = %+v, %v", j, err)
+		t.Errorf("launch record = %+v, %v", j, err)
 	}
 	// Its live slot is free.
 	if err := f.st.Admit(f.newJob(id(101))); err != nil {
@@ -878,7 +918,9 @@ func TestIdempotencyKeyAdmitsOnce(t *testing.T) {
 	if ids := indexedIDs(t, f); !slices.Contains(ids, id(1)) {
 		t.Fatalf("index holds %v, want the ended job", ids)
 	}
-	// The index alone answers: job.json no longer says.
+	// The index alone answers: neither the launch record nor job.json
+	// says any more.
+	os.Remove(filepath.Join(f.state, "launches", id(1)+".json"))
 	f.write(id(1), jobmeta.JobFile, f.newJob(id(1)))
 	again, err := jobstore.Open(f.state, f.procs)
 	if err != nil {

@@ -2,7 +2,11 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"golang.org/x/sys/unix"
 
 	"github.com/commandcore/commandcore/internal/reconcile"
 )
@@ -71,4 +75,45 @@ func invocationID(v any) string {
 		return ""
 	}
 	return fmt.Sprintf("%x", b)
+}
+
+// ErrNotRunning is SignalMain's answer for a unit without a main process
+// to signal: not loaded, or ended.
+var ErrNotRunning = errors.New("the unit has no main process")
+
+// SignalMain has the user manager send sig to the main process of unit,
+// a job's supervisor: the process the manager started, whatever the job's
+// files say of it.
+func (l *Launcher) SignalMain(ctx context.Context, unit string, sig unix.Signal) error {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return err
+	}
+	err = conn.KillUnitWithTarget(ctx, unit, sdbus.Main, int32(sig))
+	switch errorName(err) {
+	case "org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.NoSuchProcess":
+		return ErrNotRunning
+	}
+	if err != nil {
+		return fmt.Errorf("signal the unit's main process: %w", err)
+	}
+	return nil
+}
+
+// MainPID returns the PID of unit's main process, a job's supervisor, as
+// the user manager knows it: ErrNotRunning when it has none.
+func (l *Launcher) MainPID(ctx context.Context, unit string) (int, error) {
+	conn, err := l.Bus(ctx)
+	if err != nil {
+		return 0, err
+	}
+	p, err := conn.GetServicePropertyContext(ctx, unit, "MainPID")
+	if err != nil {
+		return 0, fmt.Errorf("unit main pid: %w", err)
+	}
+	pid, _ := p.Value.Value().(uint32)
+	if pid == 0 {
+		return 0, ErrNotRunning
+	}
+	return int(pid), nil
 }

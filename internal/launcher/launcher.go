@@ -160,8 +160,11 @@ type Started struct {
 	// Failed is closed when the supervisor is known to have ended, or the
 	// unit to have failed, before READY.
 	Failed <-chan struct{}
-	stop   func(context.Context) error
-	bus    *userBus
+	// PID is the fallback supervisor's process, which the launcher forked
+	// (the hide-exec role execs it in its own place); 0 for a unit.
+	PID  int
+	stop func(context.Context) error
+	bus  *userBus
 }
 
 // Stop ends the supervisor of a launch that is being abandoned.
@@ -279,23 +282,28 @@ func (l *Launcher) startUnit(ctx context.Context, sp Spec) (*Started, error) {
 // the bus answers NoReply or Disconnected for a manager that went away
 // with the request, which it may have carried out.
 func refused(err error) bool {
-	var name string
-	var v dbus.Error
-	var p *dbus.Error
-	switch {
-	case errors.As(err, &v):
-		name = v.Name
-	case errors.As(err, &p):
-		name = p.Name
-	default:
+	switch errorName(err) {
+	case "":
 		return false
-	}
-	switch name {
 	case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected",
 		"org.freedesktop.DBus.Error.Timeout", "org.freedesktop.DBus.Error.TimedOut":
 		return false
 	}
 	return true
+}
+
+// errorName is the name of the bus's error reply err, or "" for an error
+// that is none.
+func errorName(err error) string {
+	var v dbus.Error
+	var p *dbus.Error
+	switch {
+	case errors.As(err, &v):
+		return v.Name
+	case errors.As(err, &p):
+		return p.Name
+	}
+	return ""
 }
 
 // stopUnit stops and resets the unit of an abandoned launch, through the
@@ -348,7 +356,7 @@ func (l *Launcher) startFallback(sp Spec) (*Started, error) {
 		// cannot belong to anyone else yet.
 		return cmd.Process.Kill()
 	}
-	return &Started{Failed: failed, stop: stop}, nil
+	return &Started{Failed: failed, PID: cmd.Process.Pid, stop: stop}, nil
 }
 
 // startNiced starts cmd at the job's niceness, as a unit's Nice= would: the

@@ -295,3 +295,29 @@ func TestJobsWaitCLI(t *testing.T) {
 	}
 	c.stopAndWait(live)
 }
+
+// TestUntilOutputAsTheDescriptionSaysIt: through the relay, with the
+// official Go SDK client, process.wait {until: {output: "ready"}} (the
+// form the tool's description suggests) ends the wait when the job
+// prints it, met output with the stream and the offset where it begins;
+// a number there is refused naming what until.output takes.
+func TestUntilOutputAsTheDescriptionSaysIt(t *testing.T) {
+	e := startRelay(t)
+	c := e.online()
+	job := c.start(map[string]any{"command": "printf 'booting\\n'; sleep 0.3; printf 'ready\\n'; sleep 30"}).ProcessID
+	var res struct {
+		Met     string   `json:"met"`
+		Stream  string   `json:"stream"`
+		Offset  *int64   `json:"offset"`
+		Pending []string `json:"pending"`
+	}
+	c.ok("process.wait", map[string]any{"process_ids": []string{job}, "timeout_ms": 20000, "until": map[string]any{"output": "ready"}}, &res)
+	if res.Met != "output" || res.Stream != "stdout" || res.Offset == nil || *res.Offset != 8 || len(res.Pending) != 1 {
+		t.Fatalf("the wait ended with %+v", res)
+	}
+	code, msg := c.fail("process.wait", map[string]any{"process_ids": []string{job}, "until": map[string]any{"output": 5}})
+	if code != "invalid_argument" || msg != `argument "until.output" must be a string or an object` {
+		t.Fatalf("until.output 5: %s %q", code, msg)
+	}
+	c.ok("process.stop", map[string]any{"process_id": job}, nil)
+}

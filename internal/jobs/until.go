@@ -3,9 +3,11 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -36,14 +38,14 @@ const (
 
 // Until is what may end a wait on one job before the job ends.
 type Until struct {
-	Output *OutputUntil `json:"output,omitempty" jsonschema:"end the wait when this literal text appears in the job's output"`
+	Output *OutputUntil `json:"output,omitempty" jsonschema:"end the wait when this literal text is output"`
 	Port   *int         `json:"port,omitempty" jsonschema:"1-65535: end the wait when a process of the job listens on this TCP port (no connection is made)"`
 	Path   string       `json:"path,omitempty" jsonschema:"an absolute path: end the wait when it exists (needs files.list)"`
 }
 
 // OutputUntil is an until.output condition.
 type OutputUntil struct {
-	Text       string         `json:"text" jsonschema:"the literal text, 1-1024 bytes; found also when the job wrote it in pieces"`
+	Text       string         `json:"text" jsonschema:"1-1024 bytes, found across writes"`
 	Stream     string         `json:"stream,omitempty" jsonschema:"stdout, stderr or any (default)"`
 	FromOffset *StreamOffsets `json:"from_offset,omitempty" jsonschema:"where to start looking in each stream (default 0), e.g. a next_offset from process.output"`
 }
@@ -276,3 +278,29 @@ func (c *conditions) check(ctx context.Context, s *Service) (met, stream string,
 	}
 	return "", "", 0, nil
 }
+
+// UnmarshalJSON takes until.output as the text alone ("ready"), as the
+// tool's description offers it, or as the object {text, stream,
+// from_offset}; anything else is a type error naming what it wants.
+func (o *OutputUntil) UnmarshalJSON(data []byte) error {
+	var text string
+	if json.Unmarshal(data, &text) == nil {
+		*o = OutputUntil{Text: text}
+		return nil
+	}
+	type object OutputUntil
+	if len(data) > 0 && data[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		var v object
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		*o = OutputUntil(v)
+		return nil
+	}
+	return &json.UnmarshalTypeError{Value: "until.output", Type: reflect.TypeFor[OutputUntil]()}
+}
+
+// JSONType names what until.output takes, for a type error's message.
+func (OutputUntil) JSONType() string { return "a string or an object" }

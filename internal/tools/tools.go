@@ -117,7 +117,7 @@ type registrar struct {
 // outputSchema from Out and text's summary as its text content.
 func add[In, Out any](r registrar, d definition, h func(context.Context, Call, In) (Out, error), text func(Out) string) {
 	name := d.name
-	schema, err := jsonschema.For[In](nil)
+	schema, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: oneOfShapes()})
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
 	}
@@ -280,6 +280,27 @@ func argumentType(t reflect.Type, path string) reflect.Type {
 	return t
 }
 
+// oneOfShapes are the schemas of arguments that take more than one shape:
+// until.output is the text alone or the long form. Built when tools are
+// registered, never at package set-up, which every role of the binary runs.
+func oneOfShapes() map[reflect.Type]*jsonschema.Schema {
+	return map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[jobs.OutputUntil](): {AnyOf: []*jsonschema.Schema{
+			{Type: "string", Description: "the text"},
+			mustSchema[jobs.OutputUntil](),
+		}},
+	}
+}
+
+// mustSchema is T's inferred schema; T is a type of this package's tools.
+func mustSchema[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("schema for %T: %v", *new(T), err))
+	}
+	return s
+}
+
 // requiredNotNull takes null out of the types of s's required properties,
 // at every depth: the schema infers "null or array" for a Go slice, but a
 // required array given as null is refused, so the schema says what is
@@ -316,6 +337,10 @@ func jsonType(t reflect.Type) string {
 func jsonNames(t reflect.Type) (one, many string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	// A type that takes more than one shape says which.
+	if w, ok := reflect.Zero(t).Interface().(interface{ JSONType() string }); ok {
+		return w.JSONType(), "values"
 	}
 	switch t.Kind() {
 	case reflect.String:

@@ -119,6 +119,8 @@ func TestDecodeWrongType(t *testing.T) {
 		{`{"process_id":7}`, &IDRequest{}, `argument "process_id" must be a string`},
 		{`{"process_id":true}`, &jobs.OutputRequest{}, `argument "process_id" must be a string`},
 		{`{"process_ids":"p"}`, &jobs.WaitRequest{}, `argument "process_ids" must be an array of strings`},
+		{`{"process_ids":["p"],"until":{"output":5}}`, &jobs.WaitRequest{}, `argument "until.output" must be a string or an object`},
+		{`{"process_ids":["p"],"until":{"output":["secret"]}}`, &jobs.WaitRequest{}, `argument "until.output" must be a string or an object`},
 	}
 	for _, c := range cases {
 		msg := invalid(t, Decode(json.RawMessage(c.raw), c.into))
@@ -273,5 +275,29 @@ func TestDecodeIsCaseSensitiveAndRejectsRepeats(t *testing.T) {
 	var in jobs.StartRequest
 	if err := Decode(json.RawMessage(`{"command":"x","env":{"Path":"a","PATH":"b"}}`), &in); err != nil || len(in.Env) != 2 {
 		t.Fatalf("env keys differing in case are distinct variables: %v %v", err, in.Env)
+	}
+}
+
+// TestUntilOutputTakesTheTextOrTheLongForm: until.output is the text
+// alone, as the tool's description offers it, or {text, stream,
+// from_offset}; the long form is as strict as any argument.
+func TestUntilOutputTakesTheTextOrTheLongForm(t *testing.T) {
+	var short jobs.WaitRequest
+	if err := Decode(json.RawMessage(`{"process_ids":["p"],"until":{"output":"ready"}}`), &short); err != nil {
+		t.Fatal(err)
+	}
+	if o := short.Until.Output; o == nil || *o != (jobs.OutputUntil{Text: "ready"}) {
+		t.Fatalf("the short form decoded as %+v", o)
+	}
+	var long jobs.WaitRequest
+	if err := Decode(json.RawMessage(`{"process_ids":["p"],"until":{"output":{"text":"ready","stream":"stderr","from_offset":{"stderr":7}}}}`), &long); err != nil {
+		t.Fatal(err)
+	}
+	if o := long.Until.Output; o == nil || o.Text != "ready" || o.Stream != "stderr" || o.FromOffset == nil || o.FromOffset.Stderr != 7 {
+		t.Fatalf("the long form decoded as %+v", o)
+	}
+	msg := invalid(t, Decode(json.RawMessage(`{"process_ids":["p"],"until":{"output":{"text":"a","colour":"red"}}}`), &jobs.WaitRequest{}))
+	if msg != `unknown argument "colour"` {
+		t.Fatalf("an unknown key in the long form: %q", msg)
 	}
 }

@@ -39,6 +39,10 @@ const maxNameBytes = 256
 // pollInterval is how often waits re-read a job's files.
 const pollInterval = 20 * time.Millisecond
 
+// shellPoll is how often process.start looks for its shell's start: the
+// supervisor records it within a millisecond or so of READY.
+const shellPoll = time.Millisecond
+
 // Service is the job core of one agent (or `commandcore mcp`) process.
 type Service struct {
 	store    *jobstore.Store
@@ -325,7 +329,10 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 // launch is settled, and how it ended when it ends within waitMS.
 func (s *Service) started(ctx context.Context, who principal.Principal, id string, waitMS int) (*StartResult, error) {
 	wait := time.Duration(waitMS) * time.Millisecond
-	rec, err := s.store.Get(id)
+	// A running job has a start time: the claim gets it a moment after
+	// READY, once the shell runs (a job no supervisor claimed has none
+	// to wait for).
+	rec, err := s.await(ctx, id, limits.ClaimTimeout, shellPoll, func(r *jobmeta.Record) bool { return r.Terminal || r.StartedAt != nil || r.Claim == nil })
 	if err != nil {
 		return nil, err
 	}
@@ -602,16 +609,22 @@ func (s *Service) awaitClaim(ctx context.Context, id string, started *launcher.S
 
 // awaitTerminal polls a job until it is terminal or d passes.
 func (s *Service) awaitTerminal(ctx context.Context, id string, d time.Duration) (*jobmeta.Record, error) {
+	return s.await(ctx, id, d, pollInterval, func(r *jobmeta.Record) bool { return r.Terminal })
+}
+
+// await polls job id's record every poll until done says so, for at most
+// d or until ctx ends, and returns the last record read.
+func (s *Service) await(ctx context.Context, id string, d, poll time.Duration, done func(*jobmeta.Record) bool) (*jobmeta.Record, error) {
 	deadline := time.Now().Add(d)
 	for {
 		rec, err := s.store.Get(id)
-		if err != nil || rec.Terminal || time.Now().After(deadline) {
+		if err != nil || done(rec) || time.Now().After(deadline) {
 			return rec, err
 		}
 		select {
 		case <-ctx.Done():
 			return rec, nil
-		case <-time.After(pollInterval):
+		case <-time.After(poll):
 		}
 	}
 }

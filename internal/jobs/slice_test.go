@@ -46,8 +46,8 @@ func openService(t *testing.T, stateDir string) *Service {
 func startSleeper(t *testing.T, svc *Service) *StartResult {
 	t.Helper()
 	res := startUnitJob(t, svc, StartRequest{Command: "exec sleep 60"})
-	if res.State != jobmeta.Running || res.FailureDomain != jobmeta.DomainSystemdUnit {
-		t.Fatalf("a sleeper started %s in %s, want running in a systemd unit", res.State, res.FailureDomain)
+	if res.State != jobmeta.Running || res.FailureDomain != jobmeta.DomainSystemdUnit || res.StartedAt == nil {
+		t.Fatalf("a sleeper started %s in %s at %v, want running in a systemd unit, with its start time", res.State, res.FailureDomain, res.StartedAt)
 	}
 	return res
 }

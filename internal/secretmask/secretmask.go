@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/commandcore/commandcore/internal/limits"
@@ -64,8 +65,8 @@ func newSecret(b []byte) secret {
 	return k
 }
 
-// overlap returns the length of the longest end of text that begins k and
-// is shorter than k.
+// overlap returns the length of the longest end of text that begins k;
+// text is shorter than k.
 func (k secret) overlap(text []byte) int {
 	q := 0
 	for _, c := range text {
@@ -74,9 +75,6 @@ func (k secret) overlap(text []byte) int {
 		}
 		if c == k.b[q] {
 			q++
-		}
-		if q == len(k.b) {
-			q = k.border[q-1]
 		}
 	}
 	return q
@@ -146,9 +144,7 @@ func (m *reader) Read(p []byte) (int, error) {
 // fill reads once from r and masks what it may hand on.
 func (m *reader) fill() {
 	held := len(m.in)
-	if cap(m.in)-held < readBytes {
-		m.in = append(make([]byte, 0, held+readBytes), m.in...)
-	}
+	m.in = slices.Grow(m.in, readBytes)
 	n, err := m.r.Read(m.in[held : held+readBytes])
 	m.in = m.in[:held+n]
 	var keep int
@@ -205,7 +201,9 @@ func mask(dst, src []byte, secrets []secret, final bool) ([]byte, int) {
 }
 
 // heldFrom returns the first position at or after from where the rest of
-// src is the beginning of a secret (and shorter than it), or len(src).
+// src is the beginning of a secret (and shorter than it), or len(src):
+// for each secret, its longest beginning among the ends of src shorter
+// than it.
 func heldFrom(src []byte, from int, secrets []secret) int {
 	at := len(src)
 	for _, k := range secrets {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -181,5 +182,58 @@ func TestSetBounds(t *testing.T) {
 	k[0] = 'X'
 	if got := strings.Join(reads(t, s.Reader(strings.NewReader("mine"))), ""); got != "***" {
 		t.Fatalf("after the caller's buffer changed: %q", got)
+	}
+}
+
+// TestAWholeSecretEndingARead is masked at once, not held back.
+func TestAWholeSecretEndingARead(t *testing.T) {
+	got := reads(t, set(t, "secret").Reader(&pieces{p: []string{"xx secret", "yy"}}))
+	if strings.Join(got, "|") != "xx ***|yy" {
+		t.Fatalf("reads %q", got)
+	}
+}
+
+// TestOverlapIsTheLongestBeginning: for secrets that repeat themselves,
+// the end of a read that begins the secret is found as a look at every
+// length would find it.
+func TestOverlapIsTheLongestBeginning(t *testing.T) {
+	brute := func(k, text []byte) int {
+		for q := len(text); q > 0; q-- {
+			if bytes.HasPrefix(k, text[len(text)-q:]) {
+				return q
+			}
+		}
+		return 0
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "ab"[rng.IntN(2)]
+		}
+		return b
+	}
+	for range 5000 {
+		k := newSecret(word(1 + rng.IntN(8)))
+		text := word(rng.IntN(len(k.b)))
+		if got, want := k.overlap(text), brute(k.b, text); got != want {
+			t.Fatalf("secret %q, text %q: %d, want %d", k.b, text, got, want)
+		}
+	}
+}
+
+func TestLine(t *testing.T) {
+	long := strings.Repeat("x", limits.SecretMaxBytes)
+	for data, want := range map[string]string{
+		"pw\n": "pw", "\n": "", " ~\x80\xff\n": " ~\x80\xff", long + "\n": long,
+	} {
+		if got, err := Line([]byte(data)); err != nil || string(got) != want {
+			t.Errorf("%q: %q, %v; want %q", data, got, err, want)
+		}
+	}
+	for _, data := range []string{"pw", "", "a\nb\n", "\x1f\n", "\x00\n", "\x7f\n", "x\r\n", long + "x\n"} {
+		if _, err := Line([]byte(data)); !errors.Is(err, ErrNotOneLine) {
+			t.Errorf("%q: %v, want ErrNotOneLine", data, err)
+		}
 	}
 }

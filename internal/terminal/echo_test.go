@@ -107,3 +107,21 @@ func TestWithoutEchoLeavesTheProgramsModes(t *testing.T) {
 		t.Fatalf("modes changed during the write were undone: lflag %#x", lflag)
 	}
 }
+
+// TestWithoutEchoOnAPipe: where there is no terminal, the write is made as
+// it is.
+func TestWithoutEchoOnAPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if err := terminal.WithoutEcho(w, func() error { _, err := w.Write([]byte("x\n")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if n, _ := r.Read(buf); string(buf[:n]) != "x\n" {
+		t.Fatalf("the pipe got %q", buf[:n])
+	}
+}

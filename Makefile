@@ -28,7 +28,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
              ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes \
-             ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relaynats:FuzzOpen ./internal/relay:FuzzScanCall
+             ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relaynats:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
@@ -40,7 +40,8 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/authz internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath \
-             internal/relaynats internal/panel internal/termscreen internal/listening
+             internal/relaynats internal/panel internal/termscreen internal/listening \
+             internal/secretmask internal/terminal
 
 .PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test ts-client-test mutation screenshots
 

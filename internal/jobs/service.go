@@ -411,31 +411,9 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	if sp != nil {
 		job.Supervisor = sp.sup
 	}
-	var led ledger
-	phase := s.phaseClock(id)
-	var err error
-	if sp != nil {
-		err = s.store.AdmitSpare(job, sp.lock)
-	} else {
-		err = s.store.Admit(job)
-	}
-	if err != nil {
-		if sp != nil {
-			s.returnSpare(sp)
-		}
-		// A key found taken launches nothing: no phase to record.
-		if k := (*jobstore.KeyTaken)(nil); !errors.As(err, &k) {
-			phase(activity.PhaseAdmission, string(errcode.From(err).Code))
-		}
+	l := &launchRun{s: s, id: id, phase: s.phaseClock(id)}
+	if err := l.admit(job, sp); err != nil {
 		return "", err
-	}
-	phase(activity.PhaseAdmission, "")
-	failCode := jobmeta.LaunchErrInternal
-	led.add("admission slot", func() { s.store.MarkLaunchFailed(id, failCode) })
-	fail := func() {
-		phase = s.phaseClock(id)
-		led.releaseAll()
-		phase(activity.PhaseRollback, failCode)
 	}
 
 	var started *launcher.Started
@@ -444,38 +422,14 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	var r *os.File
 	if sp != nil {
 		// The spare's unit runs: the job starts with its envelope.
-		led.add("unit", func() { sp.w.Close(); sp.started.Stop(context.WithoutCancel(ctx)) })
+		l.led.add("unit", func() { sp.w.Close(); sp.started.Stop(context.WithoutCancel(ctx)) })
 		started, wrote = sp.handOver(env, timeout)
-		phase(activity.PhaseSpareHandOver, "")
+		l.phase(activity.PhaseSpareHandOver, "")
 		poll = handOverPoll
 	} else {
-		var w *os.File
-		if r, w, err = os.Pipe(); err != nil {
-			failCode = jobmeta.LaunchErrPipe
-			phase(activity.PhasePipe, failCode)
-			fail()
+		var ok bool
+		if started, wrote, r, ok = l.startUnit(ctx, env, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Resources: caps, Timeout: env.Timeout(), CutOff: cut}, domain, timeout); !ok {
 			return id, nil
-		}
-		phase(activity.PhasePipe, "")
-		led.add("pipe", func() { r.Close(); w.Close() })
-
-		wrote = sendEnvelope(w, env, timeout)
-
-		started, err = s.launcher.Start(ctx, domain, launcher.Spec{Unit: job.Unit, JobDir: s.store.Dir(id), Stdin: r, Resources: caps, Timeout: env.Timeout(), CutOff: cut})
-		if err != nil {
-			failCode = jobmeta.LaunchErrUnit
-			phase(activity.PhaseUnitStart, failCode)
-			fail()
-			return id, nil
-		}
-		phase(activity.PhaseUnitStart, "")
-		led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
-		if started.PID > 0 {
-			// A fallback supervisor has no unit to ask about: its identity,
-			// read here, not from its claim, is what says it runs.
-			if sup, _, err := s.procs.Lookup(started.PID); err == nil {
-				s.store.RecordSupervisor(id, sup)
-			}
 		}
 	}
 
@@ -483,34 +437,109 @@ func (s *Service) launch(ctx context.Context, env *envelope.Envelope, caps jobre
 	// astray or a start-job reply that was lost must not fail (and stop)
 	// a job whose supervisor runs.
 	if err := s.awaitClaim(ctx, id, started, poll); err != nil {
+		code := jobmeta.LaunchErrSupervisor
 		if errors.Is(err, context.DeadlineExceeded) {
-			failCode = jobmeta.LaunchErrClaimTimeout
-		} else {
-			failCode = jobmeta.LaunchErrSupervisor
+			code = jobmeta.LaunchErrClaimTimeout
 		}
-		phase(activity.PhaseIdentityClaim, failCode)
-		fail()
+		l.fail(activity.PhaseIdentityClaim, code)
 		return id, nil
 	}
-	phase(activity.PhaseIdentityClaim, "")
+	l.phase(activity.PhaseIdentityClaim, "")
 	if r != nil {
 		r.Close()
 	}
 	if job.Unit != "" && job.Supervisor == nil {
-		// After the answer: until it is on record the manager is asked
-		// about the unit.
-		s.recording.Add(1)
-		go func() {
-			defer s.recording.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
-			defer cancel()
-			if sup := s.unitSupervisor(ctx, job.Unit); sup != nil {
-				s.store.RecordSupervisor(id, *sup)
-			}
-		}()
+		s.recordUnitSupervisor(id, job.Unit)
 	}
 	<-wrote
 	return id, nil
+}
+
+// launchRun is one launch after its job is known: the ledger of what to
+// undo and the phases journaled.
+type launchRun struct {
+	s        *Service
+	id       string
+	led      ledger
+	phase    func(activity.Phase, string)
+	failCode string
+}
+
+// admit admits the job, into the spare's directory when there is one.
+func (l *launchRun) admit(job *jobmeta.Job, sp *spare) error {
+	var err error
+	if sp != nil {
+		err = l.s.store.AdmitSpare(job, sp.lock)
+	} else {
+		err = l.s.store.Admit(job)
+	}
+	if err != nil {
+		if sp != nil {
+			l.s.returnSpare(sp)
+		}
+		// A key found taken launches nothing: no phase to record.
+		if k := (*jobstore.KeyTaken)(nil); !errors.As(err, &k) {
+			l.phase(activity.PhaseAdmission, string(errcode.From(err).Code))
+		}
+		return err
+	}
+	l.phase(activity.PhaseAdmission, "")
+	l.failCode = jobmeta.LaunchErrInternal
+	l.led.add("admission slot", func() { l.s.store.MarkLaunchFailed(l.id, l.failCode) })
+	return nil
+}
+
+// fail journals phase as failed with code and undoes the launch.
+func (l *launchRun) fail(phase activity.Phase, code string) {
+	l.failCode = code
+	l.phase(phase, code)
+	l.phase = l.s.phaseClock(l.id)
+	l.led.releaseAll()
+	l.phase(activity.PhaseRollback, code)
+}
+
+// startUnit starts the job's own unit with the envelope on a pipe; ok is
+// false once it failed and was undone. r is the pipe's read end, closed
+// once the supervisor has claimed.
+func (l *launchRun) startUnit(ctx context.Context, env *envelope.Envelope, spec launcher.Spec, domain string, timeout time.Duration) (started *launcher.Started, wrote <-chan error, r *os.File, ok bool) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		l.fail(activity.PhasePipe, jobmeta.LaunchErrPipe)
+		return nil, nil, nil, false
+	}
+	l.phase(activity.PhasePipe, "")
+	l.led.add("pipe", func() { r.Close(); w.Close() })
+	wrote = sendEnvelope(w, env, timeout)
+	spec.Stdin = r
+	if started, err = l.s.launcher.Start(ctx, domain, spec); err != nil {
+		l.fail(activity.PhaseUnitStart, jobmeta.LaunchErrUnit)
+		return nil, nil, nil, false
+	}
+	l.phase(activity.PhaseUnitStart, "")
+	l.led.add("unit", func() { started.Stop(context.WithoutCancel(ctx)) })
+	if started.PID > 0 {
+		// A fallback supervisor has no unit to ask about: its identity,
+		// read here, not from its claim, is what says it runs.
+		if sup, _, err := l.s.procs.Lookup(started.PID); err == nil {
+			l.s.store.RecordSupervisor(l.id, sup)
+		}
+	}
+	return started, wrote, r, true
+}
+
+// recordUnitSupervisor records the unit's main process as job id's
+// supervisor, after the answer: until it is on record the manager is
+// asked about the unit.
+func (s *Service) recordUnitSupervisor(id, unit string) {
+	s.recording.Add(1)
+	go func() {
+		defer s.recording.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), unitQueryTimeout)
+		defer cancel()
+		if sup := s.unitSupervisor(ctx, unit); sup != nil {
+			s.store.RecordSupervisor(id, *sup)
+		}
+	}()
 }
 
 // unitSupervisor identifies unit's main process, the job's supervisor, as

@@ -102,20 +102,53 @@ func (p *Panel) findDevice(w http.ResponseWriter, r *http.Request) (*relaystate.
 // client's call, and decodes its structured result into out.
 func (p *Panel) callDevice(ctx context.Context, s session, device, tool string, args any, out any) error {
 	began := p.cfg.Now()
-	raw, err := json.Marshal(args)
-	if err == nil {
-		var res json.RawMessage
-		if res, err = p.cfg.Devices.CallAsAdmin(ctx, s.admin, device, tool, raw); err == nil && out != nil {
-			if json.Unmarshal(res, out) != nil {
-				err = errcode.New(errcode.Internal, "the device's result could not be read")
-			}
-		}
-	}
+	err := p.call(ctx, s, device, tool, args, out)
 	if ctx.Err() == nil {
 		p.record(s, tool, device, began, err)
 	}
 	return err
 }
+
+// call calls tool on the device as the admin and decodes its structured
+// result into out, unaudited: only callDevice and a watch, which audit
+// what they do, use it.
+func (p *Panel) call(ctx context.Context, s session, device, tool string, args any, out any) error {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return err
+	}
+	res, err := p.cfg.Devices.CallAsAdmin(ctx, s.admin, device, tool, raw)
+	if err == nil && out != nil && json.Unmarshal(res, out) != nil {
+		err = errcode.New(errcode.Internal, "the device's result could not be read")
+	}
+	return err
+}
+
+// reader is how lastOutput reads a job's output: an audited call, or a
+// watch's.
+type reader func(ctx context.Context, args, out any) error
+
+// watch is a live page's reads of one job: its stream is audited as one
+// thing, an entry when it opens and one when it closes saying how long it
+// was open, not an entry per long poll (an open page would fill the log).
+type watch struct {
+	p      *Panel
+	s      session
+	device string
+	began  time.Time
+}
+
+// read is one of the watch's reads of the job's output, unaudited.
+func (w *watch) read(ctx context.Context, args, out any) error {
+	return w.p.call(ctx, w.s, w.device, "process.output", args, out)
+}
+
+// opened audits the stream's start: err is its first read's.
+func (w *watch) opened(err error) { w.p.audit(w.s, "tail_open", w.device, w.began, err) }
+
+// closed audits the stream's end, with its whole duration: err is the read
+// that ended it, nil when the job ended or the page went away.
+func (w *watch) closed(err error) { w.p.audit(w.s, "tail_close", w.device, w.began, err) }
 
 // refusal says, for a person, why a device call gave no jobs.
 func refusal(err error) string {
@@ -224,11 +257,11 @@ type stream struct {
 // lastOutput reads the last n bytes of each of a job's streams, walking
 // forward from where a first read finds them: process.output pages from
 // an offset, and the streams' ends are known only once read.
-func (p *Panel) lastOutput(ctx context.Context, s session, device, job string, n int64) (outputPage, error) {
+func lastOutput(ctx context.Context, read reader, job string, n int64) (outputPage, error) {
 	args := map[string]any{"process_id": job, "max_bytes": tailMaxBytes}
 	for range lastOutputReads {
 		var pg outputPage
-		if err := p.callDevice(ctx, s, device, "process.output", args, &pg); err != nil {
+		if err := read(ctx, args, &pg); err != nil {
 			return pg, err
 		}
 		out, errOff := max(0, pg.Stdout.NextOffset-n), max(0, pg.Stderr.NextOffset-n)
@@ -295,15 +328,26 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 	ctx, stop := p.whileSignedIn(r, s)
 	defer stop()
 	defer signedOut(ctx, w, fl)
-	pg, err := p.lastOutput(ctx, s, dev.ID, job, tailShown)
+	wt := &watch{p: p, s: s, device: dev.ID, began: p.cfg.Now()}
+	pg, err := lastOutput(ctx, wt.read, job, tailShown)
+	if ctx.Err() != nil {
+		return
+	}
+	wt.opened(err)
+	if err == nil {
+		err = p.follow(ctx, w, fl, wt, job, pg)
+		wt.closed(err)
+	}
+	if err != nil && ctx.Err() == nil {
+		event(w, "refused", map[string]string{"message": refusal(err)})
+		fl.Flush()
+	}
+}
+
+// follow sends pg and what follows it until the job ends (nil) or a read
+// fails (its error; a page that went away is no failure).
+func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flusher, wt *watch, job string, pg outputPage) error {
 	for {
-		if err != nil {
-			if ctx.Err() == nil {
-				event(w, "refused", map[string]string{"message": refusal(err)})
-				fl.Flush()
-			}
-			return
-		}
 		for _, st := range []struct {
 			name string
 			s    stream
@@ -317,12 +361,17 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 		if pg.Stdout.EOF && pg.Stderr.EOF {
 			event(w, "end", map[string]string{"state": pg.State})
 			fl.Flush()
-			return
+			return nil
 		}
 		args := map[string]any{"process_id": job, "max_bytes": tailMaxBytes,
 			"stdout_offset": pg.Stdout.NextOffset, "stderr_offset": pg.Stderr.NextOffset, "wait_ms": tailWaitMS}
 		pg = outputPage{}
-		err = p.callDevice(ctx, s, dev.ID, "process.output", args, &pg)
+		if err := wt.read(ctx, args, &pg); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 	}
 }
 

@@ -74,7 +74,10 @@ func (p *Panel) readAsker(ctx context.Context, s session, d *secretData) {
 		}
 	default:
 		var pg outputPage
-		if pg, err = p.lastOutput(ctx, s, dev, job, secretShown); err == nil {
+		read := func(ctx context.Context, args, out any) error {
+			return p.callDevice(ctx, s, dev, "process.output", args, out)
+		}
+		if pg, err = lastOutput(ctx, read, job, secretShown); err == nil {
 			d.Printed = strings.TrimRight(decoded(pg.Stdout)+decoded(pg.Stderr), "\n")
 		}
 	}

@@ -43,8 +43,11 @@ type job struct {
 	State       string     `json:"state"`
 	Terminal    bool       `json:"terminal"`
 	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
 	CompletedAt *time.Time `json:"completed_at"`
 	ExitCode    *int       `json:"exit_code"`
+	Signal      string     `json:"signal"`
+	StoppedBy   string     `json:"stopped_by"`
 	// PTY is set for a job on a terminal.
 	PTY *struct{} `json:"pty"`
 }
@@ -54,12 +57,14 @@ type job struct {
 // panel puts in no address.
 type jobRow struct {
 	job
-	Path string
+	Ending ending
+	Path   string
 }
 
 // deviceData is the Device page's.
 type deviceData struct {
 	Device  deviceRow
+	Names   names
 	Jobs    []jobRow
 	Refused string
 	Admin   string
@@ -143,6 +148,17 @@ func (w *watch) read(ctx context.Context, args, out any) error {
 	return w.p.call(ctx, w.s, w.device, "process.output", args, out)
 }
 
+// status reads the job's record, unaudited: the stream's last read, so
+// the page shows how the job ended without a reload.
+func (w *watch) status(ctx context.Context, id string) (job, error) {
+	var j job
+	err := w.p.call(ctx, w.s, w.device, "process.status", map[string]string{"process_id": id}, &j)
+	if err == nil && j.ProcessID != id {
+		err = errcode.New(errcode.Internal, "the device answered for another job")
+	}
+	return j, err
+}
+
 // opened audits the stream's start: err is its first read's.
 func (w *watch) opened(err error) { w.p.audit(w.s, "tail_open", w.device, w.began, err) }
 
@@ -173,7 +189,7 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 		p.stateFailed(w, r, err)
 		return
 	}
-	d := deviceData{Device: deviceRow{Device: *dev}, Admin: s.admin}
+	d := deviceData{Device: deviceRow{Device: *dev}, Admin: s.admin, Names: p.names()}
 	for _, row := range rows {
 		if row.ID == dev.ID {
 			d.Device = row
@@ -186,7 +202,7 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 		d.Refused = refusal(err)
 	}
 	for _, j := range list.Jobs {
-		row := jobRow{job: j}
+		row := jobRow{job: j, Ending: j.ending(p.cfg.Now())}
 		if uuidtext.Canonical(j.ProcessID) {
 			row.Path = jobPath(dev.ID, j.ProcessID)
 		}
@@ -200,6 +216,8 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 type jobData struct {
 	Device relaystate.Device
 	Job    job
+	Ending ending
+	Names  names
 	Path   string
 	// Refused says why the job could not be read.
 	Refused string
@@ -214,12 +232,13 @@ func (p *Panel) job(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	d := jobData{Device: *dev, Path: jobPath(dev.ID, id)}
+	d := jobData{Device: *dev, Path: jobPath(dev.ID, id), Names: p.names()}
 	if err := p.callDevice(r.Context(), s, dev.ID, "process.status", map[string]string{"process_id": id}, &d.Job); err != nil {
 		d.Refused = refusal(err)
 	} else if d.Job.ProcessID != id {
 		d.Refused = "The device answered with another job than the one asked for, so its answer is not shown."
 	}
+	d.Ending = d.Job.ending(p.cfg.Now())
 	p.show(w, s, "job", "Job", d)
 }
 
@@ -346,7 +365,7 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 
 // follow sends pg and what follows it until the job ends (nil) or a read
 // fails (its error; a page that went away is no failure).
-func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flusher, wt *watch, job string, pg outputPage) error {
+func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flusher, wt *watch, id string, pg outputPage) error {
 	for {
 		for _, st := range []struct {
 			name string
@@ -356,14 +375,18 @@ func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flush
 				event(w, "output", map[string]string{"stream": st.name, "data": st.s.Data, "encoding": st.s.Encoding})
 			}
 		}
-		event(w, "state", map[string]string{"state": pg.State})
+		event(w, "state", map[string]string{"state": pg.State, "tone": tone(pg.State)})
 		fl.Flush()
 		if pg.Stdout.EOF && pg.Stderr.EOF {
-			event(w, "end", map[string]string{"state": pg.State})
+			end := job{State: pg.State}.ending(p.cfg.Now())
+			if j, err := wt.status(ctx, id); err == nil {
+				end = j.ending(p.cfg.Now())
+			}
+			event(w, "end", end)
 			fl.Flush()
 			return nil
 		}
-		args := map[string]any{"process_id": job, "max_bytes": tailMaxBytes,
+		args := map[string]any{"process_id": id, "max_bytes": tailMaxBytes,
 			"stdout_offset": pg.Stdout.NextOffset, "stderr_offset": pg.Stderr.NextOffset, "wait_ms": tailWaitMS}
 		pg = outputPage{}
 		if err := wt.read(ctx, args, &pg); err != nil {
@@ -401,8 +424,11 @@ type liveDevice struct {
 	ID        string `json:"id"`
 	Connected bool   `json:"connected"`
 	Standing  string `json:"standing"`
-	Seen      string `json:"seen"`
-	Replica   string `json:"replica"`
+	// StandingTone is the standing's badge.
+	StandingTone string `json:"standing_tone"`
+	Seen         string `json:"seen"`
+	SeenAt       string `json:"seen_at"`
+	Replica      string `json:"replica"`
 }
 
 // deviceEvents streams the devices' connection states to the Overview and
@@ -422,14 +448,18 @@ func (p *Panel) deviceEvents(w http.ResponseWriter, r *http.Request, s session) 
 	for {
 		rows, _, err := p.deviceRows(p.cfg.Now())
 		if err == nil {
-			now := make([]liveDevice, len(rows))
+			now, key := make([]liveDevice, len(rows)), make([]liveDevice, len(rows))
 			for i, d := range rows {
-				now[i] = liveDevice{ID: d.ID, Connected: d.Connected, Standing: d.Standing, Seen: when(d.LastSeen), Replica: d.ReplicaName}
+				seen := at(d.LastSeen, p.cfg.Now())
+				key[i] = liveDevice{ID: d.ID, Connected: d.Connected, Standing: d.Standing, StandingTone: tone(d.Standing), SeenAt: seen.Abs, Replica: d.ReplicaName}
+				now[i] = key[i]
+				now[i].Seen = seen.Rel
 			}
-			if !slices.Equal(now, last) {
+			// Sent when a device changed, not as "3 min ago" turns "4 min ago".
+			if !slices.Equal(key, last) {
 				event(w, "devices", now)
 				fl.Flush()
-				last = now
+				last = key
 			}
 		}
 		select {

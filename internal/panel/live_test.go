@@ -197,7 +197,10 @@ func TestTailStartsAtTheLastOutput(t *testing.T) {
 		return json.RawMessage(fmt.Sprintf(`{"state":"running","stdout":{"data":"o%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v},
 			"stderr":{"data":"e%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v}}`, out, out, outNext, outEOF, errOff, errOff, errNext, errEOF))
 	}
-	f.devices.fn = func(_ string, args json.RawMessage) (json.RawMessage, error) {
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"` + job1 + `","state":"exited"}`), nil
+		}
 		polls = append(polls, string(args))
 		switch len(polls) {
 		case 1:
@@ -243,7 +246,10 @@ func TestTailIsAuditedOncePerStream(t *testing.T) {
 	c := f.signIn("alice")
 	const polls = 40
 	var n int
-	f.devices.fn = func(_ string, args json.RawMessage) (json.RawMessage, error) {
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"` + job1 + `","state":"exited"}`), nil
+		}
 		n++
 		if n == polls {
 			return json.RawMessage(`{"state":"exited","stdout":{"offset":40,"next_offset":40,"eof":true},"stderr":{"eof":true}}`), nil

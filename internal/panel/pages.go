@@ -26,25 +26,6 @@ type page struct {
 	Data   any
 }
 
-var funcs = map[string]any{
-	"short": func(id string) string { return id[:min(len(id), 8)] },
-	"when":  when,
-	"join":  strings.Join,
-}
-
-// when shows a time (or a *time.Time, "—" when unset) in UTC.
-func when(t any) string {
-	switch v := t.(type) {
-	case time.Time:
-		return v.UTC().Format("2006-01-02 15:04:05Z")
-	case *time.Time:
-		if v != nil {
-			return v.UTC().Format("2006-01-02 15:04:05Z")
-		}
-	}
-	return "—"
-}
-
 // render writes a page; a template failure is the panel's bug, answered
 // with a plain 500.
 func (p *Panel) render(w http.ResponseWriter, status int, name string, pg page) {
@@ -362,6 +343,7 @@ func orDefault(v, def string) string {
 // auditData is the Audit page's: the filter, a page of entries and where
 // the next one starts.
 type auditData struct {
+	Names   names
 	Filter  relaystate.AuditFilter
 	Entries []relaystate.AuditEntry
 	Older   string
@@ -377,7 +359,7 @@ func (p *Panel) auditLog(w http.ResponseWriter, r *http.Request, s session) {
 		p.stateFailed(w, r, err)
 		return
 	}
-	d := auditData{Filter: f, Entries: entries}
+	d := auditData{Filter: f, Entries: entries, Names: p.names()}
 	if len(entries) == auditRows {
 		next := url.Values{}
 		for k, v := range map[string]string{"principal": f.Principal, "device": f.Device, "tool": f.Tool, "outcome": f.Outcome} {

@@ -91,6 +91,9 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
+//go:embed static/icon.svg
+var icon []byte
+
 // Panel serves the pages.
 type Panel struct {
 	cfg   Config
@@ -111,11 +114,13 @@ func New(cfg Config) (*Panel, error) {
 	if cfg.Health == nil {
 		cfg.Health = func() []Check { return nil }
 	}
-	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
+	p := &Panel{cfg: cfg}
+	t, err := template.New("").Funcs(p.funcs()).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
 	}
-	return &Panel{cfg: cfg, pages: t}, nil
+	p.pages = t
+	return p, nil
 }
 
 // Handler serves the panel under Prefix, with its headers on every answer.
@@ -123,6 +128,7 @@ func (p *Panel) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /favicon.ico", favicon)
 	mux.HandleFunc("GET "+LoginPath, p.loginPage)
 	mux.Handle("POST "+LoginPath, p.cfg.LimitSignIn(http.HandlerFunc(p.login)))
 	mux.HandleFunc("GET "+Prefix+"{$}", p.signedIn(p.overview))
@@ -143,6 +149,13 @@ func (p *Panel) Handler() http.Handler {
 	mux.HandleFunc("POST "+Prefix+"enroll", p.changes(p.createEnrollCode))
 	mux.HandleFunc("POST "+SecretPath+"{id}", p.changes(p.submitSecret))
 	return headers(mux)
+}
+
+// favicon answers the address browsers ask for an icon at with the
+// panel's own (pages name it too, by its static address).
+func favicon(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Write(icon)
 }
 
 // headers sets what every answer carries, pages and refusals alike, and

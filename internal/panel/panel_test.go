@@ -397,8 +397,8 @@ func TestAuditPageFiltersAndPages(t *testing.T) {
 	}
 	c := f.signIn("carol")
 	_, page := f.do(c, "GET", Prefix+"audit?principal=bob", nil, nil)
-	rows := regexp.MustCompile(`<tr>\s*<td>(\d+)</td>`).FindAllStringSubmatch(page, -1)
-	if len(rows) != auditRows || rows[0][1] != "120" || strings.Contains(page, "<td>alice</td>") {
+	rows := regexp.MustCompile(`<tr>\s*<td data-label="#">(\d+)</td>`).FindAllStringSubmatch(page, -1)
+	if len(rows) != auditRows || rows[0][1] != "120" || strings.Contains(page, ">alice</span></td>") {
 		t.Fatalf("bob's first page: %d rows, first %v", len(rows), rows[:1])
 	}
 	older := regexp.MustCompile(`href="(/panel/audit\?[^"]+)" id="older"`).FindStringSubmatch(page)
@@ -406,7 +406,7 @@ func TestAuditPageFiltersAndPages(t *testing.T) {
 		t.Fatalf("no older link keeping the filter:\n%s", page)
 	}
 	_, next := f.do(c, "GET", strings.ReplaceAll(older[1], "&amp;", "&"), nil, nil)
-	rows = regexp.MustCompile(`<tr>\s*<td>(\d+)</td>`).FindAllStringSubmatch(next, -1)
+	rows = regexp.MustCompile(`<tr>\s*<td data-label="#">(\d+)</td>`).FindAllStringSubmatch(next, -1)
 	if len(rows) != 10 || rows[0][1] != "20" {
 		t.Fatalf("bob's second page: %d rows, first %v", len(rows), rows[:1])
 	}
@@ -471,6 +471,10 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 	c := f.signIn("alice")
 	var polls []string
 	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"` + job1 + `","state":"exited","terminal":true,"exit_code":3,
+				"started_at":"2026-12-03T10:00:00Z","completed_at":"2026-12-03T10:01:20.044Z"}`), nil
+		}
 		polls = append(polls, string(args))
 		switch len(polls) {
 		case 1:
@@ -486,10 +490,16 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 	}
 	for _, want := range []string{"retry: 2000", `event: output` + "\n" + `data: {"data":"one\n","encoding":"utf-8","stream":"stdout"}`,
 		`{"data":"twö\n","encoding":"utf-8","stream":"stdout"}`, `{"data":"ZXJy","encoding":"base64","stream":"stderr"}`,
-		"event: end\ndata: {\"state\":\"exited\"}"} {
+		`event: state` + "\n" + `data: {"state":"running","tone":"live"}`,
+		`event: end` + "\n" + `data: {"state":"exited","tone":"bad","ended":"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the tail lacks %q:\n%s", want, body)
 		}
+	}
+	// The end says how the job ended, read once it did: the page shows it
+	// without a reload.
+	if !strings.Contains(body, `"ended_abs":"2026-12-03 10:01:20Z","how":"exit 3","took":"1m20s"}`) {
+		t.Errorf("the tail's end does not say how the job ended:\n%s", body)
 	}
 	if len(polls) != 3 || !strings.Contains(polls[1], `"stdout_offset":4`) || !strings.Contains(polls[1], `"wait_ms":25000`) ||
 		!strings.Contains(polls[2], `"stdout_offset":10`) || !strings.Contains(polls[2], `"stderr_offset":3`) {

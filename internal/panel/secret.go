@@ -29,6 +29,7 @@ const secretShown = 2 << 10
 // secretData is the secret prompt page's.
 type secretData struct {
 	ID     string
+	Names  names
 	Prompt *relaystate.SecretPrompt
 	Device string
 	// Open: the prompt still takes the input.
@@ -118,7 +119,7 @@ func (p *Panel) secretPrompt(w http.ResponseWriter, r *http.Request) (secretData
 		p.stateFailed(w, r, err)
 		return secretData{}, false
 	}
-	d := secretData{ID: id, Prompt: pr, Device: pr.Device, Open: pr.State == relaystate.PromptPending}
+	d := secretData{ID: id, Prompt: pr, Device: pr.Device, Open: pr.State == relaystate.PromptPending, Names: p.names()}
 	if dev, err := p.cfg.State.FindDevice(pr.Device); err == nil {
 		d.Device = dev.Name
 	}

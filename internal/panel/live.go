@@ -104,12 +104,13 @@ func (p *Panel) findDevice(w http.ResponseWriter, r *http.Request) (*relaystate.
 }
 
 // callDevice calls tool on the device as the admin, audited like a
-// client's call, and decodes its structured result into out.
-func (p *Panel) callDevice(ctx context.Context, s session, device, tool string, args any, out any) error {
+// client's call (naming job, the job it is about, if any), and decodes
+// its structured result into out.
+func (p *Panel) callDevice(ctx context.Context, s session, device, job, tool string, args any, out any) error {
 	began := p.cfg.Now()
 	err := p.call(ctx, s, device, tool, args, out)
 	if ctx.Err() == nil {
-		p.record(s, tool, device, began, err)
+		p.record(s, tool, device, job, began, err)
 	}
 	return err
 }
@@ -137,10 +138,10 @@ type reader func(ctx context.Context, args, out any) error
 // thing, an entry when it opens and one when it closes saying how long it
 // was open, not an entry per long poll (an open page would fill the log).
 type watch struct {
-	p      *Panel
-	s      session
-	device string
-	began  time.Time
+	p           *Panel
+	s           session
+	device, job string
+	began       time.Time
 }
 
 // read is one of the watch's reads of the job's output, unaudited.
@@ -160,11 +161,11 @@ func (w *watch) status(ctx context.Context, id string) (job, error) {
 }
 
 // opened audits the stream's start: err is its first read's.
-func (w *watch) opened(err error) { w.p.audit(w.s, "tail_open", w.device, w.began, err) }
+func (w *watch) opened(err error) { w.p.audit(w.s, "tail_open", w.device, w.job, w.began, err) }
 
 // closed audits the stream's end, with its whole duration: err is the read
 // that ended it, nil when the job ended or the page went away.
-func (w *watch) closed(err error) { w.p.audit(w.s, "tail_close", w.device, w.began, err) }
+func (w *watch) closed(err error) { w.p.audit(w.s, "tail_close", w.device, w.job, w.began, err) }
 
 // refusal says, for a person, why a device call gave no jobs.
 func refusal(err error) string {
@@ -198,7 +199,7 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 	var list struct {
 		Jobs []job `json:"jobs"`
 	}
-	if err := p.callDevice(r.Context(), s, dev.ID, "process.jobs", struct{}{}, &list); err != nil {
+	if err := p.callDevice(r.Context(), s, dev.ID, "", "process.jobs", struct{}{}, &list); err != nil {
 		d.Refused = refusal(err)
 	}
 	for _, j := range list.Jobs {
@@ -219,6 +220,8 @@ type jobData struct {
 	Ending ending
 	Names  names
 	Path   string
+	// Audit is the Audit page of the job's entries.
+	Audit string
 	// Refused says why the job could not be read.
 	Refused string
 }
@@ -232,8 +235,8 @@ func (p *Panel) job(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	d := jobData{Device: *dev, Path: jobPath(dev.ID, id), Names: p.names()}
-	if err := p.callDevice(r.Context(), s, dev.ID, "process.status", map[string]string{"process_id": id}, &d.Job); err != nil {
+	d := jobData{Device: *dev, Path: jobPath(dev.ID, id), Names: p.names(), Audit: Prefix + "audit?job=" + id}
+	if err := p.callDevice(r.Context(), s, dev.ID, id, "process.status", map[string]string{"process_id": id}, &d.Job); err != nil {
 		d.Refused = refusal(err)
 	} else if d.Job.ProcessID != id {
 		d.Refused = "The device answered with another job than the one asked for, so its answer is not shown."
@@ -251,7 +254,7 @@ func (p *Panel) stopJob(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	if err := p.callDevice(r.Context(), s, dev.ID, "process.stop", map[string]string{"process_id": id}, nil); err != nil {
+	if err := p.callDevice(r.Context(), s, dev.ID, id, "process.stop", map[string]string{"process_id": id}, nil); err != nil {
 		p.fail(w, r, http.StatusBadGateway, "The job was not stopped: "+refusal(err))
 		return
 	}
@@ -347,7 +350,7 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 	ctx, stop := p.whileSignedIn(r, s)
 	defer stop()
 	defer signedOut(ctx, w, fl)
-	wt := &watch{p: p, s: s, device: dev.ID, began: p.cfg.Now()}
+	wt := &watch{p: p, s: s, device: dev.ID, job: job, began: p.cfg.Now()}
 	pg, err := lastOutput(ctx, wt.read, job, tailShown)
 	if ctx.Err() != nil {
 		return

@@ -265,7 +265,7 @@ func TestTailIsAuditedOncePerStream(t *testing.T) {
 		defer f.mu.Unlock()
 		var rows []string
 		for _, e := range f.audited {
-			if e.DurationUS < 0 || e.Principal != "admin:alice" || e.Device != dev.ID {
+			if e.DurationUS < 0 || e.Principal != "admin:alice" || e.Device != dev.ID || e.Job != job1 {
 				t.Errorf("audit entry %+v", e)
 			}
 			rows = append(rows, strings.TrimSpace(e.Tool+" "+e.Outcome+" "+e.Code))

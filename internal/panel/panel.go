@@ -27,6 +27,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 // Prefix is where the panel's pages live.
@@ -286,15 +287,19 @@ func sameOrigin(r *http.Request) bool {
 }
 
 // audit records one of an admin's actions in the panel.
-func (p *Panel) audit(s session, action, device string, began time.Time, err error) {
-	p.record(s, "panel."+action, device, began, err)
+func (p *Panel) audit(s session, action, device, job string, began time.Time, err error) {
+	p.record(s, "panel."+action, device, job, began, err)
 }
 
 // record writes the audit entry of one thing an admin did: a panel action
-// or a device call, with its outcome and never its content.
-func (p *Panel) record(s session, tool, device string, began time.Time, err error) {
+// or a device call, with its outcome and never its content. job names the
+// job it was about when it is a job's ID (the log holds no other).
+func (p *Panel) record(s session, tool, device, job string, began time.Time, err error) {
 	e := relaystate.AuditEntry{At: began, Principal: s.principal(), Device: device, Tool: tool,
 		Outcome: relaystate.AuditOK, DurationUS: p.cfg.Now().Sub(began).Microseconds()}
+	if uuidtext.Canonical(job) {
+		e.Job = job
+	}
 	if err != nil {
 		e.Outcome, e.Code = relaystate.AuditFailed, string(errcode.From(err).Code)
 	}

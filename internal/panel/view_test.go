@@ -216,3 +216,60 @@ func TestFaviconAndCopyButton(t *testing.T) {
 		t.Errorf("copy.js: %q", resp.Header.Get("Content-Type"))
 	}
 }
+
+// TestAuditRowsLinkToTheirJob: an entry naming a device and a job by
+// their IDs links to the job's page, and the job's page to its entries;
+// an entry whose device is not named by its ID gets no link. The panel's
+// own calls about a job name it.
+func TestAuditRowsLinkToTheirJob(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	now := time.Now()
+	if err := f.state.AppendAudit([]relaystate.AuditEntry{
+		{At: now, Principal: "x", Device: dev.ID, Job: job1, Tool: "process.start", Outcome: relaystate.AuditOK},
+		{At: now, Principal: "x", Device: "box", Job: job1, Tool: "process.status", Outcome: relaystate.AuditOK},
+		{At: now, Principal: "x", Device: dev.ID, Tool: "process.jobs", Outcome: relaystate.AuditOK},
+	}, now); err != nil {
+		t.Fatal(err)
+	}
+	c := f.signIn("alice")
+	_, page := f.do(c, "GET", Prefix+"audit", nil, nil)
+	links := regexp.MustCompile(`<td data-label="Job">(.*?)</td>`).FindAllStringSubmatch(page, -1)
+	var got []string
+	for _, l := range links {
+		got = append(got, l[1])
+	}
+	want := []string{"", "", `<a href="` + jobPath(dev.ID, job1) + `"><code>0f8fad5b</code></a>`}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the audit rows' job cells %q, want %q", got, want)
+	}
+	_, page = f.do(c, "GET", Prefix+"audit?job="+job1, nil, nil)
+	if n := strings.Count(page, `<td data-label="#">`); n != 2 || !strings.Contains(page, `name="job" value="`+job1+`"`) {
+		t.Errorf("the audit filtered by job shows %d entries:\n%s", n, page)
+	}
+
+	f.devices.fn = func(tool string, _ json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"process_id":"` + job1 + `","state":"running"}`), nil
+	}
+	f.mu.Lock()
+	f.audited = nil
+	f.mu.Unlock()
+	_, page = f.do(c, "GET", jobPath(dev.ID, job1), nil, nil)
+	if !strings.Contains(page, `<a href="/panel/audit?job=`+job1+`" id="job-audit">`) {
+		t.Errorf("the job page does not link to its audit entries:\n%s", page)
+	}
+	f.do(c, "POST", jobPath(dev.ID, job1)+"/stop", map[string][]string{"csrf": {f.csrf(c)}}, nil)
+	f.devices.fn = func(tool string, _ json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"jobs":[]}`), nil
+	}
+	f.do(c, "GET", Prefix+"devices/"+dev.ID, nil, nil)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got = nil
+	for _, e := range f.audited {
+		got = append(got, e.Tool+" "+e.Job)
+	}
+	if want := []string{"process.status " + job1, "process.stop " + job1, "process.jobs "}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the panel's calls audited %q, want %q", got, want)
+	}
+}

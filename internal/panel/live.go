@@ -150,14 +150,12 @@ func (w *watch) read(ctx context.Context, args, out any) error {
 }
 
 // status reads the job's record, unaudited: the stream's last read, so
-// the page shows how the job ended without a reload.
-func (w *watch) status(ctx context.Context, id string) (job, error) {
+// the page shows how the job ended without a reload. false: the device
+// did not answer, or answered for another job.
+func (w *watch) status(ctx context.Context, id string) (job, bool) {
 	var j job
 	err := w.p.call(ctx, w.s, w.device, "process.status", map[string]string{"process_id": id}, &j)
-	if err == nil && j.ProcessID != id {
-		err = errcode.New(errcode.Internal, "the device answered for another job")
-	}
-	return j, err
+	return j, err == nil && j.ProcessID == id
 }
 
 // opened audits the stream's start: err is its first read's.
@@ -382,7 +380,7 @@ func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flush
 		fl.Flush()
 		if pg.Stdout.EOF && pg.Stderr.EOF {
 			end := job{State: pg.State}.ending(p.cfg.Now())
-			if j, err := wt.status(ctx, id); err == nil {
+			if j, ok := wt.status(ctx, id); ok {
 				end = j.ending(p.cfg.Now())
 			}
 			event(w, "end", end)

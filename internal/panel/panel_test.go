@@ -498,12 +498,24 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 	}
 	// The end says how the job ended, read once it did: the page shows it
 	// without a reload.
-	if !strings.Contains(body, `"ended_abs":"2026-12-03 10:01:20Z","how":"exit 3","took":"1m20s"}`) {
+	if !strings.Contains(body, `"ended_abs":"2026-12-03 10:01:20Z","how":"exit 3","took":"1m20s"}`) || strings.Contains(body, "event: refused") {
 		t.Errorf("the tail's end does not say how the job ended:\n%s", body)
 	}
 	if len(polls) != 3 || !strings.Contains(polls[1], `"stdout_offset":4`) || !strings.Contains(polls[1], `"wait_ms":25000`) ||
 		!strings.Contains(polls[2], `"stdout_offset":10`) || !strings.Contains(polls[2], `"stderr_offset":3`) {
 		t.Errorf("polls: %q", polls)
+	}
+	// A device whose record is of another job is not believed: the end
+	// says only the state the output gave.
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b","state":"exited","exit_code":3,"completed_at":"2026-12-03T10:01:20Z"}`), nil
+		}
+		return json.RawMessage(`{"state":"exited","stdout":{"eof":true},"stderr":{"eof":true}}`), nil
+	}
+	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
+	if !strings.Contains(body, "event: end\n"+`data: {"state":"exited","tone":"ok","ended":"—","ended_abs":"","how":"—","took":"—"}`) {
+		t.Errorf("the end of a tail whose device answered for another job:\n%s", body)
 	}
 	f.devices.fn = nil
 	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)

@@ -46,27 +46,29 @@ func at(t any, now time.Time) moment {
 }
 
 // relative says how long ago d was ("3 min ago"), or, for a d below zero,
-// how soon ("in 29 days"), to the largest whole unit.
+// how soon ("in 29 days"), to the largest whole unit; within 10 s either
+// way, "just now".
 func relative(d time.Duration) string {
-	suffix, prefix := " ago", ""
-	if d < 0 {
-		d, suffix, prefix = -d, "", "in "
-	}
-	var n int64
-	var unit string
 	switch {
+	case d <= -10*time.Second:
+		return "in " + span(-d)
 	case d < 10*time.Second:
 		return "just now"
-	case d < time.Minute:
-		n, unit = int64(d/time.Second), "s"
-	case d < time.Hour:
-		n, unit = int64(d/time.Minute), "min"
-	case d < 48*time.Hour:
-		n, unit = int64(d/time.Hour), "h"
-	default:
-		n, unit = int64(d/(24*time.Hour)), "days"
 	}
-	return fmt.Sprintf("%s%d %s%s", prefix, n, unit, suffix)
+	return span(d) + " ago"
+}
+
+// span is d (10 s or more) in its largest whole unit.
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", d/time.Second)
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	}
+	return fmt.Sprintf("%d days", d/(24*time.Hour))
 }
 
 // when shows a time in UTC.
@@ -157,10 +159,7 @@ type names map[string]string
 // names reads the tokens' names; without them (the state cannot be read)
 // principals show as they are.
 func (p *Panel) names() names {
-	toks, err := p.cfg.State.Tokens()
-	if err != nil {
-		p.logf("panel: token names: %v", err)
-	}
+	toks, _ := p.cfg.State.Tokens()
 	n := names{}
 	for _, t := range toks {
 		n[t.ID] = t.Name

@@ -19,6 +19,7 @@ func TestTimesReadRelative(t *testing.T) {
 		0:                      "just now",
 		9 * time.Second:        "just now",
 		-9 * time.Second:       "just now",
+		-10 * time.Second:      "in 10 s",
 		10 * time.Second:       "10 s ago",
 		59 * time.Second:       "59 s ago",
 		time.Minute:            "1 min ago",

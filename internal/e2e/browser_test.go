@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -254,5 +257,51 @@ func (b *browser) shot(name string) {
 	}
 	if err := os.WriteFile(filepath.Join(b.dir, name+".png"), png, 0o644); err != nil {
 		b.t.Error(err)
+	}
+}
+
+// phoneWidth is the width, in CSS pixels, of the phone the panel's pages
+// are checked at (an iPhone 12 to 15's).
+const phoneWidth = 390
+
+// atPhoneWidth runs f with the page laid out at phoneWidth, then at the
+// browser's own size again.
+func (b *browser) atPhoneWidth(f func()) {
+	b.t.Helper()
+	if _, err := within(b, 10*time.Second, chromedp.EmulateViewport(phoneWidth, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile)); err != nil {
+		b.t.Fatalf("phone width: %v", err)
+	}
+	defer within(b, 10*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+		return err
+	}))
+	f()
+}
+
+// fits checks that the page needs no sideways scrolling and that every
+// table cell is within the window: nothing is cut off.
+func (b *browser) fits(what string) {
+	b.t.Helper()
+	const cut = `[document.documentElement, ...document.querySelectorAll("main td, main dd, main pre")]
+		.filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5 || e.scrollWidth > e.clientWidth + 1 && e.tagName !== "PRE")
+		.map(e => e.tagName + ": " + e.textContent.trim().slice(0, 40))`
+	if out := eval[[]string](b, cut); len(out) > 0 {
+		b.t.Errorf("%s at %d px wide cuts off %q", what, phoneWidth, out)
+	}
+}
+
+// allowClipboard lets the pages of the browser's one context write and
+// read the clipboard, as a person who allowed it.
+func (b *browser) allowClipboard() {
+	b.t.Helper()
+	for _, name := range []string{"clipboard-read", "clipboard-write"} {
+		grant := chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := cdp.Call(ctx, chromedp.FromContext(ctx).Browser, cdpbrowser.SetPermission,
+				cdpbrowser.SetPermissionParams{Permission: &cdpbrowser.PermissionDescriptor{Name: name, AllowWithoutSanitization: true}, Setting: cdpbrowser.PermissionSettingGranted})
+			return err
+		})
+		if _, err := within(b, 10*time.Second, grant); err != nil {
+			b.t.Fatalf("grant %s: %v", name, err)
+		}
 	}
 }

@@ -161,22 +161,66 @@ func TestPanelInABrowser(t *testing.T) {
 	}
 	waitOnline(t, c, nil)
 
+	var job string
 	t.Run("a client's job, its tail and Stop", func(t *testing.T) {
 		b := b.with(t)
-		id := c.start(map[string]any{"command": "for i in $(seq 1 600); do echo tail-line-$i; sleep 0.1; done", "name": "counter"}).ProcessID
+		job = c.start(map[string]any{"command": "for i in $(seq 1 600); do echo tail-line-$i; if [ $((i % 4)) -eq 0 ]; then echo warn-line-$i >&2; fi; sleep 0.1; done",
+			"name": "counter"}).ProcessID
+		id := job
 		b.open(p.panel + "devices/" + p.device)
-		b.await("the Device page lists the job", fmt.Sprintf(`!!document.querySelector('tr[data-job=%q]')`, id), 5*time.Second)
+		row := fmt.Sprintf(`tr[data-job=%q]`, id)
+		b.await("the Device page lists the job", fmt.Sprintf(`!!document.querySelector('%s')`, row), 5*time.Second)
+		// The owner is the client token's name, as made by token create
+		// --name e2e, not its ID.
+		if owner := b.text(row + ` td[data-label="Owner"]`); owner != "e2e" {
+			t.Errorf("the job's owner shows as %q, want the token's name", owner)
+		}
+		if state := eval[string](b, `document.querySelector('`+row+` .badge').className`); state != "badge live" {
+			t.Errorf("a running job's state badge is %q", state)
+		}
 		b.shot("device")
-		b.load("open the job", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-job=%q] a`, id)), chromedp.NodeVisible))
+		b.atPhoneWidth(func() {
+			b.fits("the Device page")
+			b.shot("device-phone")
+		})
+		b.load("open the job", chromedp.Click(chromedp.CSS(row+` a`), chromedp.NodeVisible))
 		b.await("the tail shows output", `document.getElementById("tail").textContent.includes("tail-line-")`, 10*time.Second)
 		first := eval[int](b, `document.getElementById("tail").textContent.length`)
 		b.await("the tail grows", fmt.Sprintf(`document.getElementById("tail").textContent.length > %d`, first+40), 10*time.Second)
+		// stderr is told apart: its own spans, another colour, and only
+		// what the job wrote there.
+		b.await("the tail marks stderr", `[...document.querySelectorAll("#tail .err")].some(e => e.textContent.includes("warn-line-"))`, 10*time.Second)
+		if !eval[bool](b, `(() => {
+				const err = [...document.querySelectorAll("#tail .err")], out = document.querySelector("#tail .out");
+				return err.every(e => !e.textContent.includes("tail-line-")) && !out.textContent.includes("warn-line-") &&
+					getComputedStyle(err[0]).color !== getComputedStyle(out).color && document.querySelector("#tail *:not(span)") === null;
+			})()`) {
+			t.Errorf("stderr is not told apart from stdout in the tail: %q", eval[string](b, `document.getElementById("tail").innerHTML.slice(0, 2000)`))
+		}
 		b.shot("job")
+		b.atPhoneWidth(func() {
+			b.fits("the Job page")
+			b.shot("job-phone")
+		})
 		b.submit("#stop")
+		eval[bool](b, "window.stillThisPage = true")
 		b.await("the page shows the job stopped", `document.getElementById("job-state").textContent === "stopped_by_request"`, 15*time.Second)
+		// How it ended fills in as the tail ends, without a reload.
+		b.await("the page shows how the job ended", `document.getElementById("job-ended").textContent !== "—" &&
+			document.getElementById("job-how").textContent.includes("stopped by request") &&
+			!["—", ""].includes(document.getElementById("job-took").textContent) && !document.getElementById("job-took").textContent.includes("so far")`, 10*time.Second)
+		if !eval[bool](b, "window.stillThisPage === true") || eval[bool](b, `!!document.getElementById("stop")`) {
+			t.Error("the page was reloaded, or still offers Stop")
+		}
 		if rec := c.waitTerminal(id, 15*time.Second); rec.State != "stopped_by_request" {
 			t.Fatalf("the client sees the job %s, want stopped_by_request", rec.State)
 		}
+		b.shot("job-ended")
+		// The tails were audited once each as they opened and closed, never
+		// per long poll.
+		testkit.Eventually(t, 10*time.Second, func() error {
+			return tailsAudited(p, id)
+		})
 	})
 
 	t.Run("a token created, used and revoked", func(t *testing.T) {
@@ -189,6 +233,15 @@ func TestPanelInABrowser(t *testing.T) {
 		if !strings.HasPrefix(secret, "cct_") {
 			t.Fatalf("created token %q", secret)
 		}
+		b.allowClipboard()
+		if _, err := within(b, 10*time.Second, chromedp.Click(chromedp.CSS(`button[data-copy="new-token"]`), chromedp.NodeVisible)); err != nil {
+			t.Fatal(err)
+		}
+		b.await("the copy button says it copied", `document.querySelector('button[data-copy="new-token"]').textContent === "Copied"`, 5*time.Second)
+		if got, err := within(b, 10*time.Second, chromedp.Evaluate[string](`navigator.clipboard.readText()`, chromedp.EvalAwaitPromise)); err != nil || got != secret {
+			t.Errorf("the clipboard holds %q (%v), want the new token", got, err)
+		}
+		b.shot("token-created")
 		k, err := testkit.Dial(t, "panel-token", testkit.Relayed(p.url+"/mcp/dev1", secret), nil)
 		if err != nil {
 			t.Fatalf("the new token does not connect: %v", err)
@@ -217,8 +270,16 @@ func TestPanelInABrowser(t *testing.T) {
 		}
 		b.shot("enroll")
 		b.open(p.panel + "audit")
-		if page := b.text("main"); !strings.Contains(page, "panel.token_create") || !strings.Contains(page, "admin:olga") {
-			t.Fatalf("the audit page lacks the panel's actions:\n%s", page)
+		if page := b.text("main"); !strings.Contains(page, "panel.token_create") || !strings.Contains(page, "admin:olga") || strings.Contains(page, "µs") {
+			t.Fatalf("the audit page lacks the panel's actions, or shows raw microseconds:\n%s", page)
+		}
+		// The client's process.start links to the job it made.
+		if n := eval[int](b, fmt.Sprintf(`document.querySelectorAll('#audit a[href="/panel/devices/%s/jobs/%s"]').length`, p.device, job)); n < 2 {
+			t.Errorf("%d audit entries link to the job, want its start and the panel's calls", n)
+		}
+		if got, err := within(b, 10*time.Second, chromedp.Evaluate[string](`fetch("/favicon.ico").then(r => r.status + " " + r.headers.get("Content-Type"))`,
+			chromedp.EvalAwaitPromise)); err != nil || got != "200 image/svg+xml" {
+			t.Errorf("/favicon.ico: %s %v", got, err)
 		}
 		b.shot("audit")
 	})
@@ -279,6 +340,36 @@ func TestPanelInABrowser(t *testing.T) {
 
 	// Last: it stops the relay and the agent to search what they wrote.
 	t.Run("secret input", func(t *testing.T) { secretInBrowser(t, p) })
+}
+
+// tailsAudited checks that admin olga's tails of job were audited as
+// they opened and closed (one to three of them: the page before and after
+// Stop), naming the job, and never per long poll.
+func tailsAudited(p *panelEnv, job string) error {
+	var polls, opened, closed int
+	for _, line := range strings.Split(p.relayCmd("audit", "--last", "1000", "--json"), "\n") {
+		var e struct{ Principal, Tool, Job string }
+		if json.Unmarshal([]byte(line), &e) != nil || e.Principal != "admin:olga" {
+			continue
+		}
+		switch e.Tool {
+		case "process.output":
+			polls++
+		case "panel.tail_open", "panel.tail_close":
+			if e.Job != job {
+				return fmt.Errorf("a tail's audit entry names job %q, want %s", e.Job, job)
+			}
+			if e.Tool == "panel.tail_open" {
+				opened++
+			} else {
+				closed++
+			}
+		}
+	}
+	if polls != 0 || opened < 1 || opened > 3 || closed != opened {
+		return fmt.Errorf("the tails were audited as %d process.output entries, %d opened and %d closed", polls, opened, closed)
+	}
+	return nil
 }
 
 // secretInBrowser: a client that declares URL elicitation asks for a

@@ -43,8 +43,11 @@ type job struct {
 	State       string     `json:"state"`
 	Terminal    bool       `json:"terminal"`
 	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
 	CompletedAt *time.Time `json:"completed_at"`
 	ExitCode    *int       `json:"exit_code"`
+	Signal      string     `json:"signal"`
+	StoppedBy   string     `json:"stopped_by"`
 	// PTY is set for a job on a terminal.
 	PTY *struct{} `json:"pty"`
 }
@@ -54,12 +57,14 @@ type job struct {
 // panel puts in no address.
 type jobRow struct {
 	job
-	Path string
+	Ending ending
+	Path   string
 }
 
 // deviceData is the Device page's.
 type deviceData struct {
 	Device  deviceRow
+	Names   names
 	Jobs    []jobRow
 	Refused string
 	Admin   string
@@ -99,23 +104,66 @@ func (p *Panel) findDevice(w http.ResponseWriter, r *http.Request) (*relaystate.
 }
 
 // callDevice calls tool on the device as the admin, audited like a
-// client's call, and decodes its structured result into out.
-func (p *Panel) callDevice(ctx context.Context, s session, device, tool string, args any, out any) error {
+// client's call (naming job, the job it is about, if any), and decodes
+// its structured result into out.
+func (p *Panel) callDevice(ctx context.Context, s session, device, job, tool string, args any, out any) error {
 	began := p.cfg.Now()
-	raw, err := json.Marshal(args)
-	if err == nil {
-		var res json.RawMessage
-		if res, err = p.cfg.Devices.CallAsAdmin(ctx, s.admin, device, tool, raw); err == nil && out != nil {
-			if json.Unmarshal(res, out) != nil {
-				err = errcode.New(errcode.Internal, "the device's result could not be read")
-			}
-		}
-	}
+	err := p.call(ctx, s, device, tool, args, out)
 	if ctx.Err() == nil {
-		p.record(s, tool, device, began, err)
+		p.record(s, tool, device, job, began, err)
 	}
 	return err
 }
+
+// call calls tool on the device as the admin and decodes its structured
+// result into out, unaudited: only callDevice and a watch, which audit
+// what they do, use it.
+func (p *Panel) call(ctx context.Context, s session, device, tool string, args any, out any) error {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return err
+	}
+	res, err := p.cfg.Devices.CallAsAdmin(ctx, s.admin, device, tool, raw)
+	if err == nil && out != nil && json.Unmarshal(res, out) != nil {
+		err = errcode.New(errcode.Internal, "the device's result could not be read")
+	}
+	return err
+}
+
+// reader is how lastOutput reads a job's output: an audited call, or a
+// watch's.
+type reader func(ctx context.Context, args, out any) error
+
+// watch is a live page's reads of one job: its stream is audited as one
+// thing, an entry when it opens and one when it closes saying how long it
+// was open, not an entry per long poll (an open page would fill the log).
+type watch struct {
+	p           *Panel
+	s           session
+	device, job string
+	began       time.Time
+}
+
+// read is one of the watch's reads of the job's output, unaudited.
+func (w *watch) read(ctx context.Context, args, out any) error {
+	return w.p.call(ctx, w.s, w.device, "process.output", args, out)
+}
+
+// status reads the job's record, unaudited: the stream's last read, so
+// the page shows how the job ended without a reload. false: the device
+// did not answer, or answered for another job.
+func (w *watch) status(ctx context.Context, id string) (job, bool) {
+	var j job
+	err := w.p.call(ctx, w.s, w.device, "process.status", map[string]string{"process_id": id}, &j)
+	return j, err == nil && j.ProcessID == id
+}
+
+// opened audits the stream's start: err is its first read's.
+func (w *watch) opened(err error) { w.p.audit(w.s, "tail_open", w.device, w.job, w.began, err) }
+
+// closed audits the stream's end, with its whole duration: err is the read
+// that ended it, nil when the job ended or the page went away.
+func (w *watch) closed(err error) { w.p.audit(w.s, "tail_close", w.device, w.job, w.began, err) }
 
 // refusal says, for a person, why a device call gave no jobs.
 func refusal(err error) string {
@@ -140,7 +188,7 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 		p.stateFailed(w, r, err)
 		return
 	}
-	d := deviceData{Device: deviceRow{Device: *dev}, Admin: s.admin}
+	d := deviceData{Device: deviceRow{Device: *dev}, Admin: s.admin, Names: p.names()}
 	for _, row := range rows {
 		if row.ID == dev.ID {
 			d.Device = row
@@ -149,11 +197,11 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 	var list struct {
 		Jobs []job `json:"jobs"`
 	}
-	if err := p.callDevice(r.Context(), s, dev.ID, "process.jobs", struct{}{}, &list); err != nil {
+	if err := p.callDevice(r.Context(), s, dev.ID, "", "process.jobs", struct{}{}, &list); err != nil {
 		d.Refused = refusal(err)
 	}
 	for _, j := range list.Jobs {
-		row := jobRow{job: j}
+		row := jobRow{job: j, Ending: j.ending(p.cfg.Now())}
 		if uuidtext.Canonical(j.ProcessID) {
 			row.Path = jobPath(dev.ID, j.ProcessID)
 		}
@@ -167,7 +215,11 @@ func (p *Panel) device(w http.ResponseWriter, r *http.Request, s session) {
 type jobData struct {
 	Device relaystate.Device
 	Job    job
+	Ending ending
+	Names  names
 	Path   string
+	// Audit is the Audit page of the job's entries.
+	Audit string
 	// Refused says why the job could not be read.
 	Refused string
 }
@@ -181,12 +233,13 @@ func (p *Panel) job(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	d := jobData{Device: *dev, Path: jobPath(dev.ID, id)}
-	if err := p.callDevice(r.Context(), s, dev.ID, "process.status", map[string]string{"process_id": id}, &d.Job); err != nil {
+	d := jobData{Device: *dev, Path: jobPath(dev.ID, id), Names: p.names(), Audit: Prefix + "audit?job=" + id}
+	if err := p.callDevice(r.Context(), s, dev.ID, id, "process.status", map[string]string{"process_id": id}, &d.Job); err != nil {
 		d.Refused = refusal(err)
 	} else if d.Job.ProcessID != id {
 		d.Refused = "The device answered with another job than the one asked for, so its answer is not shown."
 	}
+	d.Ending = d.Job.ending(p.cfg.Now())
 	p.show(w, s, "job", "Job", d)
 }
 
@@ -199,7 +252,7 @@ func (p *Panel) stopJob(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	if err := p.callDevice(r.Context(), s, dev.ID, "process.stop", map[string]string{"process_id": id}, nil); err != nil {
+	if err := p.callDevice(r.Context(), s, dev.ID, id, "process.stop", map[string]string{"process_id": id}, nil); err != nil {
 		p.fail(w, r, http.StatusBadGateway, "The job was not stopped: "+refusal(err))
 		return
 	}
@@ -224,11 +277,11 @@ type stream struct {
 // lastOutput reads the last n bytes of each of a job's streams, walking
 // forward from where a first read finds them: process.output pages from
 // an offset, and the streams' ends are known only once read.
-func (p *Panel) lastOutput(ctx context.Context, s session, device, job string, n int64) (outputPage, error) {
+func lastOutput(ctx context.Context, read reader, job string, n int64) (outputPage, error) {
 	args := map[string]any{"process_id": job, "max_bytes": tailMaxBytes}
 	for range lastOutputReads {
 		var pg outputPage
-		if err := p.callDevice(ctx, s, device, "process.output", args, &pg); err != nil {
+		if err := read(ctx, args, &pg); err != nil {
 			return pg, err
 		}
 		out, errOff := max(0, pg.Stdout.NextOffset-n), max(0, pg.Stderr.NextOffset-n)
@@ -295,15 +348,26 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 	ctx, stop := p.whileSignedIn(r, s)
 	defer stop()
 	defer signedOut(ctx, w, fl)
-	pg, err := p.lastOutput(ctx, s, dev.ID, job, tailShown)
+	wt := &watch{p: p, s: s, device: dev.ID, job: job, began: p.cfg.Now()}
+	pg, err := lastOutput(ctx, wt.read, job, tailShown)
+	if ctx.Err() != nil {
+		return
+	}
+	wt.opened(err)
+	if err == nil {
+		err = p.follow(ctx, w, fl, wt, job, pg)
+		wt.closed(err)
+	}
+	if err != nil && ctx.Err() == nil {
+		event(w, "refused", map[string]string{"message": refusal(err)})
+		fl.Flush()
+	}
+}
+
+// follow sends pg and what follows it until the job ends (nil) or a read
+// fails (its error; a page that went away is no failure).
+func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flusher, wt *watch, id string, pg outputPage) error {
 	for {
-		if err != nil {
-			if ctx.Err() == nil {
-				event(w, "refused", map[string]string{"message": refusal(err)})
-				fl.Flush()
-			}
-			return
-		}
 		for _, st := range []struct {
 			name string
 			s    stream
@@ -312,17 +376,26 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 				event(w, "output", map[string]string{"stream": st.name, "data": st.s.Data, "encoding": st.s.Encoding})
 			}
 		}
-		event(w, "state", map[string]string{"state": pg.State})
+		event(w, "state", map[string]string{"state": pg.State, "tone": tone(pg.State)})
 		fl.Flush()
 		if pg.Stdout.EOF && pg.Stderr.EOF {
-			event(w, "end", map[string]string{"state": pg.State})
+			end := job{State: pg.State}.ending(p.cfg.Now())
+			if j, ok := wt.status(ctx, id); ok {
+				end = j.ending(p.cfg.Now())
+			}
+			event(w, "end", end)
 			fl.Flush()
-			return
+			return nil
 		}
-		args := map[string]any{"process_id": job, "max_bytes": tailMaxBytes,
+		args := map[string]any{"process_id": id, "max_bytes": tailMaxBytes,
 			"stdout_offset": pg.Stdout.NextOffset, "stderr_offset": pg.Stderr.NextOffset, "wait_ms": tailWaitMS}
 		pg = outputPage{}
-		err = p.callDevice(ctx, s, dev.ID, "process.output", args, &pg)
+		if err := wt.read(ctx, args, &pg); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 	}
 }
 
@@ -352,8 +425,11 @@ type liveDevice struct {
 	ID        string `json:"id"`
 	Connected bool   `json:"connected"`
 	Standing  string `json:"standing"`
-	Seen      string `json:"seen"`
-	Replica   string `json:"replica"`
+	// StandingTone is the standing's badge.
+	StandingTone string `json:"standing_tone"`
+	Seen         string `json:"seen"`
+	SeenAt       string `json:"seen_at"`
+	Replica      string `json:"replica"`
 }
 
 // deviceEvents streams the devices' connection states to the Overview and
@@ -373,14 +449,18 @@ func (p *Panel) deviceEvents(w http.ResponseWriter, r *http.Request, s session) 
 	for {
 		rows, _, err := p.deviceRows(p.cfg.Now())
 		if err == nil {
-			now := make([]liveDevice, len(rows))
+			now, key := make([]liveDevice, len(rows)), make([]liveDevice, len(rows))
 			for i, d := range rows {
-				now[i] = liveDevice{ID: d.ID, Connected: d.Connected, Standing: d.Standing, Seen: when(d.LastSeen), Replica: d.ReplicaName}
+				seen := at(d.LastSeen, p.cfg.Now())
+				key[i] = liveDevice{ID: d.ID, Connected: d.Connected, Standing: d.Standing, StandingTone: tone(d.Standing), SeenAt: seen.Abs, Replica: d.ReplicaName}
+				now[i] = key[i]
+				now[i].Seen = seen.Rel
 			}
-			if !slices.Equal(now, last) {
+			// Sent when a device changed, not as "3 min ago" turns "4 min ago".
+			if !slices.Equal(key, last) {
 				event(w, "devices", now)
 				fl.Flush()
-				last = now
+				last = key
 			}
 		}
 		select {

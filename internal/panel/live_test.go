@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
 )
 
@@ -196,7 +197,10 @@ func TestTailStartsAtTheLastOutput(t *testing.T) {
 		return json.RawMessage(fmt.Sprintf(`{"state":"running","stdout":{"data":"o%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v},
 			"stderr":{"data":"e%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v}}`, out, out, outNext, outEOF, errOff, errOff, errNext, errEOF))
 	}
-	f.devices.fn = func(_ string, args json.RawMessage) (json.RawMessage, error) {
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"` + job1 + `","state":"exited"}`), nil
+		}
 		polls = append(polls, string(args))
 		switch len(polls) {
 		case 1:
@@ -228,5 +232,70 @@ func TestTailStartsAtTheLastOutput(t *testing.T) {
 	_, body = f.do(c, "GET", jobPath(dev.ID, job1)+"/tail", nil, nil)
 	if len(polls) != lastOutputReads || !strings.Contains(body, "event: refused") || strings.Contains(body, "event: output") {
 		t.Errorf("a device whose pages never reach the end: %d reads, tail:\n%s", len(polls), body)
+	}
+}
+
+// TestTailIsAuditedOncePerStream: a tail that long-polls the device many
+// times writes two audit entries, one when it opens and one when it
+// closes with how long it was open, and none per poll; a tail the device
+// refuses at once is one failed entry, and one a read ends is closed as
+// failed with the read's code.
+func TestTailIsAuditedOncePerStream(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	c := f.signIn("alice")
+	const polls = 40
+	var n int
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"` + job1 + `","state":"exited"}`), nil
+		}
+		n++
+		if n == polls {
+			return json.RawMessage(`{"state":"exited","stdout":{"offset":40,"next_offset":40,"eof":true},"stderr":{"eof":true}}`), nil
+		}
+		return json.RawMessage(fmt.Sprintf(`{"state":"running","stdout":{"data":"x","encoding":"utf-8","offset":%d,"next_offset":%d},"stderr":{}}`, n-1, n)), nil
+	}
+	tail := func() []string {
+		f.mu.Lock()
+		f.audited = nil
+		f.mu.Unlock()
+		_, body := f.do(c, "GET", jobPath(dev.ID, job1)+"/tail", nil, nil)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var rows []string
+		for _, e := range f.audited {
+			if e.DurationUS < 0 || e.Principal != "admin:alice" || e.Device != dev.ID || e.Job != job1 {
+				t.Errorf("audit entry %+v", e)
+			}
+			rows = append(rows, strings.TrimSpace(e.Tool+" "+e.Outcome+" "+e.Code))
+		}
+		if strings.Count(body, "event: output") < 1 {
+			t.Errorf("the tail sent no output:\n%s", body)
+		}
+		return rows
+	}
+	if got := tail(); n != polls || strings.Join(got, "|") != "panel.tail_open ok|panel.tail_close ok" {
+		t.Errorf("a tail of %d polls audited %q, want one entry as it opened and one as it closed", n, got)
+	}
+	n = 0
+	f.devices.fn = func(_ string, args json.RawMessage) (json.RawMessage, error) {
+		if n++; n == 5 {
+			return nil, errcode.New(errcode.DeviceOffline, "gone")
+		}
+		return json.RawMessage(fmt.Sprintf(`{"state":"running","stdout":{"data":"x","encoding":"utf-8","offset":%d,"next_offset":%d},"stderr":{}}`, n-1, n)), nil
+	}
+	if got := tail(); strings.Join(got, "|") != "panel.tail_open ok|panel.tail_close failed device_offline" {
+		t.Errorf("a tail a read ended audited %q", got)
+	}
+	f.devices.fn = nil
+	f.mu.Lock()
+	f.audited = nil
+	f.mu.Unlock()
+	_, body := f.do(c, "GET", jobPath(dev.ID, job1)+"/tail", nil, nil)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.audited) != 1 || f.audited[0].Tool != "panel.tail_open" || f.audited[0].Code != "device_offline" || !strings.Contains(body, "event: refused") {
+		t.Errorf("a tail the device refused audited %+v:\n%s", f.audited, body)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 // page is what every template gets: the signed-in admin, the CSRF token
@@ -24,25 +25,6 @@ type page struct {
 	CSRF   string
 	Notice string
 	Data   any
-}
-
-var funcs = map[string]any{
-	"short": func(id string) string { return id[:min(len(id), 8)] },
-	"when":  when,
-	"join":  strings.Join,
-}
-
-// when shows a time (or a *time.Time, "—" when unset) in UTC.
-func when(t any) string {
-	switch v := t.(type) {
-	case time.Time:
-		return v.UTC().Format("2006-01-02 15:04:05Z")
-	case *time.Time:
-		if v != nil {
-			return v.UTC().Format("2006-01-02 15:04:05Z")
-		}
-	}
-	return "—"
 }
 
 // render writes a page; a template failure is the panel's bug, answered
@@ -107,7 +89,7 @@ func (p *Panel) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: secret, Path: Prefix, HttpOnly: true,
 		Secure: p.cfg.Secure, SameSite: http.SameSiteStrictMode})
-	p.audit(session{admin: admin}, "sign_in", "", began, nil)
+	p.audit(session{admin: admin}, "sign_in", "", "", began, nil)
 	http.Redirect(w, r, afterSignIn(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
@@ -120,7 +102,7 @@ type loginData struct {
 func (p *Panel) logout(w http.ResponseWriter, r *http.Request, s session) {
 	began := p.cfg.Now()
 	err := p.cfg.State.EndSession(s.secret)
-	p.audit(s, "sign_out", "", began, err)
+	p.audit(s, "sign_out", "", "", began, err)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true,
 		Secure: p.cfg.Secure, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, LoginPath, http.StatusSeeOther)
@@ -204,7 +186,7 @@ func (p *Panel) revokeDevice(w http.ResponseWriter, r *http.Request, s session) 
 	if dev != nil {
 		id = dev.ID
 	}
-	p.audit(s, "device_revoke", id, began, err)
+	p.audit(s, "device_revoke", id, "", began, err)
 	switch {
 	case errcode.Is(err, errcode.NotFound):
 		p.fail(w, r, http.StatusNotFound, "There is no such device.")
@@ -249,7 +231,7 @@ func (p *Panel) createToken(w http.ResponseWriter, r *http.Request, s session) {
 	if err == nil {
 		tok, secret, err = p.cfg.State.CreateToken(spec, began)
 	}
-	p.audit(s, "token_create", "", began, err)
+	p.audit(s, "token_create", "", "", began, err)
 	if errcode.Is(err, errcode.InvalidArgument) {
 		p.render(w, http.StatusBadRequest, "error.html", page{Title: "Token not created", Admin: s.admin, CSRF: s.csrf(),
 			Notice: "The token was not created: " + errcode.From(err).Message + "."})
@@ -299,7 +281,7 @@ func parseTTL(v string) (time.Duration, error) {
 func (p *Panel) revokeToken(w http.ResponseWriter, r *http.Request, s session) {
 	began := p.cfg.Now()
 	err := p.cfg.State.RevokeToken(r.PathValue("id"), began)
-	p.audit(s, "token_revoke", "", began, err)
+	p.audit(s, "token_revoke", "", "", began, err)
 	switch {
 	case errcode.Is(err, errcode.NotFound):
 		p.fail(w, r, http.StatusNotFound, "There is no such token.")
@@ -329,7 +311,7 @@ func (p *Panel) createEnrollCode(w http.ResponseWriter, r *http.Request, s sessi
 	if err == nil {
 		code, err = p.cfg.State.CreateEnrollCode(name, ttl, began)
 	}
-	p.audit(s, "enroll_code", "", began, err)
+	p.audit(s, "enroll_code", "", "", began, err)
 	if errcode.Is(err, errcode.InvalidArgument) {
 		p.render(w, http.StatusBadRequest, "error.html", page{Title: "No code made", Admin: s.admin, CSRF: s.csrf(),
 			Notice: "No enrollment code was made: " + errcode.From(err).Message + "."})
@@ -362,14 +344,23 @@ func orDefault(v, def string) string {
 // auditData is the Audit page's: the filter, a page of entries and where
 // the next one starts.
 type auditData struct {
+	Names   names
 	Filter  relaystate.AuditFilter
-	Entries []relaystate.AuditEntry
+	Entries []auditRow
 	Older   string
+}
+
+// auditRow is an audit entry as the Audit page lists it: JobPath is its
+// job's page, when the entry names a device and a job by their IDs (both
+// UUIDs, checked again here: an address is built from nothing else).
+type auditRow struct {
+	relaystate.AuditEntry
+	JobPath string
 }
 
 func (p *Panel) auditLog(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
-	f := relaystate.AuditFilter{Principal: q.Get("principal"), Device: q.Get("device"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
+	f := relaystate.AuditFilter{Principal: q.Get("principal"), Device: q.Get("device"), Job: q.Get("job"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
 	// Not a positive number is no bound: the newest entries.
 	f.Before, _ = strconv.ParseInt(q.Get("before"), 10, 64)
 	entries, err := p.cfg.State.AuditPage(f, auditRows)
@@ -377,10 +368,17 @@ func (p *Panel) auditLog(w http.ResponseWriter, r *http.Request, s session) {
 		p.stateFailed(w, r, err)
 		return
 	}
-	d := auditData{Filter: f, Entries: entries}
+	d := auditData{Filter: f, Names: p.names()}
+	for _, e := range entries {
+		row := auditRow{AuditEntry: e}
+		if uuidtext.Canonical(e.Device) && uuidtext.Canonical(e.Job) {
+			row.JobPath = jobPath(e.Device, e.Job)
+		}
+		d.Entries = append(d.Entries, row)
+	}
 	if len(entries) == auditRows {
 		next := url.Values{}
-		for k, v := range map[string]string{"principal": f.Principal, "device": f.Device, "tool": f.Tool, "outcome": f.Outcome} {
+		for k, v := range map[string]string{"principal": f.Principal, "device": f.Device, "job": f.Job, "tool": f.Tool, "outcome": f.Outcome} {
 			if v != "" {
 				next.Set(k, v)
 			}

@@ -44,7 +44,7 @@ func TestDevicesNameTheReplicaHoldingTheLink(t *testing.T) {
 	c := f.signIn("alice")
 	_, page := f.do(c, "GET", Prefix+"devices", nil, nil)
 	for dev, want := range map[string]string{held.ID: "east", gone.ID: "r-gone", idle.ID: ""} {
-		re := regexp.MustCompile(`(?s)<tr data-device="` + dev + `">.*?<td data-field="replica">([^<]*)</td>`)
+		re := regexp.MustCompile(`(?s)<tr data-device="` + dev + `">.*?<td data-label="Replica" data-field="replica">([^<]*)</td>`)
 		if m := re.FindStringSubmatch(page); m == nil || m[1] != want {
 			t.Errorf("device %s's replica: %v, want %q", dev, m, want)
 		}

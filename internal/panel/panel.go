@@ -27,6 +27,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 // Prefix is where the panel's pages live.
@@ -91,6 +92,9 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
+//go:embed static/icon.svg
+var icon []byte
+
 // Panel serves the pages.
 type Panel struct {
 	cfg   Config
@@ -111,11 +115,13 @@ func New(cfg Config) (*Panel, error) {
 	if cfg.Health == nil {
 		cfg.Health = func() []Check { return nil }
 	}
-	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
+	p := &Panel{cfg: cfg}
+	t, err := template.New("").Funcs(p.funcs()).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
 	}
-	return &Panel{cfg: cfg, pages: t}, nil
+	p.pages = t
+	return p, nil
 }
 
 // Handler serves the panel under Prefix, with its headers on every answer.
@@ -123,6 +129,7 @@ func (p *Panel) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /favicon.ico", favicon)
 	mux.HandleFunc("GET "+LoginPath, p.loginPage)
 	mux.Handle("POST "+LoginPath, p.cfg.LimitSignIn(http.HandlerFunc(p.login)))
 	mux.HandleFunc("GET "+Prefix+"{$}", p.signedIn(p.overview))
@@ -143,6 +150,13 @@ func (p *Panel) Handler() http.Handler {
 	mux.HandleFunc("POST "+Prefix+"enroll", p.changes(p.createEnrollCode))
 	mux.HandleFunc("POST "+SecretPath+"{id}", p.changes(p.submitSecret))
 	return headers(mux)
+}
+
+// favicon answers the address browsers ask for an icon at with the
+// panel's own (pages name it too, by its static address).
+func favicon(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Write(icon)
 }
 
 // headers sets what every answer carries, pages and refusals alike, and
@@ -273,15 +287,19 @@ func sameOrigin(r *http.Request) bool {
 }
 
 // audit records one of an admin's actions in the panel.
-func (p *Panel) audit(s session, action, device string, began time.Time, err error) {
-	p.record(s, "panel."+action, device, began, err)
+func (p *Panel) audit(s session, action, device, job string, began time.Time, err error) {
+	p.record(s, "panel."+action, device, job, began, err)
 }
 
 // record writes the audit entry of one thing an admin did: a panel action
-// or a device call, with its outcome and never its content.
-func (p *Panel) record(s session, tool, device string, began time.Time, err error) {
+// or a device call, with its outcome and never its content. job names the
+// job it was about when it is a job's ID (the log holds no other).
+func (p *Panel) record(s session, tool, device, job string, began time.Time, err error) {
 	e := relaystate.AuditEntry{At: began, Principal: s.principal(), Device: device, Tool: tool,
 		Outcome: relaystate.AuditOK, DurationUS: p.cfg.Now().Sub(began).Microseconds()}
+	if uuidtext.Canonical(job) {
+		e.Job = job
+	}
 	if err != nil {
 		e.Outcome, e.Code = relaystate.AuditFailed, string(errcode.From(err).Code)
 	}

@@ -397,8 +397,8 @@ func TestAuditPageFiltersAndPages(t *testing.T) {
 	}
 	c := f.signIn("carol")
 	_, page := f.do(c, "GET", Prefix+"audit?principal=bob", nil, nil)
-	rows := regexp.MustCompile(`<tr>\s*<td>(\d+)</td>`).FindAllStringSubmatch(page, -1)
-	if len(rows) != auditRows || rows[0][1] != "120" || strings.Contains(page, "<td>alice</td>") {
+	rows := regexp.MustCompile(`<tr>\s*<td data-label="#">(\d+)</td>`).FindAllStringSubmatch(page, -1)
+	if len(rows) != auditRows || rows[0][1] != "120" || strings.Contains(page, ">alice</span></td>") {
 		t.Fatalf("bob's first page: %d rows, first %v", len(rows), rows[:1])
 	}
 	older := regexp.MustCompile(`href="(/panel/audit\?[^"]+)" id="older"`).FindStringSubmatch(page)
@@ -406,7 +406,7 @@ func TestAuditPageFiltersAndPages(t *testing.T) {
 		t.Fatalf("no older link keeping the filter:\n%s", page)
 	}
 	_, next := f.do(c, "GET", strings.ReplaceAll(older[1], "&amp;", "&"), nil, nil)
-	rows = regexp.MustCompile(`<tr>\s*<td>(\d+)</td>`).FindAllStringSubmatch(next, -1)
+	rows = regexp.MustCompile(`<tr>\s*<td data-label="#">(\d+)</td>`).FindAllStringSubmatch(next, -1)
 	if len(rows) != 10 || rows[0][1] != "20" {
 		t.Fatalf("bob's second page: %d rows, first %v", len(rows), rows[:1])
 	}
@@ -471,6 +471,10 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 	c := f.signIn("alice")
 	var polls []string
 	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"` + job1 + `","state":"exited","terminal":true,"exit_code":3,
+				"started_at":"2026-12-03T10:00:00Z","completed_at":"2026-12-03T10:01:20.044Z"}`), nil
+		}
 		polls = append(polls, string(args))
 		switch len(polls) {
 		case 1:
@@ -486,14 +490,32 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 	}
 	for _, want := range []string{"retry: 2000", `event: output` + "\n" + `data: {"data":"one\n","encoding":"utf-8","stream":"stdout"}`,
 		`{"data":"twö\n","encoding":"utf-8","stream":"stdout"}`, `{"data":"ZXJy","encoding":"base64","stream":"stderr"}`,
-		"event: end\ndata: {\"state\":\"exited\"}"} {
+		`event: state` + "\n" + `data: {"state":"running","tone":"live"}`,
+		`event: end` + "\n" + `data: {"state":"exited","tone":"bad","ended":"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the tail lacks %q:\n%s", want, body)
 		}
 	}
+	// The end says how the job ended, read once it did: the page shows it
+	// without a reload.
+	if !strings.Contains(body, `"ended_abs":"2026-12-03 10:01:20Z","how":"exit 3","took":"1m20s"}`) || strings.Contains(body, "event: refused") {
+		t.Errorf("the tail's end does not say how the job ended:\n%s", body)
+	}
 	if len(polls) != 3 || !strings.Contains(polls[1], `"stdout_offset":4`) || !strings.Contains(polls[1], `"wait_ms":25000`) ||
 		!strings.Contains(polls[2], `"stdout_offset":10`) || !strings.Contains(polls[2], `"stderr_offset":3`) {
 		t.Errorf("polls: %q", polls)
+	}
+	// A device whose record is of another job is not believed: the end
+	// says only the state the output gave.
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b","state":"exited","exit_code":3,"completed_at":"2026-12-03T10:01:20Z"}`), nil
+		}
+		return json.RawMessage(`{"state":"exited","stdout":{"eof":true},"stderr":{"eof":true}}`), nil
+	}
+	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
+	if !strings.Contains(body, "event: end\n"+`data: {"state":"exited","tone":"ok","ended":"—","ended_abs":"","how":"—","took":"—"}`) {
+		t.Errorf("the end of a tail whose device answered for another job:\n%s", body)
 	}
 	f.devices.fn = nil
 	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)

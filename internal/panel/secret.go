@@ -29,6 +29,7 @@ const secretShown = 2 << 10
 // secretData is the secret prompt page's.
 type secretData struct {
 	ID     string
+	Names  names
 	Prompt *relaystate.SecretPrompt
 	Device string
 	// Open: the prompt still takes the input.
@@ -62,19 +63,22 @@ func (p *Panel) secretPage(w http.ResponseWriter, r *http.Request, s session) {
 // what it printed; the page shows the rest as text only.
 func (p *Panel) readAsker(ctx context.Context, s session, d *secretData) {
 	dev, job := d.Prompt.Device, d.Prompt.ProcessID
-	err := p.callDevice(ctx, s, dev, "process.status", map[string]string{"process_id": job}, &d.Job)
+	err := p.callDevice(ctx, s, dev, job, "process.status", map[string]string{"process_id": job}, &d.Job)
 	switch {
 	case err != nil:
 	case d.Job.PTY != nil:
 		var scr struct {
 			Lines []string `json:"lines"`
 		}
-		if err = p.callDevice(ctx, s, dev, "process.screen", map[string]string{"process_id": job}, &scr); err == nil {
+		if err = p.callDevice(ctx, s, dev, job, "process.screen", map[string]string{"process_id": job}, &scr); err == nil {
 			d.Printed = strings.TrimRight(strings.Join(scr.Lines, "\n"), "\n")
 		}
 	default:
 		var pg outputPage
-		if pg, err = p.lastOutput(ctx, s, dev, job, secretShown); err == nil {
+		read := func(ctx context.Context, args, out any) error {
+			return p.callDevice(ctx, s, dev, job, "process.output", args, out)
+		}
+		if pg, err = lastOutput(ctx, read, job, secretShown); err == nil {
 			d.Printed = strings.TrimRight(decoded(pg.Stdout)+decoded(pg.Stderr), "\n")
 		}
 	}
@@ -115,7 +119,7 @@ func (p *Panel) secretPrompt(w http.ResponseWriter, r *http.Request) (secretData
 		p.stateFailed(w, r, err)
 		return secretData{}, false
 	}
-	d := secretData{ID: id, Prompt: pr, Device: pr.Device, Open: pr.State == relaystate.PromptPending}
+	d := secretData{ID: id, Prompt: pr, Device: pr.Device, Open: pr.State == relaystate.PromptPending, Names: p.names()}
 	if dev, err := p.cfg.State.FindDevice(pr.Device); err == nil {
 		d.Device = dev.Name
 	}
@@ -149,7 +153,7 @@ func (p *Panel) submitSecret(w http.ResponseWriter, r *http.Request, s session) 
 	}
 	began := p.cfg.Now()
 	n, err := p.cfg.Secrets.SubmitSecret(r.Context(), d.ID, input)
-	p.audit(s, "secret_input", d.Prompt.Device, began, err)
+	p.audit(s, "secret_input", d.Prompt.Device, d.Prompt.ProcessID, began, err)
 	switch {
 	case errcode.Is(err, errcode.NotFound):
 		p.fail(w, r, http.StatusNotFound, "This secret prompt is unknown, used or expired.")

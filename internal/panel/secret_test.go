@@ -204,7 +204,7 @@ func TestSecretPageShowsWhatIsAsking(t *testing.T) {
 		return nil, errcode.New(errcode.PermissionDenied, "no")
 	}
 	_, page := f.do(c, "GET", SecretPath+f.prompt("job-1"), nil, nil)
-	for _, want := range []string{`<dd id="job-name">deploy &lt;db&gt;</dd>`, `<dd id="job-owner">alice</dd>`,
+	for _, want := range []string{`<dd id="job-name">deploy &lt;db&gt;</dd>`, `<dd id="job-owner"><span title="principal alice">alice</span></dd>`,
 		"connecting\nEnter \uFFFD&lt;b&gt;pass&lt;/b&gt;\uFFFD[0m:\nwarn\tÿ</pre>", "What the job last printed</h2>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the secret page lacks %q:\n%s", want, page)

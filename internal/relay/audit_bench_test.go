@@ -21,7 +21,7 @@ func BenchmarkAuditObserve(b *testing.B) {
 	at := time.Now()
 	b.ResetTimer()
 	for range b.N {
-		h.srv.observe(at, time.Millisecond, tok, h.dev.ID, "process.jobs", "")
+		h.srv.observe(at, time.Millisecond, tok, h.dev.ID, "", "process.jobs", "")
 	}
 	b.StopTimer()
 	h.srv.audit.flush()

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -452,5 +453,80 @@ func TestAuditOutlivesADatabaseOutage(t *testing.T) {
 	})
 	if !errcode.Is(err, errcode.InvalidArgument) || tries != 1 {
 		t.Fatalf("an invalid batch: %v after %d tries, want one", err, tries)
+	}
+}
+
+// TestAuditNamesTheJob: a call about a job names it in its audit entry,
+// from the process_id its arguments give or, for process.start, its
+// result's, whichever path answered it; a process_id that is not a job's
+// ID (a UUID in canonical form) and a call of another tool name none.
+func TestAuditNamesTheJob(t *testing.T) {
+	const job1, job2 = "5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b", "0f8fad5b-d9cb-469f-a165-70867728950e"
+	h := newHarness(t, nil)
+	_, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDevice()
+	schema := map[string]any{"type": "object"}
+	for _, name := range []string{"process.start", "process.output", "process.status", "files.read"} {
+		d.AddTool(&mcp.Tool{Name: name, InputSchema: schema}, func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if name == "process.start" {
+				return toolresult.Success(map[string]any{"process_id": job1, "state": "running"}), nil
+			}
+			return toolresult.Success(map[string]any{"process_id": job2}), nil
+		})
+	}
+	h.link(t, d)
+	s := h.session(t, "/mcp/dev", bearer)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"process.start", map[string]any{"command": "true"}},
+		{"process.output", map[string]any{"process_id": job2}},
+		{"process.status", map[string]any{"process_id": "../../build-box/revoke?x="}},
+		{"process.status", map[string]any{"process_id": strings.ToUpper(job2)}},
+		{"files.read", map[string]any{"path": "x", "process_id": job2}},
+	} {
+		if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args}); err != nil {
+			t.Fatalf("%s: %v", c.tool, err)
+		}
+	}
+	h.srv.audit.flush()
+	entries, err := h.st.Audit(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Tool+" "+e.Job)
+	}
+	// process.status's result names job2, but the call asked about no job.
+	want := []string{"process.start " + job1, "process.output " + job2, "process.status " + job2, "process.status " + job2, "files.read "}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("audited jobs %q, want %q", got, want)
+	}
+
+	// The SDK's path hands observe a decoded result.
+	sdk := &mcp.CallToolResult{StructuredContent: map[string]any{"process_id": job1}}
+	for _, c := range []struct {
+		tool   string
+		args   string
+		result any
+		want   string
+	}{
+		{"process.start", `{}`, sdk, job1},
+		{"process.run", `{"command":"x"}`, []byte(`{"structuredContent":{"process_id":"` + job1 + `"}}`), job1},
+		{"process.input", `{"process_id":"` + job2 + `"}`, sdk, job2},
+		{"process.start", `{}`, &mcp.CallToolResult{StructuredContent: map[string]any{"process_id": "p-1"}}, ""},
+		{"process.start", `{}`, []byte(`{"structuredContent":{"process_id":"p-1"}}`), ""},
+		{"process.start", `{}`, []byte(`not json`), ""},
+		{"process.status", `{"process_id":"` + job2 + `"`, nil, ""},
+		{"files.write", `{"process_id":"` + job2 + `"}`, sdk, ""},
+	} {
+		if got := jobOf(c.tool, json.RawMessage(c.args), c.result); got != c.want {
+			t.Errorf("jobOf(%s, %s, %v) = %q, want %q", c.tool, c.args, c.result, got, c.want)
+		}
 	}
 }

@@ -181,7 +181,7 @@ func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request, c *client, 
 	switch {
 	case isCancel(err):
 		// The client is gone; nobody reads an answer.
-		s.observe(at, time.Since(start), c.token, device, dc.tool, CodeCancelled)
+		s.observe(at, time.Since(start), c.token, device, jobOf(dc.tool, dc.args, nil), dc.tool, CodeCancelled)
 		return
 	case err != nil:
 		result, code = failureResult(err), string(errcode.From(err).Code)
@@ -196,7 +196,7 @@ func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request, c *client, 
 	}
 	// Audited before the answer, as the SDK's path is: a client that has
 	// its answer finds its call in the audit log.
-	s.observe(at, time.Since(start), c.token, device, dc.tool, code)
+	s.observe(at, time.Since(start), c.token, device, jobOf(dc.tool, dc.args, result), dc.tool, code)
 	out.answer(dc.id, result)
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -13,9 +14,11 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jsonspan"
 	"github.com/commandcore/commandcore/internal/relaystate"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 // Observer receives the relay's content-free events, for metrics. Every
@@ -88,7 +91,8 @@ func (s *Server) observeCalls(next mcp.MethodHandler) mcp.MethodHandler {
 			name = call.Params.Name
 		}
 		tool := auditTool(name)
-		s.observe(at, time.Since(start), c.token, rec.device, tool, callCode(c.token, tool, res, err))
+		job := jobOf(tool, call.Params.Arguments, res)
+		s.observe(at, time.Since(start), c.token, rec.device, job, tool, callCode(c.token, tool, res, err))
 		return res, err
 	}
 }
@@ -111,13 +115,13 @@ func (s *Server) refused(at time.Time, start time.Time, tok *relaystate.Token, d
 	if dev != nil {
 		device = dev.ID
 	}
-	s.observe(at, time.Since(start), tok, device, UnknownTool, string(errcode.From(err).Code))
+	s.observe(at, time.Since(start), tok, device, "", UnknownTool, string(errcode.From(err).Code))
 }
 
-// observe records one call in the audit log and the metrics; code is ""
-// for a call that succeeded.
-func (s *Server) observe(at time.Time, d time.Duration, tok *relaystate.Token, device, tool, code string) {
-	e := relaystate.AuditEntry{At: at, Principal: principalOf(tok), TokenID: tok.ID, Device: device, Tool: tool,
+// observe records one call in the audit log and the metrics; job is the
+// job it was about (jobOf), code is "" for a call that succeeded.
+func (s *Server) observe(at time.Time, d time.Duration, tok *relaystate.Token, device, job, tool, code string) {
+	e := relaystate.AuditEntry{At: at, Principal: principalOf(tok), TokenID: tok.ID, Device: device, Job: job, Tool: tool,
 		Outcome: relaystate.AuditOK, DurationUS: d.Microseconds()}
 	if code != "" {
 		e.Outcome, e.Code = relaystate.AuditFailed, relaystate.AuditCode(code)
@@ -130,6 +134,46 @@ func (s *Server) observe(at time.Time, d time.Duration, tok *relaystate.Token, d
 	if s.Observer != nil {
 		s.Observer.Call(tool, e.Outcome, d)
 	}
+}
+
+// jobOf is the job a call of tool was about, for its audit entry: the
+// process_id its arguments name, else the one its result names (the job
+// process.start or process.run made), when it is a job's ID (a canonical
+// UUID); "" for any other call. result is a device's result as it
+// encoded it, or the SDK's *mcp.CallToolResult. Only tools about jobs are
+// read, and only the members named, never a value's content.
+func jobOf(tool string, args json.RawMessage, result any) string {
+	if !strings.HasPrefix(tool, "process.") {
+		return ""
+	}
+	if id := processID(args); id != "" {
+		return id
+	}
+	switch r := result.(type) {
+	case []byte:
+		if ms, err := jsonspan.Object(r); err == nil {
+			return processID(jsonspan.Find(ms, "structuredContent"))
+		}
+	case *mcp.CallToolResult:
+		if m, ok := r.StructuredContent.(map[string]any); ok {
+			if id, _ := m["process_id"].(string); uuidtext.Canonical(id) {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// processID is the object obj's process_id when it is a job's ID.
+func processID(obj []byte) string {
+	ms, err := jsonspan.Object(obj)
+	if err != nil {
+		return ""
+	}
+	if id, ok := jsonspan.String(jsonspan.Find(ms, "process_id")); ok && uuidtext.Canonical(id) {
+		return id
+	}
+	return ""
 }
 
 // dash is s, or "-" when it is empty, for a log column.

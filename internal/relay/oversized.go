@@ -32,7 +32,7 @@ func (s *Server) refuseOversized(w http.ResponseWriter, r *http.Request, c *clie
 	if c.device != nil {
 		device = c.device.ID
 	}
-	s.observe(at, time.Since(start), c.token, device, auditTool(call.tool), string(errcode.InvalidArgument))
+	s.observe(at, time.Since(start), c.token, device, "", auditTool(call.tool), string(errcode.InvalidArgument))
 	out := &eventStream{w: w}
 	out.answer(call.id, failureResult(errOversized))
 	out.end()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/uuidtext"
 )
 
 // AuditEntry is one client call in the relay's audit log (README). It is
@@ -28,6 +29,9 @@ type AuditEntry struct {
 	// Device is the ID of the device the call was for; empty when no device
 	// matched.
 	Device string `json:"device"`
+	// Job is the ID of the job the call was about (a canonical UUID),
+	// empty when it named none: a job's ID, never the call's content.
+	Job string `json:"job,omitempty"`
 	// Tool is a tool name of the relay's table or "unknown".
 	Tool string `json:"tool"`
 	// Outcome is AuditOK or AuditFailed; Code is the error code of a failed
@@ -50,7 +54,7 @@ const (
 	maxAuditWord = 64
 )
 
-const auditColumns = `seq, at, principal, token_id, device, tool, outcome, code, duration_us`
+const auditColumns = `seq, at, principal, token_id, device, job, tool, outcome, code, duration_us`
 
 func errAuditEntry() error {
 	return errcode.New(errcode.InvalidArgument, "audit entry is not a content-free record")
@@ -97,14 +101,14 @@ func (s *Store) AppendAudit(entries []AuditEntry, now time.Time) error {
 	more := false
 	err := s.inTx(func(ctx context.Context, tx *txn) error {
 		if len(entries) > 0 {
-			stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit(at, principal, token_id, device, tool, outcome, code, duration_us)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+			stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit(at, principal, token_id, device, job, tool, outcome, code, duration_us)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 			if err != nil {
 				return err
 			}
 			defer stmt.Close()
 			for _, e := range entries {
-				if _, err := stmt.ExecContext(ctx, e.At.UnixNano(), e.Principal, e.TokenID, e.Device,
+				if _, err := stmt.ExecContext(ctx, e.At.UnixNano(), e.Principal, e.TokenID, e.Device, e.Job,
 					e.Tool, e.Outcome, e.Code, e.DurationUS); err != nil {
 					return err
 				}
@@ -165,8 +169,8 @@ func (s *Store) Audit(n int) ([]AuditEntry, error) {
 
 // decodeAudit makes an entry of one stored row's columns, refusing a row
 // that breaks the log's grammar with an Internal error.
-func decodeAudit(seq, at int64, principal, token, device, tool, outcome, code string, durationUS int64) (*AuditEntry, error) {
-	e := &AuditEntry{Seq: seq, At: fromNanos(at), Principal: principal, TokenID: token, Device: device,
+func decodeAudit(seq, at int64, principal, token, device, job, tool, outcome, code string, durationUS int64) (*AuditEntry, error) {
+	e := &AuditEntry{Seq: seq, At: fromNanos(at), Principal: principal, TokenID: token, Device: device, Job: job,
 		Tool: tool, Outcome: outcome, Code: code, DurationUS: durationUS}
 	if seq < 1 || !validAudit(e) {
 		return nil, errcode.New(errcode.Internal, "relay audit record is corrupt")
@@ -187,6 +191,9 @@ func validAudit(e *AuditEntry) bool {
 		return false
 	}
 	if e.Device != "" && !ValidName(e.Device) {
+		return false
+	}
+	if e.Job != "" && !uuidtext.Canonical(e.Job) {
 		return false
 	}
 	if !auditWord(e.Tool, '.') {
@@ -247,8 +254,8 @@ func AuditCode(code string) string {
 // AuditFilter selects audit entries: each set field must match exactly;
 // Before, when positive, keeps entries older than that sequence number.
 type AuditFilter struct {
-	Principal, Device, Tool, Outcome string
-	Before                           int64
+	Principal, Device, Job, Tool, Outcome string
+	Before                                int64
 }
 
 // AuditPage returns up to n entries matching f, newest first: a page of
@@ -263,7 +270,7 @@ func (s *Store) AuditPage(f AuditFilter, n int) ([]AuditEntry, error) {
 		args  []any
 	)
 	for _, c := range []struct{ column, value string }{
-		{"principal", f.Principal}, {"device", f.Device}, {"tool", f.Tool}, {"outcome", f.Outcome},
+		{"principal", f.Principal}, {"device", f.Device}, {"job", f.Job}, {"tool", f.Tool}, {"outcome", f.Outcome},
 	} {
 		if c.value != "" {
 			where = append(where, c.column+" = ?")
@@ -284,13 +291,13 @@ func (s *Store) AuditPage(f AuditFilter, n int) ([]AuditEntry, error) {
 
 func scanAudit(r rowScanner) (*AuditEntry, error) {
 	var (
-		seq, at, dur                                  int64
-		principal, token, device, tool, outcome, code string
+		seq, at, dur                                       int64
+		principal, token, device, job, tool, outcome, code string
 	)
-	if err := r.Scan(&seq, &at, &principal, &token, &device, &tool, &outcome, &code, &dur); err != nil {
+	if err := r.Scan(&seq, &at, &principal, &token, &device, &job, &tool, &outcome, &code, &dur); err != nil {
 		return nil, err
 	}
-	return decodeAudit(seq, at, principal, token, device, tool, outcome, code, dur)
+	return decodeAudit(seq, at, principal, token, device, job, tool, outcome, code, dur)
 }
 
 // AuditCounts returns how many calls the log holds since the given time,

@@ -34,7 +34,9 @@ func TestAuditAppendAndRead(t *testing.T) {
 		if err := s.AppendAudit([]AuditEntry{auditCall(t0, "process.jobs"), failed}, t0); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.AppendAudit([]AuditEntry{auditCall(t0.Add(2*time.Second), "devices.list")}, t0); err != nil {
+		withJob := auditCall(t0.Add(2*time.Second), "devices.list")
+		withJob.Job = "5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b"
+		if err := s.AppendAudit([]AuditEntry{withJob}, t0); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Audit(2)
@@ -49,7 +51,7 @@ func TestAuditAppendAndRead(t *testing.T) {
 		}
 		raw, _ := json.Marshal(got[1])
 		want := `{"seq":3,"at":"2031-03-04T05:06:09.000000008Z","principal":"tok_0123456789ab","token_id":"tok_0123456789ab",` +
-			`"device":"0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10","tool":"devices.list","outcome":"ok","duration_us":1500}`
+			`"device":"0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10","job":"5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b","tool":"devices.list","outcome":"ok","duration_us":1500}`
 		if string(raw) != want {
 			t.Fatalf("JSON:\n%s\nwant\n%s", raw, want)
 		}
@@ -73,6 +75,8 @@ func TestAuditRefusesContent(t *testing.T) {
 			func(e *AuditEntry) { e.Principal = "two words" },
 			func(e *AuditEntry) { e.TokenID = "cct_secret" },
 			func(e *AuditEntry) { e.Device = "a/b" },
+			func(e *AuditEntry) { e.Job = "../../build-box/revoke?x=" },
+			func(e *AuditEntry) { e.Job = "5FA7E0B2-8C1D-4E3F-9A6B-0D2C4E6F8A1B" },
 			func(e *AuditEntry) { e.Outcome = "maybe" },
 			func(e *AuditEntry) { e.Code = "not_found" }, // an ok call has no code
 			func(e *AuditEntry) { e.Outcome, e.Code = AuditFailed, "" },
@@ -179,11 +183,11 @@ func TestAuditReadRefusesACorruptRow(t *testing.T) {
 // FuzzDecodeAudit: the audit reader never panics, and what it accepts is
 // content-free: it is valid for AppendAudit and its JSON is printable.
 func FuzzDecodeAudit(f *testing.F) {
-	f.Add(int64(1), t0.UnixNano(), "tok_0123456789ab", "tok_0123456789ab", "0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10", "process.run", "ok", "", int64(5))
-	f.Add(int64(2), int64(0), "", "", "", "unknown", "failed", "permission_denied", int64(0))
-	f.Add(int64(3), int64(-1), "a\u202e", "tok_", "../x", "Process.Run", "failed", "bad code", int64(-5))
-	f.Fuzz(func(t *testing.T, seq, at int64, principal, token, device, tool, outcome, code string, dur int64) {
-		e, err := decodeAudit(seq, at, principal, token, device, tool, outcome, code, dur)
+	f.Add(int64(1), t0.UnixNano(), "tok_0123456789ab", "tok_0123456789ab", "0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10", "5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b", "process.run", "ok", "", int64(5))
+	f.Add(int64(2), int64(0), "", "", "", "", "unknown", "failed", "permission_denied", int64(0))
+	f.Add(int64(3), int64(-1), "a\u202e", "tok_", "../x", "../../x/revoke", "Process.Run", "failed", "bad code", int64(-5))
+	f.Fuzz(func(t *testing.T, seq, at int64, principal, token, device, job, tool, outcome, code string, dur int64) {
+		e, err := decodeAudit(seq, at, principal, token, device, job, tool, outcome, code, dur)
 		if err != nil {
 			if e != nil || !errcode.Is(err, errcode.Internal) {
 				t.Fatalf("refusal: %v %+v", err, e)

@@ -338,6 +338,9 @@ func TestAuditPageFiltersAndPages(t *testing.T) {
 			if i%5 == 0 {
 				e.Outcome, e.Code = AuditFailed, "not_found"
 			}
+			if i%10 == 0 {
+				e.Job = "5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b"
+			}
 			entries = append(entries, e)
 		}
 		if err := s.AppendAudit(entries, t0.Add(time.Hour)); err != nil {
@@ -359,21 +362,22 @@ func TestAuditPageFiltersAndPages(t *testing.T) {
 			}
 			for _, e := range p {
 				if f.Principal != "" && e.Principal != f.Principal || f.Tool != "" && e.Tool != f.Tool ||
-					f.Outcome != "" && e.Outcome != f.Outcome || f.Device != "" && e.Device != f.Device {
+					f.Outcome != "" && e.Outcome != f.Outcome || f.Device != "" && e.Device != f.Device || f.Job != "" && e.Job != f.Job {
 					t.Fatalf("filter %+v let %+v through", f, e)
 				}
 			}
 			return len(p)
 		}
 		for f, want := range map[AuditFilter]int{
-			{Principal: "admin:carol"}:                  10,
-			{Tool: "files.read"}:                        15,
-			{Outcome: AuditFailed}:                      6,
-			{Principal: "alice", Tool: "process.start"}: 5,
-			{Device: "box"}:                             30,
-			{Device: "other"}:                           0,
-			{Principal: "bob", Before: 20}:              6,
-			{Principal: "alice", Outcome: AuditFailed}:  2,
+			{Principal: "admin:carol"}:                    10,
+			{Tool: "files.read"}:                          15,
+			{Outcome: AuditFailed}:                        6,
+			{Principal: "alice", Tool: "process.start"}:   5,
+			{Device: "box"}:                               30,
+			{Device: "other"}:                             0,
+			{Job: "5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b"}: 3,
+			{Principal: "bob", Before: 20}:                6,
+			{Principal: "alice", Outcome: AuditFailed}:    2,
 		} {
 			if got := count(f); got != want {
 				t.Errorf("filter %+v: %d entries, want %d", f, got, want)

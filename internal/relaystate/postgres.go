@@ -162,7 +162,8 @@ CREATE TABLE secret_prompts (
 	result     BYTEA
 );
 CREATE INDEX secret_prompts_expires ON secret_prompts(expires_at);`, `
-ALTER TABLE devices ADD COLUMN binds_calls INTEGER NOT NULL DEFAULT 0;`}
+ALTER TABLE devices ADD COLUMN binds_calls INTEGER NOT NULL DEFAULT 0;`, `
+ALTER TABLE audit ADD COLUMN job TEXT NOT NULL DEFAULT '';`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -245,8 +245,14 @@ const schemaV9 = `
 ALTER TABLE devices ADD COLUMN binds_calls INTEGER NOT NULL DEFAULT 0;
 `
 
+// schemaV10 names, in an audit entry, the job its call was about, so the
+// panel links the entry to the job.
+const schemaV10 = `
+ALTER TABLE audit ADD COLUMN job TEXT NOT NULL DEFAULT '';
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

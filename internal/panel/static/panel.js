@@ -10,6 +10,12 @@ function signedOut(es, el) {
   });
 }
 
+// badge is a state drawn as the pages draw it; tone is one of the
+// stylesheet's (live, ok, off, bad), as the server names it.
+function badge(text, tone) {
+  return Object.assign(document.createElement("span"), { className: `badge ${tone}`, textContent: text });
+}
+
 function liveDevices(table) {
   const es = new EventSource("/panel/events/devices");
   signedOut(es, table);
@@ -20,14 +26,13 @@ function liveDevices(table) {
       const row = table.querySelector(`tr[data-device="${CSS.escape(d.id)}"]`);
       if (!row) continue;
       const link = row.querySelector('[data-field="link"]');
-      if (link) {
-        link.replaceChildren(Object.assign(document.createElement("span"), {
-          className: d.connected ? "ok" : "off", textContent: d.connected ? "connected" : "offline" }));
-      }
-      for (const [field, value] of [["seen", d.seen], ["standing", d.standing], ["replica", d.replica]]) {
-        const cell = row.querySelector(`[data-field="${field}"]`);
-        if (cell) cell.textContent = value;
-      }
+      if (link) link.replaceChildren(badge(d.connected ? "connected" : "offline", d.connected ? "ok" : "off"));
+      const standing = row.querySelector('[data-field="standing"]');
+      if (standing) standing.replaceChildren(badge(d.standing, d.standing_tone));
+      const seen = row.querySelector('[data-field="seen"]');
+      if (seen) seen.replaceChildren(Object.assign(document.createElement("time"), { textContent: d.seen, title: d.seen_at }));
+      const replica = row.querySelector('[data-field="replica"]');
+      if (replica) replica.textContent = d.replica;
     }
     const count = document.getElementById("connected-count");
     if (count) count.textContent = String(connected);
@@ -43,20 +48,58 @@ function decode(data, encoding) {
 // At most this much text stays on the page: a tail.
 const TAIL_CHARS = 64 * 1024;
 
+// append adds a chunk of one stream to the tail, as text (never as
+// markup): stderr in a span of its own, marked, so the streams read apart.
+function append(pre, stream, text) {
+  const last = pre.lastElementChild;
+  if (last && last.dataset.stream === stream) {
+    last.textContent += text;
+  } else {
+    const span = Object.assign(document.createElement("span"), { className: stream === "stderr" ? "err" : "out", textContent: text });
+    span.dataset.stream = stream;
+    if (stream === "stderr") span.title = "stderr";
+    pre.append(span);
+  }
+  let excess = pre.textContent.length - TAIL_CHARS;
+  while (excess > 0 && pre.firstElementChild) {
+    const first = pre.firstElementChild;
+    if (first.textContent.length <= excess) {
+      excess -= first.textContent.length;
+      first.remove();
+    } else {
+      first.textContent = first.textContent.slice(excess);
+      excess = 0;
+    }
+  }
+  pre.scrollTop = pre.scrollHeight;
+}
+
+// ended shows how the job ended, as the server words it.
+function ended(e) {
+  const state = document.getElementById("job-state");
+  if (state) Object.assign(state, { className: `badge ${e.tone}`, textContent: e.state });
+  const at = document.getElementById("job-ended");
+  if (at) at.replaceChildren(Object.assign(document.createElement("time"), { textContent: e.ended, title: e.ended_abs }));
+  for (const [id, text] of [["job-how", e.how], ["job-took", e.took]]) {
+    const el = document.getElementById(id);
+    if (el) el.textContent = text;
+  }
+}
+
 function liveTail(pre) {
   const es = new EventSource(pre.dataset.tail);
   signedOut(es, pre);
   const state = document.getElementById("job-state");
   es.addEventListener("output", (ev) => {
     const o = JSON.parse(ev.data);
-    let text = pre.textContent + decode(o.data, o.encoding);
-    if (text.length > TAIL_CHARS) text = text.slice(text.length - TAIL_CHARS);
-    pre.textContent = text;
-    pre.scrollTop = pre.scrollHeight;
+    append(pre, o.stream, decode(o.data, o.encoding));
   });
-  es.addEventListener("state", (ev) => { if (state) state.textContent = JSON.parse(ev.data).state; });
+  es.addEventListener("state", (ev) => {
+    const s = JSON.parse(ev.data);
+    if (state) Object.assign(state, { className: `badge ${s.tone}`, textContent: s.state });
+  });
   es.addEventListener("end", (ev) => {
-    if (state) state.textContent = JSON.parse(ev.data).state;
+    ended(JSON.parse(ev.data));
     es.close();
     const stop = document.getElementById("stop");
     if (stop) stop.closest("form").remove();

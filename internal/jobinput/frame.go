@@ -72,6 +72,14 @@ var (
 	ErrSecretsFull = errors.New("the job keeps as many secrets as it may")
 )
 
+// answers maps each status but statusOK to the error a client reads.
+var answers = map[byte]error{
+	statusClose: ErrClosed,
+	statusNoTTY: ErrNotTerminal,
+	statusBad:   ErrRefused,
+	statusFull:  ErrSecretsFull,
+}
+
 // encodeRequest returns the frame for r.
 func encodeRequest(r Request) ([]byte, error) {
 	h := make([]byte, requestLen, requestLen+len(r.Data))
@@ -182,17 +190,11 @@ func readReply(r io.Reader) (Reply, error) {
 	if rep.Accepted > limits.MaxInputBytes || rep.StdoutOffset < 0 || rep.StderrOffset < 0 {
 		return Reply{}, fmt.Errorf("%w: reply out of range", ErrMalformed)
 	}
-	switch b[0] {
-	case statusOK:
+	if b[0] == statusOK {
 		return rep, nil
-	case statusClose:
-		return rep, ErrClosed
-	case statusNoTTY:
-		return rep, ErrNotTerminal
-	case statusBad:
-		return rep, ErrRefused
-	case statusFull:
-		return rep, ErrSecretsFull
+	}
+	if err, ok := answers[b[0]]; ok {
+		return rep, err
 	}
 	return Reply{}, fmt.Errorf("%w: unknown status", ErrMalformed)
 }

@@ -260,10 +260,12 @@ func FuzzReadRequest(f *testing.F) {
 
 func FuzzReadReply(f *testing.F) {
 	f.Add(encodeReply(statusOK, Reply{Accepted: 5, StdoutOffset: 10, StderrOffset: 2}))
-	f.Add(encodeReply(statusClose, Reply{}))
+	for status := range answers {
+		f.Add(encodeReply(status, Reply{}))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rep, err := readReply(bytes.NewReader(b))
-		if err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrGone) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotTerminal) && !errors.Is(err, ErrRefused) {
+		if err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrGone) && !isAnswer(err) {
 			t.Fatalf("unexpected error %v", err)
 		}
 		if rep.Accepted < 0 || rep.Accepted > limits.MaxInputBytes || rep.StdoutOffset < 0 || rep.StderrOffset < 0 {
@@ -617,5 +619,31 @@ func TestASecretNeedsASupervisorThatMasks(t *testing.T) {
 	serve(t, dir, Sink{W: w, Offsets: offsets(0, 0)})
 	if _, err := Send(dir, Request{Data: []byte("hunter2\n"), Secret: true}); !errors.Is(err, ErrRefused) {
 		t.Fatalf("%v, want ErrRefused", err)
+	}
+}
+
+func isAnswer(err error) bool {
+	for _, a := range []error{ErrClosed, ErrNotTerminal, ErrRefused, ErrSecretsFull} {
+		if err == a {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEveryStatusIsAnAnswer pins the wire's status bytes to the errors a
+// client reads, so a new status cannot go unread or unfuzzed.
+func TestEveryStatusIsAnAnswer(t *testing.T) {
+	want := map[byte]error{1: ErrClosed, 2: ErrNotTerminal, 3: ErrRefused, 4: ErrSecretsFull}
+	for status, err := range want {
+		if _, got := readReply(bytes.NewReader(encodeReply(status, Reply{}))); got != err {
+			t.Errorf("status %d reads %v, want %v", status, got, err)
+		}
+	}
+	if _, got := readReply(bytes.NewReader(encodeReply(5, Reply{}))); !errors.Is(got, ErrMalformed) {
+		t.Errorf("status 5 reads %v, want ErrMalformed", got)
+	}
+	if len(answers) != len(want) {
+		t.Errorf("%d answers, want %d", len(answers), len(want))
 	}
 }

@@ -17,7 +17,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/status:FuzzDecodeRuntime ./internal/activity:FuzzEventSanitize \
              ./internal/enrollment:FuzzDecode ./internal/authz:FuzzDecode \
              ./internal/authz:FuzzVerify ./internal/authz:FuzzParse \
-             ./internal/relaystate:FuzzAuthToken ./internal/relaystate:FuzzDecodeAudit \
+             ./internal/relay/store:FuzzAuthToken ./internal/relay/store:FuzzDecodeAudit \
              ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \
              ./internal/transport:FuzzReadLinkFrame \
              ./internal/relay:FuzzSplitDevice ./internal/enrollment:FuzzDecodeEnrollRequest \
@@ -28,7 +28,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
              ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes \
-             ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relaynats:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask
+             ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relay/cluster:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
@@ -40,7 +40,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/authz internal/reconcile internal/jobstore \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath \
-             internal/relaynats internal/panel internal/termscreen internal/listening \
+             internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
              internal/secretmask internal/terminal
 
 .PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test ts-client-test mutation screenshots

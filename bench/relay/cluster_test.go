@@ -10,7 +10,7 @@ import (
 	"github.com/commandcore/commandcore/bench/benchkit"
 	"github.com/commandcore/commandcore/internal/natstest"
 	"github.com/commandcore/commandcore/internal/pgtest"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 

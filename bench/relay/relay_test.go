@@ -21,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/agent"
 	"github.com/commandcore/commandcore/internal/enrollment"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -45,16 +45,16 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 // host's name is no device name.
 func (o *enrollOptions) deviceName() (name, hint string, err error) {
 	switch host, _ := o.Hostname(); {
-	case o.Name != "" && !relaystate.ValidDeviceName(o.Name):
-		return "", "", usageError("--name: a device name is %s", relaystate.DeviceNameRule)
+	case o.Name != "" && !store.ValidDeviceName(o.Name):
+		return "", "", usageError("--name: a device name is %s", store.DeviceNameRule)
 	case o.Name != "":
 		return o.Name, "", nil
-	case relaystate.ValidDeviceName(host):
+	case store.ValidDeviceName(host):
 		return host, "", nil
 	}
 	// The relay refuses an invalid name the way it refuses a wrong code,
 	// so say here why a code without a name of its own may be refused.
-	return "", "; this host's name is not a valid device name (" + relaystate.DeviceNameRule + "), so a code without a name needs --name NAME", nil
+	return "", "; this host's name is not a valid device name (" + store.DeviceNameRule + "), so a code without a name needs --name NAME", nil
 }
 
 func runEnroll(ctx context.Context, g *globalFlags, o *enrollOptions) error {

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/humantime"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -38,16 +38,16 @@ func newRelayCmd(g *globalFlags, streams IO) *cobra.Command {
 // they write, how they open the relay's database, and their clock.
 type relayOptions struct {
 	IO    IO
-	State func() (relaystate.State, error)
+	State func() (store.State, error)
 	Now   func() time.Time
 }
 
 func newRelayOptions(g *globalFlags, streams IO) relayOptions {
-	return relayOptions{IO: streams, State: func() (relaystate.State, error) { return openRelayState(g) }, Now: time.Now}
+	return relayOptions{IO: streams, State: func() (store.State, error) { return openRelayState(g) }, Now: time.Now}
 }
 
 // withState runs fn on the relay's database and closes it after.
-func (o *relayOptions) withState(fn func(relaystate.State) error) error {
+func (o *relayOptions) withState(fn func(store.State) error) error {
 	st, err := o.State()
 	if err != nil {
 		return err

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/panel"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/panel"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 func newRelayAdminCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -51,8 +51,8 @@ func newAdminCreateCmd(g *globalFlags, streams IO) *cobra.Command {
 // runAdminCreate prints the sign-in URL alone on stdout (for scripts) and
 // what it is on stderr.
 func runAdminCreate(o *adminCreateOptions) error {
-	if !relaystate.ValidAdminName(o.Name) {
-		return usageError("NAME: an admin name is 1 to %d characters of letters, digits, '.', '_' and '-'", relaystate.MaxNameBytes)
+	if !store.ValidAdminName(o.Name) {
+		return usageError("NAME: an admin name is 1 to %d characters of letters, digits, '.', '_' and '-'", store.MaxNameBytes)
 	}
 	d, err := parseTTL(o.TTL)
 	if err != nil {
@@ -63,7 +63,7 @@ func runAdminCreate(o *adminCreateOptions) error {
 			return usageError("--url: want the panel's base URL, like https://relay.example:8441")
 		}
 	}
-	return o.withState(func(st relaystate.State) error {
+	return o.withState(func(st store.State) error {
 		base := o.URL
 		if base == "" {
 			reps, err := st.Replicas(o.Now())
@@ -108,8 +108,8 @@ func newAdminListCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runAdminList(o *adminListOptions) error {
-	var admins []relaystate.Admin
-	err := o.withState(func(st relaystate.State) (err error) {
+	var admins []store.Admin
+	err := o.withState(func(st store.State) (err error) {
 		admins, err = st.Admins(o.Now())
 		return err
 	})
@@ -138,7 +138,7 @@ func newAdminRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			o := newRelayOptions(g, streams)
-			if err := o.withState(func(st relaystate.State) error { return st.RevokeAdmin(args[0], o.Now()) }); err != nil {
+			if err := o.withState(func(st store.State) error { return st.RevokeAdmin(args[0], o.Now()) }); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(o.IO.Out, "revoked admin %s\n", args[0])

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // auditDefaultLast is how many entries `relay audit` shows by default.
@@ -38,9 +38,9 @@ func runAudit(o *auditOptions) error {
 	if o.Last < 1 || o.Last > limits.AuditMaxEntries {
 		return usageError("--last must be between 1 and %d", limits.AuditMaxEntries)
 	}
-	var entries []relaystate.AuditEntry
-	var refusals []relaystate.RefusalCount
-	err := o.withState(func(st relaystate.State) (err error) {
+	var entries []store.AuditEntry
+	var refusals []store.RefusalCount
+	err := o.withState(func(st store.State) (err error) {
 		if entries, err = st.Audit(o.Last); err != nil {
 			return err
 		}
@@ -68,15 +68,15 @@ const (
 
 type auditCallLine struct {
 	Kind string `json:"kind"`
-	relaystate.AuditEntry
+	store.AuditEntry
 }
 
 type auditRefusalsLine struct {
 	Kind string `json:"kind"`
-	relaystate.RefusalCount
+	store.RefusalCount
 }
 
-func writeAuditJSON(w io.Writer, entries []relaystate.AuditEntry, refusals []relaystate.RefusalCount) error {
+func writeAuditJSON(w io.Writer, entries []store.AuditEntry, refusals []store.RefusalCount) error {
 	lines := make([]any, 0, len(entries)+len(refusals))
 	for _, e := range entries {
 		lines = append(lines, auditCallLine{auditKindCall, e})
@@ -89,7 +89,7 @@ func writeAuditJSON(w io.Writer, entries []relaystate.AuditEntry, refusals []rel
 
 // printRefusalTable prints the refusal counts after the calls, when there
 // are any: "-" is a source the relay did not know or counted with others.
-func printRefusalTable(w io.Writer, refusals []relaystate.RefusalCount) error {
+func printRefusalTable(w io.Writer, refusals []store.RefusalCount) error {
 	if len(refusals) == 0 {
 		return nil
 	}
@@ -104,7 +104,7 @@ func printRefusalTable(w io.Writer, refusals []relaystate.RefusalCount) error {
 
 // printAuditTable prints entries for people: one row each, "-" for what
 // the relay did not know.
-func printAuditTable(w io.Writer, entries []relaystate.AuditEntry) error {
+func printAuditTable(w io.Writer, entries []store.AuditEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tPRINCIPAL\tTOKEN\tDEVICE\tTOOL\tOUTCOME\tCODE\tDURATION")
 	for _, e := range entries {

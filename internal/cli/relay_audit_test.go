@@ -6,27 +6,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 func TestRelayAudit(t *testing.T) {
 	state := t.TempDir()
-	st, err := relaystate.Open(state)
+	st, err := store.Open(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
-	var entries []relaystate.AuditEntry
+	var entries []store.AuditEntry
 	for i := range 3 {
-		entries = append(entries, relaystate.AuditEntry{At: at.Add(time.Duration(i) * time.Second), Principal: "tok_0123456789ab",
+		entries = append(entries, store.AuditEntry{At: at.Add(time.Duration(i) * time.Second), Principal: "tok_0123456789ab",
 			TokenID: "tok_0123456789ab", Device: "0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10", Tool: "process.jobs", Outcome: "ok", DurationUS: 2500})
 	}
-	entries = append(entries, relaystate.AuditEntry{At: at.Add(time.Minute), Tool: "unknown", Outcome: "failed", Code: "permission_denied", DurationUS: 40})
+	entries = append(entries, store.AuditEntry{At: at.Add(time.Minute), Tool: "unknown", Outcome: "failed", Code: "permission_denied", DurationUS: 40})
 	if err := st.AppendAudit(entries, at.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	minute := at.Truncate(time.Minute)
-	if err := st.AddRefusalCounts([]relaystate.RefusalCount{{Minute: minute, Source: "192.0.2.7", Count: 5000},
+	if err := st.AddRefusalCounts([]store.RefusalCount{{Minute: minute, Source: "192.0.2.7", Count: 5000},
 		{Minute: minute.Add(time.Minute), Source: "", Count: 3}, {Minute: minute.Add(2 * time.Minute), Source: "2001:db8::/64", Count: 12}}, at.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestRelayAudit(t *testing.T) {
 	}
 	var last struct {
 		Kind string `json:"kind"`
-		relaystate.AuditEntry
+		store.AuditEntry
 	}
 	if err := json.Unmarshal([]byte(lines[1]), &last); err != nil || last.Kind != "call" || last.Tool != "unknown" || last.Code != "permission_denied" || last.TokenID != "" {
 		t.Fatalf("last entry %s: %v", lines[1], err)

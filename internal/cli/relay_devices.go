@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/relay"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 type devicesOptions struct {
@@ -31,10 +31,10 @@ func newRelayDevicesCmd(g *globalFlags, streams IO) *cobra.Command {
 
 func runDevices(o *devicesOptions) error {
 	var (
-		devs     []relaystate.Device
-		replicas []relaystate.Replica
+		devs     []store.Device
+		replicas []store.Replica
 	)
-	err := o.withState(func(st relaystate.State) (err error) {
+	err := o.withState(func(st store.State) (err error) {
 		if devs, err = st.Devices(); err != nil {
 			return err
 		}
@@ -80,10 +80,10 @@ func newDeviceRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runDeviceRevoke(g *globalFlags, streams IO, ref string) error {
-	var d *relaystate.Device
+	var d *store.Device
 	var revoked bool
 	o := newRelayOptions(g, streams)
-	err := o.withState(func(st relaystate.State) (err error) {
+	err := o.withState(func(st store.State) (err error) {
 		d, revoked, err = st.RevokeDevice(ref, o.Now())
 		return err
 	})

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
@@ -23,15 +23,15 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runEnrollCode(g *globalFlags, streams IO, name, ttl string) error {
-	if name != "" && !relaystate.ValidDeviceName(name) {
-		return usageError("--name: a device name is %s", relaystate.DeviceNameRule)
+	if name != "" && !store.ValidDeviceName(name) {
+		return usageError("--name: a device name is %s", store.DeviceNameRule)
 	}
 	d, err := parseTTL(ttl)
 	if err != nil {
 		return err
 	}
 	o := newRelayOptions(g, streams)
-	return o.withState(func(st relaystate.State) error {
+	return o.withState(func(st store.State) error {
 		code, err := st.CreateEnrollCode(name, d, o.Now())
 		if err == nil {
 			fmt.Fprintln(streams.Out, code)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 type migrateOptions struct {
@@ -34,17 +34,17 @@ func runMigrate(o *migrateOptions) error {
 	if o.From == "" || o.Database == "" {
 		return usageError("relay migrate needs --from-state-dir DIR and --database URL")
 	}
-	from, err := relaystate.Open(o.From)
+	from, err := store.Open(o.From)
 	if err != nil {
 		return err
 	}
 	defer from.Close()
-	to, err := relaystate.OpenPostgres(o.Database)
+	to, err := store.OpenPostgres(o.Database)
 	if err != nil {
 		return err
 	}
 	defer to.Close()
-	counts, err := relaystate.Migrate(from, to)
+	counts, err := store.Migrate(from, to)
 	if err != nil {
 		return err
 	}

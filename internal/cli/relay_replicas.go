@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 type replicasOptions struct {
@@ -28,8 +28,8 @@ func newRelayReplicasCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runReplicas(o *replicasOptions) error {
-	var replicas []relaystate.Replica
-	err := o.withState(func(st relaystate.State) (err error) {
+	var replicas []store.Replica
+	err := o.withState(func(st store.State) (err error) {
 		replicas, err = st.Replicas(o.Now())
 		return err
 	})

@@ -15,8 +15,8 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
-	"github.com/commandcore/commandcore/internal/relaynats"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/cluster"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 type relayServeOptions struct {
@@ -24,7 +24,7 @@ type relayServeOptions struct {
 	// The flags as given.
 	Listen, Cert, Key, MetricsListen, MetricsToken string
 	// NATS joins the other replicas; Name names this one.
-	NATS relaynats.Options
+	NATS cluster.Options
 	Name string
 	// PanelListen serves the web panel; PanelInsecure allows it plain
 	// HTTP off loopback.
@@ -76,12 +76,12 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 		if err != nil {
 			return fmt.Errorf("cluster key: %w", err)
 		}
-		nc, err := relaynats.Connect(o.NATS, o.Name)
+		nc, err := cluster.Connect(o.NATS, o.Name)
 		if err != nil {
 			return err
 		}
 		defer nc.Close()
-		if replica.Peers, err = relaynats.New(nc, key); err != nil {
+		if replica.Peers, err = cluster.New(nc, key); err != nil {
 			return err
 		}
 	}
@@ -136,13 +136,13 @@ func relayDatabase(g *globalFlags) string {
 
 // openRelayState opens the relay's database: PostgreSQL at --database (or
 // $COMMANDCORE_RELAY_DATABASE), else SQLite in the state directory.
-func openRelayState(g *globalFlags) (relaystate.State, error) {
+func openRelayState(g *globalFlags) (store.State, error) {
 	if url := relayDatabase(g); url != "" {
-		return relaystate.OpenPostgres(url)
+		return store.OpenPostgres(url)
 	}
 	dirs, err := g.dirs()
 	if err != nil {
 		return nil, err
 	}
-	return relaystate.Open(dirs.State)
+	return store.Open(dirs.State)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
@@ -20,7 +20,7 @@ func relayAt(t *testing.T, now time.Time, out, errOut *bytes.Buffer) relayOption
 	t.Helper()
 	state := t.TempDir()
 	return relayOptions{IO: IO{Out: out, Err: errOut}, Now: func() time.Time { return now },
-		State: func() (relaystate.State, error) { return relaystate.Open(state) }}
+		State: func() (store.State, error) { return store.Open(state) }}
 }
 
 var bearerRE = regexp.MustCompile(`^cct_tok_[0-9a-f]{12}_[A-Za-z0-9_-]{43}\n$`)
@@ -49,7 +49,7 @@ func TestRelayTokens(t *testing.T) {
 	if err := runTokenList(list); err != nil {
 		t.Fatal(err)
 	}
-	toks, err := testkit.DecodeLines[relaystate.Token](out.Bytes())
+	toks, err := testkit.DecodeLines[store.Token](out.Bytes())
 	if err != nil || len(toks) != 1 || toks[0].ID != id || toks[0].Name != "ci" || toks[0].RevokedAt != nil {
 		t.Fatalf("token list --json (%v):\n%s", err, out.String())
 	}
@@ -138,7 +138,7 @@ func TestRelayDevices(t *testing.T) {
 	// A live replica holding the link is named; one gone past its TTL
 	// holds nothing, even before another replica sweeps it away.
 	st, _ = ro.State()
-	st.JoinReplica(relaystate.Replica{ID: "rpl_a", Name: "relay-a"}, now)
+	st.JoinReplica(store.Replica{ID: "rpl_a", Name: "relay-a"}, now)
 	st.TakeLink(dev.ID, "rpl_a", "", now)
 	st.Close()
 	out.Reset()
@@ -157,7 +157,7 @@ func TestRelayDevices(t *testing.T) {
 	if err := runDevices(o); err != nil {
 		t.Fatal(err)
 	}
-	devs, err := testkit.DecodeLines[relaystate.Device](out.Bytes())
+	devs, err := testkit.DecodeLines[store.Device](out.Bytes())
 	if err != nil || len(devs) != 1 || devs[0].ID != dev.ID || devs[0].Name != "build-box" || !devs[0].Connected || devs[0].Replica != "rpl_a" {
 		t.Fatalf("devices --json (%v):\n%s", err, out.String())
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/authz"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 type tokenCreateOptions struct {
@@ -52,8 +52,8 @@ func runTokenCreate(o *tokenCreateOptions) error {
 	if err != nil {
 		return usageError("--tools: %v", err)
 	}
-	return o.withState(func(st relaystate.State) error {
-		tok, secret, err := st.CreateToken(relaystate.TokenSpec{Name: o.Name, Devices: devs, Tools: tls, Principal: o.Principal, TTL: d}, o.Now())
+	return o.withState(func(st store.State) error {
+		tok, secret, err := st.CreateToken(store.TokenSpec{Name: o.Name, Devices: devs, Tools: tls, Principal: o.Principal, TTL: d}, o.Now())
 		if err != nil {
 			return err
 		}
@@ -82,8 +82,8 @@ func newTokenListCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runTokenList(o *tokenListOptions) error {
-	var toks []relaystate.Token
-	err := o.withState(func(st relaystate.State) (err error) {
+	var toks []store.Token
+	err := o.withState(func(st store.State) (err error) {
 		toks, err = st.Tokens()
 		return err
 	})
@@ -127,7 +127,7 @@ func newTokenRevokeCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runTokenRevoke(o *tokenRevokeOptions) error {
-	if err := o.withState(func(st relaystate.State) error { return st.RevokeToken(o.ID, o.Now()) }); err != nil {
+	if err := o.withState(func(st store.State) error { return st.RevokeToken(o.ID, o.Now()) }); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(o.IO.Out, "revoked %s\n", o.ID)

@@ -146,7 +146,7 @@ func TestBoundaries(t *testing.T) {
 			"modernc.org/sqlite", "github.com/godbus/dbus/v5", "github.com/spf13/cobra"},
 		"internal/jobs": {"net/http", "github.com/gorilla/websocket", "github.com/modelcontextprotocol/go-sdk/mcp"},
 		"internal/transport": {module + "internal/jobs", module + "internal/tools", module + "internal/supervisor",
-			module + "internal/activity", module + "internal/relaystate", "modernc.org/sqlite"},
+			module + "internal/activity", module + "internal/relay/store", "modernc.org/sqlite"},
 	}
 	for pkg, banned := range never {
 		out, err := exec.Command("go", "list", "-deps", module+pkg).Output()

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
@@ -40,7 +40,7 @@ func TestRelayAuditAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dev relaystate.Device
+	var dev store.Device
 	if err := json.Unmarshal([]byte(e.relayCmd("devices", "--json")), &dev); err != nil || dev.ID == "" {
 		t.Fatalf("devices: %+v %v", dev, err)
 	}
@@ -63,12 +63,12 @@ func TestRelayAuditAndMetrics(t *testing.T) {
 
 	// The log is written behind the calls: wait for the last one.
 	var out string
-	var got []relaystate.AuditEntry
+	var got []store.AuditEntry
 	testkit.Eventually(t, 10*time.Second, func() error {
 		out = e.relayCmd("audit", "--last", "5", "--json")
 		got = got[:0]
 		for _, line := range strings.Split(out, "\n") {
-			var a relaystate.AuditEntry
+			var a store.AuditEntry
 			if json.Unmarshal([]byte(line), &a) == nil {
 				got = append(got, a)
 			}
@@ -100,7 +100,7 @@ func TestRelayAuditAndMetrics(t *testing.T) {
 			t.Errorf("the marker is in the %s", what)
 		}
 	}
-	for _, name := range []string{relaystate.File, relaystate.File + "-wal", relaystate.File + "-shm"} {
+	for _, name := range []string{store.File, store.File + "-wal", store.File + "-shm"} {
 		b, err := os.ReadFile(filepath.Join(e.relayState, name))
 		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)

@@ -19,8 +19,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/commandcore/commandcore/internal/panel"
 	"github.com/commandcore/commandcore/internal/pgtest"
+	"github.com/commandcore/commandcore/internal/relay/panel"
 )
 
 // screenshotsEnv names the directory the browser tests write their

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
@@ -54,8 +54,8 @@ func TestRelayCarriesTheLargestToolInput(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, func() error {
 		out := e.relayCmd("audit", "--last", "1", "--json")
-		var a relaystate.AuditEntry
-		if json.Unmarshal([]byte(out), &a) != nil || a.Tool != "files.write" || a.Outcome != relaystate.AuditFailed || a.Code != "invalid_argument" {
+		var a store.AuditEntry
+		if json.Unmarshal([]byte(out), &a) != nil || a.Tool != "files.write" || a.Outcome != store.AuditFailed || a.Code != "invalid_argument" {
 			return fmt.Errorf("the oversized call is not the last audit entry:\n%s", out)
 		}
 		return nil

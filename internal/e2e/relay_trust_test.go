@@ -22,8 +22,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
@@ -36,14 +36,14 @@ import (
 func TestRelayRevocationIsExact(t *testing.T) {
 	e := startRelay(t)
 	e.enrollAgent("dev1")
-	st, err := relaystate.Open(e.relayState)
+	st, err := store.Open(e.relayState)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	token := func(principal string) (id, secret string) {
 		t.Helper()
-		tok, secret, err := st.CreateToken(relaystate.TokenSpec{Name: principal, Devices: []string{"dev1"}, Tools: []string{"*"},
+		tok, secret, err := st.CreateToken(store.TokenSpec{Name: principal, Devices: []string{"dev1"}, Tools: []string{"*"},
 			Principal: principal, TTL: time.Hour}, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func hammer(call func()) (halt func()) {
 // requests refused without a valid token.
 type auditLine struct {
 	Kind string `json:"kind"`
-	relaystate.AuditEntry
+	store.AuditEntry
 	Source string `json:"source"`
 	Count  int64  `json:"count"`
 }
@@ -161,7 +161,7 @@ func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
 	for range 3 {
 		c.ok("process.jobs", nil, nil)
 	}
-	audit := func() (calls []relaystate.AuditEntry, refused map[string]int64) {
+	audit := func() (calls []store.AuditEntry, refused map[string]int64) {
 		t.Helper()
 		refused = map[string]int64{}
 		for _, line := range strings.Split(e.relayCmd("audit", "--last", strconv.Itoa(limits.AuditMaxEntries), "--json"), "\n") {
@@ -178,7 +178,7 @@ func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
 		return calls, refused
 	}
 	// The history from before the flood, once written.
-	var before []relaystate.AuditEntry
+	var before []store.AuditEntry
 	testkit.Eventually(t, 10*time.Second, func() error {
 		if before, _ = audit(); len(before) < 3 {
 			return fmt.Errorf("the audit never showed the calls: %+v", before)
@@ -192,7 +192,7 @@ func TestRelayAuditSurvivesATokenFlood(t *testing.T) {
 	}
 	c.ok("system.metrics", nil, nil)
 
-	var calls []relaystate.AuditEntry
+	var calls []store.AuditEntry
 	var refused map[string]int64
 	// On timeout the checks below say what the audit lacks.
 	_ = testkit.PollEvery(30*time.Second, 100*time.Millisecond, func() error {

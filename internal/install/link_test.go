@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/install"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 

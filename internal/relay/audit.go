@@ -8,7 +8,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 const (
@@ -31,10 +31,10 @@ const (
 // A writer goroutine runs only while entries wait, so an idle relay (or a
 // closed one) holds none.
 type auditLog struct {
-	store relaystate.State
+	store store.State
 
 	mu      sync.Mutex
-	pending []relaystate.AuditEntry
+	pending []store.AuditEntry
 	// refusals counts requests refused without a valid client token, by
 	// source and minute: however many arrive, they take one row each in
 	// the database and never a place in pending.
@@ -49,7 +49,7 @@ type auditLog struct {
 
 // openAudit returns the relay's audit log, pruned of what aged out while
 // the relay was not running.
-func openAudit(store relaystate.State) (*auditLog, error) {
+func openAudit(store store.State) (*auditLog, error) {
 	if err := store.AppendAudit(nil, time.Now()); err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ type refusalKey struct {
 }
 
 // add queues e without blocking.
-func (a *auditLog) add(e relaystate.AuditEntry) {
+func (a *auditLog) add(e store.AuditEntry) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.pending) >= auditQueue {
@@ -133,11 +133,11 @@ func (a *auditLog) write(idle chan struct{}) {
 // writeRefusals commits refusal counts; the requests of counts the
 // database refused are counted as dropped.
 func (a *auditLog) writeRefusals(refusals map[refusalKey]int64) {
-	counts := make([]relaystate.RefusalCount, 0, len(refusals))
+	counts := make([]store.RefusalCount, 0, len(refusals))
 	var newest time.Time
 	var total int64
 	for k, n := range refusals {
-		c := relaystate.RefusalCount{Minute: time.Unix(0, k.minute).UTC(), Source: k.source, Count: n}
+		c := store.RefusalCount{Minute: time.Unix(0, k.minute).UTC(), Source: k.source, Count: n}
 		counts = append(counts, c)
 		if c.Minute.After(newest) {
 			newest = c.Minute

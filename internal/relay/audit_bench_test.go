@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -14,7 +14,7 @@ import (
 // beyond the queue are dropped and reported as dropped/op.
 func BenchmarkAuditObserve(b *testing.B) {
 	h := newHarness(b, nil)
-	tok, _, err := h.st.CreateToken(relaystate.TokenSpec{Name: "bench", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	tok, _, err := h.st.CreateToken(store.TokenSpec{Name: "bench", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func BenchmarkAuditObserve(b *testing.B) {
 // for scale against BenchmarkAuditObserve.
 func BenchmarkForwardSmallCall(b *testing.B) {
 	h := newHarness(b, nil)
-	_, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "bench", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	_, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "bench", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,8 +20,8 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -105,7 +105,7 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 		s.Observer = obs
 		s.Log = log.New(lockedWriter{&logMu, &logged}, "", 0)
 	})
-	tok, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"process.*", "devices.list"}, TTL: time.Hour}, time.Now())
+	tok, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"process.*", "devices.list"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 	}
 
 	// Nothing the clients or the device sent reached the database.
-	for _, name := range []string{relaystate.File, relaystate.File + "-wal"} {
+	for _, name := range []string{store.File, store.File + "-wal"} {
 		b, err := os.ReadFile(filepath.Join(h.stateDir, name))
 		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
@@ -264,7 +264,7 @@ func TestAuditQueueIsBounded(t *testing.T) {
 	a.mu.Lock()
 	a.writing, a.idle = true, make(chan struct{})
 	a.mu.Unlock()
-	e := relaystate.AuditEntry{At: time.Now(), Tool: UnknownTool, Outcome: relaystate.AuditOK}
+	e := store.AuditEntry{At: time.Now(), Tool: UnknownTool, Outcome: store.AuditOK}
 	for range auditQueue + 3 {
 		a.add(e)
 	}
@@ -299,7 +299,7 @@ func stallAudit(a *auditLog) (release func()) {
 // and the refusals are one count for the address and minute.
 func TestRefusalsWithoutTokenCannotCrowdOutCalls(t *testing.T) {
 	h := newHarness(t, nil)
-	tok, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	tok, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestRefusalsWithoutTokenCannotCrowdOutCalls(t *testing.T) {
 		t.Fatalf("%d audit entries, want the 7 calls", len(entries))
 	}
 	for _, e := range entries {
-		if e.TokenID != tok.ID || e.Tool != "process.jobs" || e.Outcome != relaystate.AuditOK {
+		if e.TokenID != tok.ID || e.Tool != "process.jobs" || e.Outcome != store.AuditOK {
 			t.Fatalf("entry %+v", e)
 		}
 	}
@@ -463,7 +463,7 @@ func TestAuditOutlivesADatabaseOutage(t *testing.T) {
 func TestAuditNamesTheJob(t *testing.T) {
 	const job1, job2 = "5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b", "0f8fad5b-d9cb-469f-a165-70867728950e"
 	h := newHarness(t, nil)
-	_, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	_, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "a", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/version"
 )
@@ -96,7 +96,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveLink serves a device's accepted link until it ends.
-func (s *Server) serveLink(ctx context.Context, dev *relaystate.Device, conn *transport.Conn, token string) {
+func (s *Server) serveLink(ctx context.Context, dev *store.Device, conn *transport.Conn, token string) {
 	defer s.linkEnded(conn)
 	defer s.letGo(dev.ID, conn)
 	go s.rotate(conn, dev.ID, token)

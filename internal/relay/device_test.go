@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -20,16 +20,16 @@ import (
 func TestDeviceLinkIsSeenAndKept(t *testing.T) {
 	h := newHarness(t, func(s *Server) { s.SeenEvery = 10 * time.Millisecond })
 	st, dev := h.st, h.dev
-	device := func() relaystate.Device {
+	device := func() store.Device {
 		d, err := st.FindDevice(dev.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return *d
 	}
-	waitFor := func(what string, ok func(relaystate.Device) bool) relaystate.Device {
+	waitFor := func(what string, ok func(store.Device) bool) store.Device {
 		t.Helper()
-		var d relaystate.Device
+		var d store.Device
 		testkit.Eventually(t, 20*time.Second, func() error {
 			if d = device(); !ok(d) {
 				return fmt.Errorf("never %s: %+v", what, d)
@@ -39,8 +39,8 @@ func TestDeviceLinkIsSeenAndKept(t *testing.T) {
 		return d
 	}
 	first := h.link(t, fakeDevice())
-	seen := waitFor("connected", func(d relaystate.Device) bool { return d.Connected && d.LastSeen != nil })
-	waitFor("seen again", func(d relaystate.Device) bool { return d.LastSeen.After(*seen.LastSeen) })
+	seen := waitFor("connected", func(d store.Device) bool { return d.Connected && d.LastSeen != nil })
+	waitFor("seen again", func(d store.Device) bool { return d.LastSeen.After(*seen.LastSeen) })
 
 	if _, err := transport.Dial(context.Background(), h.hs.URL, h.current()); !errors.Is(err, transport.ErrBusy) {
 		t.Fatalf("a second link while the first answers: %v", err)
@@ -52,7 +52,7 @@ func TestDeviceLinkIsSeenAndKept(t *testing.T) {
 		t.Fatalf("the refused newcomer disconnected the device: %+v", d)
 	}
 	first.Close()
-	waitFor("disconnected", func(d relaystate.Device) bool { return !d.Connected })
+	waitFor("disconnected", func(d store.Device) bool { return !d.Connected })
 
 	// A wrong device token never gets a link.
 	if _, err := transport.Dial(context.Background(), h.hs.URL, "ccd_"+strings.Repeat("x", 43)); err == nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jsonspan"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -248,7 +248,7 @@ func resultCode(result []byte) string {
 		} `json:"error"`
 	}
 	json.Unmarshal(jsonspan.Find(ms, "structuredContent"), &sc)
-	return relaystate.AuditCode(sc.Error.Code)
+	return store.AuditCode(sc.Error.Code)
 }
 
 // eventStream is a direct call's answer: text/event-stream, as the SDK's

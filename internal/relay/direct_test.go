@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/jsonspan"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -133,7 +133,7 @@ func TestDirectAnswerIsTheSDKsAnswer(t *testing.T) {
 	h := newHarness(t, nil)
 	var stops atomic.Int64
 	h.linkVia(t, progressDevice(&stops), func(c *transport.Conn) mcp.Transport { return spacedConn{c} })
-	_, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	_, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestDirectCallsAreCheckedAsTheSDKChecksThem(t *testing.T) {
 	h := newHarness(t, nil)
 	var stops atomic.Int64
 	h.link(t, progressDevice(&stops))
-	_, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"process.jobs"}, TTL: time.Hour}, time.Now())
+	_, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"process.jobs"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func FuzzReadDirect(f *testing.F) {
 	f.Add([]byte(callBody(`1`, "process.run", "2025-11-25", `"t"`, "")))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"process.jobs","arguments":{"a":[1,{"b":"\u00e9"}]}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process.jobs","name":"process.stop"}}`))
-	c := &client{token: &relaystate.Token{Tools: []string{"*"}}}
+	c := &client{token: &store.Token{Tools: []string{"*"}}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, _ := http.NewRequest("POST", "http://127.0.0.1/mcp/dev", nil)
 		req.Host = "127.0.0.1"
@@ -319,7 +319,7 @@ func TestStalledClientLosesOutputNotTheLink(t *testing.T) {
 		return toolresult.Success(map[string]any{"jobs": []any{}}), nil
 	})
 	h.link(t, d)
-	_, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	_, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

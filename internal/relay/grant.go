@@ -6,14 +6,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/authz"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // grant mints the grant for one call of tool with args on dev, for
 // principal: bound to the call when dev's agent checks the binding, so
 // that a grant seen anywhere (a NATS message, a log) authorizes that call
 // and no other.
-func (s *Server) grant(dev *relaystate.Device, tool, principal string, args json.RawMessage) (string, error) {
+func (s *Server) grant(dev *store.Device, tool, principal string, args json.RawMessage) (string, error) {
 	call := ""
 	if dev.BindsCalls {
 		call = authz.CallDigest(tool, args)

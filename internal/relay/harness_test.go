@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -20,10 +20,10 @@ import (
 // harness is an in-process relay with one enrolled device, "dev".
 type harness struct {
 	stateDir string
-	st       *relaystate.Store
+	st       *store.Store
 	srv      *Server
 	hs       *httptest.Server
-	dev      *relaystate.Device
+	dev      *store.Device
 	token    string // as enrolled
 	secret   []byte
 
@@ -44,7 +44,7 @@ func (h *harness) current() string {
 func newHarness(tb testing.TB, tune func(*Server)) *harness {
 	tb.Helper()
 	dir := tb.TempDir()
-	st, err := relaystate.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func (h *harness) linkVia(tb testing.TB, device *mcp.Server, via func(*transport
 // client token for every device and tool; opts may be nil.
 func (h *harness) connect(tb testing.TB, path string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	tb.Helper()
-	_, token, err := h.st.CreateToken(relaystate.TokenSpec{Name: "client", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	_, token, err := h.st.CreateToken(store.TokenSpec{Name: "client", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jsonspan"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/toolspec"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -30,7 +30,7 @@ const DevicesListTool = "devices.list"
 
 // DeviceList is devices.list's result.
 type DeviceList struct {
-	Devices []relaystate.Device `json:"devices"`
+	Devices []store.Device `json:"devices"`
 }
 
 // clientKey carries an authenticated request's scope into getServer.
@@ -38,8 +38,8 @@ type clientKey struct{}
 
 // client is what one MCP session of a client may reach.
 type client struct {
-	token  *relaystate.Token
-	device *relaystate.Device // nil on the multi-device endpoint
+	token  *store.Token
+	device *store.Device // nil on the multi-device endpoint
 	// request is the HTTP request's context. The SDK runs tool handlers on
 	// its own context, so a client that cancels by dropping its request
 	// would otherwise not reach the device.
@@ -129,8 +129,8 @@ func (s *Server) mcpHandler() http.Handler {
 // deviceAllowed reports whether the token's device scope names the device,
 // by ID or by name. A name shaped like an ID (left from before such names
 // were refused) never matches: that entry means the device with that ID.
-func deviceAllowed(tok *relaystate.Token, dev *relaystate.Device) bool {
-	return authz.MatchScope(tok.Devices, dev.ID) || !relaystate.IsDeviceID(dev.Name) && authz.MatchScope(tok.Devices, dev.Name)
+func deviceAllowed(tok *store.Token, dev *store.Device) bool {
+	return authz.MatchScope(tok.Devices, dev.ID) || !store.IsDeviceID(dev.Name) && authz.MatchScope(tok.Devices, dev.Name)
 }
 
 // endpointServers builds the MCP servers of the two endpoints, once: every
@@ -238,7 +238,7 @@ func withDevice(schema any) any {
 // authorize checks the client's token again for every call (a remembered
 // check holds only while no token has changed), and refuses a session used
 // with another token than the one that opened it.
-func (s *Server) authorize(c *client, req *mcp.CallToolRequest, tool string) (*relaystate.Token, error) {
+func (s *Server) authorize(c *client, req *mcp.CallToolRequest, tool string) (*store.Token, error) {
 	if c == nil || req.Extra == nil {
 		return nil, errToken
 	}
@@ -270,7 +270,7 @@ func (s *Server) devicesList(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if err != nil {
 		return toolresult.Failure(err), nil
 	}
-	out := DeviceList{Devices: []relaystate.Device{}}
+	out := DeviceList{Devices: []store.Device{}}
 	for i := range all {
 		if deviceAllowed(tok, &all[i]) {
 			out.Devices = append(out.Devices, all[i])
@@ -328,7 +328,7 @@ func isCancel(err error) bool {
 // returns the device's result as the device encoded it; or an error to
 // answer the client with as a failed call; or, when the client went away,
 // a context error (isCancel). device is the device's ID once known.
-func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, tool string, args json.RawMessage, progress func([]byte)) (result []byte, device string, err error) {
+func (s *Server) forward(ctx context.Context, c *client, tok *store.Token, tool string, args json.RawMessage, progress func([]byte)) (result []byte, device string, err error) {
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.request, cancel)()
@@ -351,17 +351,17 @@ func (s *Server) forward(ctx context.Context, c *client, tok *relaystate.Token, 
 // device argument names) and the arguments for it; a device the token may
 // not reach is errNoDevice. On failure the device is the zero Device, or
 // the one found but out of reach.
-func (s *Server) callDevice(c *client, tok *relaystate.Token, args json.RawMessage) (relaystate.Device, json.RawMessage, error) {
+func (s *Server) callDevice(c *client, tok *store.Token, args json.RawMessage) (store.Device, json.RawMessage, error) {
 	dev := c.device
 	if dev == nil {
 		name, rest, err := splitDevice(args)
 		if err != nil {
-			return relaystate.Device{}, nil, err
+			return store.Device{}, nil, err
 		}
 		if dev, err = s.store.FindDevice(name); stateFailed(err) {
-			return relaystate.Device{}, nil, errState
+			return store.Device{}, nil, errState
 		} else if err != nil {
-			return relaystate.Device{}, nil, errNoDevice
+			return store.Device{}, nil, errNoDevice
 		}
 		args = rest
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jsonspan"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/toolresult"
 	"github.com/commandcore/commandcore/internal/transport"
 	"github.com/commandcore/commandcore/internal/uuidtext"
@@ -23,7 +23,7 @@ import (
 
 // Observer receives the relay's content-free events, for metrics. Every
 // string it is given comes from a closed set: AuditTools, the outcomes
-// relaystate.AuditOK and AuditFailed, transport.End kinds, EnrollRefusals.
+// store.AuditOK and AuditFailed, transport.End kinds, EnrollRefusals.
 type Observer interface {
 	Call(tool, outcome string, d time.Duration)
 	LinkEnd(kind transport.End)
@@ -54,7 +54,7 @@ func auditTool(name string) string {
 }
 
 // principalOf names whose call a token makes.
-func principalOf(tok *relaystate.Token) string { return tok.Principal }
+func principalOf(tok *store.Token) string { return tok.Principal }
 
 // callKey carries a call's *callRecord to the tool handler.
 type callKey struct{}
@@ -104,13 +104,13 @@ func (s *Server) observeCalls(next mcp.MethodHandler) mcp.MethodHandler {
 func (s *Server) refusedWithoutToken(at, start time.Time, r *http.Request) {
 	s.audit.refuse(at, sourceKey(r.RemoteAddr))
 	if s.Observer != nil {
-		s.Observer.Call(UnknownTool, relaystate.AuditFailed, time.Since(start))
+		s.Observer.Call(UnknownTool, store.AuditFailed, time.Since(start))
 	}
 }
 
 // refused audits a request with a valid token that the relay turned away
 // before MCP read it.
-func (s *Server) refused(at time.Time, start time.Time, tok *relaystate.Token, dev *relaystate.Device, err error) {
+func (s *Server) refused(at time.Time, start time.Time, tok *store.Token, dev *store.Device, err error) {
 	device := ""
 	if dev != nil {
 		device = dev.ID
@@ -120,11 +120,11 @@ func (s *Server) refused(at time.Time, start time.Time, tok *relaystate.Token, d
 
 // observe records one call in the audit log and the metrics; job is the
 // job it was about (jobOf), code is "" for a call that succeeded.
-func (s *Server) observe(at time.Time, d time.Duration, tok *relaystate.Token, device, job, tool, code string) {
-	e := relaystate.AuditEntry{At: at, Principal: principalOf(tok), TokenID: tok.ID, Device: device, Job: job, Tool: tool,
-		Outcome: relaystate.AuditOK, DurationUS: d.Microseconds()}
+func (s *Server) observe(at time.Time, d time.Duration, tok *store.Token, device, job, tool, code string) {
+	e := store.AuditEntry{At: at, Principal: principalOf(tok), TokenID: tok.ID, Device: device, Job: job, Tool: tool,
+		Outcome: store.AuditOK, DurationUS: d.Microseconds()}
 	if code != "" {
-		e.Outcome, e.Code = relaystate.AuditFailed, relaystate.AuditCode(code)
+		e.Outcome, e.Code = store.AuditFailed, store.AuditCode(code)
 	}
 	s.audit.add(e)
 	if s.Log != nil {
@@ -187,7 +187,7 @@ func dash(s string) string {
 // callCode is the error code of a finished call, "" when it succeeded. A
 // result with isError carries its code in structuredContent.error.code; a
 // protocol error is mapped to the code that says why.
-func callCode(tok *relaystate.Token, tool string, res mcp.Result, err error) string {
+func callCode(tok *store.Token, tool string, res mcp.Result, err error) string {
 	if err != nil {
 		var werr *jsonrpc.Error
 		switch {
@@ -219,7 +219,7 @@ func callCode(tok *relaystate.Token, tool string, res mcp.Result, err error) str
 	if raw, err := json.Marshal(r.StructuredContent); err == nil {
 		json.Unmarshal(raw, &body)
 	}
-	return relaystate.AuditCode(body.Error.Code)
+	return store.AuditCode(body.Error.Code)
 }
 
 // ConnectedDevices is the number of devices with a live link.
@@ -238,7 +238,7 @@ func (s *Server) CrossReplicaCalls() (sent, served uint64) {
 	return s.crossSent.Load(), s.crossServed.Load()
 }
 
-// dropCounter is Peers that count the messages they dropped (relaynats).
+// dropCounter is Peers that count the messages they dropped (relay/cluster).
 type dropCounter interface{ Dropped() map[string]uint64 }
 
 // PeerMessagesDropped are the messages from the other replicas this one

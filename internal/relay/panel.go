@@ -6,8 +6,8 @@ import (
 	"net/http"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/panel"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/panel"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // PanelServer serves the web panel (package panel) over this relay's
@@ -52,7 +52,7 @@ func AdminPrincipal(admin string) string { return "admin:" + admin }
 // what an admin may do (list, read and stop jobs); the relay only carries
 // the call, as a client's.
 func (s *Server) CallAsAdmin(ctx context.Context, admin, deviceID, tool string, args json.RawMessage) (json.RawMessage, error) {
-	if !relaystate.ValidAdminName(admin) {
+	if !store.ValidAdminName(admin) {
 		return nil, errcode.New(errcode.PermissionDenied, "not an admin")
 	}
 	ctx, cancel := s.callContext(ctx)

@@ -18,13 +18,13 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/enrollment"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // Server is a running relay.
 type Server struct {
-	store  relaystate.State
+	store  store.State
 	tokens *tokenCache
 	key    ed25519.PrivateKey
 	// Now is the clock; tests move it.
@@ -73,7 +73,7 @@ type Server struct {
 
 	// replica is this relay among those serving from its state, peers how
 	// it reaches the others (replica.go).
-	replica relaystate.Replica
+	replica store.Replica
 	peers   Peers
 	// crossSent and crossServed count the calls routed to and served for
 	// other replicas.
@@ -82,13 +82,13 @@ type Server struct {
 }
 
 // New returns a relay over store that runs alone: the one replica.
-func New(store relaystate.State) (*Server, error) {
+func New(store store.State) (*Server, error) {
 	return NewReplica(store, ReplicaConfig{})
 }
 
 // NewReplica returns a relay over store that joins the replicas serving
 // from it as cfg says; Close leaves.
-func NewReplica(store relaystate.State, cfg ReplicaConfig) (*Server, error) {
+func NewReplica(store store.State, cfg ReplicaConfig) (*Server, error) {
 	key, err := store.GrantKey()
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/procid"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // A relay is one replica of those serving from its state (docs/
@@ -34,7 +34,7 @@ type ReplicaConfig struct {
 
 // Peers is how a replica reaches the others: a call for a device whose
 // link another replica holds goes there, and so does the heartbeat that
-// decides whether a link elsewhere still answers (relaynats).
+// decides whether a link elsewhere still answers (relay/cluster).
 type Peers interface {
 	// Serve answers the other replicas for replica, through here, until
 	// Close.
@@ -57,17 +57,17 @@ type Here interface {
 }
 
 // newReplica is this process's replica record.
-func newReplica(cfg ReplicaConfig) relaystate.Replica {
+func newReplica(cfg ReplicaConfig) store.Replica {
 	name := cfg.Name
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	if !relaystate.ValidName(name) {
+	if !store.ValidName(name) {
 		name = "relay"
 	}
 	b := make([]byte, 6)
 	rand.Read(b)
-	r := relaystate.Replica{ID: "rpl_" + hex.EncodeToString(b), Name: name, Address: cfg.Address, Panel: cfg.Panel, NATS: cfg.Peers != nil}
+	r := store.Replica{ID: "rpl_" + hex.EncodeToString(b), Name: name, Address: cfg.Address, Panel: cfg.Panel, NATS: cfg.Peers != nil}
 	src := procid.Default()
 	if self, err := src.Self(); err == nil {
 		r.PID, r.StartTicks = self.PID, self.StartTicks

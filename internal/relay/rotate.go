@@ -8,7 +8,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -23,7 +23,7 @@ import (
 //     atomically (enrollment.SaveToken: temporary file, fsync, rename, fsync
 //     of the directory), and only then acknowledges T' with a MAC.
 //  4. On the acknowledgment the relay makes T' current and retires T in one
-//     transaction (relaystate.RotateDeviceToken), conditional on T being
+//     transaction (store.RotateDeviceToken), conditional on T being
 //     current still. From then on, T coming back marks the device
 //     compromised: a copy of its credentials exists.
 //
@@ -68,7 +68,7 @@ type rotations struct {
 // begin draws the device's next token and records it as pending in place
 // of any earlier pending rotation of the device.
 func (r *rotations) begin(device, from string) string {
-	to := relaystate.NewDeviceToken()
+	to := store.NewDeviceToken()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byDevice == nil {
@@ -134,9 +134,9 @@ func (s *Server) rotate(conn *transport.Conn, device, current string) {
 // next token of a rotation the relay sent and has not committed, which it
 // commits now. A token the store refuses for the device's standing ends
 // the device's links; a rotated-away one is recorded.
-func (s *Server) authLink(token string) (*relaystate.Device, []byte, error) {
+func (s *Server) authLink(token string) (*store.Device, []byte, error) {
 	dev, secret, err := s.store.AuthDevice(token, s.Now())
-	var refused *relaystate.DeviceRefusal
+	var refused *store.DeviceRefusal
 	if err != nil && !errors.As(err, &refused) && errcode.Is(err, errcode.PermissionDenied) {
 		if p, ok := s.rotations.find(token); ok {
 			if s.store.RotateDeviceToken(p.device, p.from, p.to, s.Now()) == nil {

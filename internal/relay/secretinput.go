@@ -14,8 +14,8 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jsonspan"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/panel"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/panel"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/strictjson"
 	"github.com/commandcore/commandcore/internal/toolresult"
 )
@@ -66,7 +66,7 @@ func asksSecret(tool string, args json.RawMessage) bool {
 // secretInput serves process.input with secret_prompt: the first call
 // gets the elicitation, the call the client makes again with the person's
 // answer waits for the input.
-func (s *Server) secretInput(ctx context.Context, c *client, tok *relaystate.Token, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) secretInput(ctx context.Context, c *client, tok *store.Token, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	dev, args, err := s.callDevice(c, tok, req.Params.Arguments)
 	noteDevice(ctx, dev.ID)
 	if err != nil {
@@ -84,7 +84,7 @@ func (s *Server) secretInput(ctx context.Context, c *client, tok *relaystate.Tok
 	if err != nil {
 		return toolresult.Failure(err), nil
 	}
-	id, err := s.store.CreateSecretPrompt(relaystate.SecretPrompt{TokenID: tok.ID, Principal: tok.Principal,
+	id, err := s.store.CreateSecretPrompt(store.SecretPrompt{TokenID: tok.ID, Principal: tok.Principal,
 		Device: dev.ID, ProcessID: a.ProcessID, Prompt: a.SecretPrompt}, s.Now())
 	if err != nil {
 		return toolresult.Failure(err), nil
@@ -151,7 +151,7 @@ func (s *Server) panelBase() (string, error) {
 // awaitSecret serves the call a client makes again with the person's
 // answer to the elicitation: it waits until the input reached the job (or
 // the prompt ended) and returns what the device answered.
-func (s *Server) awaitSecret(ctx context.Context, c *client, tok *relaystate.Token, device string, a secretArgs, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) awaitSecret(ctx context.Context, c *client, tok *store.Token, device string, a secretArgs, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	id := req.Params.RequestState
 	p, err := s.store.SecretPrompt(id, s.Now())
 	switch {
@@ -181,9 +181,9 @@ func (s *Server) awaitSecret(ctx context.Context, c *client, tok *relaystate.Tok
 			return toolresult.Failure(errState), nil
 		case err != nil:
 			return toolresult.Failure(errcode.New(errcode.NotFound, "nobody typed the input within %s; the secret prompt expired", limits.SecretPromptTTL)), nil
-		case p.State == relaystate.PromptDeclined:
+		case p.State == store.PromptDeclined:
 			return toolresult.Failure(errcode.New(errcode.PermissionDenied, "the person declined to type the input")), nil
-		case p.State == relaystate.PromptDone || p.State == relaystate.PromptFailed:
+		case p.State == store.PromptDone || p.State == store.PromptFailed:
 			var res mcp.CallToolResult
 			if json.Unmarshal(p.Result, &res) != nil {
 				return toolresult.Failure(errcode.New(errcode.Internal, "the device's result could not be read")), nil
@@ -231,7 +231,7 @@ func (s *Server) SubmitSecret(ctx context.Context, id string, input []byte) (int
 // sendSecret calls process.input with the input on the prompt's device
 // for the prompt's principal, and returns the device's result when the
 // job took the input, or the failure.
-func (s *Server) sendSecret(ctx context.Context, p *relaystate.SecretPrompt, input []byte) ([]byte, error) {
+func (s *Server) sendSecret(ctx context.Context, p *store.SecretPrompt, input []byte) ([]byte, error) {
 	if err := s.stillAllowed(p); err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (s *Server) sendSecret(ctx context.Context, p *relaystate.SecretPrompt, inp
 	if _, err := resultOf(raw); err != nil {
 		return nil, err
 	}
-	if len(raw) > relaystate.MaxPromptResultBytes {
+	if len(raw) > store.MaxPromptResultBytes {
 		return nil, errcode.New(errcode.Internal, "the device's answer is larger than a process.input result")
 	}
 	return raw, nil
@@ -276,7 +276,7 @@ func (s *Server) sendSecret(ctx context.Context, p *relaystate.SecretPrompt, inp
 // stillAllowed checks that the token which asked for the input may still
 // call process.input on the device: a token revoked or expired while the
 // person typed does not get the input through.
-func (s *Server) stillAllowed(p *relaystate.SecretPrompt) error {
+func (s *Server) stillAllowed(p *store.SecretPrompt) error {
 	denied := errcode.New(errcode.PermissionDenied, "the client token that asked for this input is revoked, expired or no longer reaches the job")
 	toks, err := s.store.Tokens()
 	if err != nil {

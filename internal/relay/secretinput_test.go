@@ -22,9 +22,9 @@ import (
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/panel"
-	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/panel"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/toolresult"
 )
 
@@ -101,9 +101,9 @@ func newSecretHarness(t *testing.T) *secretHarness {
 // client connects an MCP client with a token of its own; urlElicit
 // declares URL elicitation and answers every elicitation with action,
 // sending its URL to urls first.
-func (h *secretHarness) client(t *testing.T, version string, urlElicit bool, action string, urls chan<- string) (*mcp.ClientSession, *relaystate.Token) {
+func (h *secretHarness) client(t *testing.T, version string, urlElicit bool, action string, urls chan<- string) (*mcp.ClientSession, *store.Token) {
 	t.Helper()
-	tok, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "c", Principal: "alice", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
+	tok, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "c", Principal: "alice", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

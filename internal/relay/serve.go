@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relayapi"
-	"github.com/commandcore/commandcore/internal/relaymetrics"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/announce"
+	"github.com/commandcore/commandcore/internal/relay/metrics"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // shutdownGrace bounds a graceful stop of the relay's HTTP servers.
@@ -45,7 +45,7 @@ var ErrMetricsTokenShort = fmt.Errorf("a metrics token is at least %d bytes", li
 // ServeConfig is what Serve needs.
 type ServeConfig struct {
 	// State is the relay's database; Serve does not close it.
-	State relaystate.State
+	State store.State
 	// Listen is the address of the MCP, enrollment and agent endpoints.
 	Listen string
 	// TLSCert and TLSKey, both or neither, serve HTTPS.
@@ -107,7 +107,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	srv.Log = cfg.Log
 	defer srv.Close()
-	base := announce(cfg, ln)
+	base := announceListening(cfg, ln)
 	errc := make(chan error, 3)
 	hs := srv.HTTPServer()
 	go func() {
@@ -129,15 +129,15 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 				errc <- ps.Serve(pln)
 			}
 		}()
-		fmt.Fprintf(cfg.Out, "%s%s%s\n", relayapi.AnnouncePanel, cfg.Replica.Panel, "/panel/")
+		fmt.Fprintf(cfg.Out, "%s%s%s\n", announce.Panel, cfg.Replica.Panel, "/panel/")
 	}
 	var ms *http.Server
 	if mln != nil {
-		m := relaymetrics.New(srv, relaymetrics.Labels{Tools: AuditTools(), EnrollRefusals: EnrollRefusals})
+		m := metrics.New(srv, metrics.Labels{Tools: AuditTools(), EnrollRefusals: EnrollRefusals})
 		srv.Observer = m
 		ms = m.Server(cfg.MetricsToken)
 		go func() { errc <- ms.Serve(mln) }()
-		fmt.Fprintf(cfg.Out, "%shttp://%s%s\n", relayapi.AnnounceMetrics, mln.Addr(), relaymetrics.Path)
+		fmt.Fprintf(cfg.Out, "%shttp://%s%s\n", announce.Metrics, mln.Addr(), metrics.Path)
 	}
 	fmt.Fprintf(cfg.Out, "relay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base)
 	select {
@@ -148,14 +148,14 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	return shutdown(srv, hs, ms, ps)
 }
 
-// announce says where the relay listens, warning first when it serves
+// announceListening says where the relay listens, warning first when it serves
 // plain HTTP where agents will refuse it, and returns its base URL.
-func announce(cfg ServeConfig, ln net.Listener) string {
+func announceListening(cfg ServeConfig, ln net.Listener) string {
 	base := baseURL(cfg, ln)
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && cfg.TLSCert == "" && !tcp.IP.IsLoopback() && cfg.Warn != nil {
 		fmt.Fprintln(cfg.Warn, "relay: warning: serving plain HTTP on a non-loopback address; agents and clients elsewhere need --tls-cert and --tls-key")
 	}
-	fmt.Fprintf(cfg.Out, "%s%s\n", relayapi.AnnounceListening, base)
+	fmt.Fprintf(cfg.Out, "%s%s\n", announce.Listening, base)
 	return base
 }
 

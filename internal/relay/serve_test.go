@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relayapi"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/announce"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // TestServeRefusesABadConfigurationBeforeServing: each refusal comes
 // before anything is announced or listened on.
 func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
-	st, err := relaystate.Open(t.TempDir())
+	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
 // metrics, serves both (the metrics with the token only), and returns
 // when its context ends.
 func TestServeAnnouncesServesAndStops(t *testing.T) {
-	st, err := relaystate.Open(t.TempDir())
+	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestServeAnnouncesServesAndStops(t *testing.T) {
 	}()
 	lines := bufio.NewScanner(r)
 	var urls []string
-	for _, prefix := range []string{relayapi.AnnounceListening, relayapi.AnnounceMetrics, "relay: MCP endpoints "} {
+	for _, prefix := range []string{announce.Listening, announce.Metrics, "relay: MCP endpoints "} {
 		if !lines.Scan() || !strings.HasPrefix(lines.Text(), prefix) {
 			t.Fatalf("announcement %q, want %q first", lines.Text(), prefix)
 		}
@@ -98,7 +98,7 @@ func TestServeAnnouncesServesAndStops(t *testing.T) {
 // serves plain HTTP on an address that is not loopback (the refusal
 // without it is in TestServeRefusesABadConfigurationBeforeServing).
 func TestServePanelOffLoopbackInClearWhenTold(t *testing.T) {
-	st, err := relaystate.Open(t.TempDir())
+	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestServePanelOffLoopbackInClearWhenTold(t *testing.T) {
 	lines := bufio.NewScanner(r)
 	var panelURL string
 	for panelURL == "" && lines.Scan() {
-		if u, ok := strings.CutPrefix(lines.Text(), relayapi.AnnouncePanel); ok {
+		if u, ok := strings.CutPrefix(lines.Text(), announce.Panel); ok {
 			panelURL = u
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -40,7 +40,7 @@ var errDeviceBusy = errcode.New(errcode.DeviceBusy, "the device has a live link 
 // admitLink authenticates a device's link and upgrades it once the device
 // has no other live link; on refusal it answers the request and returns a
 // nil conn. The returned conn holds the device until letGo.
-func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*relaystate.Device, *transport.Conn, string) {
+func (s *Server) admitLink(w http.ResponseWriter, r *http.Request) (*store.Device, *transport.Conn, string) {
 	token := bearer(r.Header)
 	dev, secret, err := s.authLink(token)
 	if err != nil {
@@ -101,7 +101,7 @@ func (s *Server) hold(device string, conn *transport.Conn) {
 // for one that forgot its token (which would make it present its previous
 // token).
 func refuseLink(w http.ResponseWriter, err error) {
-	var refused *relaystate.DeviceRefusal
+	var refused *store.DeviceRefusal
 	switch {
 	case errors.As(err, &refused):
 		writeError(w, http.StatusForbidden, err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/testkit"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -127,7 +127,7 @@ func TestEveryLinkRotates(t *testing.T) {
 		t.Fatalf("the current token of a compromised device: %v", err)
 	}
 	d, err := h.st.FindDevice(h.dev.ID)
-	if err != nil || d.Standing != relaystate.StandingCompromised {
+	if err != nil || d.Standing != store.StandingCompromised {
 		t.Fatalf("device %+v %v", d, err)
 	}
 	logMu.Lock()

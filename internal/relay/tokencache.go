@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // maxCachedTokens bounds the token checks remembered; past it the cache
@@ -20,24 +20,24 @@ const maxCachedTokens = 1024
 // refused; an expiry is refused at once, since the remembered token's
 // expiry is checked on every use. A failed check is never remembered.
 type tokenCache struct {
-	store relaystate.State
+	store store.State
 	mu    sync.Mutex
 	m     map[[sha256.Size]byte]checkedToken
 }
 
 type checkedToken struct {
-	tok     *relaystate.Token
+	tok     *store.Token
 	changes int64 // the counter as read before the store vouched for it
 }
 
-func newTokenCache(store relaystate.State) *tokenCache {
+func newTokenCache(store store.State) *tokenCache {
 	return &tokenCache{store: store, m: map[[sha256.Size]byte]checkedToken{}}
 }
 
-// auth is relaystate.State.AuthToken, answered from a check no token
+// auth is store.State.AuthToken, answered from a check no token
 // change has happened since when there is one. A counter that cannot be
 // read refuses the request: nothing vouches for the remembered check.
-func (c *tokenCache) auth(bearer string, now time.Time) (*relaystate.Token, error) {
+func (c *tokenCache) auth(bearer string, now time.Time) (*store.Token, error) {
 	changes, err := c.store.TokenChanges()
 	if err != nil {
 		return nil, err

@@ -9,8 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
-	"github.com/commandcore/commandcore/internal/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/relaytest"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // TestRevokedTokenRefusedAtOnce: once a revocation by another process
@@ -28,14 +28,14 @@ func TestRevokedTokenRefusedAtOnce(t *testing.T) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"jobs":[]}`}}}, nil
 		})
 	h.link(t, device)
-	cli, err := relaystate.Open(h.stateDir)
+	cli, err := store.Open(h.stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
 
 	open := func(ttl time.Duration) (string, *mcp.ClientSession) {
-		tok, secret, err := cli.CreateToken(relaystate.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: ttl}, h.srv.Now())
+		tok, secret, err := cli.CreateToken(store.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: ttl}, h.srv.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,12 +85,12 @@ func TestRevokedTokenRefusedAtOnce(t *testing.T) {
 // countingState counts the token reads a tokenCache makes of its store,
 // and can make the token-change counter unreadable.
 type countingState struct {
-	relaystate.State
+	store.State
 	reads       atomic.Int64
 	counterDown atomic.Bool
 }
 
-func (s *countingState) AuthToken(bearer string, now time.Time) (*relaystate.Token, error) {
+func (s *countingState) AuthToken(bearer string, now time.Time) (*store.Token, error) {
 	s.reads.Add(1)
 	return s.State.AuthToken(bearer, now)
 }
@@ -107,7 +107,7 @@ func (s *countingState) TokenChanges() (int64, error) {
 // request read it again (and refuses the revoked one); a counter that
 // cannot be read refuses even a remembered token.
 func TestTokenCacheReadsTheTokenOnlyAfterAChange(t *testing.T) {
-	st, err := relaystate.Open(t.TempDir())
+	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestTokenCacheReadsTheTokenOnlyAfterAChange(t *testing.T) {
 	cs := &countingState{State: st}
 	c := newTokenCache(cs)
 	now := time.Now()
-	spec := relaystate.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}
+	spec := store.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: []string{"*"}, TTL: time.Hour}
 	_, bearer, err := st.CreateToken(spec, now)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/errcode"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/toolresult"
 )
 
@@ -31,7 +31,7 @@ func TestUntilPathNeedsFilesList(t *testing.T) {
 	})
 	h.link(t, dev)
 	token := func(tools ...string) string {
-		_, bearer, err := h.st.CreateToken(relaystate.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: tools, TTL: time.Hour}, time.Now())
+		_, bearer, err := h.st.CreateToken(store.TokenSpec{Name: "c", Devices: []string{"*"}, Tools: tools, TTL: time.Hour}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

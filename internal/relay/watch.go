@@ -3,7 +3,7 @@ package relay
 import (
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // watchLinks keeps the links this process holds honest, for all of them
@@ -104,7 +104,7 @@ func (s *Server) standingEnds(w *watchState) map[string]string {
 		switch {
 		case !ok:
 			ends[id] = "gone"
-		case st != relaystate.StandingActive:
+		case st != store.StandingActive:
 			ends[id] = st
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // TestStandingEndsEqualAFullRead: over random sequences of links taken
@@ -25,8 +25,8 @@ import (
 // token's check and the link's hold, with changes between them.
 func TestStandingEndsEqualAFullRead(t *testing.T) {
 	dir := t.TempDir()
-	open := func() *relaystate.Store {
-		st, err := relaystate.Open(dir)
+	open := func() *store.Store {
+		st, err := store.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestStandingEndsEqualAFullRead(t *testing.T) {
 		return st
 	}
 	st, other := open(), open()
-	shell, err := sql.Open("sqlite", filepath.Join(dir, relaystate.File))
+	shell, err := sql.Open("sqlite", filepath.Join(dir, store.File))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestStandingEndsEqualAFullRead(t *testing.T) {
 			}
 			return devs[r.IntN(len(devs))]
 		}
-		stores := []*relaystate.Store{st, other}
+		stores := []*store.Store{st, other}
 		for step := range 60 {
 			s := stores[r.IntN(2)]
 			var op string
@@ -103,7 +103,7 @@ func TestStandingEndsEqualAFullRead(t *testing.T) {
 			case 7:
 				op = "rotate and present the rotated-away token"
 				if d := pick(); d != nil {
-					next := relaystate.NewDeviceToken()
+					next := store.NewDeviceToken()
 					if s.RotateDeviceToken(d.id, d.token, next, now) == nil {
 						d.retired, d.token = d.token, next
 					}
@@ -121,7 +121,7 @@ func TestStandingEndsEqualAFullRead(t *testing.T) {
 			case 9:
 				op = "standing set in the shell"
 				if d := pick(); d != nil {
-					to := []string{relaystate.StandingActive, relaystate.StandingRevoked, relaystate.StandingCompromised}[r.IntN(3)]
+					to := []string{store.StandingActive, store.StandingRevoked, store.StandingCompromised}[r.IntN(3)]
 					if _, err := shell.Exec(`UPDATE devices SET standing = ? WHERE id = ?`, to, d.id); err != nil {
 						t.Fatal(err)
 					}
@@ -144,7 +144,7 @@ func TestStandingEndsEqualAFullRead(t *testing.T) {
 			for id := range srv.held {
 				if st, ok := standing[id]; !ok {
 					want[id] = "gone"
-				} else if st != relaystate.StandingActive {
+				} else if st != store.StandingActive {
 					want[id] = st
 				}
 			}

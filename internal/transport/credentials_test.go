@@ -11,16 +11,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/relay"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
 // relayFor runs a real relay in-process with one enrolled device and
 // returns its store, the device's ID and the link's configuration with
 // the device's enrolled credentials.
-func relayFor(t *testing.T) (*relaystate.Store, string, transport.Config) {
+func relayFor(t *testing.T) (*store.Store, string, transport.Config) {
 	t.Helper()
-	st, err := relaystate.Open(t.TempDir())
+	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ var relays sync.Map
 // serveRelay runs a relay process's server over st and returns its URL;
 // one already running over st stops first, as a restarted relay's
 // process does.
-func serveRelay(t *testing.T, st *relaystate.Store) string {
+func serveRelay(t *testing.T, st *store.Store) string {
 	t.Helper()
 	if stop, ok := relays.LoadAndDelete(st); ok {
 		stop.(func())()
@@ -188,7 +188,7 @@ func TestRelayRestartBeforeCommitFallsBack(t *testing.T) {
 		t.Fatal("the fallback link did not use the previous token")
 	}
 	d, err := st.FindDevice(device)
-	if err != nil || d.Standing != relaystate.StandingActive {
+	if err != nil || d.Standing != store.StandingActive {
 		t.Fatalf("the fallback marked the device: %+v %v", d, err)
 	}
 }

@@ -1,7 +1,7 @@
 // Command linksim holds many device links to a relay, for the relay
 // capacity benchmark (bench/relay, BenchmarkRelayCapacity). Each simulated
 // device is real to the relay: its enrollment code is minted in the
-// relay's own state (relaystate, as `commandcore relay enroll-code` does)
+// relay's own state (relay/store, as `commandcore relay enroll-code` does)
 // and redeemed at the relay's POST /v1/enroll; its link is the agent's own
 // (transport.Run): it answers heartbeats with the MAC under its secret,
 // stores and acknowledges the token the relay rotates in on every link,
@@ -48,7 +48,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/relay"
-	"github.com/commandcore/commandcore/internal/relaystate"
+	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -199,9 +199,9 @@ func (e endCounter) LinkEnd(string, time.Duration) { e.n.Add(1) }
 // enrollAll mints n enrollment codes in the relay's state and redeems them
 // at the relay, enrollPerSource from each source address.
 func enrollAll(server, state string, n int) ([]device, error) {
-	open := relaystate.Open
+	open := store.Open
 	if strings.HasPrefix(state, "postgres://") {
-		open = relaystate.OpenPostgres
+		open = store.OpenPostgres
 	}
 	st, err := open(state)
 	if err != nil {

@@ -1,0 +1,606 @@
+package panel
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/relay/store"
+)
+
+// devices answers the panel's device calls as a test says: fn, or wait
+// for a call that lasts until the panel ends it (a long poll).
+type devices struct {
+	mu    sync.Mutex
+	calls []string
+	fn    func(tool string, args json.RawMessage) (json.RawMessage, error)
+	wait  func(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error)
+}
+
+func (d *devices) CallAsAdmin(ctx context.Context, admin, device, tool string, args json.RawMessage) (json.RawMessage, error) {
+	d.mu.Lock()
+	d.calls = append(d.calls, admin+" "+device+" "+tool)
+	fn, wait := d.fn, d.wait
+	d.mu.Unlock()
+	if wait != nil {
+		return wait(ctx, tool, args)
+	}
+	if fn == nil {
+		return nil, errcode.New(errcode.DeviceOffline, "offline")
+	}
+	return fn(tool, args)
+}
+
+// fixture is a panel over a real relay state on SQLite.
+type fixture struct {
+	t       testing.TB
+	state   *store.Store
+	srv     *httptest.Server
+	devices *devices
+	mu      sync.Mutex
+	audited []store.AuditEntry
+}
+
+func newFixture(t testing.TB, secure bool) *fixture {
+	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := &fixture{t: t, state: st, devices: &devices{}}
+	p, err := New(Config{State: st, Devices: f.devices, Secure: secure,
+		Audit: func(e store.AuditEntry) { f.mu.Lock(); f.audited = append(f.audited, e); f.mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = httptest.NewServer(p.Handler())
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// client is a browser without redirects followed, with a cookie jar.
+func (f *fixture) client() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func (f *fixture) code(admin string) string {
+	f.t.Helper()
+	code, err := f.state.CreateSignIn(admin, limits.SignInCodeTTL, time.Now())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return code
+}
+
+func (f *fixture) do(c *http.Client, method, path string, form url.Values, hdr map[string]string) (*http.Response, string) {
+	f.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, f.srv.URL+path, body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// signIn signs a new browser in as admin and returns it.
+func (f *fixture) signIn(admin string) *http.Client {
+	f.t.Helper()
+	c := f.client()
+	resp, _ := f.do(c, "POST", LoginPath, url.Values{"code": {f.code(admin)}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Prefix {
+		f.t.Fatalf("sign-in: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	return c
+}
+
+var csrfInput = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// csrf is the CSRF token a signed-in page carries.
+func (f *fixture) csrf(c *http.Client) string {
+	f.t.Helper()
+	_, page := f.do(c, "GET", Prefix+"tokens", nil, nil)
+	m := csrfInput.FindStringSubmatch(page)
+	if m == nil {
+		f.t.Fatalf("no CSRF token on the tokens page:\n%s", page)
+	}
+	return m[1]
+}
+
+func wantHeaders(t *testing.T, what string, resp *http.Response) {
+	t.Helper()
+	for k, v := range map[string]string{
+		"Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "no-referrer",
+	} {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("%s: %s is %q, want %q", what, k, got, v)
+		}
+	}
+}
+
+// TestEveryAnswerCarriesTheSecurityHeaders: pages, assets, redirects and
+// refusals all carry the CSP, nosniff and no-referrer.
+func TestEveryAnswerCarriesTheSecurityHeaders(t *testing.T) {
+	f := newFixture(t, false)
+	anon, admin := f.client(), f.signIn("alice")
+	for _, path := range []string{"", "devices", "tokens", "enroll", "audit", "login", "static/panel.css", "static/panel.js", "nope"} {
+		for name, c := range map[string]*http.Client{"anonymous": anon, "signed in": admin} {
+			resp, _ := f.do(c, "GET", Prefix+path, nil, nil)
+			wantHeaders(t, name+" GET /panel/"+path, resp)
+		}
+	}
+	resp, _ := f.do(anon, "POST", Prefix+"tokens", url.Values{"name": {"x"}}, nil)
+	wantHeaders(t, "refused POST", resp)
+	resp, _ = f.do(anon, "GET", Prefix+"static/panel.js", nil, nil)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/javascript") {
+		t.Errorf("panel.js is served as %q", ct)
+	}
+}
+
+// TestSignInURLWorksOnce: opening the URL does not use the code (a link
+// preview must not spend it); the button does, once; a second use gets
+// the uniform refusal; the cookie is HttpOnly and SameSite=Strict, Secure
+// under TLS; pages without a session send the browser to sign in.
+func TestSignInURLWorksOnce(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		f := newFixture(t, secure)
+		code := f.code("alice")
+		c := f.client()
+		resp, page := f.do(c, "GET", LoginPath+"?code="+code, nil, nil)
+		if resp.StatusCode != 200 || !strings.Contains(page, `value="`+code+`"`) {
+			t.Fatalf("the login page: %d\n%s", resp.StatusCode, page)
+		}
+		resp, _ = f.do(c, "POST", LoginPath, url.Values{"code": {code}}, nil)
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("first use: %d", resp.StatusCode)
+		}
+		ck := resp.Cookies()
+		if len(ck) != 1 || ck[0].Name != CookieName || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode ||
+			ck[0].Secure != secure || ck[0].Path != Prefix {
+			t.Fatalf("session cookie %+v (secure panel %v)", ck, secure)
+		}
+		if resp, page := f.do(c, "GET", Prefix, nil, nil); resp.StatusCode != 200 || !strings.Contains(page, "alice") {
+			t.Fatalf("overview after sign-in: %d", resp.StatusCode)
+		}
+		other := f.client()
+		resp, page = f.do(other, "POST", LoginPath, url.Values{"code": {code}}, nil)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "invalid, used or expired") || len(resp.Cookies()) != 0 {
+			t.Fatalf("second use: %d, cookies %v", resp.StatusCode, resp.Cookies())
+		}
+		_, wrong := f.do(other, "POST", LoginPath, url.Values{"code": {"ccA-AAAAAAAAAAAAAAAAAAAA"}}, nil)
+		if wrong != page {
+			t.Error("a wrong code and a used one are refused differently")
+		}
+		for _, path := range []string{"", "devices", "tokens", "audit", "devices/x", "events/devices"} {
+			resp, _ := f.do(other, "GET", Prefix+path, nil, nil)
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != LoginPath {
+				t.Errorf("GET /panel/%s without a session: %d to %q", path, resp.StatusCode, resp.Header.Get("Location"))
+			}
+		}
+	}
+}
+
+// TestSignInAlwaysMakesANewSession: a session ID planted in the browser
+// before sign-in is not the one after, and is ended.
+func TestSignInAlwaysMakesANewSession(t *testing.T) {
+	f := newFixture(t, false)
+	_, planted, err := f.state.SignIn(f.code("mallory"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.client()
+	u, _ := url.Parse(f.srv.URL + Prefix)
+	c.Jar.SetCookies(u, []*http.Cookie{{Name: CookieName, Value: planted, Path: Prefix}})
+	resp, _ := f.do(c, "POST", LoginPath, url.Values{"code": {f.code("alice")}}, nil)
+	ck := resp.Cookies()
+	if len(ck) != 1 || ck[0].Value == planted {
+		t.Fatalf("sign-in kept the planted session: %+v", ck)
+	}
+	if _, err := f.state.AuthSession(planted, time.Now()); !errcode.Is(err, errcode.PermissionDenied) {
+		t.Errorf("the planted session lives on: %v", err)
+	}
+}
+
+// TestChangesNeedSessionTokenAndOrigin: a POST without a session, without
+// or with a stale CSRF token, or marked cross-site by the browser changes
+// nothing; the panel's own form does.
+func TestChangesNeedSessionTokenAndOrigin(t *testing.T) {
+	f := newFixture(t, false)
+	c := f.signIn("alice")
+	token := f.csrf(c)
+	stale := f.csrf(f.signIn("alice"))
+	form := func(csrf string) url.Values {
+		v := url.Values{"name": {"ci"}, "devices": {"*"}, "tools": {"process.*"}, "ttl": {"1h"}}
+		if csrf != "" {
+			v.Set("csrf", csrf)
+		}
+		return v
+	}
+	for name, tc := range map[string]struct {
+		c    *http.Client
+		form url.Values
+		hdr  map[string]string
+	}{
+		"no session":           {f.client(), form(token), nil},
+		"no token":             {c, form(""), nil},
+		"another session's":    {c, form(stale), nil},
+		"cross-site form post": {c, form(token), map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}},
+		"foreign origin":       {c, form(token), map[string]string{"Origin": "https://evil.example"}},
+		"same-site elsewhere":  {c, form(token), map[string]string{"Sec-Fetch-Site": "same-site"}},
+		"null origin":          {c, form(token), map[string]string{"Origin": "null"}},
+	} {
+		resp, _ := f.do(tc.c, "POST", Prefix+"tokens", tc.form, tc.hdr)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, resp.StatusCode)
+		}
+	}
+	if toks, _ := f.state.Tokens(); len(toks) != 0 {
+		t.Fatalf("a refused POST made %d tokens", len(toks))
+	}
+	// What Chromium sends for the panel's own form: under Referrer-Policy:
+	// no-referrer its Origin is "null".
+	resp, page := f.do(c, "POST", Prefix+"tokens", form(token), map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "null"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("the panel's own form: %d\n%s", resp.StatusCode, page)
+	}
+	toks, _ := f.state.Tokens()
+	if len(toks) != 1 || toks[0].Name != "ci" || strings.Join(toks[0].Tools, ",") != "process.*" {
+		t.Fatalf("tokens after the form: %+v", toks)
+	}
+}
+
+var bearerText = regexp.MustCompile(`cct_tok_[0-9a-f]{12}_[A-Za-z0-9_-]{43}`)
+
+// TestTokenIsShownOnceAndWorks: the new token's secret is on the answer
+// to the form only, it authenticates, and Revoke ends it.
+func TestTokenIsShownOnceAndWorks(t *testing.T) {
+	f := newFixture(t, false)
+	c := f.signIn("alice")
+	_, page := f.do(c, "POST", Prefix+"tokens", url.Values{"csrf": {f.csrf(c)}, "name": {"ci"}, "principal": {"ci-bot"}, "ttl": {"2h"}}, nil)
+	secret := bearerText.FindString(page)
+	if secret == "" {
+		t.Fatalf("the created token is not shown:\n%s", page)
+	}
+	tok, err := f.state.AuthToken(secret, time.Now())
+	if err != nil || tok.Principal != "ci-bot" {
+		t.Fatalf("the shown token: %+v, %v", tok, err)
+	}
+	for _, path := range []string{"tokens", "", "audit"} {
+		if _, again := f.do(c, "GET", Prefix+path, nil, nil); bearerText.MatchString(again) || strings.Contains(again, secret) {
+			t.Errorf("/panel/%s shows a token secret after creation", path)
+		}
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"tokens/"+tok.ID+"/revoke", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	if _, err := f.state.AuthToken(secret, time.Now()); !errcode.Is(err, errcode.PermissionDenied) {
+		t.Errorf("a token revoked in the panel still authenticates: %v", err)
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"tokens", url.Values{"csrf": {f.csrf(c)}, "name": {"bad name"}, "ttl": {"1h"}}, nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("an invalid token name: %d", resp.StatusCode)
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"tokens", url.Values{"csrf": {f.csrf(c)}, "name": {"x"}, "ttl": {"forever"}}, nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("an invalid lifetime: %d", resp.StatusCode)
+	}
+}
+
+// TestRevokedAdminIsSignedOutAtOnce: the next request of a revoked admin's
+// session is refused; signing out ends the session too.
+func TestRevokedAdminIsSignedOutAtOnce(t *testing.T) {
+	f := newFixture(t, false)
+	c := f.signIn("alice")
+	token := f.csrf(c)
+	if err := f.state.RevokeAdmin("alice", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := f.do(c, "GET", Prefix, nil, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("a revoked admin's page: %d", resp.StatusCode)
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"enroll", url.Values{"csrf": {token}}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a revoked admin's POST: %d", resp.StatusCode)
+	}
+	b := f.signIn("bob")
+	if resp, _ := f.do(b, "POST", Prefix+"logout", url.Values{"csrf": {f.csrf(b)}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-out: %d", resp.StatusCode)
+	}
+	if resp, _ := f.do(b, "GET", Prefix, nil, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("after sign-out: %d", resp.StatusCode)
+	}
+}
+
+// TestPanelActionsAreAuditedWithoutContent: each change is an audit entry
+// by admin:<name>, naming the action and outcome, never what was typed.
+func TestPanelActionsAreAuditedWithoutContent(t *testing.T) {
+	f := newFixture(t, false)
+	c := f.signIn("alice")
+	f.do(c, "POST", Prefix+"tokens", url.Values{"csrf": {f.csrf(c)}, "name": {"secret-project"}, "ttl": {"1h"}}, nil)
+	f.do(c, "POST", Prefix+"enroll", url.Values{"csrf": {f.csrf(c)}, "name": {"laptop-of-bob"}}, nil)
+	f.do(c, "POST", Prefix+"tokens/tok_000000000000/revoke", url.Values{"csrf": {f.csrf(c)}}, nil)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var got []string
+	for _, e := range f.audited {
+		got = append(got, e.Principal+" "+e.Tool+" "+e.Outcome+" "+e.Code)
+		raw, _ := json.Marshal(e)
+		if strings.Contains(string(raw), "secret-project") || strings.Contains(string(raw), "laptop-of-bob") {
+			t.Errorf("the audit holds what was typed: %s", raw)
+		}
+	}
+	want := []string{"admin:alice panel.sign_in ok ", "admin:alice panel.token_create ok ",
+		"admin:alice panel.enroll_code ok ", "admin:alice panel.token_revoke failed not_found"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("audited:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestEnrollmentShowsTheLineToPaste: the code made works once, and the
+// line names every live replica.
+func TestEnrollmentShowsTheLineToPaste(t *testing.T) {
+	f := newFixture(t, false)
+	for _, r := range []store.Replica{{ID: "r1", Name: "r1", Address: "https://r1.example"}} {
+		if err := f.state.JoinReplica(r, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := f.signIn("alice")
+	_, page := f.do(c, "POST", Prefix+"enroll", url.Values{"csrf": {f.csrf(c)}, "name": {"box"}, "ttl": {"10m"}}, nil)
+	m := regexp.MustCompile(`commandcore enroll --server https://r1.example --code (ccE-[A-Z2-7]{20})`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no enroll line:\n%s", page)
+	}
+	dev, _, _, err := f.state.Enroll(m[1], "other", time.Now())
+	if err != nil || dev.Name != "box" {
+		t.Fatalf("the shown code: %+v, %v", dev, err)
+	}
+}
+
+// TestAuditPageFiltersAndPages: the page shows 50 entries, newest first,
+// a link to the older ones that keeps the filter, and only what matches.
+func TestAuditPageFiltersAndPages(t *testing.T) {
+	f := newFixture(t, false)
+	now := time.Now()
+	var entries []store.AuditEntry
+	for i := range 120 {
+		entries = append(entries, store.AuditEntry{At: now, Principal: []string{"alice", "bob"}[i%2], Tool: "process.jobs", Outcome: store.AuditOK})
+	}
+	if err := f.state.AppendAudit(entries, now); err != nil {
+		t.Fatal(err)
+	}
+	c := f.signIn("carol")
+	_, page := f.do(c, "GET", Prefix+"audit?principal=bob", nil, nil)
+	rows := regexp.MustCompile(`<tr>\s*<td data-label="#">(\d+)</td>`).FindAllStringSubmatch(page, -1)
+	if len(rows) != auditRows || rows[0][1] != "120" || strings.Contains(page, ">alice</span></td>") {
+		t.Fatalf("bob's first page: %d rows, first %v", len(rows), rows[:1])
+	}
+	older := regexp.MustCompile(`href="(/panel/audit\?[^"]+)" id="older"`).FindStringSubmatch(page)
+	if older == nil || !strings.Contains(older[1], "principal=bob") {
+		t.Fatalf("no older link keeping the filter:\n%s", page)
+	}
+	_, next := f.do(c, "GET", strings.ReplaceAll(older[1], "&amp;", "&"), nil, nil)
+	rows = regexp.MustCompile(`<tr>\s*<td data-label="#">(\d+)</td>`).FindAllStringSubmatch(next, -1)
+	if len(rows) != 10 || rows[0][1] != "20" {
+		t.Fatalf("bob's second page: %d rows, first %v", len(rows), rows[:1])
+	}
+}
+
+// TestDevicePageSaysWhyItHasNoJobs: a device whose owner refuses admins
+// says so; one that lists jobs shows every principal's.
+func TestDevicePageSaysWhyItHasNoJobs(t *testing.T) {
+	f := newFixture(t, false)
+	code, _ := f.state.CreateEnrollCode("", time.Hour, time.Now())
+	dev, _, _, err := f.state.Enroll(code, "box", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.signIn("alice")
+	f.devices.fn = func(string, json.RawMessage) (json.RawMessage, error) {
+		return nil, errcode.New(errcode.AdminRefused, "this device does not allow admin views")
+	}
+	if _, page := f.do(c, "GET", Prefix+"devices/"+dev.ID, nil, nil); !strings.Contains(page, "does not allow admin views") {
+		t.Errorf("an admin-refusing device's page:\n%s", page)
+	}
+	f.devices.fn = func(tool string, _ json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"jobs":[{"process_id":"1111aaaa-0000-4000-8000-000000000001","owner":"alice-bot","state":"running","created_at":"2026-12-03T00:00:00Z"},
+			{"process_id":"2222bbbb-0000-4000-8000-000000000002","owner":"bob-bot","state":"exited","terminal":true,"created_at":"2026-12-03T00:00:00Z","exit_code":0}]}`), nil
+	}
+	_, page := f.do(c, "GET", Prefix+"devices/"+dev.Name, nil, nil)
+	for _, want := range []string{"alice-bot", "bob-bot", "running", "exited"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the device page lacks %q", want)
+		}
+	}
+	f.devices.mu.Lock()
+	last := f.devices.calls[len(f.devices.calls)-1]
+	f.devices.mu.Unlock()
+	if last != "alice "+dev.ID+" process.jobs" {
+		t.Errorf("the page called %q", last)
+	}
+	if resp, _ := f.do(c, "GET", Prefix+"devices/nope", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown device: %d", resp.StatusCode)
+	}
+}
+
+// job1 is a job's ID, as a device gives it.
+const job1 = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+func enrolled(t *testing.T, f *fixture, name string) *store.Device {
+	t.Helper()
+	code, _ := f.state.CreateEnrollCode("", time.Hour, time.Now())
+	dev, _, _, err := f.state.Enroll(code, name, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
+// TestJobTailStreamsUntilTheEnd: the tail sends the output the job page
+// shows, polls with the client's long poll from where the last page
+// ended, and ends with the job's final state.
+func TestJobTailStreamsUntilTheEnd(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	c := f.signIn("alice")
+	var polls []string
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"` + job1 + `","state":"exited","terminal":true,"exit_code":3,
+				"started_at":"2026-12-03T10:00:00Z","completed_at":"2026-12-03T10:01:20.044Z"}`), nil
+		}
+		polls = append(polls, string(args))
+		switch len(polls) {
+		case 1:
+			return json.RawMessage(`{"state":"running","stdout":{"data":"one\n","encoding":"utf-8","offset":0,"next_offset":4},"stderr":{"data":"","encoding":"utf-8","offset":0,"next_offset":0}}`), nil
+		case 2:
+			return json.RawMessage(`{"state":"running","stdout":{"data":"twö\n","encoding":"utf-8","offset":4,"next_offset":10},"stderr":{"data":"ZXJy","encoding":"base64","offset":0,"next_offset":3}}`), nil
+		}
+		return json.RawMessage(`{"state":"exited","stdout":{"data":"","encoding":"utf-8","offset":10,"next_offset":10,"eof":true},"stderr":{"data":"","encoding":"utf-8","offset":3,"next_offset":3,"eof":true}}`), nil
+	}
+	resp, body := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("tail content type %q", resp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{"retry: 2000", `event: output` + "\n" + `data: {"data":"one\n","encoding":"utf-8","stream":"stdout"}`,
+		`{"data":"twö\n","encoding":"utf-8","stream":"stdout"}`, `{"data":"ZXJy","encoding":"base64","stream":"stderr"}`,
+		`event: state` + "\n" + `data: {"state":"running","tone":"live"}`,
+		`event: end` + "\n" + `data: {"state":"exited","tone":"bad","ended":"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the tail lacks %q:\n%s", want, body)
+		}
+	}
+	// The end says how the job ended, read once it did: the page shows it
+	// without a reload.
+	if !strings.Contains(body, `"ended_abs":"2026-12-03 10:01:20Z","how":"exit 3","took":"1m20s"}`) || strings.Contains(body, "event: refused") {
+		t.Errorf("the tail's end does not say how the job ended:\n%s", body)
+	}
+	if len(polls) != 3 || !strings.Contains(polls[1], `"stdout_offset":4`) || !strings.Contains(polls[1], `"wait_ms":25000`) ||
+		!strings.Contains(polls[2], `"stdout_offset":10`) || !strings.Contains(polls[2], `"stderr_offset":3`) {
+		t.Errorf("polls: %q", polls)
+	}
+	// A device whose record is of another job is not believed: the end
+	// says only the state the output gave.
+	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.status" {
+			return json.RawMessage(`{"process_id":"5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b","state":"exited","exit_code":3,"completed_at":"2026-12-03T10:01:20Z"}`), nil
+		}
+		return json.RawMessage(`{"state":"exited","stdout":{"eof":true},"stderr":{"eof":true}}`), nil
+	}
+	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
+	if !strings.Contains(body, "event: end\n"+`data: {"state":"exited","tone":"ok","ended":"—","ended_abs":"","how":"—","took":"—"}`) {
+		t.Errorf("the end of a tail whose device answered for another job:\n%s", body)
+	}
+	f.devices.fn = nil
+	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
+	if !strings.Contains(body, "event: refused") || !strings.Contains(body, "not connected") {
+		t.Errorf("an offline device's tail:\n%s", body)
+	}
+}
+
+// TestJobPageStopAndRevoke: the job page shows a running job with Stop;
+// Stop calls process.stop as the admin and comes back to the job; a
+// device revoked in the panel is revoked in the state.
+func TestJobPageStopAndRevoke(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	c := f.signIn("alice")
+	f.devices.fn = func(tool string, _ json.RawMessage) (json.RawMessage, error) {
+		if tool == "process.stop" {
+			return json.RawMessage(`{}`), nil
+		}
+		return json.RawMessage(`{"process_id":"` + job1 + `","owner":"bob","state":"running","created_at":"2026-12-03T00:00:00Z"}`), nil
+	}
+	_, page := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1, nil, nil)
+	for _, want := range []string{`id="stop"`, "bob", "running", `data-tail="/panel/devices/` + dev.ID + `/jobs/` + job1 + `/tail"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the job page lacks %q", want)
+		}
+	}
+	resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/stop", url.Values{"csrf": {f.csrf(c)}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Prefix+"devices/"+dev.ID+"/jobs/"+job1 {
+		t.Fatalf("stop: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	f.devices.mu.Lock()
+	last := f.devices.calls[len(f.devices.calls)-1]
+	f.devices.mu.Unlock()
+	if last != "alice "+dev.ID+" process.stop" {
+		t.Errorf("Stop called %q", last)
+	}
+	f.devices.fn = func(string, json.RawMessage) (json.RawMessage, error) {
+		return nil, errcode.New(errcode.NotRunning, "ended")
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/stop", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("a refused stop: %d", resp.StatusCode)
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/revoke", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	if d, _ := f.state.FindDevice(dev.ID); d.Standing != store.StandingRevoked {
+		t.Errorf("after Revoke the device is %s", d.Standing)
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"devices/nope/revoke", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("revoking an unknown device: %d", resp.StatusCode)
+	}
+}
+
+// TestOverviewCountsAndLiveDevices: the overview counts connected of
+// enrolled devices and the last hour's calls; the device stream sends the
+// devices' links and then only changes.
+func TestOverviewCountsAndLiveDevices(t *testing.T) {
+	f := newFixture(t, false)
+	enrolled(t, f, "a")
+	enrolled(t, f, "b")
+	now := time.Now()
+	f.state.AppendAudit([]store.AuditEntry{
+		{At: now, Principal: "x", Tool: "process.jobs", Outcome: store.AuditOK},
+		{At: now, Principal: "x", Tool: "process.jobs", Outcome: store.AuditFailed, Code: "not_found"},
+		{At: now.Add(-2 * time.Hour), Principal: "x", Tool: "process.jobs", Outcome: store.AuditOK},
+	}, now)
+	c := f.signIn("alice")
+	_, page := f.do(c, "GET", Prefix, nil, nil)
+	for _, want := range []string{`<strong id="connected-count">0</strong> connected of <strong>2</strong>`,
+		"Calls in the last hour: <strong>2</strong>, of which failed: <strong>1</strong>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the overview lacks %q:\n%s", want, page)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+Prefix+"events/devices", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if n := strings.Count(string(b), "event: devices"); n != 1 || !strings.Contains(string(b), `"connected":false`) {
+		t.Errorf("an unchanging device list was sent %d times in 3 s:\n%s", n, b)
+	}
+}

@@ -136,6 +136,32 @@ const (
 	// SecretPromptsPerToken bounds the secret prompts one client token
 	// may have waiting for a person at once.
 	SecretPromptsPerToken = 8
+	// OAuthAccessTTL is an OAuth access token's lifetime; a connection
+	// (its refresh tokens) lasts what the person chose at consent,
+	// OAuthConnectionTTL unless they chose otherwise, at most
+	// OAuthConnectionMax.
+	OAuthAccessTTL     = time.Hour
+	OAuthConnectionTTL = 30 * 24 * time.Hour
+	OAuthConnectionMax = 365 * 24 * time.Hour
+	// OAuthCodeTTL is how long an authorization code is valid (once);
+	// OAuthRequestTTL how long a consent page waits for the person.
+	OAuthCodeTTL    = 60 * time.Second
+	OAuthRequestTTL = 10 * time.Minute
+	// OAuthUnusedClientTTL ends a dynamic registration no authorization
+	// ever used, so a flood of registrations does not stay.
+	OAuthUnusedClientTTL = 24 * time.Hour
+	// OAuthMaxRedirectURIs bounds a client's redirect URIs;
+	// OAuthMaxFormBytes an OAuth request's body (a registration, a token
+	// request).
+	OAuthMaxRedirectURIs = 16
+	OAuthMaxFormBytes    = 64 << 10
+	// CIMDMaxBytes and CIMDTimeout bound the fetch of a client ID
+	// metadata document; CIMDCacheTTL and CIMDCacheEntries bound what is
+	// kept of them.
+	CIMDMaxBytes     = 64 << 10
+	CIMDTimeout      = 5 * time.Second
+	CIMDCacheTTL     = time.Hour
+	CIMDCacheEntries = 256
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 

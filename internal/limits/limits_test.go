@@ -41,6 +41,10 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxServers":           {MaxServers, 16}, // docs/limits.md: the servers of an agent
 	// docs/limits.md: secret prompts waiting for a person, per client token.
 	"SecretPromptsPerToken": {SecretPromptsPerToken, 8},
+	"OAuthMaxRedirectURIs":  {OAuthMaxRedirectURIs, 16},
+	"OAuthMaxFormBytes":     {OAuthMaxFormBytes, 64 << 10},
+	"CIMDMaxBytes":          {CIMDMaxBytes, 64 << 10},
+	"CIMDCacheEntries":      {CIMDCacheEntries, 256},
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
@@ -121,16 +125,24 @@ var durations = map[string]struct{ got, want time.Duration }{
 	// Internal: the agent's reconnect backoff.
 	"ReconnectMin":         {ReconnectMin, 1 * time.Second},
 	"ReconnectMax":         {ReconnectMax, 60 * time.Second},
-	"ReplicaBeat":          {ReplicaBeat, 2 * time.Second},                // README, Several relays: every 2 s
-	"ReplicaTTL":           {ReplicaTTL, 10 * time.Second},                // README, Several relays: gone after 10 s
-	"GrantTTL":             {GrantTTL, 60 * time.Second},                  // README, The relay and the link: 60 s
-	"GrantClockSkew":       {GrantClockSkew, 30 * time.Second},            // Internal: relay and device clocks may differ this much
-	"EnrollCodeTTL":        {EnrollCodeTTL, 15 * time.Minute},             // README, The relay and the link: valid 15 minutes
-	"SignInCodeTTL":        {SignInCodeTTL, 15 * time.Minute},             // docs/panel.md: a sign-in code is valid 15 min, once
-	"PanelSessionIdle":     {PanelSessionIdle, 12 * time.Hour},            // docs/panel.md: a session ends after 12 h unused
-	"PanelSessionMax":      {PanelSessionMax, 7 * day},                    // docs/panel.md: and 7 days after sign-in
-	"PanelLiveRecheck":     {PanelLiveRecheck, 4 * time.Second},           // docs/panel.md: an open live page ends within 5 s of its session
-	"SecretPromptTTL":      {SecretPromptTTL, 10 * time.Minute},           // docs/panel.md: a secret prompt is valid for 10 minutes
+	"ReplicaBeat":          {ReplicaBeat, 2 * time.Second},            // README, Several relays: every 2 s
+	"ReplicaTTL":           {ReplicaTTL, 10 * time.Second},            // README, Several relays: gone after 10 s
+	"GrantTTL":             {GrantTTL, 60 * time.Second},              // README, The relay and the link: 60 s
+	"GrantClockSkew":       {GrantClockSkew, 30 * time.Second},        // Internal: relay and device clocks may differ this much
+	"EnrollCodeTTL":        {EnrollCodeTTL, 15 * time.Minute},         // README, The relay and the link: valid 15 minutes
+	"SignInCodeTTL":        {SignInCodeTTL, 15 * time.Minute},         // docs/panel.md: a sign-in code is valid 15 min, once
+	"PanelSessionIdle":     {PanelSessionIdle, 12 * time.Hour},        // docs/panel.md: a session ends after 12 h unused
+	"PanelSessionMax":      {PanelSessionMax, 7 * day},                // docs/panel.md: and 7 days after sign-in
+	"PanelLiveRecheck":     {PanelLiveRecheck, 4 * time.Second},       // docs/panel.md: an open live page ends within 5 s of its session
+	"SecretPromptTTL":      {SecretPromptTTL, 10 * time.Minute},       // docs/panel.md: a secret prompt is valid for 10 minutes
+	"OAuthAccessTTL":       {OAuthAccessTTL, time.Hour},               // docs/oauth.md: access tokens live 1 h
+	"OAuthConnectionTTL":   {OAuthConnectionTTL, 30 * 24 * time.Hour}, // docs/oauth.md: a connection lasts 30 days by default
+	"OAuthConnectionMax":   {OAuthConnectionMax, 365 * 24 * time.Hour},
+	"OAuthCodeTTL":         {OAuthCodeTTL, 60 * time.Second}, // docs/oauth.md: a code is valid 60 s, once
+	"OAuthRequestTTL":      {OAuthRequestTTL, 10 * time.Minute},
+	"OAuthUnusedClientTTL": {OAuthUnusedClientTTL, 24 * time.Hour},
+	"CIMDTimeout":          {CIMDTimeout, 5 * time.Second},
+	"CIMDCacheTTL":         {CIMDCacheTTL, time.Hour},
 	"UntilProbeInterval":   {UntilProbeInterval, 100 * time.Millisecond},  // docs/tools.md process.wait: port and path looked for 10 times a second
 	"ScreenFollowInterval": {ScreenFollowInterval, 50 * time.Millisecond}, // docs/limits.md: a pty job's emulator is fed every 50 ms
 	"ClientTokenTTL":       {ClientTokenTTL, 30 * day},                    // README, The relay and the link: valid 30 days

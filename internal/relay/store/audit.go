@@ -113,6 +113,9 @@ func (s *Store) AppendAudit(entries []AuditEntry, now time.Time) error {
 					return err
 				}
 			}
+			if err := noteUse(ctx, tx, entries); err != nil {
+				return err
+			}
 		}
 		// Both deletes walk an index (audit_at, the seq key): cheap when
 		// there is nothing to prune. Seqs only grow, so the newest `keep`
@@ -135,6 +138,25 @@ func (s *Store) AppendAudit(entries []AuditEntry, now time.Time) error {
 		})
 	}
 	return err
+}
+
+// noteUse keeps, per token, its last audited call's time: the batch's
+// latest, one row per token in it, so "last used" costs no write per
+// call and does not move the token-change counter.
+func noteUse(ctx context.Context, tx *txn, entries []AuditEntry) error {
+	last := map[string]int64{}
+	for _, e := range entries {
+		if e.TokenID != "" && e.At.UnixNano() > last[e.TokenID] {
+			last[e.TokenID] = e.At.UnixNano()
+		}
+	}
+	for id, at := range last {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO token_use(token_id, at) VALUES (?, ?)
+			ON CONFLICT(token_id) DO UPDATE SET at = excluded.at WHERE excluded.at > token_use.at`, id, at); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // auditPruneBatch bounds the expired entries one transaction deletes.

@@ -12,12 +12,16 @@ import (
 // ties in Tokens; the audit keeps its sequence numbers). Replicas and
 // links are not copied: no relay runs on the new state yet; nor are panel
 // sessions, sign-in codes and secret prompts: an admin signs in again, on
-// the new state, and a call waiting for secret input waits on the old.
+// the new state, and a call waiting for secret input waits on the old;
+// nor are OAuth authorization requests and codes, which live a minute.
 var copied = []struct{ table, columns, order string }{
 	{"settings", "key, value", "key"},
 	{"enroll_codes", "hash, name, created_at, expires_at, used_at", "hash"},
 	{"devices", "id, name, token_hash, secret, enrolled_at, last_seen, standing, standing_at, agent_version", "id"},
-	{"tokens", "id, name, secret_hash, devices, tools, created_at, expires_at, revoked_at, principal", "rowid"},
+	{"tokens", "id, name, secret_hash, devices, tools, created_at, expires_at, revoked_at, principal, kind, client_id, client_name, resource, admin", "rowid"},
+	{"oauth_clients", "id, name, redirect_uris, created_at, used_at", "id"},
+	{"oauth_tokens", "hash, token_id, kind, expires_at, spent_at", "hash"},
+	{"token_use", "token_id, at", "token_id"},
 	{"retired_device_tokens", "hash, device_id, retired_at", "hash"},
 	{"audit", auditColumns, "seq"},
 	{"audit_refusals", "seq, minute, source, count", "seq"},

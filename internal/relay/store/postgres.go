@@ -163,7 +163,64 @@ CREATE TABLE secret_prompts (
 );
 CREATE INDEX secret_prompts_expires ON secret_prompts(expires_at);`, `
 ALTER TABLE devices ADD COLUMN binds_calls INTEGER NOT NULL DEFAULT 0;`, `
-ALTER TABLE audit ADD COLUMN job TEXT NOT NULL DEFAULT '';`}
+ALTER TABLE audit ADD COLUMN job TEXT NOT NULL DEFAULT '';`, `
+ALTER TABLE tokens ADD COLUMN kind TEXT NOT NULL DEFAULT 'static';
+ALTER TABLE tokens ADD COLUMN client_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN client_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN resource TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN admin TEXT NOT NULL DEFAULT '';
+CREATE TABLE oauth_clients (
+	id            TEXT   PRIMARY KEY,
+	name          TEXT   NOT NULL,
+	redirect_uris TEXT   NOT NULL,
+	created_at    BIGINT NOT NULL,
+	used_at       BIGINT
+);
+CREATE INDEX oauth_clients_created ON oauth_clients(created_at);
+CREATE TABLE oauth_requests (
+	hash         BYTEA  PRIMARY KEY,
+	client_id    TEXT   NOT NULL,
+	client_name  TEXT   NOT NULL,
+	redirect_uri TEXT   NOT NULL,
+	state        TEXT   NOT NULL,
+	challenge    TEXT   NOT NULL,
+	resource     TEXT   NOT NULL,
+	scope        TEXT   NOT NULL,
+	created_at   BIGINT NOT NULL,
+	expires_at   BIGINT NOT NULL,
+	answered_at  BIGINT
+);
+CREATE INDEX oauth_requests_expires ON oauth_requests(expires_at);
+CREATE TABLE oauth_codes (
+	hash         BYTEA  PRIMARY KEY,
+	client_id    TEXT   NOT NULL,
+	client_name  TEXT   NOT NULL,
+	redirect_uri TEXT   NOT NULL,
+	challenge    TEXT   NOT NULL,
+	resource     TEXT   NOT NULL,
+	devices      TEXT   NOT NULL,
+	tools        TEXT   NOT NULL,
+	principal    TEXT   NOT NULL,
+	ttl          BIGINT NOT NULL,
+	admin        TEXT   NOT NULL,
+	expires_at   BIGINT NOT NULL,
+	used_at      BIGINT,
+	token_id     TEXT   NOT NULL DEFAULT ''
+);
+CREATE INDEX oauth_codes_expires ON oauth_codes(expires_at);
+CREATE TABLE oauth_tokens (
+	hash       BYTEA  PRIMARY KEY,
+	token_id   TEXT   NOT NULL,
+	kind       TEXT   NOT NULL,
+	expires_at BIGINT NOT NULL,
+	spent_at   BIGINT
+);
+CREATE INDEX oauth_tokens_token ON oauth_tokens(token_id);
+CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires_at);
+CREATE TABLE token_use (
+	token_id TEXT   PRIMARY KEY,
+	at       BIGINT NOT NULL
+);`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

@@ -54,6 +54,18 @@ type State interface {
 	RevokeToken(id string, now time.Time) error
 	TokenChanges() (int64, error)
 
+	// OAuth: dynamic registrations, authorization requests waiting for
+	// consent, codes, and the connections' access and refresh tokens.
+	RegisterClient(c OAuthClient, now time.Time) (*OAuthClient, error)
+	RegisteredClient(id string, now time.Time) (*OAuthClient, error)
+	CreateAuthRequest(r AuthRequest, now time.Time) (string, error)
+	AuthRequest(id string, now time.Time) (*AuthRequest, error)
+	ApproveAuthRequest(id string, spec ConnectionSpec, now time.Time) (string, *AuthRequest, error)
+	DenyAuthRequest(id string, now time.Time) (*AuthRequest, error)
+	RedeemAuthCode(code string, verify func(*AuthCode) error, now time.Time) (*Token, TokenPair, error)
+	RefreshConnection(refresh, clientID string, now time.Time) (*Token, TokenPair, error)
+	RevokeOAuthToken(token string, now time.Time) (string, error)
+
 	// The audit log of client calls, and apart from it the counts of
 	// requests refused without a valid client token.
 	AppendAudit(entries []AuditEntry, now time.Time) error

@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -251,8 +251,73 @@ const schemaV10 = `
 ALTER TABLE audit ADD COLUMN job TEXT NOT NULL DEFAULT '';
 `
 
+// schemaV11 adds OAuth: a connection is a token of kind 'oauth' naming
+// its client, the resource its tokens are for and who consented; the
+// clients registered dynamically, the authorization requests waiting for
+// consent, the codes and the access and refresh tokens are kept by hash;
+// token_use is when each token was last used (its last audited call).
+const schemaV11 = `
+ALTER TABLE tokens ADD COLUMN kind TEXT NOT NULL DEFAULT 'static';
+ALTER TABLE tokens ADD COLUMN client_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN client_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN resource TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN admin TEXT NOT NULL DEFAULT '';
+CREATE TABLE IF NOT EXISTS oauth_clients (
+	id            TEXT    PRIMARY KEY,
+	name          TEXT    NOT NULL,
+	redirect_uris TEXT    NOT NULL,
+	created_at    INTEGER NOT NULL,
+	used_at       INTEGER
+);
+CREATE INDEX IF NOT EXISTS oauth_clients_created ON oauth_clients(created_at);
+CREATE TABLE IF NOT EXISTS oauth_requests (
+	hash         BLOB    PRIMARY KEY,
+	client_id    TEXT    NOT NULL,
+	client_name  TEXT    NOT NULL,
+	redirect_uri TEXT    NOT NULL,
+	state        TEXT    NOT NULL,
+	challenge    TEXT    NOT NULL,
+	resource     TEXT    NOT NULL,
+	scope        TEXT    NOT NULL,
+	created_at   INTEGER NOT NULL,
+	expires_at   INTEGER NOT NULL,
+	answered_at  INTEGER
+);
+CREATE INDEX IF NOT EXISTS oauth_requests_expires ON oauth_requests(expires_at);
+CREATE TABLE IF NOT EXISTS oauth_codes (
+	hash         BLOB    PRIMARY KEY,
+	client_id    TEXT    NOT NULL,
+	client_name  TEXT    NOT NULL,
+	redirect_uri TEXT    NOT NULL,
+	challenge    TEXT    NOT NULL,
+	resource     TEXT    NOT NULL,
+	devices      TEXT    NOT NULL,
+	tools        TEXT    NOT NULL,
+	principal    TEXT    NOT NULL,
+	ttl          INTEGER NOT NULL,
+	admin        TEXT    NOT NULL,
+	expires_at   INTEGER NOT NULL,
+	used_at      INTEGER,
+	token_id     TEXT    NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS oauth_codes_expires ON oauth_codes(expires_at);
+CREATE TABLE IF NOT EXISTS oauth_tokens (
+	hash       BLOB    PRIMARY KEY,
+	token_id   TEXT    NOT NULL,
+	kind       TEXT    NOT NULL,
+	expires_at INTEGER NOT NULL,
+	spent_at   INTEGER
+);
+CREATE INDEX IF NOT EXISTS oauth_tokens_token ON oauth_tokens(token_id);
+CREATE INDEX IF NOT EXISTS oauth_tokens_expires ON oauth_tokens(expires_at);
+CREATE TABLE IF NOT EXISTS token_use (
+	token_id TEXT    PRIMARY KEY,
+	at       INTEGER NOT NULL
+);
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

@@ -366,6 +366,18 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	// Turn it back into a schema-1 database: drop what later schemas added.
 	for _, q := range []string{
+		`DROP TABLE token_use`,
+		`DROP TABLE oauth_tokens`,
+		`DROP TABLE oauth_codes`,
+		`DROP TABLE oauth_requests`,
+		`DROP TABLE oauth_clients`,
+		`ALTER TABLE tokens DROP COLUMN kind`,
+		`ALTER TABLE tokens DROP COLUMN client_id`,
+		`ALTER TABLE tokens DROP COLUMN client_name`,
+		`ALTER TABLE tokens DROP COLUMN resource`,
+		`ALTER TABLE tokens DROP COLUMN admin`,
+		`ALTER TABLE audit DROP COLUMN job`,
+		`DROP TABLE secret_prompts`,
 		`ALTER TABLE devices DROP COLUMN binds_calls`,
 		`DROP TABLE admins`,
 		`DROP TABLE admin_codes`,

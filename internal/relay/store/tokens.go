@@ -30,7 +30,29 @@ type Token struct {
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt time.Time  `json:"expires_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// Kind is TokenStatic for a token made by `relay token create`, and
+	// TokenOAuth for a connection a person allowed on the panel's consent
+	// page, whose client holds access and refresh tokens instead of a
+	// bearer string of its own.
+	Kind string `json:"kind"`
+	// Client and ClientID name an OAuth connection's client; Admin is who
+	// consented.
+	Client   string `json:"client,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+	Admin    string `json:"admin,omitempty"`
+	// Resource is the MCP URL an OAuth connection's tokens are for: a
+	// request elsewhere is refused with them.
+	Resource string `json:"resource,omitempty"`
+	// LastUsedAt is when the token's last audited call reached the relay
+	// (Tokens fills it; AuthToken does not).
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 }
+
+// The kinds of token.
+const (
+	TokenStatic = "static"
+	TokenOAuth  = "oauth"
+)
 
 const (
 	clientTokenPrefix = "cct_"
@@ -132,7 +154,7 @@ func (s *Store) CreateToken(spec TokenSpec, now time.Time) (*Token, string, erro
 	if err != nil {
 		return nil, "", errcode.Wrap(errcode.Internal, err, "cannot encode token scope")
 	}
-	t := &Token{Name: name, Devices: devs, Tools: tls,
+	t := &Token{Name: name, Devices: devs, Tools: tls, Kind: TokenStatic,
 		CreatedAt: fromNanos(now.UnixNano()), ExpiresAt: fromNanos(exp.UnixNano())}
 	var bearer string
 	err = s.inTx(func(ctx context.Context, tx *txn) error {
@@ -178,7 +200,8 @@ func validTokenID(id string) bool {
 	return len(id) == tokenIDLen && strings.HasPrefix(id, tokenIDPrefix) && isLowerHex(id[len(tokenIDPrefix):])
 }
 
-const tokenColumns = `id, name, devices, tools, created_at, expires_at, revoked_at, principal`
+const tokenColumns = `tokens.id, tokens.name, tokens.devices, tokens.tools, tokens.created_at, tokens.expires_at, tokens.revoked_at,
+	tokens.principal, tokens.kind, tokens.client_id, tokens.client_name, tokens.admin, tokens.resource`
 
 // principalOf is a token's principal: the stored one, or its own ID when
 // none was named (also for tokens from before principals).
@@ -197,7 +220,8 @@ func scanToken(r rowScanner, extra ...any) (*Token, error) {
 		revoked          sql.NullInt64
 		prin             string
 	)
-	if err := r.Scan(append([]any{&t.ID, &t.Name, &devs, &tls, &created, &expires, &revoked, &prin}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&t.ID, &t.Name, &devs, &tls, &created, &expires, &revoked, &prin,
+		&t.Kind, &t.ClientID, &t.Client, &t.Admin, &t.Resource}, extra...)...); err != nil {
 		return nil, err
 	}
 	t.Principal = principalOf(t.ID, prin)
@@ -219,11 +243,16 @@ func scanToken(r rowScanner, extra ...any) (*Token, error) {
 	return &t, nil
 }
 
-// AuthToken resolves a client bearer string to its token. A malformed,
-// unknown, revoked or expired (at now) token is PermissionDenied, all with
-// one message. It reads the database on every call, so a revocation by any
-// process takes effect on the next call.
+// AuthToken resolves a client bearer string to its token: a static
+// token's, or an OAuth access token's connection (its Resource says where
+// it may be used, its ExpiresAt is the access token's when that comes
+// first). A malformed, unknown, revoked or expired (at now) token is
+// PermissionDenied, all with one message. It reads the database on every
+// call, so a revocation by any process takes effect on the next call.
 func (s *Store) AuthToken(bearer string, now time.Time) (*Token, error) {
+	if strings.HasPrefix(bearer, accessPrefix) {
+		return s.authAccess(bearer, now)
+	}
 	id := parseBearer(bearer)
 	if id == "" {
 		return nil, errClientToken()
@@ -239,17 +268,26 @@ func (s *Store) AuthToken(bearer string, now time.Time) (*Token, error) {
 	if err != nil {
 		return nil, dbErr(err)
 	}
-	if !sameHash(stored, hash) || t.RevokedAt != nil || !now.Before(t.ExpiresAt) {
+	if t.Kind != TokenStatic || !sameHash(stored, hash) || t.RevokedAt != nil || !now.Before(t.ExpiresAt) {
 		return nil, errClientToken()
 	}
 	return t, nil
 }
 
-// Tokens returns every client token (revoked and expired ones too), newest
-// first.
+// Tokens returns every client token (revoked and expired ones too, OAuth
+// connections too), newest first, each with when it was last used.
 func (s *Store) Tokens() ([]Token, error) {
-	return queryAll(s, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at DESC, rowid DESC`,
-		func(r rowScanner) (*Token, error) { return scanToken(r) })
+	return queryAll(s, `SELECT `+tokenColumns+`, u.at FROM tokens LEFT JOIN token_use u ON u.token_id = tokens.id
+		ORDER BY tokens.created_at DESC, tokens.rowid DESC`,
+		func(r rowScanner) (*Token, error) {
+			var used sql.NullInt64
+			t, err := scanToken(r, &used)
+			if err == nil && used.Valid {
+				at := fromNanos(used.Int64)
+				t.LastUsedAt = &at
+			}
+			return t, err
+		})
 }
 
 // RevokeToken revokes client token id at now. Revoking a revoked token

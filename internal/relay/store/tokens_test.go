@@ -32,7 +32,7 @@ func TestCreateAndAuthToken(t *testing.T) {
 		}
 		// Without --principal, a token is its own principal.
 		want := &Token{ID: tok.ID, Name: "ci", Devices: []string{"laptop", "*"}, Tools: []string{"process.*", "system.metrics"},
-			Principal: tok.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+			Principal: tok.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), Kind: TokenStatic}
 		if !reflect.DeepEqual(tok, want) {
 			t.Fatalf("CreateToken = %+v, want %+v", tok, want)
 		}

@@ -43,7 +43,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
              internal/secretmask internal/terminal
 
-.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test ts-client-test mutation screenshots
+.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test mutation screenshots
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -111,6 +111,13 @@ package:
 	rm -rf dist
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/commandcore ./cmd/commandcore
 	BIN=dist/commandcore VERSION='$(VERSION)' NFPM='$(NFPM)' GO='$(GO)' packaging/package.sh
+
+# dist/ as a relay serves it (relay serve --downloads dist): static
+# binaries for linux/amd64 and linux/arm64, the .deb and .rpm of each and
+# SHA256SUMS; the same tree and VERSION=X.Y.Z give the same bytes
+# (packaging/release.sh).
+release:
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' NFPM='$(NFPM)' GO='$(GO)' packaging/release.sh
 
 # Installs the .deb with dpkg, checks it and purges it (root on Debian; CI's
 # disposable machine).

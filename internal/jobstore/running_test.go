@@ -54,46 +54,35 @@ func TestLiveJobsAreRememberedWhileTheirSupervisorRuns(t *testing.T) {
 	}
 }
 
-// TestRecordingASupervisorForgetsWhatWasRemembered: a job remembered live
-// whose launch record then names another supervisor, gone, is derived
-// again, so its end counts.
-func TestRecordingASupervisorForgetsWhatWasRemembered(t *testing.T) {
-	f := newFixture(t)
-	f.supervisedJob(f.newJob(id(1)))
-	if err := f.st.Admit(f.newJob(id(2))); err != nil {
-		t.Fatal(err)
+// TestALaunchRecordChangedThroughTheStoreIsDerivedAgain: a job remembered
+// live whose launch record then changes through the store (another
+// supervisor recorded, gone; the launch given up on) is derived again, so
+// the end its directory holds counts.
+func TestALaunchRecordChangedThroughTheStoreIsDerivedAgain(t *testing.T) {
+	gone := func(f *fixture) procid.Identity {
+		return procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1}
 	}
-	code := 0
-	f.write(id(1), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &code, CompletedAt: f.now})
-	gone := procid.Identity{PID: f.self.PID, StartTicks: f.self.StartTicks + 1}
-	if err := f.st.RecordSupervisor(id(1), gone); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.st.Admit(f.newJob(id(3))); err != nil {
-		t.Fatal(err)
-	}
-	if ids := indexedIDs(t, f); !slices.Contains(ids, id(1)) {
-		t.Fatalf("index holds %v: the job whose recorded supervisor is gone was not derived again", ids)
-	}
-}
-
-// TestGivingUpALaunchForgetsWhatWasRemembered: a launch given up on after
-// it was remembered live is derived again and ends.
-func TestGivingUpALaunchForgetsWhatWasRemembered(t *testing.T) {
-	f := newFixture(t)
-	f.supervisedJob(f.newJob(id(1)))
-	if err := f.st.Admit(f.newJob(id(2))); err != nil {
-		t.Fatal(err)
-	}
-	code := 0
-	f.write(id(1), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &code, CompletedAt: f.now})
-	if err := f.st.MarkLaunchFailed(id(1), jobmeta.LaunchErrUnit); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.st.Admit(f.newJob(id(3))); err != nil {
-		t.Fatal(err)
-	}
-	if ids := indexedIDs(t, f); !slices.Contains(ids, id(1)) {
-		t.Fatalf("index holds %v: the given-up launch was not derived again", ids)
+	for name, change := range map[string]func(f *fixture) error{
+		"another supervisor": func(f *fixture) error { return f.st.RecordSupervisor(id(1), gone(f)) },
+		"given up":           func(f *fixture) error { return f.st.MarkLaunchFailed(id(1), jobmeta.LaunchErrUnit) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.supervisedJob(f.newJob(id(1)))
+			if err := f.st.Admit(f.newJob(id(2))); err != nil {
+				t.Fatal(err)
+			}
+			code := 0
+			f.write(id(1), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &code, CompletedAt: f.now})
+			if err := change(f); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.st.Admit(f.newJob(id(3))); err != nil {
+				t.Fatal(err)
+			}
+			if ids := indexedIDs(t, f); !slices.Contains(ids, id(1)) {
+				t.Fatalf("index holds %v: the job was not derived again", ids)
+			}
+		})
 	}
 }

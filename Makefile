@@ -23,6 +23,8 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/relay:FuzzSplitDevice ./internal/enrollment:FuzzDecodeEnrollRequest \
              ./internal/enrollment:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \
+             ./internal/relay/oauth:FuzzParseForm ./internal/relay/oauth:FuzzDecodeRegistration \
+             ./internal/relay/oauth/cimd:FuzzDecode \
              ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply \
              ./internal/install:FuzzParseExecStart \
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
@@ -41,7 +43,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath \
              internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
-             internal/secretmask internal/terminal
+             internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd
 
 .PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test mutation screenshots
 

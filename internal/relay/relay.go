@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/enrollment"
+	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -75,6 +76,8 @@ type Server struct {
 	// it reaches the others (replica.go).
 	replica store.Replica
 	peers   Peers
+	// oauth is the authorization server, once SetOAuth has run.
+	oauth atomic.Pointer[oauth.Server]
 	// crossSent and crossServed count the calls routed to and served for
 	// other replicas.
 	crossSent, crossServed atomic.Uint64
@@ -126,6 +129,8 @@ func (s *Server) Handler() http.Handler {
 	h := s.mcpHandler()
 	mux.Handle("/mcp", h)
 	mux.Handle("/mcp/{device}", h)
+	mux.HandleFunc("/.well-known/", s.oauthEndpoints)
+	mux.HandleFunc("/oauth/", s.oauthEndpoints)
 	return s.bounded(mux)
 }
 

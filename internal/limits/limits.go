@@ -314,3 +314,14 @@ const (
 	// one process (its command line joined by spaces, as ps prints it).
 	ProcessArgsMaxBytes = 4 << 10
 )
+
+// Agent updates.
+const (
+	// UpdateMaxBytes bounds the binary an update downloads.
+	UpdateMaxBytes = 256 << 20
+	// UpdateFetchTimeout bounds the download of an update's binary.
+	UpdateFetchTimeout = 5 * time.Minute
+	// UpdateLinkWait is how long a new agent has to link before its
+	// update's watchdog puts the previous binary back.
+	UpdateLinkWait = 60 * time.Second
+)

@@ -19,6 +19,8 @@ const (
 // the comment says where today's number comes from. A new bound gets a row
 // here or in durations.
 var counts = map[string]struct{ got, want int64 }{
+	// Internal: twice and more the size of today's static binaries.
+	"UpdateMaxBytes":          {UpdateMaxBytes, 256 * mib},
 	"MaxLiveJobs":             {MaxLiveJobs, 32},              // README, Managed jobs: at most 32 live jobs
 	"MaxRetainedTerminalJobs": {MaxRetainedTerminalJobs, 100}, // README, Managed jobs: up to 100
 	"CaptureHeadBytes":        {CaptureHeadBytes, 512 * kib},  // README, Managed jobs: first 512 KiB
@@ -115,6 +117,9 @@ var counts = map[string]struct{ got, want int64 }{
 
 // durations pins every time bound the same way.
 var durations = map[string]struct{ got, want time.Duration }{
+	"UpdateLinkWait": {UpdateLinkWait, 60 * time.Second}, // the contract: a new agent not linked within 60 s is rolled back
+	// Internal: a binary over a slow link.
+	"UpdateFetchTimeout":   {UpdateFetchTimeout, 5 * time.Minute},
 	"TerminalJobRetention": {TerminalJobRetention, 7 * day}, // README, Managed jobs: 7 days
 	"MaxWait":              {MaxWait, 30 * time.Second},     // process.output's schema: wait_ms 0-30000
 	// Internal: captured output is visible to readers within 1 ms, far

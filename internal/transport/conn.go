@@ -47,6 +47,10 @@ type Options struct {
 	// It runs on the link's reader. Nil: rotations are not acknowledged,
 	// and the server keeps the current token. The server end ignores it.
 	Rotate func(token string) error
+	// Offer, on the agent end, is told of each update offer the server
+	// makes. It runs on the link's reader and must not block. The server
+	// end ignores it.
+	Offer func(Offer)
 }
 
 func (o Options) withDefaults() Options {
@@ -278,6 +282,8 @@ func (c *Conn) readFrames() {
 			c.storeRotated(f.token)
 		case frameRotateAck:
 			up = c.checkRotateAck(f.mac)
+		case frameOffer:
+			c.takeOffer(f.offer)
 		}
 		if !up {
 			return

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -128,6 +129,7 @@ func Dial(ctx context.Context, serverURL, token string) (*websocket.Conn, error)
 	}
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
+	h.Set(ArchHeader, runtime.GOARCH)
 	ws, resp, err := d.DialContext(ctx, target, h)
 	if err != nil {
 		if resp != nil {

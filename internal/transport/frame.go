@@ -119,6 +119,7 @@ const (
 	frameHeartbeatAck                      // an agent's ack (nonce and mac set)
 	frameRotate                            // a server's rotation (token set)
 	frameRotateAck                         // an agent's rotation ack (mac set)
+	frameOffer                             // a server's update offer (offer set)
 )
 
 // inbound is one classified WebSocket message.
@@ -128,6 +129,7 @@ type inbound struct {
 	nonce string          // heartbeat and ack
 	mac   string          // heartbeat ack and rotation ack
 	token string          // rotation only
+	offer Offer           // update offer only
 }
 
 // classify decodes one inbound WebSocket message. It is pure: no socket, no
@@ -204,6 +206,12 @@ func decodeFrame(data []byte) (inbound, End) {
 			return inbound{}, EndProtocol
 		}
 		return inbound{kind: frameRotate, token: token}, ""
+	case MethodOffer:
+		o, ok := decodeOffer(req.Params)
+		if !ok {
+			return inbound{}, EndProtocol
+		}
+		return inbound{kind: frameOffer, offer: o}, ""
 	case MethodRotateAck:
 		mac, ok := decodeRotateAck(req.Params)
 		if !ok {
@@ -222,7 +230,7 @@ func decodeFrame(data []byte) (inbound, End) {
 // linkMethod reports whether method is one the link keeps to itself.
 func linkMethod(method string) bool {
 	switch method {
-	case MethodHeartbeat, MethodHeartbeatAck, MethodRotate, MethodRotateAck:
+	case MethodHeartbeat, MethodHeartbeatAck, MethodRotate, MethodRotateAck, MethodOffer:
 		return true
 	}
 	return false

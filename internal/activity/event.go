@@ -65,6 +65,11 @@ const (
 	// is failed when no manager answered then (see [UserManagerEvent]). A
 	// recovery entry: it is kept by the errors-only view.
 	KindUserManager Kind = "user_manager"
+	// KindUpdate: a step of an update of the agent's own binary. Reason
+	// says which (see the Reason constants of updates); outcome is failed
+	// for a refusal, a failure or a rollback. Versions are not journaled:
+	// `commandcore status` shows them.
+	KindUpdate Kind = "update"
 )
 
 // Tool is an MCP tool name (docs/tools.md).
@@ -160,6 +165,23 @@ const (
 	ReasonBusReplaced Reason = "bus_replaced"
 )
 
+// The closed set of an update's steps.
+const (
+	// ReasonUpdateStarted: the new binary is verified and in place; the
+	// watchdog restarts the service.
+	ReasonUpdateStarted Reason = "update_started"
+	// ReasonUpdateLinked: the new agent linked in time.
+	ReasonUpdateLinked Reason = "update_linked"
+	// ReasonUpdateRolledBack: it did not; the previous binary is back.
+	ReasonUpdateRolledBack Reason = "update_rolled_back"
+	// ReasonUpdateRefused: the update was refused before anything was
+	// fetched (a downgrade, not a service, a directory not the user's).
+	ReasonUpdateRefused Reason = "update_refused"
+	// ReasonUpdateFailed: the download, its verification or the swap
+	// failed; the installed binary is the one before.
+	ReasonUpdateFailed Reason = "update_failed"
+)
+
 // Event is one journal entry. Its JSON form is what `commandcore activity
 // --json` prints, one object per line; every key is always present.
 //
@@ -189,7 +211,7 @@ type Event struct {
 // lookup.
 var (
 	kinds = []Kind{KindAgentStart, KindAgentStop, KindToolCall, KindLaunchPhase,
-		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd, KindUserManager}
+		KindJobEnd, KindReconcile, KindLinkUp, KindLinkEnd, KindUserManager, KindUpdate}
 	tools = []Tool{ToolProcessStart, ToolProcessStatus, ToolProcessOutput, ToolProcessStop,
 		ToolProcessWait, ToolProcessInput, ToolProcessResize, ToolProcessScreen, ToolProcessJobs, ToolProcessForget, ToolProcessRun, ToolProcessList,
 		ToolSystemMetrics, ToolFilesSearch, ToolDevicesList,
@@ -214,7 +236,8 @@ var (
 	}
 	reasons = []Reason{ReasonRemoteClose, ReasonSendTimeout, ReasonSilenceTimeout, ReasonProtocolError,
 		ReasonAuthFailure, ReasonLocalShutdown, ReasonNetworkError, ReasonDeviceBusy,
-		ReasonUserManagerGone, ReasonBusClosed, ReasonBusReplaced}
+		ReasonUserManagerGone, ReasonBusClosed, ReasonBusReplaced,
+		ReasonUpdateStarted, ReasonUpdateLinked, ReasonUpdateRolledBack, ReasonUpdateRefused, ReasonUpdateFailed}
 )
 
 // allow returns v when it is empty or allowed, else Other.

@@ -674,7 +674,7 @@ func TestAllowlistedValuesSurvive(t *testing.T) {
 			return Event{Kind: KindLinkEnd, Reason: k}, Event{Kind: KindLinkEnd, Reason: k}
 		})
 	}
-	if len(tools) != 19 || len(kinds) != 9 || len(reasons) != 11 {
+	if len(tools) != 19 || len(kinds) != 10 || len(reasons) != 16 {
 		t.Fatalf("allowlist sizes changed: %d tools, %d kinds, %d reasons", len(tools), len(kinds), len(reasons))
 	}
 	if JobEndEvent(jobA, jobmeta.WorkerLost).Outcome != OutcomeFailed || JobEndEvent(jobA, jobmeta.StoppedByRequest).Outcome != OutcomeOK ||

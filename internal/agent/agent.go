@@ -83,6 +83,7 @@ func Run(ctx context.Context, cfg Config) error {
 		AgentDirsHidden: hidden.Units,
 		RunDirsHidden:   hidden.Run,
 		Systemd:         systemdView(ctx, svc),
+		Exe:             cfg.Exe,
 	})
 	if err := rt.write(); err != nil {
 		return err
@@ -94,7 +95,8 @@ func Run(ctx context.Context, cfg Config) error {
 	svc.ReleaseUnits(ctx)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 
-	up := &serverLink{svc: svc, rt: rt, stateDir: cfg.StateDir, configDir: cfg.ConfigDir, servers: cfg.Servers}
+	up := &serverLink{svc: svc, rt: rt, stateDir: cfg.StateDir, configDir: cfg.ConfigDir, servers: cfg.Servers, startedAt: now,
+		updates: &updater{ctx: ctx, journal: svc.Journal(), rt: rt, exe: cfg.Exe, stateDir: cfg.StateDir}}
 	if id != nil {
 		if err := up.start(ctx, id); err != nil {
 			return err

@@ -10,8 +10,11 @@ import (
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/selfupdate"
+	"github.com/commandcore/commandcore/internal/status"
 	"github.com/commandcore/commandcore/internal/tools"
 	"github.com/commandcore/commandcore/internal/transport"
+	"github.com/commandcore/commandcore/internal/version"
 )
 
 // ParseServers reads --server: one URL, or the comma-separated URLs of the
@@ -31,6 +34,11 @@ type serverLink struct {
 	started bool
 	// done is closed once the started link has ended.
 	done chan struct{}
+	// updates hears the relay's update offers.
+	updates *updater
+	// startedAt is when this agent started: its first link after it is
+	// noted for an update's watchdog.
+	startedAt time.Time
 }
 
 // start keeps a link up for id until ctx ends.
@@ -48,12 +56,24 @@ func (l *serverLink) start(ctx context.Context, id *enrollment.Credential) error
 	go func() {
 		defer close(l.done)
 		transport.Run(ctx, transport.Config{Servers: servers, Token: id.Token, PreviousToken: id.PreviousToken,
-			Secret: id.Secret, Serve: serve, Journal: l.svc.Journal(), OnState: l.rt.setConnection, OnServer: l.rt.setServer,
+			Secret: id.Secret, Serve: serve, Journal: l.svc.Journal(), OnState: l.onState, OnServer: l.rt.setServer,
+			Link: transport.Options{Offer: l.updates.offered},
 			SaveToken: func(token, previous string) error {
 				return enrollment.SaveToken(l.configDir, id.DeviceID, token, previous)
 			}})
 	}()
 	return nil
+}
+
+// onState records the link's state. A link up forgets the last link's
+// offer (the relay makes its own on each link) and notes, for an update's
+// watchdog, that this version linked.
+func (l *serverLink) onState(state string, at time.Time) {
+	if state == status.ConnConnected {
+		l.rt.setOffer(nil)
+		selfupdate.NoteLinked(l.stateDir, version.Version, l.startedAt)
+	}
+	l.rt.setConnection(state, at)
 }
 
 // pickUp starts the link for an enrollment made while the agent runs,

@@ -70,3 +70,18 @@ func (r *runtimeRecord) setConnection(state string, at time.Time) {
 	c.ObservedAt = at
 	r.write()
 }
+
+// server is the URL the link goes to now.
+func (r *runtimeRecord) server() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rt.Connection.Server
+}
+
+// setOffer records the update the relay offers (nil: none).
+func (r *runtimeRecord) setOffer(o *status.RuntimeOffer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rt.Offer = o
+	r.write()
+}

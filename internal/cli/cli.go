@@ -144,6 +144,8 @@ func NewRoot(streams IO) *cobra.Command {
 		newUninstallCmd(g, streams),
 		newEnrollCmd(g, streams),
 		newRelayCmd(g, streams),
+		newUpdateCmd(g, streams),
+		newUpdateWatchdogCmd(g),
 	)
 	return root
 }

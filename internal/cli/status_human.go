@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/selfupdate"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
@@ -32,6 +33,9 @@ func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
 		p("Agent:       installed, not running (%s; start it with: systemctl --user start %s)\n", r.Agent.UnitFile, r.Agent.Service)
 	default:
 		p("Agent:       not installed (no user unit %s)\n", r.Agent.Service)
+	}
+	if u := r.Update; u != nil {
+		p("%s", updateText(u, now))
 	}
 	p("State:       %s\n", r.StateDir)
 	p("Config:      %s\n", r.ConfigDir)
@@ -199,4 +203,29 @@ func sparesText(n int) string {
 		return "; 1 spare supervisor waiting for the next job"
 	}
 	return fmt.Sprintf("; %d spare supervisors waiting for the next job", n)
+}
+
+// updateText is the update on offer and how the last update went.
+func updateText(u *status.Update, now time.Time) string {
+	var b strings.Builder
+	if u.Offered != "" {
+		fmt.Fprintf(&b, "Update:      %s offered by the relay (outdated; commandcore update installs it)\n", u.Offered)
+	}
+	if l := u.Last; l != nil {
+		what := map[string]string{
+			selfupdate.StateStarted:        "under way",
+			selfupdate.StateDone:           "done: the new agent linked",
+			selfupdate.StateRolledBack:     "rolled back: the new agent did not link in time, the previous binary runs again",
+			selfupdate.StateRollbackFailed: "failed, and putting the previous binary back failed too (see docs/updates.md)",
+		}[l.State]
+		if what == "" {
+			what = l.State
+		}
+		at := l.StartedAt
+		if l.EndedAt != nil {
+			at = *l.EndedAt
+		}
+		fmt.Fprintf(&b, "Last update: %s to %s, %s (%s ago)\n", l.From, l.To, what, age(now, at))
+	}
+	return b.String()
 }

@@ -57,6 +57,20 @@ type Runtime struct {
 	Systemd *RuntimeSystemd `json:"systemd,omitempty"`
 	// StoppedAt is set by an agent that stopped cleanly, as its last write.
 	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+	// Exe is the binary the agent runs (and an update replaces).
+	Exe string `json:"exe,omitempty"`
+	// Offer is the update the agent's relay offers on the current link;
+	// nil when it offers none (the agent is current, or updates are off).
+	Offer *RuntimeOffer `json:"update_offer,omitempty"`
+}
+
+// RuntimeOffer is an update a relay offered: the version, its binary's
+// SHA-256 and its name under the relay's /download/.
+type RuntimeOffer struct {
+	Version    string    `json:"version"`
+	SHA256     string    `json:"sha256"`
+	Name       string    `json:"name"`
+	ReceivedAt time.Time `json:"received_at"`
 }
 
 // RuntimeSystemd is what the agent last saw of its user manager.
@@ -122,9 +136,30 @@ type Report struct {
 	Systemd       Systemd        `json:"systemd"`
 	Policy        Policy         `json:"policy"`
 	Permissions   Permissions    `json:"permissions"`
+	// Update is what status knows of agent updates: the one on offer and
+	// the last one made; absent when there is neither.
+	Update *Update `json:"update,omitempty"`
 	// StateDir and ConfigDir are the directories this report read.
 	StateDir  string `json:"state_dir"`
 	ConfigDir string `json:"config_dir"`
+}
+
+// Update is the update on offer and the last update.
+type Update struct {
+	// Offered is the version the relay offers; empty when none.
+	Offered string `json:"offered,omitempty"`
+	// Last is the last update made on this device.
+	Last *LastUpdate `json:"last,omitempty"`
+}
+
+// LastUpdate is an update made: between which versions, and how it ended
+// (started, done, rolled_back, rollback_failed).
+type LastUpdate struct {
+	From      string     `json:"from"`
+	To        string     `json:"to"`
+	State     string     `json:"state"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 }
 
 // Agent describes the agent process.

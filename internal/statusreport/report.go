@@ -6,6 +6,7 @@
 package statusreport
 
 import (
+	"github.com/commandcore/commandcore/internal/selfupdate"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,9 +59,18 @@ func Build(in Input, procs *procid.Source) *status.Report {
 				r.Systemd.UserManager, r.Systemd.FailureDomain, r.Systemd.ObservedAt = sd.UserManager, sd.FailureDomain, &at
 				r.Systemd.CanCutJobs, r.Systemd.CanCutRun = sd.CanCutJobs, sd.CanCutRun
 			}
+			if o := rt.Offer; o != nil {
+				r.Update = &status.Update{Offered: o.Version}
+			}
 		} else {
 			r.Agent.Stale, r.Agent.PID = true, rt.PID
 		}
+	}
+	if last, err := selfupdate.ReadRecord(stateDir); err == nil && last != nil {
+		if r.Update == nil {
+			r.Update = &status.Update{}
+		}
+		r.Update.Last = &status.LastUpdate{From: last.From, To: last.To, State: last.State, StartedAt: last.StartedAt, EndedAt: last.EndedAt}
 	}
 	r.Jobs = countJobs(stateDir, procs)
 	if p, err := jobresources.Load(stateDir); err != nil {

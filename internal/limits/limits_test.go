@@ -106,6 +106,11 @@ var counts = map[string]struct{ got, want int64 }{
 	"FileListEntriesMax":     {FileListEntriesMax, 10000},
 	// Internal: files.search's bound on exclude_dirs.
 	"FileListMaxExcludeDirs": {FileListMaxExcludeDirs, 256},
+	// docs/limits.md, Downloads: what a relay serves for install.sh.
+	"DownloadsMaxFiles":     {DownloadsMaxFiles, 64},
+	"DownloadsMaxSumsBytes": {DownloadsMaxSumsBytes, 16 * kib},
+	"DownloadNameMaxBytes":  {DownloadNameMaxBytes, 128},
+	"DownloadsConcurrent":   {DownloadsConcurrent, 16},
 }
 
 // durations pins every time bound the same way.

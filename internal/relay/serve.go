@@ -12,6 +12,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay/announce"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/metrics"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
@@ -65,6 +66,10 @@ type ServeConfig struct {
 	// Replica names this relay among the replicas; its Address is the
 	// base URL Serve announces.
 	Replica ReplicaConfig
+	// Downloads, when set, is a release directory (make release's
+	// layout) whose files the relay serves to devices beside its own
+	// binary; install.sh and the relay's own binary are served either way.
+	Downloads string
 }
 
 // Serve runs the relay until ctx ends or a listener fails, then ends the
@@ -101,12 +106,20 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	defer ln.Close()
 	cfg.Replica.Address = baseURL(cfg, ln)
+	// The downloads' files are opened before the relay joins the others:
+	// a release it cannot serve refuses the start.
+	dl, err := downloads.New(downloads.Config{PublicURL: cfg.Replica.Address, Dir: cfg.Downloads})
+	if err != nil {
+		return err
+	}
+	defer dl.Close()
 	srv, err := NewReplica(cfg.State, cfg.Replica)
 	if err != nil {
 		return err
 	}
 	srv.Log = cfg.Log
 	defer srv.Close()
+	srv.Downloads = dl
 	base := announceListening(cfg, ln)
 	errc := make(chan error, 3)
 	hs := srv.HTTPServer()

@@ -171,6 +171,12 @@ case :${PATH:-}: in
 *) echo "note: $prefix is not in your PATH; add it to run commandcore by name" ;;
 esac
 echo
+# The agent links within moments of starting; status then says so.
+tries=0
+while [ $tries -lt 50 ] && ! cc "$bin" status --json 2>/dev/null | grep -q '"state": "connected"'; do
+	sleep 0.2 2>/dev/null || sleep 1
+	tries=$((tries + 1))
+done
 cc "$bin" status || true
 echo
 user=$(id -un 2>/dev/null || echo "$USER")

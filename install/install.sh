@@ -173,8 +173,8 @@ esac
 echo
 # The agent links within moments of starting; status then says so.
 tries=0
-while [ $tries -lt 50 ] && ! cc "$bin" status --json 2>/dev/null | grep -q '"state": "connected"'; do
-	sleep 0.2 2>/dev/null || sleep 1
+while [ $tries -lt 200 ] && ! cc "$bin" status --json 2>/dev/null | grep -q '"state": "connected"'; do
+	sleep 0.05 2>/dev/null || sleep 1
 	tries=$((tries + 1))
 done
 cc "$bin" status || true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay/announce"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/metrics"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
@@ -77,6 +78,10 @@ type ServeConfig struct {
 	// PEM file of CAs their certificates may chain to.
 	OAuthPrivateClients bool
 	OAuthClientCA       string
+	// Downloads, when set, is a release directory (make release's
+	// layout) whose files the relay serves to devices beside its own
+	// binary; install.sh and the relay's own binary are served either way.
+	Downloads string
 }
 
 // ErrOAuthNeedsPanel refuses OAuth options without the panel: its consent
@@ -129,6 +134,13 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	defer ln.Close()
 	cfg.Replica.Address = baseURL(cfg, ln)
+	// The downloads' files are opened before the relay joins the others:
+	// a release it cannot serve refuses the start.
+	dl, err := downloads.New(downloads.Config{PublicURL: cfg.Replica.Address, Dir: cfg.Downloads})
+	if err != nil {
+		return err
+	}
+	defer dl.Close()
 	srv, err := NewReplica(cfg.State, cfg.Replica)
 	if err != nil {
 		return err
@@ -147,6 +159,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return err
 		}
 	}
+	srv.Downloads = dl
 	base := announceListening(cfg, ln)
 	errc := make(chan error, 3)
 	hs := srv.HTTPServer()

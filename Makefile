@@ -46,7 +46,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath \
              internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
              internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd \
-             internal/selfupdate internal/relay/downloads
+             internal/selfupdate internal/relay/downloads internal/relay/updates
 
 .PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test mutation screenshots
 

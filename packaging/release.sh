@@ -46,4 +46,7 @@ for arch in amd64 arm64; do
 	# not from the file.
 	BIN=$bin ARCH=$arch VERSION=$VERSION DIST=$DIST GO=$GO packaging/package.sh
 done
+# The version the binaries report, for a relay serving this directory to
+# tell an outdated agent (relay serve --downloads).
+printf '%s\n' "$VERSION" >"$DIST/VERSION"
 (cd "$DIST" && sha256sum -- * >SHA256SUMS.new && mv SHA256SUMS.new SHA256SUMS)

@@ -59,13 +59,13 @@ func runDevices(o *devicesOptions) error {
 		return writeJSONLines(o.IO.Out, devs...)
 	}
 	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tREPLICA\tLAST SEEN")
+	fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tREPLICA\tLAST SEEN\tAGENT")
 	for _, d := range devs {
 		seen := "never"
 		if d.LastSeen != nil {
 			seen = d.LastSeen.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\n", d.Name, d.ID, d.Standing, d.Connected, dash(names[d.Replica]), seen)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", d.Name, d.ID, d.Standing, d.Connected, dash(names[d.Replica]), seen, agentText(d))
 	}
 	return tw.Flush()
 }
@@ -96,4 +96,14 @@ func runDeviceRevoke(g *globalFlags, streams IO, ref string) error {
 	}
 	fmt.Fprintf(streams.Out, "revoked %s (%s); a running relay ends its link within %s\n", d.Name, d.ID, relay.StandingPoll)
 	return nil
+}
+
+// agentText is the device's agent version as its last link gave it, and
+// the version offered when the agent is outdated.
+func agentText(d store.Device) string {
+	v := dash(d.AgentVersion)
+	if d.UpdateOffer != "" {
+		v += " (outdated: " + d.UpdateOffer + " offered)"
+	}
+	return v
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/commandcore/commandcore/internal/relay/cluster"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
+	"github.com/commandcore/commandcore/internal/relay/updates"
 )
 
 type relayServeOptions struct {
@@ -39,12 +40,14 @@ type relayServeOptions struct {
 	OAuthClientCA             string
 	// Downloads is a release directory to serve to devices.
 	Downloads string
+	// AgentUpdates is --agent-updates.
+	AgentUpdates string
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR [--panel-insecure] [--public-url URL] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F]] [--downloads DIR] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR [--panel-insecure] [--public-url URL] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F]] [--downloads DIR] [--agent-updates off|notify|auto] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -66,6 +69,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.NATS.Cert, "nats-cert", "", "client certificate for NATS (PEM), with --nats-key")
 	cmd.Flags().StringVar(&o.NATS.Key, "nats-key", "", "client certificate key for NATS (PEM), with --nats-cert")
 	cmd.Flags().BoolVar(&o.NATS.Insecure, "nats-insecure", false, "allow plain NATS to a server off loopback (the network between the replicas is trusted)")
+	cmd.Flags().StringVar(&o.AgentUpdates, "agent-updates", string(updates.Notify), "agents of another version than the binary served for their architecture: off (nothing said), notify (shown as outdated, offered the binary; they update when asked: the panel's Update, commandcore update), auto (asked to update as they link)")
 	cmd.Flags().StringVar(&o.Downloads, "downloads", "", "serve the release in this directory (make release's dist/: the files its SHA256SUMS names) to devices at /download/, beside this relay's own binary; /install.sh installs from there")
 	cmd.Flags().StringVar(&o.Name, "name", "", "this replica's name in relay replicas and relay devices (default: the host name)")
 	cmd.Flags().StringVar(&o.MetricsToken, "metrics-token", "", fmt.Sprintf("a secret of at least %d bytes every metrics scrape must present (Authorization: Bearer TOKEN)", limits.MetricsTokenMinBytes))
@@ -73,6 +77,10 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 }
 
 func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) error {
+	mode, err := updates.ParseMode(o.AgentUpdates)
+	if err != nil {
+		return usageError("%v", err)
+	}
 	if o.NATS.URL != "" {
 		// Refused before the state is opened or NATS dialled.
 		if err := o.NATS.Check(); err != nil {
@@ -102,7 +110,7 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 	defer stop()
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
-		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica, Downloads: o.Downloads,
+		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica, Downloads: o.Downloads, AgentUpdates: mode,
 		PublicURL: o.PublicURL, PanelPublicURL: o.PanelPublicURL, OAuthPrivateClients: o.OAuthPrivateClients, OAuthClientCA: o.OAuthClientCA,
 		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
 }

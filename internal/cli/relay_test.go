@@ -168,8 +168,8 @@ func TestRelayDevices(t *testing.T) {
 	if err := runDevices(o); err != nil {
 		t.Fatal(err)
 	}
-	want := "NAME       ID                                    STANDING  CONNECTED  REPLICA  LAST SEEN\n" +
-		"build-box  " + dev.ID + "  active    false      -        never\n"
+	want := "NAME       ID                                    STANDING  CONNECTED  REPLICA  LAST SEEN  AGENT\n" +
+		"build-box  " + dev.ID + "  active    false      -        never      -\n"
 	if out.String() != want {
 		t.Fatalf("devices:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -178,9 +178,10 @@ func TestRelayDevices(t *testing.T) {
 	st, _ = ro.State()
 	st.JoinReplica(store.Replica{ID: "rpl_a", Name: "relay-a"}, now)
 	st.TakeLink(dev.ID, "rpl_a", "", now)
+	st.NoteAgent(dev.ID, "rpl_a", "1.0.0", "1.1.0", false)
 	st.Close()
 	out.Reset()
-	if err := runDevices(o); err != nil || !strings.Contains(out.String(), "  true       relay-a  "+now.Format(time.RFC3339)) {
+	if err := runDevices(o); err != nil || !strings.Contains(out.String(), "  true       relay-a  "+now.Format(time.RFC3339)+"  1.0.0 (outdated: 1.1.0 offered)") {
 		t.Fatalf("devices with a live replica holding the link (%v):\n%s", err, out.String())
 	}
 	later := now.Add(limits.ReplicaTTL + time.Second)

@@ -92,11 +92,11 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 	if conn == nil {
 		return
 	}
-	go s.serveLink(context.WithoutCancel(r.Context()), dev, conn, token)
+	go s.serveLink(context.WithoutCancel(r.Context()), dev, conn, token, r.Header.Get(transport.ArchHeader))
 }
 
 // serveLink serves a device's accepted link until it ends.
-func (s *Server) serveLink(ctx context.Context, dev *store.Device, conn *transport.Conn, token string) {
+func (s *Server) serveLink(ctx context.Context, dev *store.Device, conn *transport.Conn, token, arch string) {
 	defer s.linkEnded(conn)
 	defer s.letGo(dev.ID, conn)
 	go s.rotate(conn, dev.ID, token)
@@ -108,6 +108,10 @@ func (s *Server) serveLink(ctx context.Context, dev *store.Device, conn *transpo
 	}
 	defer session.Close()
 	l := newDeviceLink(conn, session)
+	info := session.InitializeResult()
+	if info != nil && info.ServerInfo != nil {
+		l.offer, l.hasOffer = s.offerFor(arch, info.ServerInfo.Version)
+	}
 	s.mu.Lock()
 	// A link closed while it started (taken over, or its device refused)
 	// never serves.
@@ -119,8 +123,15 @@ func (s *Server) serveLink(ctx context.Context, dev *store.Device, conn *transpo
 	if !serving {
 		return
 	}
-	if info := session.InitializeResult(); info != nil && info.ServerInfo != nil {
-		s.store.NoteAgent(dev.ID, s.replica.ID, info.ServerInfo.Version, bindsCalls(info.Capabilities))
+	if info != nil && info.ServerInfo != nil {
+		offered := ""
+		if l.hasOffer {
+			offered = l.offer.Version
+		}
+		s.store.NoteAgent(dev.ID, s.replica.ID, info.ServerInfo.Version, offered, bindsCalls(info.Capabilities))
+		if l.hasOffer {
+			s.offerUpdate(ctx, dev.ID, conn, l.offer)
+		}
 	}
 	up := time.Now()
 	s.deviceEvent(dev.ID, "link up")

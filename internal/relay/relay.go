@@ -21,6 +21,7 @@ import (
 	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
+	"github.com/commandcore/commandcore/internal/relay/updates"
 	"github.com/commandcore/commandcore/internal/transport"
 )
 
@@ -74,7 +75,10 @@ type Server struct {
 	// Downloads, when set before serving, serves install.sh and the
 	// agent's binaries without a token (package downloads).
 	Downloads http.Handler
-	audit     *auditLog
+	// Updates, when set before serving, is what the relay offers agents
+	// of other versions (package updates); nil offers nothing.
+	Updates *updates.Catalog
+	audit   *auditLog
 
 	// replica is this relay among those serving from its state, peers how
 	// it reaches the others (replica.go).

@@ -18,6 +18,8 @@ import (
 	"github.com/commandcore/commandcore/internal/relay/metrics"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
+	"github.com/commandcore/commandcore/internal/relay/updates"
+	"github.com/commandcore/commandcore/internal/version"
 )
 
 // shutdownGrace bounds a graceful stop of the relay's HTTP servers.
@@ -82,6 +84,10 @@ type ServeConfig struct {
 	// layout) whose files the relay serves to devices beside its own
 	// binary; install.sh and the relay's own binary are served either way.
 	Downloads string
+	// AgentUpdates is the policy for agents of another version than the
+	// binary served for their architecture (package updates); "" is
+	// notify.
+	AgentUpdates updates.Mode
 }
 
 // ErrOAuthNeedsPanel refuses OAuth options without the panel: its consent
@@ -160,6 +166,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 	}
 	srv.Downloads = dl
+	cat, err := updates.New(updates.Config{Mode: cfg.AgentUpdates, Version: version.Version, Dir: cfg.Downloads, Sums: dl.Sums})
+	if err != nil {
+		return err
+	}
+	srv.Updates = cat
 	base := announceListening(cfg, ln)
 	errc := make(chan error, 3)
 	hs := srv.HTTPServer()

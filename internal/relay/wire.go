@@ -39,6 +39,10 @@ type deviceLink struct {
 	// the grant and the progress token: the protocol triple of the version
 	// the session negotiated (empty before 2026-07-28), as JSON members.
 	meta []byte
+	// offer is the update this relay offers the link's agent, when
+	// hasOffer; set before the link is published, never changed.
+	offer    transport.Offer
+	hasOffer bool
 
 	next  atomic.Uint64
 	mu    sync.Mutex

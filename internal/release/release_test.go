@@ -21,7 +21,7 @@ const version = "9.8.7"
 
 // want is every file `make release` writes for version, sorted.
 var want = []string{
-	"SHA256SUMS",
+	"SHA256SUMS", "VERSION",
 	"commandcore-9.8.7-1.aarch64.rpm", "commandcore-9.8.7-1.x86_64.rpm",
 	"commandcore-linux-amd64", "commandcore-linux-arm64",
 	"commandcore_9.8.7_amd64.deb", "commandcore_9.8.7_arm64.deb",

@@ -198,6 +198,28 @@ func (p *Panel) revokeDevice(w http.ResponseWriter, r *http.Request, s session) 
 	}
 }
 
+// updateAgent asks the device's agent to update to the binary the relay
+// offers it; the agent verifies it, and goes back by itself when the new
+// agent does not link. The Device page then shows the agent's version as
+// its next link gives it.
+func (p *Panel) updateAgent(w http.ResponseWriter, r *http.Request, s session) {
+	began := p.cfg.Now()
+	dev, ok := p.findDevice(w, r)
+	if !ok {
+		return
+	}
+	err := p.cfg.Devices.UpdateAgent(r.Context(), dev.ID)
+	p.audit(s, "agent_update", dev.ID, "", began, err)
+	switch {
+	case errcode.Is(err, errcode.DeviceOffline):
+		p.fail(w, r, http.StatusConflict, "The device is not linked to this relay, so its agent cannot be asked to update now.")
+	case err != nil:
+		p.fail(w, r, http.StatusConflict, "The device's agent runs the version this relay serves, or agent updates are off.")
+	default:
+		http.Redirect(w, r, Prefix+"devices/"+dev.ID, http.StatusSeeOther)
+	}
+}
+
 // tokensData is the Tokens page's: every token and OAuth connection, and
 // the token just made.
 type tokensData struct {

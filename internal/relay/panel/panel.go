@@ -55,6 +55,9 @@ const (
 // call's structured result, or the call's error as an *errcode.Error.
 type Devices interface {
 	CallAsAdmin(ctx context.Context, admin, deviceID, tool string, args json.RawMessage) (json.RawMessage, error)
+	// UpdateAgent asks the device's agent to install the binary the relay
+	// offers it (the Device page's Update).
+	UpdateAgent(ctx context.Context, deviceID string) error
 }
 
 // Check is one line of the Overview's health: an engine or the relay's
@@ -149,6 +152,7 @@ func (p *Panel) Handler() http.Handler {
 	mux.HandleFunc("GET "+ConsentPath+"{id}", p.signedIn(p.consentPage))
 	mux.HandleFunc("POST "+Prefix+"logout", p.changes(p.logout))
 	mux.HandleFunc("POST "+Prefix+"devices/{device}/revoke", p.changes(p.revokeDevice))
+	mux.HandleFunc("POST "+Prefix+"devices/{device}/update", p.changes(p.updateAgent))
 	mux.HandleFunc("POST "+Prefix+"devices/{device}/jobs/{job}/stop", p.changes(p.stopJob))
 	mux.HandleFunc("POST "+Prefix+"tokens", p.changes(p.createToken))
 	mux.HandleFunc("POST "+Prefix+"tokens/{id}/revoke", p.changes(p.revokeToken))

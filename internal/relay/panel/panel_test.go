@@ -42,6 +42,18 @@ func (d *devices) CallAsAdmin(ctx context.Context, admin, device, tool string, a
 	return fn(tool, args)
 }
 
+// UpdateAgent records the request; an agent of a device the test does
+// not answer for is offline.
+func (d *devices) UpdateAgent(ctx context.Context, device string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, "update "+device)
+	if d.fn == nil {
+		return errcode.New(errcode.DeviceOffline, "offline")
+	}
+	return nil
+}
+
 // fixture is a panel over a real relay state on SQLite.
 type fixture struct {
 	t       testing.TB
@@ -613,5 +625,60 @@ func TestOverviewCountsAndLiveDevices(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if n := strings.Count(string(b), "event: devices"); n != 1 || !strings.Contains(string(b), `"connected":false`) {
 		t.Errorf("an unchanging device list was sent %d times in 3 s:\n%s", n, b)
+	}
+}
+
+// TestOutdatedAgentHasUpdate: the Device page of a linked device whose
+// agent the relay calls outdated shows the badge and Update; Update (a
+// POST with the CSRF token) asks the relay to update it, comes back to
+// the device, and is audited; a device the relay cannot reach says so.
+func TestOutdatedAgentHasUpdate(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	c := f.signIn("alice")
+	_, page := f.do(c, "GET", Prefix+"devices/"+dev.ID, nil, nil)
+	if strings.Contains(page, `id="agent-outdated"`) || strings.Contains(page, `id="agent-update"`) {
+		t.Fatal("a device without an offer is called outdated")
+	}
+	if err := f.state.JoinReplica(store.Replica{ID: "r1", Name: "r1", Address: "http://127.0.0.1:1"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.state.TakeLink(dev.ID, "r1", "", time.Now()); err != nil || !ok {
+		t.Fatalf("TakeLink: %v %v", ok, err)
+	}
+	f.state.NoteAgent(dev.ID, "r1", "1.0.0", "1.1.0", false)
+	_, page = f.do(c, "GET", Prefix+"devices/"+dev.ID, nil, nil)
+	for _, want := range []string{`id="agent-outdated"`, `id="agent-update"`, "1.1.0", `action="/panel/devices/` + dev.ID + `/update"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the Device page lacks %q", want)
+		}
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/update", url.Values{}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("Update without the CSRF token: %d", resp.StatusCode)
+	}
+	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/update", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusConflict {
+		t.Errorf("Update of a device the relay cannot reach: %d", resp.StatusCode)
+	}
+	f.devices.fn = func(string, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{"jobs":[]}`), nil }
+	resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/update", url.Values{"csrf": {f.csrf(c)}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Prefix+"devices/"+dev.ID {
+		t.Fatalf("Update: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	f.devices.mu.Lock()
+	calls := strings.Join(f.devices.calls, "|")
+	f.devices.mu.Unlock()
+	if !strings.Contains(calls, "update "+dev.ID) {
+		t.Errorf("Update did not ask the relay: %s", calls)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var got []string
+	for _, e := range f.audited {
+		if e.Tool == "panel.agent_update" {
+			got = append(got, e.Principal+" "+e.Device+" "+e.Outcome+" "+e.Code)
+		}
+	}
+	if want := []string{"admin:alice " + dev.ID + " failed device_offline", "admin:alice " + dev.ID + " ok "}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("audited %q, want %q", got, want)
 	}
 }

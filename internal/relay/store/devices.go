@@ -39,6 +39,10 @@ type Device struct {
 	// BindsCalls is whether that agent checks a grant's call digest
 	// (authz.BindsCallsCapability): grants for it name their call.
 	BindsCalls bool `json:"-"`
+	// UpdateOffer is the version the relay holding the link offers the
+	// agent, which runs another (the agent is outdated); empty when it
+	// runs what the relay serves, or updates are off.
+	UpdateOffer string `json:"update_offer,omitempty"`
 }
 
 const (
@@ -260,7 +264,7 @@ func freeName(ctx context.Context, tx *txn, name string) (string, error) {
 	return "", errcode.New(errcode.Internal, "no free device name")
 }
 
-const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version, binds_calls`
+const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version, binds_calls, update_offer`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -274,7 +278,7 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		linked   sql.NullInt64
 		binds    int64
 	)
-	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion, &binds}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion, &binds, &d.UpdateOffer}, extra...)...); err != nil {
 		return nil, err
 	}
 	d.EnrolledAt = fromNanos(enrolled)

@@ -254,18 +254,22 @@ func (s *Store) RevokeAdmin(name string, now time.Time) error {
 	})
 }
 
-// NoteAgent records the agent version a device's link reported, and
-// whether that agent checks a grant's call digest, while replica still
-// holds the link. A version that is not printable ASCII of at most
-// MaxAgentVersionBytes is recorded as "unknown": it is shown to people,
-// and comes from the device.
-func (s *Store) NoteAgent(device, replica, version string, bindsCalls bool) error {
+// NoteAgent records the agent version a device's link reported, whether
+// that agent checks a grant's call digest, and the version the relay
+// offers it (empty for none), while replica still holds the link. A
+// version that is not printable ASCII of at most MaxAgentVersionBytes is
+// recorded as "unknown": it is shown to people, and comes from the
+// device.
+func (s *Store) NoteAgent(device, replica, version, offered string, bindsCalls bool) error {
 	if !printableASCII(version, MaxAgentVersionBytes) {
 		version = "unknown"
 	}
+	if offered != "" && !printableASCII(offered, MaxAgentVersionBytes) {
+		offered = ""
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET agent_version = ?, binds_calls = ? WHERE id = ? AND held_by = ?`, version, boolInt(bindsCalls), device, replica); err != nil {
+	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET agent_version = ?, binds_calls = ?, update_offer = ? WHERE id = ? AND held_by = ?`, version, boolInt(bindsCalls), offered, device, replica); err != nil {
 		return dbErr(err)
 	}
 	return nil

@@ -258,14 +258,14 @@ func TestAgentVersionIsTheHoldersAndPrintable(t *testing.T) {
 			strings.Repeat("9", 64): strings.Repeat("9", 64),
 			"caf\u00e9":             "unknown",
 		} {
-			if err := s.NoteAgent(dev.ID, "r1", in, false); err != nil {
+			if err := s.NoteAgent(dev.ID, "r1", in, "", false); err != nil {
 				t.Fatal(err)
 			}
 			if got := version().AgentVersion; got != want {
 				t.Errorf("NoteAgent(%q) shows %q, want %q", in, got, want)
 			}
 		}
-		if err := s.NoteAgent(dev.ID, "r2", "6.6.6", false); err != nil {
+		if err := s.NoteAgent(dev.ID, "r2", "6.6.6", "", false); err != nil {
 			t.Fatal(err)
 		}
 		if got := version().AgentVersion; got == "6.6.6" {
@@ -301,13 +301,13 @@ func TestBindsCallsIsTheCurrentLinksAgents(t *testing.T) {
 		if binds() {
 			t.Fatal("a device whose agent said nothing binds calls")
 		}
-		if err := s.NoteAgent(dev.ID, "r2", "1.0", true); err != nil {
+		if err := s.NoteAgent(dev.ID, "r2", "1.0", "", true); err != nil {
 			t.Fatal(err)
 		}
 		if binds() {
 			t.Fatal("a replica that does not hold the link recorded the capability")
 		}
-		if err := s.NoteAgent(dev.ID, "r1", "1.0", true); err != nil {
+		if err := s.NoteAgent(dev.ID, "r1", "1.0", "1.1", true); err != nil {
 			t.Fatal(err)
 		}
 		if !binds() {
@@ -388,6 +388,54 @@ func TestAuditPageFiltersAndPages(t *testing.T) {
 		calls, failed, err := s.AuditCounts(t0.Add(20 * time.Minute))
 		if err != nil || calls != 10 || failed != 2 {
 			t.Fatalf("AuditCounts since minute 20: %d calls, %d failed, %v; want 10, 2", calls, failed, err)
+		}
+	})
+}
+
+// TestUpdateOfferIsTheCurrentLinks: the version offered to a device's
+// agent is recorded by the replica holding its link, refused when it is
+// not printable, and forgotten by the next link until its relay offers
+// again.
+func TestUpdateOfferIsTheCurrentLinks(t *testing.T) {
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		dev, _ := enrollT(t, s, "", "box")
+		if err := s.JoinReplica(Replica{ID: "r1", Name: "r1", Address: "http://127.0.0.1:1", NATS: true}, t0); err != nil {
+			t.Fatal(err)
+		}
+		offer := func() string {
+			t.Helper()
+			d, err := s.FindDevice(dev.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d.UpdateOffer
+		}
+		if ok, err := s.TakeLink(dev.ID, "r1", "", t0); err != nil || !ok {
+			t.Fatalf("TakeLink: %v, %v", ok, err)
+		}
+		if err := s.NoteAgent(dev.ID, "r1", "1.0.0", "1.1.0", false); err != nil {
+			t.Fatal(err)
+		}
+		if got := offer(); got != "1.1.0" {
+			t.Fatalf("offer %q, want 1.1.0", got)
+		}
+		s.NoteAgent(dev.ID, "r1", "1.0.0", "<b>\x1b", false)
+		if got := offer(); got != "" {
+			t.Errorf("an unprintable offer was recorded: %q", got)
+		}
+		s.NoteAgent(dev.ID, "r1", "1.0.0", "1.1.0", false)
+		if err := s.ReleaseLink(dev.ID, "r1", t0); err != nil {
+			t.Fatal(err)
+		}
+		if got := offer(); got != "1.1.0" {
+			t.Errorf("the last link's offer is gone once it ended: %q", got)
+		}
+		if ok, err := s.TakeLink(dev.ID, "r1", "", t0.Add(time.Second)); err != nil || !ok {
+			t.Fatalf("TakeLink: %v, %v", ok, err)
+		}
+		if got := offer(); got != "" {
+			t.Errorf("a new link kept the last one's offer: %q", got)
 		}
 	})
 }

@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -340,8 +340,15 @@ CREATE TABLE IF NOT EXISTS signin_states (
 CREATE INDEX IF NOT EXISTS signin_states_expires ON signin_states(expires_at);
 `
 
+// schemaV13 adds agent updates: the version the relay holding a device's
+// link offers it (empty when the agent runs what the relay serves, or
+// updates are off), so relay devices shows an outdated agent.
+const schemaV13 = `
+ALTER TABLE devices ADD COLUMN update_offer TEXT NOT NULL DEFAULT '';
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12, schemaV13}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

@@ -102,7 +102,7 @@ func TestAgentUpdate(t *testing.T) {
 	listen := strings.TrimPrefix(e.url, "http://")
 	// restartRelay serves another release on the same address, where the
 	// agent links.
-	restartRelay := func(release string) {
+	restartRelay := func(release string, extra ...string) {
 		e.relay.Process.Signal(syscall.SIGTERM)
 		e.relay.Wait()
 		testkit.Eventually(t, 10*time.Second, func() error {
@@ -112,7 +112,7 @@ func TestAgentUpdate(t *testing.T) {
 			}
 			return ln.Close()
 		})
-		e.relay = e.serve(listen, "--downloads", release)
+		e.relay = e.serve(listen, append([]string{"--downloads", release}, extra...)...)
 	}
 
 	service := fmt.Sprintf("cc-e2e-update-%d.service", os.Getpid())
@@ -232,14 +232,31 @@ func TestAgentUpdate(t *testing.T) {
 		}
 	}
 
-	// A downgrade needs the flag; nothing is fetched without it.
-	restartRelay(releaseOf(t, "0.9.0", data))
-	linkedAs("1.1.0", "0.9.0", 40*time.Second)
+	// Under auto the relay asks the agent to update as it links.
+	latest, _ := os.ReadFile(buildVersion(t, "1.3.0"))
+	began = time.Now()
+	restartRelay(releaseOf(t, "1.3.0", latest), "--agent-updates", "auto")
+	linkedAs("1.3.0", "", 75*time.Second)
+	logSteps(t, installed, dirs, began)
+	if got, _ := os.ReadFile(installed); string(got) != string(latest) {
+		t.Error("auto did not put the offered binary in place")
+	}
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if audit := e.relayCmd("audit", "--last", "20", "--json"); !strings.Contains(audit, `"tool":"relay.agent_update"`) {
+			return fmt.Errorf("the relay did not audit the update it asked for:\n%s", audit)
+		}
+		return nil
+	})
+
+	// A downgrade needs the flag; nothing is fetched without it, and
+	// auto never asks for one.
+	restartRelay(releaseOf(t, "0.9.0", data), "--agent-updates", "auto")
+	linkedAs("1.3.0", "0.9.0", 40*time.Second)
 	out, errOut, rc = runBin(t, installed, append([]string{"update"}, dirs...)...)
 	if rc == 0 || !strings.Contains(errOut, "--allow-downgrade") {
 		t.Fatalf("a downgrade without the flag: exit %d\n%s%s", rc, out, errOut)
 	}
-	if got, _ := os.ReadFile(installed); string(got) != string(newBytes) {
+	if got, _ := os.ReadFile(installed); string(got) != string(latest) {
 		t.Error("a refused downgrade changed the installed binary")
 	}
 }

@@ -151,11 +151,13 @@ clean:
 
 # Opt-in: the official MCP TypeScript SDK client (Node, from the npm
 # registry) calls every tool over stdio; it validates each result, failures
-# included, against the tool's outputSchema.
+# included, against the tool's outputSchema; then its OAuth client connects
+# to a device through the relay, the person allowing it in Chromium.
 ts-client-test: build
 	@$(USERMGR) up >/dev/null
 	cd test/tsclient && { [ -d node_modules ] || npm install --no-audit --no-fund >/dev/null; }
 	@eval "$$($(USERMGR) env)"; node test/tsclient/check.mjs $(CURDIR)/$(BIN)
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_TSCLIENT=1 $(GO) test -count=1 -run '^TestTypeScriptSDKOAuthClient$$' ./internal/e2e
 
 # Opt-in: the official MCP Inspector CLI (Node, from the npm registry)
 # against the relay and the stdio server.

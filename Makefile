@@ -45,7 +45,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
              internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd
 
-.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test mutation screenshots
+.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test claude-code-test mutation screenshots
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -164,3 +164,10 @@ ts-client-test: build
 inspector-test: build
 	@$(USERMGR) up >/dev/null
 	@eval "$$($(USERMGR) env)"; test/inspector/run.sh $(CURDIR)/$(BIN)
+
+# Opt-in: Claude Code 2.1.328 (npm) checks the relay as make run sets it up:
+# without a header it needs authentication (OAuth discovered), with the
+# static token's header it is connected.
+claude-code-test: build
+	@$(USERMGR) up >/dev/null
+	@eval "$$($(USERMGR) env)"; test/claudecode/run.sh $(CURDIR)/$(BIN)

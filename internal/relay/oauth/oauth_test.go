@@ -377,6 +377,9 @@ func flow(t *testing.T, f *fixture) {
 	if err != nil || tok.Resource != resource || tok.Principal != "alice" || tok.Kind != store.TokenOAuth || tok.Tools[0] != "process.jobs" {
 		t.Fatalf("access token: %+v %v", tok, err)
 	}
+	if store.OAuthTokenID(access) != tok.ID || store.OAuthTokenID(refresh) != tok.ID || store.OAuthTokenID("ccr_"+tok.ID) != "" {
+		t.Fatalf("the tokens' connection: %q %q", store.OAuthTokenID(access), store.OAuthTokenID(refresh))
+	}
 	// The code again: refused, and the connection it made is revoked.
 	status, body = f.post(t, TokenPath, codeForm(id, code, loopback))
 	wantError(t, "code reused", status, body, http.StatusBadRequest, ErrInvalidGrant)

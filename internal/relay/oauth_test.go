@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
+	"github.com/commandcore/commandcore/internal/pgtest"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/toolresult"
@@ -37,9 +38,14 @@ type oauthHarness struct {
 	cimdURL string
 }
 
-func newOAuthHarness(t *testing.T) *oauthHarness {
+func newOAuthHarness(t *testing.T, st *store.Store) *oauthHarness {
 	t.Helper()
-	h := newHarness(t, nil)
+	var h *harness
+	if st == nil {
+		h = newHarness(t, nil)
+	} else {
+		h = newHarnessOn(t, st, nil)
+	}
 	d := fakeDevice()
 	schema := map[string]any{"type": "object"}
 	for _, name := range []string{"process.jobs", "process.start"} {
@@ -182,7 +188,26 @@ func callJobs(ctx context.Context, s *mcp.ClientSession, tool string) error {
 // tokens, refreshes them, and calls what the person allowed and nothing
 // else. A replayed refresh token and a revocation each end a connection.
 func TestGoSDKClient(t *testing.T) {
-	h := newOAuthHarness(t)
+	goSDKClient(t, newOAuthHarness(t, nil))
+}
+
+// TestGoSDKClientOnPostgres is TestGoSDKClient with the relay's state in
+// PostgreSQL, where replicas meet.
+func TestGoSDKClientOnPostgres(t *testing.T) {
+	c := pgtest.StartT(t)
+	u, err := c.CreateDatabase("oauth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenPostgres(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	goSDKClient(t, newOAuthHarness(t, st))
+}
+
+func goSDKClient(t *testing.T, h *oauthHarness) {
 	ctx := context.Background()
 	status, challenge := h.mcpStatus(t, "/mcp/dev", "")
 	if status != http.StatusUnauthorized || challenge != `Bearer resource_metadata="`+h.hs.URL+`/.well-known/oauth-protected-resource/mcp/dev"` {
@@ -316,7 +341,7 @@ func connectionClient(t *testing.T, h *oauthHarness, access string) string {
 // document on loopback is refused unless allowed, and a flood of
 // registrations is rate-limited.
 func TestOAuthRefusalsAtTheRelay(t *testing.T) {
-	h := newOAuthHarness(t)
+	h := newOAuthHarness(t, nil)
 	reg := func() (int, string) {
 		resp, err := http.Post(h.hs.URL+oauth.RegisterPath, "application/json", strings.NewReader(`{"redirect_uris":["`+callbackURL+`"],"client_name":"flood"}`))
 		if err != nil {

@@ -102,6 +102,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return err
 		}
 	}
+	if cfg.PanelPublicURL != "" {
+		if err := oauth.CheckPanelURL(cfg.PanelPublicURL); err != nil {
+			return err
+		}
+	}
 	cas, err := clientCAs(cfg.OAuthClientCA)
 	if err != nil {
 		return err

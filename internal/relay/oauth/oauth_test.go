@@ -377,6 +377,9 @@ func flow(t *testing.T, f *fixture) {
 	if err != nil || tok.Resource != resource || tok.Principal != "alice" || tok.Kind != store.TokenOAuth || tok.Tools[0] != "process.jobs" {
 		t.Fatalf("access token: %+v %v", tok, err)
 	}
+	if store.OAuthTokenID(access) != tok.ID || store.OAuthTokenID(refresh) != tok.ID || store.OAuthTokenID("ccr_"+tok.ID) != "" {
+		t.Fatalf("the tokens' connection: %q %q", store.OAuthTokenID(access), store.OAuthTokenID(refresh))
+	}
 	// The code again: refused, and the connection it made is revoked.
 	status, body = f.post(t, TokenPath, codeForm(id, code, loopback))
 	wantError(t, "code reused", status, body, http.StatusBadRequest, ErrInvalidGrant)
@@ -567,4 +570,70 @@ func FuzzDecodeRegistration(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCORSAndBasicAuth(t *testing.T) {
+	f := newFixture(t, nil)
+	req, _ := http.NewRequest(http.MethodOptions, f.hs.URL+TokenPath, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, err := http.Get(f.hs.URL + ResourceMetadataPath + "/mcp/" + url.PathEscape("not a name")); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("metadata of no device's URL: %v %v", resp.StatusCode, err)
+	}
+	// HTTP Basic with the client ID as user and no password, as
+	// golang.org/x/oauth2 tries first.
+	id := f.register(t, loopback)
+	form := codeForm("", f.code(t, id, loopback), loopback)
+	form.Del("client_id")
+	post := func(user, pass string) int {
+		req, _ := http.NewRequest(http.MethodPost, f.hs.URL+TokenPath, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
+		req.SetBasicAuth(url.QueryEscape(user), pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status := post(id, "a secret"); status != http.StatusUnauthorized {
+		t.Errorf("Basic with a secret: %d", status)
+	}
+	if status := post(id, ""); status != http.StatusOK {
+		t.Errorf("Basic with the client ID: %d", status)
+	}
+}
+
+func TestStateUnavailable(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, st)
+	id := f.register(t, loopback)
+	st.Close()
+	resp, err := http.Post(f.hs.URL+RegisterPath, "application/json", strings.NewReader(`{"redirect_uris":["`+loopback+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("register: %d", resp.StatusCode)
+	}
+	if resp := f.authorize(t, authParams(id, loopback)); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Location") != "" {
+		t.Errorf("authorize: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	status, body := f.post(t, TokenPath, codeForm(id, "cac_"+strings.Repeat("A", 43), loopback))
+	wantError(t, "token", status, body, http.StatusServiceUnavailable, ErrTemporarilyUnavailable)
+	status, body = f.post(t, RevokePath, url.Values{"token": {"ccr_tok_000000000000_" + strings.Repeat("A", 43)}})
+	wantError(t, "revoke", status, body, http.StatusServiceUnavailable, ErrTemporarilyUnavailable)
+	if f.srv.Issuer() != public {
+		t.Errorf("issuer: %s", f.srv.Issuer())
+	}
 }

@@ -127,7 +127,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		tok, pair, err = s.cfg.State.RefreshConnection(refresh, id, now)
 		switch {
 		case errors.Is(err, store.ErrRefreshReused):
-			s.audit(now, nil, connectionOf(refresh), AuditRefresh, AuditReused)
+			s.audit(now, nil, store.OAuthTokenID(refresh), AuditRefresh, AuditReused)
 		case err == nil && form.Get("resource") != "" && form.Get("resource") != tok.Resource:
 			// Spent all the same: a client that asks for another resource
 			// starts over.
@@ -196,20 +196,6 @@ func (s *Server) redeem(form url.Values, id string, now time.Time) (*store.Token
 // validVerifier reports whether v is a PKCE code verifier (RFC 7636 4.1).
 func validVerifier(v string) bool {
 	return len(v) >= 43 && len(v) <= 128 && strings.Trim(v, b64chars+".~") == ""
-}
-
-// connectionOf is the token ID an access or refresh token names, or "":
-// the store decides whether it is one.
-func connectionOf(token string) string {
-	_, rest, ok := strings.Cut(token, "_")
-	if !ok {
-		return ""
-	}
-	i := strings.LastIndexByte(rest, '_')
-	if i <= 0 {
-		return ""
-	}
-	return rest[:i]
 }
 
 // grantedScope names the presets a connection's tools hold whole: what a

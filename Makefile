@@ -131,11 +131,11 @@ vm-test:
 vm-storm:
 	test/vm/storm.sh
 
-# Redraws docs/panel/*.png: the panel's browser test (headless Chromium)
-# writes a screenshot of every page.
+# Redraws docs/panel/*.png: the panel's browser tests (headless Chromium)
+# write a screenshot of every page, the OAuth consent page's included.
 screenshots:
 	@$(USERMGR) up >/dev/null
-	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run 'TestPanelInABrowser$$' -count=1
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run '^(TestPanelInABrowser|TestConsentInABrowser)$$' -count=1
 
 clean:
 	rm -rf bin dist

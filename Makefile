@@ -30,7 +30,8 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
              ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes \
-             ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relay/cluster:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask
+             ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relay/cluster:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask \
+             ./internal/relay/panel:FuzzResourceDevice ./internal/relay/panel:FuzzAfterSignIn
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
@@ -140,11 +141,11 @@ vm-test:
 vm-storm:
 	test/vm/storm.sh
 
-# Redraws docs/panel/*.png: the panel's browser test (headless Chromium)
-# writes a screenshot of every page.
+# Redraws docs/panel/*.png: the panel's browser tests (headless Chromium)
+# write a screenshot of every page, the OAuth consent page's included.
 screenshots:
 	@$(USERMGR) up >/dev/null
-	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run 'TestPanelInABrowser$$' -count=1
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run '^(TestPanelInABrowser|TestConsentInABrowser)$$' -count=1
 
 clean:
 	rm -rf bin dist

@@ -31,7 +31,8 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
              ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes \
              ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relay/cluster:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask \
-             ./internal/relay/panel:FuzzResourceDevice ./internal/relay/panel:FuzzAfterSignIn
+             ./internal/relay/panel:FuzzResourceDevice ./internal/relay/panel:FuzzAfterSignIn \
+             ./internal/relay/downloads:FuzzParseSums ./internal/relay/downloads:FuzzValidName
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
@@ -44,7 +45,8 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath \
              internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
-             internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd
+             internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd \
+             internal/relay/downloads
 
 .PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test claude-code-test mutation screenshots
 

@@ -7,7 +7,8 @@
 # ID, no paths and no VCS stamp, and the packages' times are the commit's
 # (SOURCE_DATE_EPOCH).
 #
-# VERSION  X.Y.Z, with an optional v and -suffix (required)
+# VERSION  X.Y.Z, with an optional v (required): no suffix, so every file
+#          name is one a relay serves (letters, digits, '.', '_', '-')
 # COMMIT   what `commandcore version` names as the commit (default: git's)
 # DIST     the directory to write, emptied first (default dist)
 set -eu
@@ -18,8 +19,12 @@ GO=${GO:-go}
 DIST=${DIST:-dist}
 : "${VERSION:?set VERSION=X.Y.Z}"
 case ${VERSION#v} in
-[0-9]*.[0-9]*.[0-9]*) ;;
-*)
+*[!0-9.]* | .* | *. | *..* | *.*.*.*) bad=1 ;;
+*.*.*) bad= ;;
+*) bad=1 ;;
+esac
+case $bad in
+1)
 	echo "release.sh: VERSION $VERSION is not X.Y.Z" >&2
 	exit 2
 	;;

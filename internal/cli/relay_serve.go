@@ -37,12 +37,14 @@ type relayServeOptions struct {
 	PublicURL, PanelPublicURL string
 	OAuthPrivateClients       bool
 	OAuthClientCA             string
+	// Downloads is a release directory to serve to devices.
+	Downloads string
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR [--panel-insecure] [--public-url URL] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F]] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--public-url URL] [--panel-listen ADDR [--panel-insecure] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F]] [--downloads DIR] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -53,7 +55,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
 	cmd.Flags().StringVar(&o.PanelListen, "panel-listen", "", "serve the web panel at ADDR/panel/ (with --tls-cert and --tls-key when given); admins sign in with relay admin create")
 	cmd.Flags().BoolVar(&o.PanelInsecure, "panel-insecure", false, "serve the panel over plain HTTP on an address that is not loopback (its sign-in codes, cookies and typed secrets cross the network in clear)")
-	cmd.Flags().StringVar(&o.PublicURL, "public-url", "", "the relay's URL as clients reach it (https://HOST[:PORT]; every replica behind a load balancer gets the same); OAuth's issuer and resource names derive from it (default: the listener's own URL)")
+	cmd.Flags().StringVar(&o.PublicURL, "public-url", "", "the relay's URL as clients and devices reach it (https://HOST[:PORT]; every replica behind a load balancer gets the same); the install line, OAuth's issuer and resource names derive from it (default: the listener's own URL)")
 	cmd.Flags().StringVar(&o.PanelPublicURL, "panel-public-url", "", "the panel's URL as browsers reach it, e.g. https://HOST/panel/; OAuth's consent page is its consent/<request> (default: the panel listener's own URL)")
 	cmd.Flags().BoolVar(&o.OAuthPrivateClients, "oauth-private-clients", false, "let an OAuth client ID metadata document live on a loopback, private or link-local address")
 	cmd.Flags().StringVar(&o.OAuthClientCA, "oauth-client-ca", "", "a CA file (PEM) a client ID metadata document's HTTPS certificate may chain to, besides the system's")
@@ -64,6 +66,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.NATS.Cert, "nats-cert", "", "client certificate for NATS (PEM), with --nats-key")
 	cmd.Flags().StringVar(&o.NATS.Key, "nats-key", "", "client certificate key for NATS (PEM), with --nats-cert")
 	cmd.Flags().BoolVar(&o.NATS.Insecure, "nats-insecure", false, "allow plain NATS to a server off loopback (the network between the replicas is trusted)")
+	cmd.Flags().StringVar(&o.Downloads, "downloads", "", "serve the release in this directory (make release's dist/: the files its SHA256SUMS names) to devices at /download/, beside this relay's own binary; /install.sh installs from there")
 	cmd.Flags().StringVar(&o.Name, "name", "", "this replica's name in relay replicas and relay devices (default: the host name)")
 	cmd.Flags().StringVar(&o.MetricsToken, "metrics-token", "", fmt.Sprintf("a secret of at least %d bytes every metrics scrape must present (Authorization: Bearer TOKEN)", limits.MetricsTokenMinBytes))
 	return cmd
@@ -101,7 +104,8 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
 		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica,
 		PublicURL: o.PublicURL, PanelPublicURL: o.PanelPublicURL, OAuthPrivateClients: o.OAuthPrivateClients, OAuthClientCA: o.OAuthClientCA,
-		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
+		Downloads: o.Downloads,
+		Out:       o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
 }
 
 // serveFlagError names the flags behind relay.Serve's refusals of its
@@ -117,7 +121,7 @@ func serveFlagError(err error) error {
 	case errors.Is(err, relay.ErrPanelPlainHTTP):
 		return usageError("--panel-listen %v; give --tls-cert and --tls-key, or --panel-insecure to serve it in clear", err)
 	case errors.Is(err, relay.ErrOAuthNeedsPanel):
-		return usageError("--public-url, --panel-public-url, --oauth-private-clients and --oauth-client-ca go with --panel-listen: OAuth's consent page is the panel's")
+		return usageError("--panel-public-url, --oauth-private-clients and --oauth-client-ca go with --panel-listen: OAuth's consent page is the panel's")
 	case errors.Is(err, oauth.ErrPublicURL):
 		return usageError("--public-url: %v", err)
 	case errors.Is(err, oauth.ErrPanelURL):

@@ -306,7 +306,7 @@ func TestRelayOAuthFlagsNeedThePanel(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--public-url", "https://relay.example"}, "--panel-listen"},
+		{[]string{"--panel-public-url", "https://relay.example/panel/"}, "--panel-listen"},
 		{[]string{"--oauth-private-clients"}, "--panel-listen"},
 		{[]string{"--panel-listen", "127.0.0.1:0", "--public-url", "https://relay.example/relay"}, "--public-url"},
 		{[]string{"--panel-listen", "127.0.0.1:0", "--panel-public-url", "relay.example"}, "--panel-public-url"},

@@ -113,6 +113,11 @@ var counts = map[string]struct{ got, want int64 }{
 	// Internal: a sign-in under way and a stored passkey.
 	"MaxSignInStateBytes": {MaxSignInStateBytes, 4 * kib},
 	"MaxPasskeyBytes":     {MaxPasskeyBytes, 16 * kib},
+	// docs/limits.md, Downloads: what a relay serves for install.sh.
+	"DownloadsMaxFiles":     {DownloadsMaxFiles, 64},
+	"DownloadsMaxSumsBytes": {DownloadsMaxSumsBytes, 16 * kib},
+	"DownloadNameMaxBytes":  {DownloadNameMaxBytes, 128},
+	"DownloadsConcurrent":   {DownloadsConcurrent, 16},
 }
 
 // durations pins every time bound the same way.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay/announce"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/metrics"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
@@ -68,15 +69,20 @@ type ServeConfig struct {
 	// Replica names this relay among the replicas; its Address is the
 	// base URL Serve announces.
 	Replica ReplicaConfig
-	// PublicURL names the relay as clients reach it, PanelPublicURL the
-	// panel as browsers do; empty, the listeners' own. With the panel,
-	// the relay is an OAuth authorization server (docs/oauth.md).
+	// PublicURL names the relay as clients and devices reach it (the
+	// install line's URL, and OAuth's issuer), PanelPublicURL the panel
+	// as browsers do; empty, the listeners' own. With the panel, the
+	// relay is an OAuth authorization server (docs/oauth.md).
 	PublicURL, PanelPublicURL string
 	// OAuthPrivateClients lets client ID metadata documents live on
 	// loopback, private or link-local addresses; OAuthClientCA names a
 	// PEM file of CAs their certificates may chain to.
 	OAuthPrivateClients bool
 	OAuthClientCA       string
+	// Downloads, when set, is a release directory (make release's
+	// layout) whose files the relay serves to devices beside its own
+	// binary; install.sh and the relay's own binary are served either way.
+	Downloads string
 }
 
 // ErrOAuthNeedsPanel refuses OAuth options without the panel: its consent
@@ -94,7 +100,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return ErrTLSPair
 	case cfg.MetricsToken != "" && cfg.MetricsListen == "":
 		return ErrMetricsTokenAlone
-	case cfg.PanelListen == "" && (cfg.PublicURL != "" || cfg.PanelPublicURL != "" || cfg.OAuthPrivateClients || cfg.OAuthClientCA != ""):
+	case cfg.PanelListen == "" && (cfg.PanelPublicURL != "" || cfg.OAuthPrivateClients || cfg.OAuthClientCA != ""):
 		return ErrOAuthNeedsPanel
 	}
 	if cfg.PublicURL != "" {
@@ -134,6 +140,17 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	defer ln.Close()
 	cfg.Replica.Address = baseURL(cfg, ln)
+	// The downloads' files are opened before the relay joins the others:
+	// a release it cannot serve refuses the start.
+	public := cfg.PublicURL
+	if public == "" {
+		public = cfg.Replica.Address
+	}
+	dl, err := downloads.New(downloads.Config{PublicURL: public, Dir: cfg.Downloads})
+	if err != nil {
+		return err
+	}
+	defer dl.Close()
 	srv, err := NewReplica(cfg.State, cfg.Replica)
 	if err != nil {
 		return err
@@ -141,10 +158,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	srv.Log = cfg.Log
 	defer srv.Close()
 	if pln != nil {
-		oc := OAuthConfig{PublicURL: cfg.PublicURL, PanelURL: cfg.PanelPublicURL, PrivateClients: cfg.OAuthPrivateClients, ClientCAs: cas}
-		if oc.PublicURL == "" {
-			oc.PublicURL = cfg.Replica.Address
-		}
+		oc := OAuthConfig{PublicURL: public, PanelURL: cfg.PanelPublicURL, PrivateClients: cfg.OAuthPrivateClients, ClientCAs: cas}
 		if oc.PanelURL == "" {
 			oc.PanelURL = cfg.Replica.Panel + "/panel/"
 		}
@@ -152,6 +166,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return err
 		}
 	}
+	srv.Downloads = dl
 	base := announceListening(cfg, ln)
 	errc := make(chan error, 3)
 	hs := srv.HTTPServer()

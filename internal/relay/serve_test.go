@@ -43,7 +43,6 @@ func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
 		{ServeConfig{MetricsListen: "0.0.0.0:0"}, ErrMetricsNeedToken},
 		{ServeConfig{PanelListen: "0.0.0.0:0"}, ErrPanelPlainHTTP},
 		{ServeConfig{PanelListen: "0.0.0.0:0", MetricsListen: "127.0.0.1:0"}, ErrPanelPlainHTTP},
-		{ServeConfig{PublicURL: "https://relay.example"}, ErrOAuthNeedsPanel},
 		{ServeConfig{PanelPublicURL: "https://relay.example/panel/"}, ErrOAuthNeedsPanel},
 		{ServeConfig{OAuthPrivateClients: true}, ErrOAuthNeedsPanel},
 		{ServeConfig{OAuthClientCA: "ca.pem"}, ErrOAuthNeedsPanel},

@@ -592,6 +592,7 @@ func TestCORSAndBasicAuth(t *testing.T) {
 	form := codeForm("", f.code(t, id, loopback), loopback)
 	form.Del("client_id")
 	post := func(user, pass string) int {
+		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, f.hs.URL+TokenPath, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
 		req.SetBasicAuth(url.QueryEscape(user), pass)
@@ -600,6 +601,9 @@ func TestCORSAndBasicAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("invalid_client after HTTP authentication without a Basic challenge: %v", resp.Header)
+		}
 		return resp.StatusCode
 	}
 	if status := post(id, "a secret"); status != http.StatusUnauthorized {

@@ -126,6 +126,16 @@ const (
 	SignInCodeTTL    = 15 * time.Minute
 	PanelSessionIdle = 12 * time.Hour
 	PanelSessionMax  = 7 * 24 * time.Hour
+	// SignInStateTTL is how long a sign-in under way (a trip to the
+	// team's identity provider, a passkey prompt) may take to come back.
+	SignInStateTTL = 10 * time.Minute
+	// MaxSignInStateBytes bounds what a sign-in under way keeps.
+	MaxSignInStateBytes = 4 * 1024
+	// PasskeysPerAdmin bounds the passkeys one admin may register.
+	PasskeysPerAdmin = 16
+	// MaxPasskeyBytes bounds one stored passkey (its public key and what
+	// the authenticator attested).
+	MaxPasskeyBytes = 16 * 1024
 	// PanelLiveRecheck is how often an open live page of the panel (a
 	// job's tail, the device list) checks its session again, so that one
 	// ended (signed out, expired, its admin revoked) stops within 5 s.

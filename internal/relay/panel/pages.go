@@ -197,13 +197,21 @@ func (p *Panel) revokeDevice(w http.ResponseWriter, r *http.Request, s session) 
 	}
 }
 
-// tokensData is the Tokens page's: every token, and the one just made.
+// tokensData is the Tokens page's: every token and OAuth connection, and
+// the token just made.
 type tokensData struct {
-	Tokens  []store.Token
+	Tokens  []tokenRow
 	Now     time.Time
 	Created *store.Token
 	Secret  string
 	TTL     string
+}
+
+// tokenRow is a token as the Tokens page lists it: its device scope with
+// each device ID the relay knows by its name (the ID in a title).
+type tokenRow struct {
+	store.Token
+	DeviceNames []who
 }
 
 func (p *Panel) tokens(w http.ResponseWriter, r *http.Request, s session) {
@@ -216,7 +224,27 @@ func (p *Panel) showTokens(w http.ResponseWriter, r *http.Request, s session, d 
 		p.stateFailed(w, r, err)
 		return
 	}
-	d.Tokens, d.Now, d.TTL = toks, p.cfg.Now(), "30d"
+	devs, err := p.cfg.State.Devices()
+	if err != nil {
+		p.stateFailed(w, r, err)
+		return
+	}
+	byID := map[string]string{}
+	for _, dev := range devs {
+		byID[dev.ID] = dev.Name
+	}
+	for _, t := range toks {
+		row := tokenRow{Token: t}
+		for _, d := range t.Devices {
+			dev := who{Name: d}
+			if name, ok := byID[d]; ok {
+				dev = who{Name: name, Title: "device " + d}
+			}
+			row.DeviceNames = append(row.DeviceNames, dev)
+		}
+		d.Tokens = append(d.Tokens, row)
+	}
+	d.Now, d.TTL = p.cfg.Now(), "30d"
 	p.show(w, s, "tokens", "Tokens", d)
 }
 

@@ -54,14 +54,21 @@ type fixture struct {
 
 func newFixture(t testing.TB, secure bool) *fixture {
 	t.Helper()
+	return newFixtureWith(t, Config{Secure: secure})
+}
+
+// newFixtureWith is a panel with cfg over a new state, its audit kept.
+func newFixtureWith(t testing.TB, cfg Config) *fixture {
+	t.Helper()
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{t: t, state: st, devices: &devices{}}
-	p, err := New(Config{State: st, Devices: f.devices, Secure: secure,
-		Audit: func(e store.AuditEntry) { f.mu.Lock(); f.audited = append(f.audited, e); f.mu.Unlock() }})
+	cfg.State, cfg.Devices = st, f.devices
+	cfg.Audit = func(e store.AuditEntry) { f.mu.Lock(); f.audited = append(f.audited, e); f.mu.Unlock() }
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

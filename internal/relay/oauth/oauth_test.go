@@ -641,3 +641,28 @@ func TestStateUnavailable(t *testing.T) {
 		t.Errorf("issuer: %s", f.srv.Issuer())
 	}
 }
+
+func TestRedirectURIs(t *testing.T) {
+	for u, want := range map[string]bool{
+		"https://c.example/cb": true, "https://c.example/cb?x=1": true, "http://127.0.0.1/cb": true, "http://[::1]:8/cb": true,
+		"http://localhost:5/cb": true, "com.example.app:/cb": true, "cursor://anysphere.cursor-mcp/oauth/callback": true,
+		"": false, "http://c.example/cb": false, "http://127.0.0.2.example/cb": false, "https:///cb": false, "https://c.example/cb#f": false,
+		"javascript:alert(1)": false, "data:text/html,x": false, "file:///etc/passwd": false, "https://u:p@c.example/cb": false,
+		"/cb": false, "https://c.example/c b": false, "https://c.example/" + strings.Repeat("x", store.MaxOAuthTextBytes): false,
+	} {
+		if got := ValidRedirectURI(u); got != want {
+			t.Errorf("ValidRedirectURI(%q) = %v", u, got)
+		}
+	}
+	registered := []string{"http://127.0.0.1/cb?a=1", "https://c.example/cb", "http://[::1]:7/x"}
+	for u, want := range map[string]bool{
+		"https://c.example/cb": true, "http://127.0.0.1/cb?a=1": true, "http://127.0.0.1:65535/cb?a=1": true, "http://[::1]/x": true,
+		"https://c.example:444/cb": false, "http://127.0.0.1:0/cb?a=1": false, "http://127.0.0.1:65536/cb?a=1": false,
+		"http://127.0.0.1:8/cb?a=2": false, "http://127.0.0.1:8/cb": false, "http://127.0.0.1:8/cb?a=1&b": false,
+		"http://127.0.0.1:8/CB?a=1": false, "http://[::1]:8/y": false, "https://c.example/cb?": false,
+	} {
+		if got := matchRedirect(registered, u); got != want {
+			t.Errorf("matchRedirect(%q) = %v", u, got)
+		}
+	}
+}

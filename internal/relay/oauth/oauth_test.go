@@ -224,14 +224,11 @@ func TestResourceMetadata(t *testing.T) {
 func TestRegisterRefusals(t *testing.T) {
 	f := newFixture(t, nil)
 	for body, code := range map[string]string{
-		`{"redirect_uris":[]}`:                                                                          ErrInvalidRedirectURI,
-		`{"redirect_uris":["javascript:alert(1)"]}`:                                                     ErrInvalidRedirectURI,
-		`{"redirect_uris":["http://example.com/cb"]}`:                                                   ErrInvalidRedirectURI,
-		`{"redirect_uris":["https://example.com/cb#frag"]}`:                                             ErrInvalidRedirectURI,
-		`{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"client_secret_basic"}`: ErrInvalidClientMetadata,
-		`{"redirect_uris":["https://a.example/cb"],"grant_types":["client_credentials"]}`:               ErrInvalidClientMetadata,
-		`{"redirect_uris":["https://a.example/cb"],"response_types":["token"]}`:                         ErrInvalidClientMetadata,
-		`{"redirect_uris":"https://a.example/cb"}`:                                                      ErrInvalidClientMetadata,
+		`{"redirect_uris":[]}`:                              ErrInvalidRedirectURI,
+		`{"redirect_uris":["javascript:alert(1)"]}`:         ErrInvalidRedirectURI,
+		`{"redirect_uris":["http://example.com/cb"]}`:       ErrInvalidRedirectURI,
+		`{"redirect_uris":["https://example.com/cb#frag"]}`: ErrInvalidRedirectURI,
+		`{"redirect_uris":"https://a.example/cb"}`:          ErrInvalidClientMetadata,
 		`not json`: ErrInvalidClientMetadata,
 		`{"redirect_uris":["https://a.example/cb"],"client_name":"` + strings.Repeat("x", limits.OAuthMaxFormBytes) + `"}`: ErrInvalidClientMetadata,
 	} {
@@ -251,9 +248,22 @@ func TestRegisterRefusals(t *testing.T) {
 	if _, err := DecodeRegistration([]byte(`{"redirect_uris":["` + strings.Join(many, `","`) + `"]}`)); err == nil || err.code != ErrInvalidRedirectURI {
 		t.Errorf("17 redirect URIs: %v", err)
 	}
-	c, err := DecodeRegistration([]byte(`{"redirect_uris":["com.example.app:/cb","http://[::1]/cb"],"client_name":"bad\u202ename"}`))
-	if err != nil || c.Name != "" || len(c.RedirectURIs) != 2 {
-		t.Errorf("native redirects, hidden name dropped: %+v %v", c, err)
+	// What claude.ai sends: a public client is registered all the same,
+	// and told so.
+	resp, err := http.Post(f.hs.URL+RegisterPath, "application/json", strings.NewReader(
+		`{"redirect_uris":["https://claude.ai/api/mcp/auth_callback"],"token_endpoint_auth_method":"client_secret_post","grant_types":["authorization_code","refresh_token"],"response_types":["code"],"client_name":"Claude"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || out["token_endpoint_auth_method"] != "none" || out["client_secret"] != nil {
+		t.Errorf("claude.ai's registration: %d %v", resp.StatusCode, out)
+	}
+	c, rerr := DecodeRegistration([]byte(`{"redirect_uris":["com.example.app:/cb","http://[::1]/cb"],"client_name":"bad\u202ename"}`))
+	if rerr != nil || c.Name != "" || len(c.RedirectURIs) != 2 {
+		t.Errorf("native redirects, hidden name dropped: %+v %v", c, rerr)
 	}
 }
 

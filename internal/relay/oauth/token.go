@@ -92,6 +92,15 @@ func clientID(r *http.Request, form url.Values) (string, bool) {
 	return id, id != "" && (store.IsRegisteredClientID(id) || cimd.IsClientIDURL(id))
 }
 
+// refuseClient answers invalid_client; a client that tried HTTP
+// authentication is told the scheme (RFC 6749 5.2).
+func refuseClient(w http.ResponseWriter, r *http.Request, description string) {
+	if r.Header.Get("Authorization") != "" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="commandcore-relay"`)
+	}
+	writeOAuthError(w, ErrInvalidClient, description)
+}
+
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	form := readForm(w, r)
 	if form == nil {
@@ -99,7 +108,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	id, ok := clientID(r, form)
 	if !ok {
-		writeOAuthError(w, ErrInvalidClient, "the request names no public client (client_id, and no secret)")
+		refuseClient(w, r, "the request names no public client (client_id, and no secret)")
 		return
 	}
 	if res := form.Get("resource"); res != "" {
@@ -227,7 +236,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	// The client_id is optional here: holding the token is what counts,
 	// and some clients revoke without naming themselves.
 	if _, pass, ok := r.BasicAuth(); ok && pass != "" || form.Get("client_secret") != "" {
-		writeOAuthError(w, ErrInvalidClient, "the relay's clients are public: no secret")
+		refuseClient(w, r, "the relay's clients are public: no secret")
 		return
 	}
 	tok := form.Get("token")

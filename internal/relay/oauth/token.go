@@ -127,7 +127,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	case grantCode:
 		tok, pair, err = s.redeem(form, id, now)
 		if errors.Is(err, store.ErrCodeReused) {
-			s.audit(now, nil, "", AuditToken, AuditReused)
+			s.audit(now, tok, "", AuditToken, AuditReused)
 		} else if err == nil {
 			s.audit(now, tok, "", AuditToken, "")
 		}
@@ -136,7 +136,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		tok, pair, err = s.cfg.State.RefreshConnection(refresh, id, now)
 		switch {
 		case errors.Is(err, store.ErrRefreshReused):
-			s.audit(now, nil, store.OAuthTokenID(refresh), AuditRefresh, AuditReused)
+			s.audit(now, tok, "", AuditRefresh, AuditReused)
 		case err == nil && form.Get("resource") != "" && form.Get("resource") != tok.Resource:
 			// Spent all the same: a client that asks for another resource
 			// starts over.

@@ -32,6 +32,7 @@ uninstall=
 purge=
 tmp=
 staged=
+previous=
 
 die() {
 	printf 'commandcore install: %s\n' "$*" >&2
@@ -40,6 +41,7 @@ die() {
 
 cleanup() {
 	[ -z "$staged" ] || rm -f "$staged"
+	[ -z "$previous" ] || rm -f "$previous"
 	[ -z "$tmp" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -153,15 +155,28 @@ enrolled=$(cc "$tmp/commandcore" enroll --keep-identity --server "$relay" ${code
 fresh=
 [ -e "$bin" ] || fresh=1
 mkdir -p "$prefix" || die "could not create $prefix"
+if [ -z "$fresh" ]; then
+	# An upgrade keeps the binary it replaces until the service runs on
+	# the new one.
+	previous=$prefix/.commandcore.previous.$$
+	cp -p "$bin" "$previous" || die "could not keep a copy of $bin"
+fi
 staged=$prefix/.commandcore.$$
 cp "$tmp/commandcore" "$staged" && chmod 755 "$staged" && mv -f "$staged" "$bin" ||
 	die "could not install $bin"
 staged=
 
 if ! installed=$(cc "$bin" install 2>&1); then
-	[ -z "$fresh" ] || rm -f "$bin"
-	die "the service did not start: $(firstline "$installed"); the identity is kept, so running this again retries"
+	if [ -n "$fresh" ]; then
+		cc "$bin" uninstall >/dev/null 2>&1
+		rm -f "$bin"
+		die "the service did not start: $(firstline "$installed"); the identity is kept, so running this again retries"
+	fi
+	mv -f "$previous" "$bin" && previous= && cc "$bin" install >/dev/null 2>&1
+	die "the service did not start on the new binary: $(firstline "$installed"); the previous binary is back in place"
 fi
+[ -z "$previous" ] || rm -f "$previous"
+previous=
 
 printf '%s\n' "$enrolled"
 printf '%s\n' "$installed" | grep -v '^note: '
@@ -173,8 +188,8 @@ esac
 echo
 # The agent links within moments of starting; status then says so.
 tries=0
-while [ $tries -lt 50 ] && ! cc "$bin" status --json 2>/dev/null | grep -q '"state": "connected"'; do
-	sleep 0.2 2>/dev/null || sleep 1
+while [ $tries -lt 200 ] && ! cc "$bin" status --json 2>/dev/null | grep -q '"state": "connected"'; do
+	sleep 0.05 2>/dev/null || sleep 1
 	tries=$((tries + 1))
 done
 cc "$bin" status || true

@@ -279,6 +279,27 @@ func TestInstallScript(t *testing.T) {
 		t.Fatalf("the relay lists %d devices, want the one: %+v", len(devs), devs)
 	}
 
+	// An upgrade whose service does not start puts the previous binary
+	// back, and the agent runs on it again.
+	broken := t.TempDir()
+	fake := []byte("#!/bin/sh\ncase $1 in enroll) echo 'identity kept.'; exit 0 ;; esac\necho 'commandcore: start: job failed' >&2\nexit 1\n")
+	os.WriteFile(filepath.Join(broken, downloads.BinaryName(runtime.GOARCH)), fake, 0o755)
+	os.WriteFile(filepath.Join(broken, downloads.SumsName), fmt.Appendf(nil, "%x  %s\n", sha256.Sum256(fake), downloads.BinaryName(runtime.GOARCH)), 0o644)
+	bad := &relayEnv{t: t, relayState: t.TempDir()}
+	bad.relay = bad.serve("127.0.0.1:0", "--downloads", broken)
+	badScript := &scriptEnv{t: t, relay: bad, home: s.home, config: s.config, service: s.service}
+	out, errOut, rc = badScript.pipe("curl -fsSL", "dash", path, "--service", s.service)
+	if want := "commandcore install: the service did not start on the new binary: start: job failed; the previous binary is back in place\n"; rc != 1 || out != "" || errOut != want {
+		t.Fatalf("a failed upgrade: exit %d, %q, %q; want %q", rc, out, errOut, want)
+	}
+	if got, _ := os.ReadFile(s.installed()); sha256.Sum256(got) != sha256.Sum256(served) {
+		t.Fatal("the previous binary is not back")
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(s.installed())); len(entries) != 1 {
+		t.Errorf("beside the binary: %v", entries)
+	}
+	s.healthy("line-box")
+
 	out, errOut, rc = s.pipe("curl -fsSL", "dash", path, "--uninstall", "--purge", "--service", s.service)
 	if rc != 0 || !strings.Contains(out, "removed "+s.installed()) {
 		t.Fatalf("--uninstall --purge: exit %d\n%s%s", rc, out, errOut)

@@ -48,8 +48,9 @@ type Config struct {
 	PublicURL string
 	// Dir, when set, holds a release: the files its SHA256SUMS names.
 	Dir string
-	// Self is the relay's own binary, served as BinaryName(runtime.GOARCH)
-	// unless Dir has a file of that name; "" means os.Executable.
+	// Self is the relay's own binary, served (by a relay on Linux) as
+	// BinaryName(runtime.GOARCH) unless Dir has a file of that name; ""
+	// means os.Executable.
 	Self string
 }
 
@@ -88,7 +89,8 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("downloads %s: %w", cfg.Dir, err)
 		}
 	}
-	if _, ok := s.files[s.selfName]; !ok {
+	// Only a Linux relay's own binary is an agent a device can run.
+	if _, ok := s.files[s.selfName]; !ok && runtime.GOOS == "linux" {
 		if len(s.files) == limits.DownloadsMaxFiles {
 			s.Close()
 			return nil, fmt.Errorf("downloads %s: more than %d files with the relay's own", cfg.Dir, limits.DownloadsMaxFiles)

@@ -362,7 +362,10 @@ func (p *Panel) createEnrollCode(w http.ResponseWriter, r *http.Request, s sessi
 	}
 	line := "commandcore enroll --server " + strings.Join(servers, ",") + " --code " + code
 	var install string
-	if len(servers) > 0 {
+	switch {
+	case p.cfg.PublicURL != "":
+		install = downloads.InstallLine(p.cfg.PublicURL, code)
+	case len(servers) > 0:
 		install = downloads.InstallLine(servers[0], code)
 	}
 	p.show(w, s, "enroll", "Enrollment", enrollData{Code: code, Install: install, Line: line, Servers: servers, TTL: limits.EnrollCodeTTL.String()})

@@ -24,8 +24,8 @@ import (
 // ConsentPath + the request's ID.
 const ConsentPath = Prefix + "consent/"
 
-// consentDays are the lifetimes the consent page offers, in days; those
-// beyond limits.OAuthConnectionMax are not offered.
+// consentDays are the lifetimes the consent page offers, in days, the
+// last limits.OAuthConnectionMax (a test pins it).
 var consentDays = []int{1, 7, 30, 90, 365}
 
 // toolTitles are the device tools and their titles, read once from the
@@ -165,8 +165,7 @@ func (p *Panel) consentData(c *consent, devices, presets, tools []string, princi
 	d := consentData{ID: c.id, Client: c.req.ClientName, ClientID: c.req.ClientID, Device: c.device,
 		DeviceKnown: c.deviceID != "", Principal: principal, ExpiresAt: c.req.ExpiresAt}
 	d.Host = c.back.Host
-	ip := net.ParseIP(c.back.Hostname())
-	d.Loopback = c.back.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
+	d.Loopback = c.back.Hostname() == "localhost" || net.ParseIP(c.back.Hostname()).IsLoopback()
 	if c.device == "" {
 		d.Devices = append(d.Devices, choice{Value: authz.ScopeAll, Label: "Every device, those enrolled later too",
 			Checked: slices.Contains(devices, authz.ScopeAll)})
@@ -183,9 +182,7 @@ func (p *Panel) consentData(c *consent, devices, presets, tools []string, princi
 		d.Tools = append(d.Tools, t)
 	}
 	for _, n := range consentDays {
-		if time.Duration(n)*24*time.Hour <= limits.OAuthConnectionMax {
-			d.Days = append(d.Days, choice{Value: strconv.Itoa(n), Label: dayLabel(n), Checked: n == days})
-		}
+		d.Days = append(d.Days, choice{Value: strconv.Itoa(n), Label: dayLabel(n), Checked: n == days})
 	}
 	return d
 }

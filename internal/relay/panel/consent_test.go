@@ -120,6 +120,10 @@ func TestConsentSignInAndBack(t *testing.T) {
 	if resp.Header.Get("Location") != ConsentPath+id {
 		t.Fatalf("after sign-in: to %q, want the consent page", resp.Header.Get("Location"))
 	}
+	long := ConsentPath + strings.Repeat("a", 128)
+	if resp, _ := f.do(f.client(), "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {long}}, nil); resp.Header.Get("Location") != long {
+		t.Errorf("a 128-character ID: to %q", resp.Header.Get("Location"))
+	}
 	for _, next := range []string{ConsentPath, ConsentPath + "a/b", ConsentPath + "a.b", ConsentPath + strings.Repeat("a", 129), ConsentPath + "é"} {
 		resp, _ := f.do(f.client(), "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {next}}, nil)
 		if resp.Header.Get("Location") != Prefix {
@@ -146,6 +150,15 @@ func TestConsentSignInAndBack(t *testing.T) {
 	}
 	if strings.Contains(page, `value="366"`) || strings.Contains(page, "(an app on the computer") {
 		t.Error("the page offers more than a year, or calls a remote client local")
+	}
+}
+
+// TestConsentOffersUpToTheLongestConnection: the lifetimes offered rise
+// to limits.OAuthConnectionMax, and the page offers nothing longer.
+func TestConsentOffersUpToTheLongestConnection(t *testing.T) {
+	if !slices.IsSorted(consentDays) || consentDays[0] != 1 || time.Duration(consentDays[len(consentDays)-1])*24*time.Hour != limits.OAuthConnectionMax ||
+		!slices.Contains(consentDays, int(limits.OAuthConnectionTTL/(24*time.Hour))) {
+		t.Errorf("the consent page offers %v days: from 1 to the longest connection, the default among them", consentDays)
 	}
 }
 

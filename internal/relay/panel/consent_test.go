@@ -113,8 +113,11 @@ func TestConsentSignInAndBack(t *testing.T) {
 			t.Fatalf("signed out (Sec-Fetch-Site %q): %d to %q, want %q", site, resp.StatusCode, resp.Header.Get("Location"), want)
 		}
 	}
-	if _, page := f.do(c, "GET", want, nil, nil); !strings.Contains(page, `name="next" value="`+ConsentPath+id+`"`) {
-		t.Fatalf("the sign-in page does not carry next:\n%s", page)
+	if _, page := f.do(c, "GET", want, nil, nil); !strings.Contains(page, `name="next" value="`+ConsentPath+id+`"`) || !strings.Contains(page, `id="for-consent"`) {
+		t.Fatalf("the sign-in page does not carry next, or does not say an app asks:\n%s", page)
+	}
+	if _, page := f.do(c, "GET", LoginPath+"?next="+url.QueryEscape(SecretPath+"ccp_x"), nil, nil); strings.Contains(page, `id="for-consent"`) {
+		t.Error("the sign-in page for a secret prompt says an app asks to connect")
 	}
 	resp, _ = f.do(c, "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {ConsentPath + id}}, nil)
 	if resp.Header.Get("Location") != ConsentPath+id {

@@ -141,8 +141,8 @@ func resourceDevice(resource string) (device string, all, ok bool) {
 }
 
 // consentPage shows the request with its choices preselected: the scope
-// the client asked for (read, when it asked for none), every device of
-// the relay, the person's own name as the principal, 30 days.
+// the client asked for (read, when it asked for none), the relay's
+// devices, the person's own name as the principal, 30 days.
 func (p *Panel) consentPage(w http.ResponseWriter, r *http.Request, s session) {
 	c, ok := p.loadConsent(w, r)
 	if !ok {
@@ -152,12 +152,22 @@ func (p *Panel) consentPage(w http.ResponseWriter, r *http.Request, s session) {
 	if len(presets) == 0 {
 		presets = []string{"read"}
 	}
-	devs := make([]string, len(c.devices))
-	for i, d := range c.devices {
-		devs[i] = d.ID
-	}
-	d := p.consentData(c, devs, presets, nil, s.admin, int(limits.OAuthConnectionTTL/(24*time.Hour)))
+	d := p.consentData(c, preselected(c.devices), presets, nil, s.admin, int(limits.OAuthConnectionTTL/(24*time.Hour)))
 	p.show(w, s, "consent", "Connect an app", d)
+}
+
+// preselected are the devices the page ticks at first: each of the
+// relay's, or none when they are more than a connection's scope may name
+// one by one (the person then ticks some, or every device).
+func preselected(devs []store.Device) []string {
+	if len(devs) > store.MaxScopeEntries {
+		return nil
+	}
+	ids := make([]string, len(devs))
+	for i, d := range devs {
+		ids[i] = d.ID
+	}
+	return ids
 }
 
 // consentData is the page for c with these choices made.

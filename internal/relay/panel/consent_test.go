@@ -3,6 +3,7 @@ package panel
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -162,6 +163,22 @@ func TestConsentOffersUpToTheLongestConnection(t *testing.T) {
 	if !slices.IsSorted(consentDays) || consentDays[0] != 1 || time.Duration(consentDays[len(consentDays)-1])*24*time.Hour != limits.OAuthConnectionMax ||
 		!slices.Contains(consentDays, int(limits.OAuthConnectionTTL/(24*time.Hour))) {
 		t.Errorf("the consent page offers %v days: from 1 to the longest connection, the default among them", consentDays)
+	}
+}
+
+// TestConsentPreselectsDevicesItCanAllow: every device is ticked at
+// first while a connection may name them all one by one; beyond that,
+// none is (ticking them all could only be refused).
+func TestConsentPreselectsDevicesItCanAllow(t *testing.T) {
+	devs := make([]store.Device, store.MaxScopeEntries+1)
+	for i := range devs {
+		devs[i].ID = fmt.Sprintf("%08x-0000-4000-8000-000000000000", i)
+	}
+	if got := preselected(devs[:store.MaxScopeEntries]); len(got) != store.MaxScopeEntries || got[0] != devs[0].ID || got[len(got)-1] != devs[len(got)-1].ID {
+		t.Errorf("%d devices: %d ticked", store.MaxScopeEntries, len(got))
+	}
+	if got := preselected(devs); len(got) != 0 {
+		t.Errorf("%d devices: %d ticked", len(devs), len(got))
 	}
 }
 

@@ -200,3 +200,34 @@ func TestRelayDevices(t *testing.T) {
 		t.Fatalf("devices --json (%v):\n%s", err, out.String())
 	}
 }
+
+// TestEnrollCodeLine: enroll-code prints the code alone on stdout and on
+// stderr the line that installs a device from the relay a running replica
+// announced, or from --url, or with a placeholder when neither is known.
+func TestEnrollCodeLine(t *testing.T) {
+	state := t.TempDir()
+	codeRE := regexp.MustCompile(`^ccE-[A-Za-z0-9]+\n$`)
+	code, out, errOut := runMain("relay", "enroll-code", "--state-dir", state)
+	if code != 0 || !codeRE.MatchString(out) || !strings.Contains(errOut, "curl -fsSL https://RELAY/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n") {
+		t.Fatalf("no relay running: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--url", "https://relay.example:8440/")
+	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl -fsSL https://relay.example:8440/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+		t.Fatalf("--url: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, _, errOut := runMain("relay", "enroll-code", "--state-dir", state, "--url", "relay.example"); code != ExitUsage || !strings.Contains(errOut, "--url") {
+		t.Fatalf("a bad --url: exit %d, %q", code, errOut)
+	}
+	st, err := store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.JoinReplica(store.Replica{ID: "rpl_000000000001", Name: "one", Address: "http://127.0.0.1:8440"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--ttl", "1h")
+	if code != 0 || errOut != "On the device, run (valid 1h0m0s, once): curl -fsSL http://127.0.0.1:8440/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+		t.Fatalf("a relay running: exit %d, %q, %q", code, out, errOut)
+	}
+}

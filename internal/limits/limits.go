@@ -126,6 +126,16 @@ const (
 	SignInCodeTTL    = 15 * time.Minute
 	PanelSessionIdle = 12 * time.Hour
 	PanelSessionMax  = 7 * 24 * time.Hour
+	// SignInStateTTL is how long a sign-in under way (a trip to the
+	// team's identity provider, a passkey prompt) may take to come back.
+	SignInStateTTL = 10 * time.Minute
+	// MaxSignInStateBytes bounds what a sign-in under way keeps.
+	MaxSignInStateBytes = 4 * 1024
+	// PasskeysPerAdmin bounds the passkeys one admin may register.
+	PasskeysPerAdmin = 16
+	// MaxPasskeyBytes bounds one stored passkey (its public key and what
+	// the authenticator attested).
+	MaxPasskeyBytes = 16 * 1024
 	// PanelLiveRecheck is how often an open live page of the panel (a
 	// job's tail, the device list) checks its session again, so that one
 	// ended (signed out, expired, its admin revoked) stops within 5 s.
@@ -162,6 +172,10 @@ const (
 	CIMDTimeout      = 5 * time.Second
 	CIMDCacheTTL     = time.Hour
 	CIMDCacheEntries = 256
+	// CIMDMaxFetching bounds the client metadata documents being fetched
+	// at once, so requests that name slow servers cannot hold many of the
+	// relay's unauthenticated slots.
+	CIMDMaxFetching = 8
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 
@@ -303,4 +317,18 @@ const (
 	// ProcessArgsMaxBytes bounds the arguments process.list shows for
 	// one process (its command line joined by spaces, as ps prints it).
 	ProcessArgsMaxBytes = 4 << 10
+
+	// DownloadsMaxFiles bounds the files a relay serves for devices to
+	// download: those its --downloads directory's SHA256SUMS names, and
+	// its own binary.
+	DownloadsMaxFiles = 64
+	// DownloadsMaxSumsBytes bounds the SHA256SUMS a relay reads from its
+	// --downloads directory: 64 lines of a hash and a longest name fit.
+	DownloadsMaxSumsBytes = 16 << 10
+	// DownloadNameMaxBytes bounds the name of a file a relay serves.
+	DownloadNameMaxBytes = 128
+	// DownloadsConcurrent bounds the downloads a relay serves at once;
+	// beyond it, it answers 503. They do not count against the requests
+	// waiting to present a credential.
+	DownloadsConcurrent = 16
 )

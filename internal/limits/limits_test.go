@@ -45,6 +45,8 @@ var counts = map[string]struct{ got, want int64 }{
 	"OAuthMaxFormBytes":     {OAuthMaxFormBytes, 64 << 10},
 	"CIMDMaxBytes":          {CIMDMaxBytes, 64 << 10},
 	"CIMDCacheEntries":      {CIMDCacheEntries, 256},
+	// Internal: an eighth of the relay's unauthenticated requests.
+	"CIMDMaxFetching": {CIMDMaxFetching, 8},
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
@@ -106,6 +108,16 @@ var counts = map[string]struct{ got, want int64 }{
 	"FileListEntriesMax":     {FileListEntriesMax, 10000},
 	// Internal: files.search's bound on exclude_dirs.
 	"FileListMaxExcludeDirs": {FileListMaxExcludeDirs, 256},
+	// docs/panel.md: an admin may keep 16 passkeys.
+	"PasskeysPerAdmin": {PasskeysPerAdmin, 16},
+	// Internal: a sign-in under way and a stored passkey.
+	"MaxSignInStateBytes": {MaxSignInStateBytes, 4 * kib},
+	"MaxPasskeyBytes":     {MaxPasskeyBytes, 16 * kib},
+	// docs/limits.md, Downloads: what a relay serves for install.sh.
+	"DownloadsMaxFiles":     {DownloadsMaxFiles, 64},
+	"DownloadsMaxSumsBytes": {DownloadsMaxSumsBytes, 16 * kib},
+	"DownloadNameMaxBytes":  {DownloadNameMaxBytes, 128},
+	"DownloadsConcurrent":   {DownloadsConcurrent, 16},
 }
 
 // durations pins every time bound the same way.
@@ -133,6 +145,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"SignInCodeTTL":        {SignInCodeTTL, 15 * time.Minute},         // docs/panel.md: a sign-in code is valid 15 min, once
 	"PanelSessionIdle":     {PanelSessionIdle, 12 * time.Hour},        // docs/panel.md: a session ends after 12 h unused
 	"PanelSessionMax":      {PanelSessionMax, 7 * day},                // docs/panel.md: and 7 days after sign-in
+	"SignInStateTTL":       {SignInStateTTL, 10 * time.Minute},        // docs/panel.md: an SSO or passkey sign-in must finish within 10 min
 	"PanelLiveRecheck":     {PanelLiveRecheck, 4 * time.Second},       // docs/panel.md: an open live page ends within 5 s of its session
 	"SecretPromptTTL":      {SecretPromptTTL, 10 * time.Minute},       // docs/panel.md: a secret prompt is valid for 10 minutes
 	"OAuthAccessTTL":       {OAuthAccessTTL, time.Hour},               // docs/oauth.md: access tokens live 1 h

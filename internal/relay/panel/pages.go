@@ -12,6 +12,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/uuidtext"
 )
@@ -323,11 +324,12 @@ func (p *Panel) revokeToken(w http.ResponseWriter, r *http.Request, s session) {
 	}
 }
 
-// enrollData is the Enrollment page's: the code just made and the line
-// to paste on the device.
+// enrollData is the Enrollment page's: the code just made, the line that
+// installs the agent on the device with it (Install), and the line that
+// enrolls an agent installed already (Line).
 type enrollData struct {
-	Code, Line, TTL string
-	Servers         []string
+	Code, Install, Line, TTL string
+	Servers                  []string
 }
 
 func (p *Panel) enrollPage(w http.ResponseWriter, r *http.Request, s session) {
@@ -362,7 +364,11 @@ func (p *Panel) createEnrollCode(w http.ResponseWriter, r *http.Request, s sessi
 		servers = append(servers, rep.Address)
 	}
 	line := "commandcore enroll --server " + strings.Join(servers, ",") + " --code " + code
-	p.show(w, s, "enroll", "Enrollment", enrollData{Code: code, Line: line, Servers: servers, TTL: limits.EnrollCodeTTL.String()})
+	var install string
+	if len(servers) > 0 {
+		install = downloads.InstallLine(servers[0], code)
+	}
+	p.show(w, s, "enroll", "Enrollment", enrollData{Code: code, Install: install, Line: line, Servers: servers, TTL: limits.EnrollCodeTTL.String()})
 }
 
 func orDefault(v, def string) string {

@@ -369,7 +369,8 @@ func TestPanelActionsAreAuditedWithoutContent(t *testing.T) {
 	}
 }
 
-// TestEnrollmentShowsTheLineToPaste: the code made works once, and the
+// TestEnrollmentShowsTheLineToPaste: the code made works once; the line
+// that installs the agent downloads from a live replica, and the enroll
 // line names every live replica.
 func TestEnrollmentShowsTheLineToPaste(t *testing.T) {
 	f := newFixture(t, false)
@@ -383,6 +384,9 @@ func TestEnrollmentShowsTheLineToPaste(t *testing.T) {
 	m := regexp.MustCompile(`commandcore enroll --server https://r1.example --code (ccE-[A-Z2-7]{20})`).FindStringSubmatch(page)
 	if m == nil {
 		t.Fatalf("no enroll line:\n%s", page)
+	}
+	if want := `<pre id="install-line">curl -fsSL https://r1.example/install.sh | sh -s -- --code ` + m[1] + `</pre>`; !strings.Contains(page, want) {
+		t.Fatalf("no install line %q:\n%s", want, page)
 	}
 	dev, _, _, err := f.state.Enroll(m[1], "other", time.Now())
 	if err != nil || dev.Name != "box" {

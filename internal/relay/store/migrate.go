@@ -13,7 +13,8 @@ import (
 // links are not copied: no relay runs on the new state yet; nor are panel
 // sessions, sign-in codes and secret prompts: an admin signs in again, on
 // the new state, and a call waiting for secret input waits on the old;
-// nor are OAuth authorization requests and codes, which live a minute.
+// nor are OAuth authorization requests and codes, which live a minute, nor
+// sign-ins under way.
 var copied = []struct{ table, columns, order string }{
 	{"settings", "key, value", "key"},
 	{"enroll_codes", "hash, name, created_at, expires_at, used_at", "hash"},
@@ -26,6 +27,7 @@ var copied = []struct{ table, columns, order string }{
 	{"audit", auditColumns, "seq"},
 	{"audit_refusals", "seq, minute, source, count", "seq"},
 	{"admins", "name, created_at, revoked_at", "name"},
+	{"passkeys", "id, admin, credential, created_at, used_at", "id"},
 }
 
 // MigrateCounts says how many rows of each table Migrate copied.

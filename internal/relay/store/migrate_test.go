@@ -40,6 +40,13 @@ func TestMigrateMovesARelayToPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if _, err := from.SSOSignIn("alice_at_example.com", t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := from.AddPasskey("alice_at_example.com", []byte("cred-1"), []byte(`{"record":1}`), t0); err != nil {
+		t.Fatal(err)
+	}
+
 	to := openT(t, newPostgresDatabase(t))
 	counts, err := Migrate(from, to)
 	if err != nil {
@@ -84,6 +91,9 @@ func TestMigrateMovesARelayToPostgres(t *testing.T) {
 	}
 	if rc, _ := to.RefusalCounts(10); len(rc) != 1 || rc[0].Count != 3 {
 		t.Fatalf("the refusal counts after the move: %+v", rc)
+	}
+	if admin, _, err := to.PasskeySignIn([]byte("cred-1"), []byte(`{"record":2}`), t0); err != nil || admin != "alice_at_example.com" {
+		t.Fatalf("a passkey after the move: %q, %v", admin, err)
 	}
 	// Into a database that holds state already: refused, nothing merged.
 	_, err = Migrate(from, to)

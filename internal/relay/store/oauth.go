@@ -526,6 +526,16 @@ func parseOAuthBearer(s, prefix string) string {
 	return id
 }
 
+// OAuthTokenID returns the ID of the connection an access or refresh
+// token names by its form, or "" when it has neither form; whether the
+// token is one the relay issued is the state's to say.
+func OAuthTokenID(token string) string {
+	if id := parseOAuthBearer(token, accessPrefix); id != "" {
+		return id
+	}
+	return parseOAuthBearer(token, refreshPrefix)
+}
+
 // authAccess is AuthToken for an access token.
 func (s *Store) authAccess(bearer string, now time.Time) (*Token, error) {
 	id := parseOAuthBearer(bearer, accessPrefix)

@@ -102,7 +102,6 @@ func (s *Store) SignIn(code string, now time.Time) (admin, session string, err e
 		return "", "", err
 	}
 	hash := hashSecret(canon)
-	session = sessionPrefix + randomB64()
 	err = s.inTx(func(ctx context.Context, tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE admin_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?
 			AND admin IN (SELECT name FROM admins WHERE revoked_at IS NULL)`, now.UnixNano(), hash, now.UnixNano())
@@ -118,12 +117,7 @@ func (s *Store) SignIn(code string, now time.Time) (admin, session string, err e
 		if err := tx.QueryRowContext(ctx, `SELECT admin FROM admin_codes WHERE hash = ?`, hash).Scan(&admin); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM panel_sessions WHERE seen_at < ? OR created_at < ?`,
-			now.Add(-limits.PanelSessionIdle).UnixNano(), now.Add(-limits.PanelSessionMax).UnixNano()); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO panel_sessions(hash, admin, created_at, seen_at) VALUES (?, ?, ?, ?)`,
-			hashSecret(session), admin, now.UnixNano(), now.UnixNano())
+		session, err = openSession(ctx, tx, admin, now)
 		return err
 	})
 	if err != nil {
@@ -228,8 +222,8 @@ func (s *Store) Admins(now time.Time) ([]Admin, error) {
 		}, now.Add(-limits.PanelSessionIdle).UnixNano(), now.Add(-limits.PanelSessionMax).UnixNano())
 }
 
-// RevokeAdmin revokes admin name at now: their sessions and unused sign-in
-// codes end in the same transaction. Revoking a revoked admin succeeds and
+// RevokeAdmin revokes admin name at now: their sessions, unused sign-in
+// codes and passkeys end in the same transaction. Revoking a revoked admin succeeds and
 // keeps the first time. NotFound if there is no such admin.
 func (s *Store) RevokeAdmin(name string, now time.Time) error {
 	if !ValidAdminName(name) {
@@ -250,6 +244,9 @@ func (s *Store) RevokeAdmin(name string, now time.Time) error {
 			return errNoAdmin()
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM panel_sessions WHERE admin = ?`, name); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM passkeys WHERE admin = ?`, name); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM admin_codes WHERE admin = ? AND used_at IS NULL`, name)

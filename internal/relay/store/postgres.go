@@ -220,7 +220,22 @@ CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires_at);
 CREATE TABLE token_use (
 	token_id TEXT   PRIMARY KEY,
 	at       BIGINT NOT NULL
-);`}
+);`, `
+CREATE TABLE passkeys (
+	id         BYTEA  PRIMARY KEY,
+	admin      TEXT   NOT NULL,
+	credential BYTEA  NOT NULL,
+	created_at BIGINT NOT NULL,
+	used_at    BIGINT
+);
+CREATE INDEX passkeys_admin ON passkeys(admin);
+CREATE TABLE signin_states (
+	hash       BYTEA  PRIMARY KEY,
+	kind       TEXT   NOT NULL,
+	data       BYTEA  NOT NULL,
+	expires_at BIGINT NOT NULL
+);
+CREATE INDEX signin_states_expires ON signin_states(expires_at);`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

@@ -86,6 +86,18 @@ type State interface {
 	RevokeAdmin(name string, now time.Time) error
 	NoteAgent(device, replica, version string, bindsCalls bool) error
 
+	// The panel's other ways in: the team's identity provider, passkeys,
+	// and the state of a sign-in under way.
+	SSOSignIn(admin string, now time.Time) (session string, err error)
+	AddPasskey(admin string, id, credential []byte, now time.Time) error
+	Passkeys(admin string) ([]Passkey, error)
+	FindPasskey(id []byte) (*Passkey, error)
+	HasPasskeys() (bool, error)
+	RemovePasskey(admin string, id []byte) error
+	PasskeySignIn(id, credential []byte, now time.Time) (admin, session string, err error)
+	PutSignInState(kind string, data []byte, now time.Time) (string, error)
+	TakeSignInState(id, kind string, now time.Time) ([]byte, error)
+
 	// Secret prompts: process.input's secret_prompt, waiting for a person.
 	CreateSecretPrompt(p SecretPrompt, now time.Time) (string, error)
 	SecretPrompt(id string, now time.Time) (*SecretPrompt, error)

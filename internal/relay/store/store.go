@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -316,8 +316,32 @@ CREATE TABLE IF NOT EXISTS token_use (
 );
 `
 
+// schemaV12 adds the panel's other ways in: passkeys (WebAuthn
+// credentials, each the library's record of it, by credential ID) and the
+// state of a sign-in under way (an SSO redirect's state, nonce and PKCE
+// verifier, a passkey ceremony's challenge), kept by the hash of the
+// cookie that names it and taken once, so any replica finishes what
+// another began.
+const schemaV12 = `
+CREATE TABLE IF NOT EXISTS passkeys (
+	id         BLOB    PRIMARY KEY,
+	admin      TEXT    NOT NULL,
+	credential BLOB    NOT NULL,
+	created_at INTEGER NOT NULL,
+	used_at    INTEGER
+);
+CREATE INDEX IF NOT EXISTS passkeys_admin ON passkeys(admin);
+CREATE TABLE IF NOT EXISTS signin_states (
+	hash       BLOB    PRIMARY KEY,
+	kind       TEXT    NOT NULL,
+	data       BLOB    NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS signin_states_expires ON signin_states(expires_at);
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

@@ -127,7 +127,7 @@ func TestConsentInABrowser(t *testing.T) {
 
 	id := request("first-state")
 	arrive(id)
-	b.await("the browser is sent to sign in", `location.pathname === "/panel/login"`, 10*time.Second)
+	b.await("the browser is sent to sign in, saying an app asks", `location.pathname === "/panel/login" && !!document.getElementById("for-consent")`, 10*time.Second)
 	code, err := st.CreateSignIn("olga", limits.SignInCodeTTL, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -24,8 +24,8 @@ import (
 // ConsentPath + the request's ID.
 const ConsentPath = Prefix + "consent/"
 
-// consentDays are the lifetimes the consent page offers, in days; those
-// beyond limits.OAuthConnectionMax are not offered.
+// consentDays are the lifetimes the consent page offers, in days, the
+// last limits.OAuthConnectionMax (a test pins it).
 var consentDays = []int{1, 7, 30, 90, 365}
 
 // toolTitles are the device tools and their titles, read once from the
@@ -141,8 +141,8 @@ func resourceDevice(resource string) (device string, all, ok bool) {
 }
 
 // consentPage shows the request with its choices preselected: the scope
-// the client asked for (read, when it asked for none), every device of
-// the relay, the person's own name as the principal, 30 days.
+// the client asked for (read, when it asked for none), the relay's
+// devices, the person's own name as the principal, 30 days.
 func (p *Panel) consentPage(w http.ResponseWriter, r *http.Request, s session) {
 	c, ok := p.loadConsent(w, r)
 	if !ok {
@@ -152,12 +152,22 @@ func (p *Panel) consentPage(w http.ResponseWriter, r *http.Request, s session) {
 	if len(presets) == 0 {
 		presets = []string{"read"}
 	}
-	devs := make([]string, len(c.devices))
-	for i, d := range c.devices {
-		devs[i] = d.ID
-	}
-	d := p.consentData(c, devs, presets, nil, s.admin, int(limits.OAuthConnectionTTL/(24*time.Hour)))
+	d := p.consentData(c, preselected(c.devices), presets, nil, s.admin, int(limits.OAuthConnectionTTL/(24*time.Hour)))
 	p.show(w, s, "consent", "Connect an app", d)
+}
+
+// preselected are the devices the page ticks at first: each of the
+// relay's, or none when they are more than a connection's scope may name
+// one by one (the person then ticks some, or every device).
+func preselected(devs []store.Device) []string {
+	if len(devs) > store.MaxScopeEntries {
+		return nil
+	}
+	ids := make([]string, len(devs))
+	for i, d := range devs {
+		ids[i] = d.ID
+	}
+	return ids
 }
 
 // consentData is the page for c with these choices made.
@@ -165,8 +175,7 @@ func (p *Panel) consentData(c *consent, devices, presets, tools []string, princi
 	d := consentData{ID: c.id, Client: c.req.ClientName, ClientID: c.req.ClientID, Device: c.device,
 		DeviceKnown: c.deviceID != "", Principal: principal, ExpiresAt: c.req.ExpiresAt}
 	d.Host = c.back.Host
-	ip := net.ParseIP(c.back.Hostname())
-	d.Loopback = c.back.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
+	d.Loopback = c.back.Hostname() == "localhost" || net.ParseIP(c.back.Hostname()).IsLoopback()
 	if c.device == "" {
 		d.Devices = append(d.Devices, choice{Value: authz.ScopeAll, Label: "Every device, those enrolled later too",
 			Checked: slices.Contains(devices, authz.ScopeAll)})
@@ -183,9 +192,7 @@ func (p *Panel) consentData(c *consent, devices, presets, tools []string, princi
 		d.Tools = append(d.Tools, t)
 	}
 	for _, n := range consentDays {
-		if time.Duration(n)*24*time.Hour <= limits.OAuthConnectionMax {
-			d.Days = append(d.Days, choice{Value: strconv.Itoa(n), Label: dayLabel(n), Checked: n == days})
-		}
+		d.Days = append(d.Days, choice{Value: strconv.Itoa(n), Label: dayLabel(n), Checked: n == days})
 	}
 	return d
 }

@@ -3,6 +3,7 @@ package panel
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -113,12 +114,19 @@ func TestConsentSignInAndBack(t *testing.T) {
 			t.Fatalf("signed out (Sec-Fetch-Site %q): %d to %q, want %q", site, resp.StatusCode, resp.Header.Get("Location"), want)
 		}
 	}
-	if _, page := f.do(c, "GET", want, nil, nil); !strings.Contains(page, `name="next" value="`+ConsentPath+id+`"`) {
-		t.Fatalf("the sign-in page does not carry next:\n%s", page)
+	if _, page := f.do(c, "GET", want, nil, nil); !strings.Contains(page, `name="next" value="`+ConsentPath+id+`"`) || !strings.Contains(page, `id="for-consent"`) {
+		t.Fatalf("the sign-in page does not carry next, or does not say an app asks:\n%s", page)
+	}
+	if _, page := f.do(c, "GET", LoginPath+"?next="+url.QueryEscape(SecretPath+"ccp_x"), nil, nil); strings.Contains(page, `id="for-consent"`) {
+		t.Error("the sign-in page for a secret prompt says an app asks to connect")
 	}
 	resp, _ = f.do(c, "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {ConsentPath + id}}, nil)
 	if resp.Header.Get("Location") != ConsentPath+id {
 		t.Fatalf("after sign-in: to %q, want the consent page", resp.Header.Get("Location"))
+	}
+	long := ConsentPath + strings.Repeat("a", 128)
+	if resp, _ := f.do(f.client(), "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {long}}, nil); resp.Header.Get("Location") != long {
+		t.Errorf("a 128-character ID: to %q", resp.Header.Get("Location"))
 	}
 	for _, next := range []string{ConsentPath, ConsentPath + "a/b", ConsentPath + "a.b", ConsentPath + strings.Repeat("a", 129), ConsentPath + "é"} {
 		resp, _ := f.do(f.client(), "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {next}}, nil)
@@ -146,6 +154,31 @@ func TestConsentSignInAndBack(t *testing.T) {
 	}
 	if strings.Contains(page, `value="366"`) || strings.Contains(page, "(an app on the computer") {
 		t.Error("the page offers more than a year, or calls a remote client local")
+	}
+}
+
+// TestConsentOffersUpToTheLongestConnection: the lifetimes offered rise
+// to limits.OAuthConnectionMax, and the page offers nothing longer.
+func TestConsentOffersUpToTheLongestConnection(t *testing.T) {
+	if !slices.IsSorted(consentDays) || consentDays[0] != 1 || time.Duration(consentDays[len(consentDays)-1])*24*time.Hour != limits.OAuthConnectionMax ||
+		!slices.Contains(consentDays, int(limits.OAuthConnectionTTL/(24*time.Hour))) {
+		t.Errorf("the consent page offers %v days: from 1 to the longest connection, the default among them", consentDays)
+	}
+}
+
+// TestConsentPreselectsDevicesItCanAllow: every device is ticked at
+// first while a connection may name them all one by one; beyond that,
+// none is (ticking them all could only be refused).
+func TestConsentPreselectsDevicesItCanAllow(t *testing.T) {
+	devs := make([]store.Device, store.MaxScopeEntries+1)
+	for i := range devs {
+		devs[i].ID = fmt.Sprintf("%08x-0000-4000-8000-000000000000", i)
+	}
+	if got := preselected(devs[:store.MaxScopeEntries]); len(got) != store.MaxScopeEntries || got[0] != devs[0].ID || got[len(got)-1] != devs[len(got)-1].ID {
+		t.Errorf("%d devices: %d ticked", store.MaxScopeEntries, len(got))
+	}
+	if got := preselected(devs); len(got) != 0 {
+		t.Errorf("%d devices: %d ticked", len(devs), len(got))
 	}
 }
 

@@ -32,6 +32,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes \
              ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relay/cluster:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask \
              ./internal/selfupdate:FuzzCompare ./internal/transport:FuzzDecodeOffer \
+             ./internal/relay/panel:FuzzResourceDevice ./internal/relay/panel:FuzzAfterSignIn \
              ./internal/relay/downloads:FuzzParseSums ./internal/relay/downloads:FuzzValidName
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
@@ -48,7 +49,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd \
              internal/selfupdate internal/relay/downloads internal/relay/updates
 
-.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test mutation screenshots
+.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test claude-code-test mutation screenshots
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -143,25 +144,34 @@ vm-test:
 vm-storm:
 	test/vm/storm.sh
 
-# Redraws docs/panel/*.png: the panel's browser test (headless Chromium)
-# writes a screenshot of every page.
+# Redraws docs/panel/*.png: the panel's browser tests (headless Chromium)
+# write a screenshot of every page, the OAuth consent page's included.
 screenshots:
 	@$(USERMGR) up >/dev/null
-	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run 'TestPanelInABrowser$$' -count=1
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run '^(TestPanelInABrowser|TestConsentInABrowser)$$' -count=1
 
 clean:
 	rm -rf bin dist
 
 # Opt-in: the official MCP TypeScript SDK client (Node, from the npm
 # registry) calls every tool over stdio; it validates each result, failures
-# included, against the tool's outputSchema.
+# included, against the tool's outputSchema; then its OAuth client connects
+# to a device through the relay, the person allowing it in Chromium.
 ts-client-test: build
 	@$(USERMGR) up >/dev/null
 	cd test/tsclient && { [ -d node_modules ] || npm install --no-audit --no-fund >/dev/null; }
 	@eval "$$($(USERMGR) env)"; node test/tsclient/check.mjs $(CURDIR)/$(BIN)
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_TSCLIENT=1 $(GO) test -count=1 -run '^TestTypeScriptSDKOAuthClient$$' ./internal/e2e
 
 # Opt-in: the official MCP Inspector CLI (Node, from the npm registry)
 # against the relay and the stdio server.
 inspector-test: build
 	@$(USERMGR) up >/dev/null
 	@eval "$$($(USERMGR) env)"; test/inspector/run.sh $(CURDIR)/$(BIN)
+
+# Opt-in: Claude Code 2.1.328 (npm) checks the relay as make run sets it up:
+# without a header it needs authentication (OAuth discovered), with the
+# static token's header it is connected.
+claude-code-test: build
+	@$(USERMGR) up >/dev/null
+	@eval "$$($(USERMGR) env)"; test/claudecode/run.sh $(CURDIR)/$(BIN)

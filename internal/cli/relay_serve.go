@@ -47,7 +47,7 @@ type relayServeOptions struct {
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR [--panel-insecure] [--public-url URL] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F]] [--downloads DIR] [--agent-updates off|notify|auto] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--public-url URL] [--panel-listen ADDR [--panel-insecure] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F]] [--downloads DIR] [--agent-updates off|notify|auto] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -58,7 +58,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
 	cmd.Flags().StringVar(&o.PanelListen, "panel-listen", "", "serve the web panel at ADDR/panel/ (with --tls-cert and --tls-key when given); admins sign in with relay admin create")
 	cmd.Flags().BoolVar(&o.PanelInsecure, "panel-insecure", false, "serve the panel over plain HTTP on an address that is not loopback (its sign-in codes, cookies and typed secrets cross the network in clear)")
-	cmd.Flags().StringVar(&o.PublicURL, "public-url", "", "the relay's URL as clients reach it (https://HOST[:PORT]; every replica behind a load balancer gets the same); OAuth's issuer and resource names derive from it (default: the listener's own URL)")
+	cmd.Flags().StringVar(&o.PublicURL, "public-url", "", "the relay's URL as clients and devices reach it (https://HOST[:PORT]; every replica behind a load balancer gets the same); the install line, OAuth's issuer and resource names derive from it (default: the listener's own URL)")
 	cmd.Flags().StringVar(&o.PanelPublicURL, "panel-public-url", "", "the panel's URL as browsers reach it, e.g. https://HOST/panel/; OAuth's consent page is its consent/<request> (default: the panel listener's own URL)")
 	cmd.Flags().BoolVar(&o.OAuthPrivateClients, "oauth-private-clients", false, "let an OAuth client ID metadata document live on a loopback, private or link-local address")
 	cmd.Flags().StringVar(&o.OAuthClientCA, "oauth-client-ca", "", "a CA file (PEM) a client ID metadata document's HTTPS certificate may chain to, besides the system's")
@@ -110,8 +110,9 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 	ctx, stop := signal.NotifyContext(cmd.Context(), unix.SIGINT, unix.SIGTERM)
 	defer stop()
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
-		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica, Downloads: o.Downloads, AgentUpdates: mode,
+		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica,
 		PublicURL: o.PublicURL, PanelPublicURL: o.PanelPublicURL, OAuthPrivateClients: o.OAuthPrivateClients, OAuthClientCA: o.OAuthClientCA,
+		Downloads: o.Downloads, AgentUpdates: mode,
 		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
 }
 
@@ -128,7 +129,7 @@ func serveFlagError(err error) error {
 	case errors.Is(err, relay.ErrPanelPlainHTTP):
 		return usageError("--panel-listen %v; give --tls-cert and --tls-key, or --panel-insecure to serve it in clear", err)
 	case errors.Is(err, relay.ErrOAuthNeedsPanel):
-		return usageError("--public-url, --panel-public-url, --oauth-private-clients and --oauth-client-ca go with --panel-listen: OAuth's consent page is the panel's")
+		return usageError("--panel-public-url, --oauth-private-clients and --oauth-client-ca go with --panel-listen: OAuth's consent page is the panel's")
 	case errors.Is(err, oauth.ErrPublicURL):
 		return usageError("--public-url: %v", err)
 	case errors.Is(err, oauth.ErrPanelURL):

@@ -89,6 +89,20 @@ type oauthConnection struct {
 	Devices, Tools              []string
 }
 
+// oauthConnections are the OAuth connections `relay token list --json`
+// lists.
+func oauthConnections(t *testing.T, e *relayEnv) []oauthConnection {
+	t.Helper()
+	var conns []oauthConnection
+	for _, line := range strings.Split(e.relayCmd("token", "list", "--json"), "\n") {
+		var c oauthConnection
+		if json.Unmarshal([]byte(line), &c) == nil && c.Kind == "oauth" {
+			conns = append(conns, c)
+		}
+	}
+	return conns
+}
+
 // TestOAuthClientConnectsThroughThePanel: the official Go SDK's OAuth
 // client, given nothing but a device's MCP URL of the real relay, meets the
 // 401, discovers the relay's metadata, registers dynamically and sends a
@@ -152,11 +166,8 @@ func TestOAuthClientConnectsThroughThePanel(t *testing.T) {
 	}
 
 	var conn *oauthConnection
-	for _, line := range strings.Split(p.relayCmd("token", "list", "--json"), "\n") {
-		var c oauthConnection
-		if json.Unmarshal([]byte(line), &c) == nil && c.Kind == "oauth" {
-			conn = &c
-		}
+	for _, c := range oauthConnections(t, p.relayEnv) {
+		conn = &c
 	}
 	if conn == nil || conn.Client != "e2e OAuth client" || conn.Principal != "alice" ||
 		strings.Join(conn.Devices, ",") != p.device || strings.Join(conn.Tools, ",") != "process.jobs,process.status" {

@@ -172,6 +172,10 @@ const (
 	CIMDTimeout      = 5 * time.Second
 	CIMDCacheTTL     = time.Hour
 	CIMDCacheEntries = 256
+	// CIMDMaxFetching bounds the client metadata documents being fetched
+	// at once, so requests that name slow servers cannot hold many of the
+	// relay's unauthenticated slots.
+	CIMDMaxFetching = 8
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 

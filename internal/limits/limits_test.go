@@ -47,6 +47,8 @@ var counts = map[string]struct{ got, want int64 }{
 	"OAuthMaxFormBytes":     {OAuthMaxFormBytes, 64 << 10},
 	"CIMDMaxBytes":          {CIMDMaxBytes, 64 << 10},
 	"CIMDCacheEntries":      {CIMDCacheEntries, 256},
+	// Internal: an eighth of the relay's unauthenticated requests.
+	"CIMDMaxFetching": {CIMDMaxFetching, 8},
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.

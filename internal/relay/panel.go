@@ -21,8 +21,9 @@ func (s *Server) PanelServer(secure bool) (*http.Server, error) {
 		LimitSignIn: s.limitEnroll, Secure: secure, Now: s.Now, Log: s.Log,
 	}
 	if o := s.oauth.Load(); o != nil {
-		// The consent page answers clients in the issuer's name (RFC 9207).
-		cfg.Issuer = o.Issuer()
+		// The consent page answers clients in the issuer's name (RFC 9207);
+		// the issuer is the relay's public URL, which devices reach too.
+		cfg.Issuer, cfg.PublicURL = o.Issuer(), o.Issuer()
 	}
 	p, err := panel.New(cfg)
 	if err != nil {

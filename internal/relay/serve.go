@@ -71,9 +71,10 @@ type ServeConfig struct {
 	// Replica names this relay among the replicas; its Address is the
 	// base URL Serve announces.
 	Replica ReplicaConfig
-	// PublicURL names the relay as clients reach it, PanelPublicURL the
-	// panel as browsers do; empty, the listeners' own. With the panel,
-	// the relay is an OAuth authorization server (docs/oauth.md).
+	// PublicURL names the relay as clients and devices reach it (the
+	// install line's URL, and OAuth's issuer), PanelPublicURL the panel
+	// as browsers do; empty, the listeners' own. With the panel, the
+	// relay is an OAuth authorization server (docs/oauth.md).
 	PublicURL, PanelPublicURL string
 	// OAuthPrivateClients lets client ID metadata documents live on
 	// loopback, private or link-local addresses; OAuthClientCA names a
@@ -105,11 +106,16 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return ErrTLSPair
 	case cfg.MetricsToken != "" && cfg.MetricsListen == "":
 		return ErrMetricsTokenAlone
-	case cfg.PanelListen == "" && (cfg.PublicURL != "" || cfg.PanelPublicURL != "" || cfg.OAuthPrivateClients || cfg.OAuthClientCA != ""):
+	case cfg.PanelListen == "" && (cfg.PanelPublicURL != "" || cfg.OAuthPrivateClients || cfg.OAuthClientCA != ""):
 		return ErrOAuthNeedsPanel
 	}
 	if cfg.PublicURL != "" {
 		if _, err := oauth.CheckPublicURL(cfg.PublicURL); err != nil {
+			return err
+		}
+	}
+	if cfg.PanelPublicURL != "" {
+		if err := oauth.CheckPanelURL(cfg.PanelPublicURL); err != nil {
 			return err
 		}
 	}
@@ -142,7 +148,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	cfg.Replica.Address = baseURL(cfg, ln)
 	// The downloads' files are opened before the relay joins the others:
 	// a release it cannot serve refuses the start.
-	dl, err := downloads.New(downloads.Config{PublicURL: cfg.Replica.Address, Dir: cfg.Downloads})
+	public := cfg.PublicURL
+	if public == "" {
+		public = cfg.Replica.Address
+	}
+	dl, err := downloads.New(downloads.Config{PublicURL: public, Dir: cfg.Downloads})
 	if err != nil {
 		return err
 	}
@@ -154,10 +164,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	srv.Log = cfg.Log
 	defer srv.Close()
 	if pln != nil {
-		oc := OAuthConfig{PublicURL: cfg.PublicURL, PanelURL: cfg.PanelPublicURL, PrivateClients: cfg.OAuthPrivateClients, ClientCAs: cas}
-		if oc.PublicURL == "" {
-			oc.PublicURL = cfg.Replica.Address
-		}
+		oc := OAuthConfig{PublicURL: public, PanelURL: cfg.PanelPublicURL, PrivateClients: cfg.OAuthPrivateClients, ClientCAs: cas}
 		if oc.PanelURL == "" {
 			oc.PanelURL = cfg.Replica.Panel + "/panel/"
 		}

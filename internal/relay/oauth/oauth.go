@@ -88,6 +88,17 @@ func CheckPublicURL(u string) (string, error) {
 // ErrPanelURL refuses a panel URL that is not an http(s) URL.
 var ErrPanelURL = errors.New("the panel's public URL is an http:// or https:// URL without query or fragment")
 
+// CheckPanelURL refuses a panel URL that is not an http(s) URL without
+// user, query or fragment.
+func CheckPanelURL(u string) error {
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme != "http" && p.Scheme != "https" || p.Host == "" || p.User != nil || p.RawQuery != "" || p.Fragment != "" ||
+		strings.Contains(u, "#") {
+		return ErrPanelURL
+	}
+	return nil
+}
+
 // New returns the authorization server.
 func New(cfg Config) (*Server, error) {
 	pub, err := CheckPublicURL(cfg.PublicURL)
@@ -95,9 +106,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.PublicURL = pub
-	p, err := url.Parse(cfg.PanelURL)
-	if err != nil || p.Scheme != "http" && p.Scheme != "https" || p.Host == "" || p.User != nil || p.RawQuery != "" || p.Fragment != "" {
-		return nil, ErrPanelURL
+	if err := CheckPanelURL(cfg.PanelURL); err != nil {
+		return nil, err
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

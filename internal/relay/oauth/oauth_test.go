@@ -224,14 +224,11 @@ func TestResourceMetadata(t *testing.T) {
 func TestRegisterRefusals(t *testing.T) {
 	f := newFixture(t, nil)
 	for body, code := range map[string]string{
-		`{"redirect_uris":[]}`:                                                                          ErrInvalidRedirectURI,
-		`{"redirect_uris":["javascript:alert(1)"]}`:                                                     ErrInvalidRedirectURI,
-		`{"redirect_uris":["http://example.com/cb"]}`:                                                   ErrInvalidRedirectURI,
-		`{"redirect_uris":["https://example.com/cb#frag"]}`:                                             ErrInvalidRedirectURI,
-		`{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"client_secret_basic"}`: ErrInvalidClientMetadata,
-		`{"redirect_uris":["https://a.example/cb"],"grant_types":["client_credentials"]}`:               ErrInvalidClientMetadata,
-		`{"redirect_uris":["https://a.example/cb"],"response_types":["token"]}`:                         ErrInvalidClientMetadata,
-		`{"redirect_uris":"https://a.example/cb"}`:                                                      ErrInvalidClientMetadata,
+		`{"redirect_uris":[]}`:                              ErrInvalidRedirectURI,
+		`{"redirect_uris":["javascript:alert(1)"]}`:         ErrInvalidRedirectURI,
+		`{"redirect_uris":["http://example.com/cb"]}`:       ErrInvalidRedirectURI,
+		`{"redirect_uris":["https://example.com/cb#frag"]}`: ErrInvalidRedirectURI,
+		`{"redirect_uris":"https://a.example/cb"}`:          ErrInvalidClientMetadata,
 		`not json`: ErrInvalidClientMetadata,
 		`{"redirect_uris":["https://a.example/cb"],"client_name":"` + strings.Repeat("x", limits.OAuthMaxFormBytes) + `"}`: ErrInvalidClientMetadata,
 	} {
@@ -251,9 +248,22 @@ func TestRegisterRefusals(t *testing.T) {
 	if _, err := DecodeRegistration([]byte(`{"redirect_uris":["` + strings.Join(many, `","`) + `"]}`)); err == nil || err.code != ErrInvalidRedirectURI {
 		t.Errorf("17 redirect URIs: %v", err)
 	}
-	c, err := DecodeRegistration([]byte(`{"redirect_uris":["com.example.app:/cb","http://[::1]/cb"],"client_name":"bad\u202ename"}`))
-	if err != nil || c.Name != "" || len(c.RedirectURIs) != 2 {
-		t.Errorf("native redirects, hidden name dropped: %+v %v", c, err)
+	// What claude.ai sends: a public client is registered all the same,
+	// and told so.
+	resp, err := http.Post(f.hs.URL+RegisterPath, "application/json", strings.NewReader(
+		`{"redirect_uris":["https://claude.ai/api/mcp/auth_callback"],"token_endpoint_auth_method":"client_secret_post","grant_types":["authorization_code","refresh_token"],"response_types":["code"],"client_name":"Claude"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || out["token_endpoint_auth_method"] != "none" || out["client_secret"] != nil {
+		t.Errorf("claude.ai's registration: %d %v", resp.StatusCode, out)
+	}
+	c, rerr := DecodeRegistration([]byte(`{"redirect_uris":["com.example.app:/cb","http://[::1]/cb"],"client_name":"bad\u202ename"}`))
+	if rerr != nil || c.Name != "" || len(c.RedirectURIs) != 2 {
+		t.Errorf("native redirects, hidden name dropped: %+v %v", c, rerr)
 	}
 }
 
@@ -385,7 +395,7 @@ func flow(t *testing.T, f *fixture) {
 	}
 	rows := f.auditRows()
 	if len(rows) != 2 || rows[0].Tool != AuditToken || rows[0].Outcome != store.AuditOK || rows[0].TokenID != tok.ID || rows[0].Principal != "alice" ||
-		rows[1].Tool != AuditToken || rows[1].Code != AuditReused {
+		rows[1].Tool != AuditToken || rows[1].Code != AuditReused || rows[1].TokenID != tok.ID || rows[1].Principal != "alice" {
 		t.Fatalf("audit: %+v", rows)
 	}
 
@@ -412,7 +422,7 @@ func flow(t *testing.T, f *fixture) {
 	rows = f.auditRows()
 	last := rows[len(rows)-1]
 	if rows[len(rows)-2].Tool != AuditRefresh || rows[len(rows)-2].Outcome != store.AuditOK ||
-		last.Tool != AuditRefresh || last.Code != AuditReused || last.TokenID != tok2.ID {
+		last.Tool != AuditRefresh || last.Code != AuditReused || last.TokenID != tok2.ID || last.Principal != "alice" {
 		t.Fatalf("audit: %+v", rows)
 	}
 
@@ -567,4 +577,99 @@ func FuzzDecodeRegistration(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCORSAndBasicAuth(t *testing.T) {
+	f := newFixture(t, nil)
+	req, _ := http.NewRequest(http.MethodOptions, f.hs.URL+TokenPath, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, err := http.Get(f.hs.URL + ResourceMetadataPath + "/mcp/" + url.PathEscape("not a name")); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("metadata of no device's URL: %v %v", resp.StatusCode, err)
+	}
+	// HTTP Basic with the client ID as user and no password, as
+	// golang.org/x/oauth2 tries first.
+	id := f.register(t, loopback)
+	form := codeForm("", f.code(t, id, loopback), loopback)
+	form.Del("client_id")
+	post := func(user, pass string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, f.hs.URL+TokenPath, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
+		req.SetBasicAuth(url.QueryEscape(user), pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("invalid_client after HTTP authentication without a Basic challenge: %v", resp.Header)
+		}
+		return resp.StatusCode
+	}
+	if status := post(id, "a secret"); status != http.StatusUnauthorized {
+		t.Errorf("Basic with a secret: %d", status)
+	}
+	if status := post(id, ""); status != http.StatusOK {
+		t.Errorf("Basic with the client ID: %d", status)
+	}
+}
+
+func TestStateUnavailable(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, st)
+	id := f.register(t, loopback)
+	st.Close()
+	resp, err := http.Post(f.hs.URL+RegisterPath, "application/json", strings.NewReader(`{"redirect_uris":["`+loopback+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("register: %d", resp.StatusCode)
+	}
+	if resp := f.authorize(t, authParams(id, loopback)); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Location") != "" {
+		t.Errorf("authorize: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	status, body := f.post(t, TokenPath, codeForm(id, "cac_"+strings.Repeat("A", 43), loopback))
+	wantError(t, "token", status, body, http.StatusServiceUnavailable, ErrTemporarilyUnavailable)
+	status, body = f.post(t, RevokePath, url.Values{"token": {"ccr_tok_000000000000_" + strings.Repeat("A", 43)}})
+	wantError(t, "revoke", status, body, http.StatusServiceUnavailable, ErrTemporarilyUnavailable)
+	if f.srv.Issuer() != public {
+		t.Errorf("issuer: %s", f.srv.Issuer())
+	}
+}
+
+func TestRedirectURIs(t *testing.T) {
+	for u, want := range map[string]bool{
+		"https://c.example/cb": true, "https://c.example/cb?x=1": true, "http://127.0.0.1/cb": true, "http://[::1]:8/cb": true,
+		"http://localhost:5/cb": true, "com.example.app:/cb": true, "cursor://anysphere.cursor-mcp/oauth/callback": true,
+		"": false, "http://c.example/cb": false, "http://127.0.0.2.example/cb": false, "https:///cb": false, "https://c.example/cb#f": false,
+		"javascript:alert(1)": false, "data:text/html,x": false, "file:///etc/passwd": false, "https://u:p@c.example/cb": false,
+		"/cb": false, "https://c.example/c b": false, "https://c.example/" + strings.Repeat("x", store.MaxOAuthTextBytes): false,
+	} {
+		if got := ValidRedirectURI(u); got != want {
+			t.Errorf("ValidRedirectURI(%q) = %v", u, got)
+		}
+	}
+	registered := []string{"http://127.0.0.1/cb?a=1", "https://c.example/cb", "http://[::1]:7/x"}
+	for u, want := range map[string]bool{
+		"https://c.example/cb": true, "http://127.0.0.1/cb?a=1": true, "http://127.0.0.1:65535/cb?a=1": true, "http://[::1]/x": true,
+		"https://c.example:444/cb": false, "http://127.0.0.1:0/cb?a=1": false, "http://127.0.0.1:65536/cb?a=1": false,
+		"http://127.0.0.1:8/cb?a=2": false, "http://127.0.0.1:8/cb": false, "http://127.0.0.1:8/cb?a=1&b": false,
+		"http://127.0.0.1:8/CB?a=1": false, "http://[::1]:8/y": false, "https://c.example/cb?": false,
+	} {
+		if got := matchRedirect(registered, u); got != want {
+			t.Errorf("matchRedirect(%q) = %v", u, got)
+		}
+	}
 }

@@ -15,13 +15,14 @@ import (
 )
 
 // registration is what the relay reads of an RFC 7591 registration
-// request; members it does not use are ignored, as the RFC asks.
+// request; members it does not use are ignored, as the RFC asks. What a
+// client asks of its authentication, grant and response types is
+// replaced, as RFC 7591 3.2.1 allows: every client is public (claude.ai
+// asks for client_secret_post, and does without when the answer says
+// none), with the code and refresh grants.
 type registration struct {
-	RedirectURIs            []string `json:"redirect_uris"`
-	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
-	GrantTypes              []string `json:"grant_types"`
-	ResponseTypes           []string `json:"response_types"`
-	ClientName              string   `json:"client_name"`
+	RedirectURIs []string `json:"redirect_uris"`
+	ClientName   string   `json:"client_name"`
 }
 
 // registered is the registration response (RFC 7591 3.2.1).
@@ -41,9 +42,8 @@ type registrationError struct{ code, description string }
 
 // DecodeRegistration reads a registration request's body into the client
 // it registers: a public client (no secret) with 1 to
-// limits.OAuthMaxRedirectURIs redirect URIs, each ValidRedirectURI, using
-// the authorization code and, optionally, refresh tokens. A name that
-// cannot be shown as it is is dropped.
+// limits.OAuthMaxRedirectURIs redirect URIs, each ValidRedirectURI. A
+// name that cannot be shown as it is is dropped.
 func DecodeRegistration(body []byte) (*store.OAuthClient, *registrationError) {
 	if len(body) > limits.OAuthMaxFormBytes {
 		return nil, &registrationError{ErrInvalidClientMetadata, "the registration is too large"}
@@ -58,19 +58,6 @@ func DecodeRegistration(body []byte) (*store.OAuthClient, *registrationError) {
 	for _, u := range reg.RedirectURIs {
 		if !ValidRedirectURI(u) {
 			return nil, &registrationError{ErrInvalidRedirectURI, "a redirect URI is HTTPS, HTTP to a loopback address, or a native app's own scheme, without fragment"}
-		}
-	}
-	if m := reg.TokenEndpointAuthMethod; m != "" && m != "none" {
-		return nil, &registrationError{ErrInvalidClientMetadata, "token_endpoint_auth_method must be none: the relay registers public clients only"}
-	}
-	for _, g := range reg.GrantTypes {
-		if g != grantCode && g != grantRefresh {
-			return nil, &registrationError{ErrInvalidClientMetadata, "grant_types may be authorization_code and refresh_token only"}
-		}
-	}
-	for _, t := range reg.ResponseTypes {
-		if t != "code" {
-			return nil, &registrationError{ErrInvalidClientMetadata, "response_types may be code only"}
 		}
 	}
 	name := strings.TrimSpace(reg.ClientName)

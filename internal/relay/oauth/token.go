@@ -92,6 +92,15 @@ func clientID(r *http.Request, form url.Values) (string, bool) {
 	return id, id != "" && (store.IsRegisteredClientID(id) || cimd.IsClientIDURL(id))
 }
 
+// refuseClient answers invalid_client; a client that tried HTTP
+// authentication is told the scheme (RFC 6749 5.2).
+func refuseClient(w http.ResponseWriter, r *http.Request, description string) {
+	if r.Header.Get("Authorization") != "" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="commandcore-relay"`)
+	}
+	writeOAuthError(w, ErrInvalidClient, description)
+}
+
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	form := readForm(w, r)
 	if form == nil {
@@ -99,7 +108,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	id, ok := clientID(r, form)
 	if !ok {
-		writeOAuthError(w, ErrInvalidClient, "the request names no public client (client_id, and no secret)")
+		refuseClient(w, r, "the request names no public client (client_id, and no secret)")
 		return
 	}
 	if res := form.Get("resource"); res != "" {
@@ -118,7 +127,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	case grantCode:
 		tok, pair, err = s.redeem(form, id, now)
 		if errors.Is(err, store.ErrCodeReused) {
-			s.audit(now, nil, "", AuditToken, AuditReused)
+			s.audit(now, tok, "", AuditToken, AuditReused)
 		} else if err == nil {
 			s.audit(now, tok, "", AuditToken, "")
 		}
@@ -127,7 +136,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		tok, pair, err = s.cfg.State.RefreshConnection(refresh, id, now)
 		switch {
 		case errors.Is(err, store.ErrRefreshReused):
-			s.audit(now, nil, connectionOf(refresh), AuditRefresh, AuditReused)
+			s.audit(now, tok, "", AuditRefresh, AuditReused)
 		case err == nil && form.Get("resource") != "" && form.Get("resource") != tok.Resource:
 			// Spent all the same: a client that asks for another resource
 			// starts over.
@@ -198,20 +207,6 @@ func validVerifier(v string) bool {
 	return len(v) >= 43 && len(v) <= 128 && strings.Trim(v, b64chars+".~") == ""
 }
 
-// connectionOf is the token ID an access or refresh token names, or "":
-// the store decides whether it is one.
-func connectionOf(token string) string {
-	_, rest, ok := strings.Cut(token, "_")
-	if !ok {
-		return ""
-	}
-	i := strings.LastIndexByte(rest, '_')
-	if i <= 0 {
-		return ""
-	}
-	return rest[:i]
-}
-
 // grantedScope names the presets a connection's tools hold whole: what a
 // client asked for may be more, or less, than the person chose.
 func grantedScope(tools []string) string {
@@ -241,7 +236,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	// The client_id is optional here: holding the token is what counts,
 	// and some clients revoke without naming themselves.
 	if _, pass, ok := r.BasicAuth(); ok && pass != "" || form.Get("client_secret") != "" {
-		writeOAuthError(w, ErrInvalidClient, "the relay's clients are public: no secret")
+		refuseClient(w, r, "the relay's clients are public: no secret")
 		return
 	}
 	tok := form.Get("token")

@@ -24,8 +24,8 @@ import (
 // ConsentPath + the request's ID.
 const ConsentPath = Prefix + "consent/"
 
-// consentDays are the lifetimes the consent page offers, in days; those
-// beyond limits.OAuthConnectionMax are not offered.
+// consentDays are the lifetimes the consent page offers, in days, the
+// last limits.OAuthConnectionMax (a test pins it).
 var consentDays = []int{1, 7, 30, 90, 365}
 
 // toolTitles are the device tools and their titles, read once from the
@@ -78,6 +78,8 @@ type consent struct {
 	// deviceID is that device's ID when this relay has it.
 	deviceID string
 	devices  []store.Device
+	// back is the request's redirect URI, where the answer goes.
+	back *url.URL
 }
 
 // loadConsent reads the waiting request a path names; an unknown,
@@ -96,6 +98,10 @@ func (p *Panel) loadConsent(w http.ResponseWriter, r *http.Request) (*consent, b
 	}
 	if err != nil {
 		p.stateFailed(w, r, err)
+		return nil, false
+	}
+	if c.back, err = url.Parse(c.req.RedirectURI); err != nil {
+		p.fail(w, r, http.StatusBadRequest, "The app's return address cannot be read.")
 		return nil, false
 	}
 	dev, all, ok := resourceDevice(c.req.Resource)
@@ -124,19 +130,19 @@ func resourceDevice(resource string) (device string, all, ok bool) {
 	if err != nil {
 		return "", false, false
 	}
-	dir, last := path.Split(strings.TrimSuffix(u.Path, "/"))
-	switch {
-	case last == "mcp":
+	p := strings.TrimSuffix(u.Path, "/")
+	if strings.HasSuffix(p, "/mcp") {
 		return "", true, true
-	case path.Base(dir) == "mcp" && store.ValidName(last):
-		return last, false, true
+	}
+	if dir, dev := path.Split(p); strings.HasSuffix(dir, "/mcp/") && store.ValidName(dev) {
+		return dev, false, true
 	}
 	return "", false, false
 }
 
 // consentPage shows the request with its choices preselected: the scope
-// the client asked for (read, when it asked for none), every device of
-// the relay, the person's own name as the principal, 30 days.
+// the client asked for (read, when it asked for none), the relay's
+// devices, the person's own name as the principal, 30 days.
 func (p *Panel) consentPage(w http.ResponseWriter, r *http.Request, s session) {
 	c, ok := p.loadConsent(w, r)
 	if !ok {
@@ -146,23 +152,30 @@ func (p *Panel) consentPage(w http.ResponseWriter, r *http.Request, s session) {
 	if len(presets) == 0 {
 		presets = []string{"read"}
 	}
-	devs := make([]string, len(c.devices))
-	for i, d := range c.devices {
-		devs[i] = d.ID
-	}
-	d := p.consentData(c, devs, presets, nil, s.admin, int(limits.OAuthConnectionTTL/(24*time.Hour)))
+	d := p.consentData(c, preselected(c.devices), presets, nil, s.admin, int(limits.OAuthConnectionTTL/(24*time.Hour)))
 	p.show(w, s, "consent", "Connect an app", d)
+}
+
+// preselected are the devices the page ticks at first: each of the
+// relay's, or none when they are more than a connection's scope may name
+// one by one (the person then ticks some, or every device).
+func preselected(devs []store.Device) []string {
+	if len(devs) > store.MaxScopeEntries {
+		return nil
+	}
+	ids := make([]string, len(devs))
+	for i, d := range devs {
+		ids[i] = d.ID
+	}
+	return ids
 }
 
 // consentData is the page for c with these choices made.
 func (p *Panel) consentData(c *consent, devices, presets, tools []string, principal string, days int) consentData {
 	d := consentData{ID: c.id, Client: c.req.ClientName, ClientID: c.req.ClientID, Device: c.device,
 		DeviceKnown: c.deviceID != "", Principal: principal, ExpiresAt: c.req.ExpiresAt}
-	if u, err := url.Parse(c.req.RedirectURI); err == nil {
-		d.Host = u.Host
-		ip := net.ParseIP(u.Hostname())
-		d.Loopback = u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
-	}
+	d.Host = c.back.Host
+	d.Loopback = c.back.Hostname() == "localhost" || net.ParseIP(c.back.Hostname()).IsLoopback()
 	if c.device == "" {
 		d.Devices = append(d.Devices, choice{Value: authz.ScopeAll, Label: "Every device, those enrolled later too",
 			Checked: slices.Contains(devices, authz.ScopeAll)})
@@ -179,9 +192,7 @@ func (p *Panel) consentData(c *consent, devices, presets, tools []string, princi
 		d.Tools = append(d.Tools, t)
 	}
 	for _, n := range consentDays {
-		if time.Duration(n)*24*time.Hour <= limits.OAuthConnectionMax {
-			d.Days = append(d.Days, choice{Value: strconv.Itoa(n), Label: dayLabel(n), Checked: n == days})
-		}
+		d.Days = append(d.Days, choice{Value: strconv.Itoa(n), Label: dayLabel(n), Checked: n == days})
 	}
 	return d
 }
@@ -212,7 +223,7 @@ func (p *Panel) answerConsent(w http.ResponseWriter, r *http.Request, s session)
 			return
 		}
 		back.Set("error", "access_denied")
-		p.returnToClient(w, r, req, back)
+		p.returnToClient(w, r, c, req, back)
 		return
 	}
 	spec, days, err := p.consentSpec(c, r.PostForm, s)
@@ -223,7 +234,7 @@ func (p *Panel) answerConsent(w http.ResponseWriter, r *http.Request, s session)
 		if err == nil {
 			p.audit(s, "consent_given", c.deviceID, "", began, nil)
 			back.Set("code", code)
-			p.returnToClient(w, r, req, back)
+			p.returnToClient(w, r, c, req, back)
 			return
 		}
 	}
@@ -249,16 +260,12 @@ func (p *Panel) consentFailed(w http.ResponseWriter, r *http.Request, err error)
 
 // returnToClient sends the browser to the request's redirect URI with
 // params, its state and the relay as iss, keeping the URI's own query.
-func (p *Panel) returnToClient(w http.ResponseWriter, r *http.Request, req *store.AuthRequest, params url.Values) {
-	u, err := url.Parse(req.RedirectURI)
-	if err != nil {
-		p.fail(w, r, http.StatusBadRequest, "The app's return address cannot be read.")
-		return
-	}
+func (p *Panel) returnToClient(w http.ResponseWriter, r *http.Request, c *consent, req *store.AuthRequest, params url.Values) {
 	if req.State != "" {
 		params.Set("state", req.State)
 	}
 	params.Set("iss", p.cfg.Issuer)
+	u := *c.back
 	if u.RawQuery != "" {
 		u.RawQuery += "&"
 	}

@@ -3,10 +3,12 @@ package panel
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,12 +114,19 @@ func TestConsentSignInAndBack(t *testing.T) {
 			t.Fatalf("signed out (Sec-Fetch-Site %q): %d to %q, want %q", site, resp.StatusCode, resp.Header.Get("Location"), want)
 		}
 	}
-	if _, page := f.do(c, "GET", want, nil, nil); !strings.Contains(page, `name="next" value="`+ConsentPath+id+`"`) {
-		t.Fatalf("the sign-in page does not carry next:\n%s", page)
+	if _, page := f.do(c, "GET", want, nil, nil); !strings.Contains(page, `name="next" value="`+ConsentPath+id+`"`) || !strings.Contains(page, `id="for-consent"`) {
+		t.Fatalf("the sign-in page does not carry next, or does not say an app asks:\n%s", page)
+	}
+	if _, page := f.do(c, "GET", LoginPath+"?next="+url.QueryEscape(SecretPath+"ccp_x"), nil, nil); strings.Contains(page, `id="for-consent"`) {
+		t.Error("the sign-in page for a secret prompt says an app asks to connect")
 	}
 	resp, _ = f.do(c, "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {ConsentPath + id}}, nil)
 	if resp.Header.Get("Location") != ConsentPath+id {
 		t.Fatalf("after sign-in: to %q, want the consent page", resp.Header.Get("Location"))
+	}
+	long := ConsentPath + strings.Repeat("a", 128)
+	if resp, _ := f.do(f.client(), "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {long}}, nil); resp.Header.Get("Location") != long {
+		t.Errorf("a 128-character ID: to %q", resp.Header.Get("Location"))
 	}
 	for _, next := range []string{ConsentPath, ConsentPath + "a/b", ConsentPath + "a.b", ConsentPath + strings.Repeat("a", 129), ConsentPath + "é"} {
 		resp, _ := f.do(f.client(), "POST", LoginPath, url.Values{"code": {f.code("alice")}, "next": {next}}, nil)
@@ -145,6 +154,31 @@ func TestConsentSignInAndBack(t *testing.T) {
 	}
 	if strings.Contains(page, `value="366"`) || strings.Contains(page, "(an app on the computer") {
 		t.Error("the page offers more than a year, or calls a remote client local")
+	}
+}
+
+// TestConsentOffersUpToTheLongestConnection: the lifetimes offered rise
+// to limits.OAuthConnectionMax, and the page offers nothing longer.
+func TestConsentOffersUpToTheLongestConnection(t *testing.T) {
+	if !slices.IsSorted(consentDays) || consentDays[0] != 1 || time.Duration(consentDays[len(consentDays)-1])*24*time.Hour != limits.OAuthConnectionMax ||
+		!slices.Contains(consentDays, int(limits.OAuthConnectionTTL/(24*time.Hour))) {
+		t.Errorf("the consent page offers %v days: from 1 to the longest connection, the default among them", consentDays)
+	}
+}
+
+// TestConsentPreselectsDevicesItCanAllow: every device is ticked at
+// first while a connection may name them all one by one; beyond that,
+// none is (ticking them all could only be refused).
+func TestConsentPreselectsDevicesItCanAllow(t *testing.T) {
+	devs := make([]store.Device, store.MaxScopeEntries+1)
+	for i := range devs {
+		devs[i].ID = fmt.Sprintf("%08x-0000-4000-8000-000000000000", i)
+	}
+	if got := preselected(devs[:store.MaxScopeEntries]); len(got) != store.MaxScopeEntries || got[0] != devs[0].ID || got[len(got)-1] != devs[len(got)-1].ID {
+		t.Errorf("%d devices: %d ticked", store.MaxScopeEntries, len(got))
+	}
+	if got := preselected(devs); len(got) != 0 {
+		t.Errorf("%d devices: %d ticked", len(devs), len(got))
 	}
 }
 
@@ -220,6 +254,13 @@ func TestConsentAllowMakesWhatThePageChose(t *testing.T) {
 			resource: testIssuer + "/mcp",
 			form:     consentForm(csrf, "device", box.ID, "device", "*", "preset", "all", "preset", "run", "principal", "", "principal", " alice ", "days", "", "days", "1"),
 			devices:  []string{"*"}, tools: []string{"*"}, principal: "alice", ttl: 24 * time.Hour,
+		},
+		"a device the relay does not have yet, by the name asked for": {
+			resource: testIssuer + "/mcp/ghost",
+			form:     consentForm(csrf, "device", box.ID, "preset", "read"),
+			devices:  []string{"ghost"}, principal: "ci-bot", ttl: 7 * 24 * time.Hour,
+			tools: []string{"process.jobs", "process.list", "process.status", "process.output", "process.wait",
+				"process.screen", "files.list", "files.read", "files.search", "system.metrics"},
 		},
 		"the one device the client asked for": {
 			resource: testIssuer + "/mcp/box",
@@ -488,4 +529,153 @@ func TestTokensPageListsConnections(t *testing.T) {
 	if r := row(); !strings.Contains(r, "revoked") || strings.Contains(r, "Revoke") {
 		t.Errorf("the revoked connection's row:\n%s", r)
 	}
+}
+
+// stepClock is a clock that moves on by step each time it is read.
+type stepClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *stepClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+func (c *stepClock) set(step time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.step = step
+	return c.t
+}
+
+// TestConsentExpiringWhileAnswered: a request that expires between the
+// page reading it and the answer is the plain page too, never a redirect,
+// and the attempt is audited as failed.
+func TestConsentExpiringWhileAnswered(t *testing.T) {
+	clock := &stepClock{t: time.Now()}
+	f := newFixtureWith(t, Config{Issuer: testIssuer, Now: clock.now})
+	c := f.signIn("alice")
+	csrf := f.csrf(c)
+	for _, answer := range []string{"allow", "deny"} {
+		// Each read of the clock is 4 min on: the session's check, the
+		// request's read (8 min on, it waits), the answer (12 min on).
+		id := f.request(testIssuer+"/mcp/box", "read", clock.set(4*time.Minute))
+		resp, page := f.do(c, "POST", ConsentPath+id, url.Values{"csrf": {csrf}, "answer": {answer}, "preset": {"read"}, "principal": {"bob"}, "days": {"1"}}, nil)
+		clock.set(0)
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Location") != "" || !strings.Contains(page, "already answered or expired") {
+			t.Errorf("%s as the request expires: %d to %q", answer, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var failed []string
+	for _, e := range f.audited {
+		if e.Outcome == store.AuditFailed {
+			failed = append(failed, e.Tool+" "+e.Code)
+		}
+	}
+	if !slices.Equal(failed, []string{"panel.consent_given not_found", "panel.consent_denied not_found"}) {
+		t.Errorf("audited failures %q", failed)
+	}
+}
+
+// TestConsentUnreadableRedirect: a request whose redirect URI cannot be
+// read is a plain page on GET and POST, and waits on.
+func TestConsentUnreadableRedirect(t *testing.T) {
+	f := newConsentFixture(t)
+	c := f.signIn("alice")
+	id, err := f.state.CreateAuthRequest(store.AuthRequest{ClientID: "x", RedirectURI: "https://app.example/%zz", Challenge: challenge("v"),
+		Resource: testIssuer + "/mcp"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, method := range []string{"GET", "POST"} {
+		var form url.Values
+		if method == "POST" {
+			form = url.Values{"csrf": {f.csrf(c)}, "answer": {"deny"}}
+		}
+		if resp, page := f.do(c, method, ConsentPath+id, form, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "return address cannot be read") {
+			t.Errorf("%s: %d", method, resp.StatusCode)
+		}
+	}
+	if _, err := f.state.AuthRequest(id, time.Now()); err != nil {
+		t.Errorf("the request was answered: %v", err)
+	}
+}
+
+// TestResourceDevice: an MCP URL names one device, all of them, or is
+// none of the relay's.
+func TestResourceDevice(t *testing.T) {
+	for resource, want := range map[string]struct {
+		device  string
+		all, ok bool
+	}{
+		"https://r.example/mcp":                {all: true, ok: true},
+		"https://r.example/mcp/":               {all: true, ok: true},
+		"https://r.example/base/mcp":           {all: true, ok: true},
+		"https://r.example/mcp/build-box":      {device: "build-box", ok: true},
+		"https://r.example/mcp/build-box/":     {device: "build-box", ok: true},
+		"https://r.example/base/mcp/web_1.x":   {device: "web_1.x", ok: true},
+		"https://r.example/mcp/a/b":            {},
+		"https://r.example/mcp/..":             {},
+		"https://r.example/mcp/bad%20name":     {},
+		"https://r.example/":                   {},
+		"https://r.example/mcpx":               {},
+		"https://r.example/other/box":          {},
+		"%zz":                                  {},
+		"https://r.example/mcp/" + "x%2Fy":     {},
+		"https://r.example/mcp/" + "%E2%80%AE": {},
+	} {
+		dev, all, ok := resourceDevice(resource)
+		if dev != want.device || all != want.all || ok != want.ok {
+			t.Errorf("%s: %q %v %v, want %+v", resource, dev, all, ok, want)
+		}
+	}
+}
+
+// FuzzResourceDevice: whatever the resource, a device it names is one
+// name of the relay's, and the URL's path ends in /mcp/<it>.
+func FuzzResourceDevice(f *testing.F) {
+	for _, s := range []string{"https://r.example/mcp", "https://r.example/mcp/box", "https://r.example/mcp/a/b", "%zz", "/mcp/../mcp/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, resource string) {
+		dev, all, ok := resourceDevice(resource)
+		switch {
+		case !ok && (dev != "" || all):
+			t.Fatalf("%q: refused, yet %q %v", resource, dev, all)
+		case all && dev != "":
+			t.Fatalf("%q: every device and %q", resource, dev)
+		case ok && !all:
+			u, _ := url.Parse(resource)
+			if !store.ValidName(dev) || !strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/mcp/"+dev) {
+				t.Fatalf("%q: device %q", resource, dev)
+			}
+		}
+	})
+}
+
+// FuzzAfterSignIn: a sign-in continues to the Overview, or to one secret
+// prompt's or consent page, never anywhere else.
+func FuzzAfterSignIn(f *testing.F) {
+	for _, s := range []string{ConsentPath + "car_x", SecretPath + "ccp_y", "//evil.example", ConsentPath + "a/../b", Prefix + "tokens"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, next string) {
+		got := afterSignIn(next)
+		if got == Prefix {
+			return
+		}
+		id, ok := strings.CutPrefix(got, ConsentPath)
+		if !ok {
+			id, ok = strings.CutPrefix(got, SecretPath)
+		}
+		if got != next || !ok || id == "" || strings.ContainsAny(id, "/\\?#%.:") || strings.IndexFunc(id, func(r rune) bool { return r > 0x7f }) >= 0 {
+			t.Fatalf("next %q continues to %q", next, got)
+		}
+	})
 }

@@ -63,7 +63,9 @@ func (p *Panel) stateFailed(w http.ResponseWriter, r *http.Request, err error) {
 
 func (p *Panel) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: loginData{Code: q.Get("code"), Next: afterSignIn(q.Get("next"))}})
+	next := afterSignIn(q.Get("next"))
+	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: loginData{Code: q.Get("code"), Next: next,
+		Consent: strings.HasPrefix(next, ConsentPath)}})
 }
 
 // login redeems a sign-in code for a new session. An old session the
@@ -94,10 +96,11 @@ func (p *Panel) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, afterSignIn(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
-// loginData is the sign-in page's: the code from the link, and where to
-// go after.
+// loginData is the sign-in page's: the code from the link, where to go
+// after, and whether that is an app's request to connect.
 type loginData struct {
 	Code, Next string
+	Consent    bool
 }
 
 func (p *Panel) logout(w http.ResponseWriter, r *http.Request, s session) {
@@ -384,7 +387,10 @@ func (p *Panel) createEnrollCode(w http.ResponseWriter, r *http.Request, s sessi
 	}
 	line := "commandcore enroll --server " + strings.Join(servers, ",") + " --code " + code
 	var install string
-	if len(servers) > 0 {
+	switch {
+	case p.cfg.PublicURL != "":
+		install = downloads.InstallLine(p.cfg.PublicURL, code)
+	case len(servers) > 0:
 		install = downloads.InstallLine(servers[0], code)
 	}
 	p.show(w, s, "enroll", "Enrollment", enrollData{Code: code, Install: install, Line: line, Servers: servers, TTL: limits.EnrollCodeTTL.String()})

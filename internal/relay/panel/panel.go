@@ -87,6 +87,9 @@ type Config struct {
 	// page returns it to the client as iss. Empty, the relay serves no
 	// OAuth and the consent page refuses.
 	Issuer string
+	// PublicURL is the relay as devices reach it, for the install line
+	// on the Enrollment page; empty, the first live replica's address.
+	PublicURL string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Log gets content-free lines about failures; nil discards them.

@@ -406,6 +406,25 @@ func TestEnrollmentShowsTheLineToPaste(t *testing.T) {
 	}
 }
 
+// TestInstallLineNamesThePublicURL: behind a load balancer the install
+// line downloads from the relay's public URL, not from a replica's own
+// address; the enroll line still names the replicas.
+func TestInstallLineNamesThePublicURL(t *testing.T) {
+	f := newFixtureWith(t, Config{PublicURL: "https://relay.example"})
+	if err := f.state.JoinReplica(store.Replica{ID: "r1", Name: "r1", Address: "https://r1.internal:8440"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := f.signIn("alice")
+	_, page := f.do(c, "POST", Prefix+"enroll", url.Values{"csrf": {f.csrf(c)}}, nil)
+	m := regexp.MustCompile(`commandcore enroll --server https://r1.internal:8440 --code (ccE-[A-Z2-7]{20})`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no enroll line:\n%s", page)
+	}
+	if want := `<pre id="install-line">curl -fsSL https://relay.example/install.sh | sh -s -- --code ` + m[1] + `</pre>`; !strings.Contains(page, want) {
+		t.Fatalf("no install line %q:\n%s", want, page)
+	}
+}
+
 // TestAuditPageFiltersAndPages: the page shows 50 entries, newest first,
 // a link to the older ones that keeps the filter, and only what matches.
 func TestAuditPageFiltersAndPages(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,6 +58,8 @@ type Options struct {
 type Fetcher struct {
 	client *http.Client
 	now    func() time.Time
+	// fetching holds a slot per fetch under way.
+	fetching chan struct{}
 
 	mu     sync.Mutex
 	recent *list.List // of *entry, most recently fetched first
@@ -111,7 +114,7 @@ func New(o Options) *Fetcher {
 	return &Fetcher{
 		client: &http.Client{Transport: tr, Timeout: limits.CIMDTimeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		now: now, recent: list.New(), byURL: map[string]*list.Element{},
+		now: now, fetching: make(chan struct{}, limits.CIMDMaxFetching), recent: list.New(), byURL: map[string]*list.Element{},
 	}
 }
 
@@ -148,8 +151,12 @@ func IsClientIDURL(s string) bool {
 	return true
 }
 
+// ErrBusy is Get's answer while limits.CIMDMaxFetching fetches are under
+// way: the client is not refused, only not checked now.
+var ErrBusy = errcode.New(errcode.Unavailable, "the relay is fetching as many client metadata documents as it may; try again shortly")
+
 // Get returns the document at clientID, from the cache while it is
-// fresh. Errors are InvalidArgument: the client is refused.
+// fresh. Errors are InvalidArgument (the client is refused) or ErrBusy.
 func (f *Fetcher) Get(ctx context.Context, clientID string) (*Document, error) {
 	if !IsClientIDURL(clientID) {
 		return nil, errcode.New(errcode.InvalidArgument, "client_id is not an HTTPS URL with a path")
@@ -165,11 +172,19 @@ func (f *Fetcher) Get(ctx context.Context, clientID string) (*Document, error) {
 		delete(f.byURL, clientID)
 	}
 	f.mu.Unlock()
-	doc, err := f.fetch(ctx, clientID)
+	select {
+	case f.fetching <- struct{}{}:
+	default:
+		return nil, ErrBusy
+	}
+	doc, ttl, err := f.fetch(ctx, clientID)
+	<-f.fetching
 	if err != nil {
 		return nil, err
 	}
-	f.keep(clientID, doc, now.Add(limits.CIMDCacheTTL))
+	if ttl > 0 {
+		f.keep(clientID, doc, now.Add(ttl))
+	}
 	return doc, nil
 }
 
@@ -196,30 +211,55 @@ func (f *Fetcher) cached() int {
 	return f.recent.Len()
 }
 
-func (f *Fetcher) fetch(ctx context.Context, clientID string) (*Document, error) {
+// fetch returns the document at clientID and how long it may be kept.
+func (f *Fetcher) fetch(ctx context.Context, clientID string) (*Document, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, limits.CIMDTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, clientID, nil)
 	if err != nil {
-		return nil, errcode.New(errcode.InvalidArgument, "client_id is not a URL the relay can fetch")
+		return nil, 0, errcode.New(errcode.InvalidArgument, "client_id is not a URL the relay can fetch")
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := f.client.Do(req)
 	if err != nil {
 		if errors.Is(err, ErrAddress) {
-			return nil, errcode.New(errcode.InvalidArgument, "%v", ErrAddress)
+			return nil, 0, errcode.New(errcode.InvalidArgument, "%v", ErrAddress)
 		}
-		return nil, errcode.New(errcode.InvalidArgument, "client metadata document could not be fetched")
+		return nil, 0, errcode.New(errcode.InvalidArgument, "client metadata document could not be fetched")
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, errcode.New(errcode.InvalidArgument, "client metadata document answered HTTP %d (redirects are not followed)", resp.StatusCode)
+		return nil, 0, errcode.New(errcode.InvalidArgument, "client metadata document answered HTTP %d (redirects are not followed)", resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limits.CIMDMaxBytes+1))
 	if err != nil {
-		return nil, errcode.New(errcode.InvalidArgument, "client metadata document could not be read")
+		return nil, 0, errcode.New(errcode.InvalidArgument, "client metadata document could not be read")
 	}
-	return Decode(body, clientID)
+	doc, err := Decode(body, clientID)
+	return doc, cacheFor(resp.Header.Get("Cache-Control")), err
+}
+
+// cacheFor is how long a document may be kept: limits.CIMDCacheTTL, less
+// when its Cache-Control's max-age says so, nothing for no-store or
+// no-cache.
+func cacheFor(cc string) time.Duration {
+	ttl := limits.CIMDCacheTTL
+	for _, d := range strings.Split(strings.ToLower(cc), ",") {
+		d = strings.TrimSpace(d)
+		switch {
+		case d == "no-store" || d == "no-cache":
+			return 0
+		case strings.HasPrefix(d, "max-age="):
+			n, err := strconv.ParseInt(strings.Trim(d[len("max-age="):], `"`), 10, 64)
+			if err != nil || n <= 0 {
+				return 0
+			}
+			if n < int64(ttl/time.Second) {
+				ttl = time.Duration(n) * time.Second
+			}
+		}
+	}
+	return ttl
 }
 
 // Decode reads a document fetched from clientID: JSON of at most

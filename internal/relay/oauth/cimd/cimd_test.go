@@ -39,6 +39,12 @@ func newDocServer(t *testing.T) *docServer {
 			fmt.Fprintf(w, `{"client_id":"https://elsewhere.example/c.json","redirect_uris":["https://c.example/cb"]}`)
 		case r.URL.Path == "/secret":
 			fmt.Fprintf(w, `{"client_id":%q,"redirect_uris":["https://c.example/cb"],"token_endpoint_auth_method":"private_key_jwt"}`, self)
+		case r.URL.Path == "/nostore":
+			w.Header().Set("Cache-Control", "no-store")
+			fmt.Fprintf(w, `{"client_id":%q,"redirect_uris":["https://c.example/cb"]}`, self)
+		case r.URL.Path == "/short":
+			w.Header().Set("Cache-Control", "public, max-age=60")
+			fmt.Fprintf(w, `{"client_id":%q,"redirect_uris":["https://c.example/cb"]}`, self)
 		case strings.HasPrefix(r.URL.Path, "/good"):
 			fmt.Fprintf(w, `{"client_id":%q,"client_name":"Good client","redirect_uris":["https://c.example/cb"],"logo_uri":"https://c.example/l.png"}`, self)
 		default:
@@ -82,6 +88,49 @@ func TestFetchesCachesAndBounds(t *testing.T) {
 	}
 	if n := f.cached(); n != limits.CIMDCacheEntries {
 		t.Errorf("cache holds %d documents, want %d", n, limits.CIMDCacheEntries)
+	}
+}
+
+func TestCacheControlAndBusy(t *testing.T) {
+	d := newDocServer(t)
+	now := time.Now()
+	f := New(Options{AllowPrivate: true, RootCAs: d.pool(), Now: func() time.Time { return now }})
+	get := func(path string) {
+		t.Helper()
+		if _, err := f.Get(context.Background(), d.URL+path); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	get("/nostore")
+	get("/nostore")
+	if d.hits.Load() != 2 {
+		t.Fatalf("no-store: %d fetches, want 2", d.hits.Load())
+	}
+	get("/short")
+	now = now.Add(59 * time.Second)
+	get("/short")
+	if d.hits.Load() != 3 {
+		t.Fatalf("max-age=60 within a minute: %d fetches, want 3", d.hits.Load())
+	}
+	now = now.Add(time.Second)
+	get("/short")
+	if d.hits.Load() != 4 {
+		t.Fatalf("max-age=60 after a minute: %d fetches, want 4", d.hits.Load())
+	}
+	// As many fetches under way as allowed: the next waits for none.
+	for range limits.CIMDMaxFetching {
+		f.fetching <- struct{}{}
+	}
+	if _, err := f.Get(context.Background(), d.URL+"/good"); err != ErrBusy {
+		t.Fatalf("busy: %v", err)
+	}
+	<-f.fetching
+	get("/good")
+	for k, want := range map[string]time.Duration{"": limits.CIMDCacheTTL, "max-age=30": 30 * time.Second, "max-age=0": 0,
+		"No-Cache": 0, "max-age=x": 0, `max-age="10"`: 10 * time.Second, "max-age=999999": limits.CIMDCacheTTL} {
+		if got := cacheFor(k); got != want {
+			t.Errorf("%q: %v, want %v", k, got, want)
+		}
 	}
 }
 

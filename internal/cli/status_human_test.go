@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/selfupdate"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
@@ -286,5 +287,24 @@ func TestHumanPermissions(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("%+v: human status lacks %q:\n%s", *p, want, buf.String())
 		}
+	}
+}
+
+// TestHumanUpdate: status says which version the relay offers, and how
+// the last update ended, in words.
+func TestHumanUpdate(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	ended := now.Add(-2 * time.Minute)
+	for state, want := range map[string]string{
+		selfupdate.StateDone:       "Last update: 1.1.0 to 1.2.0, done: the new agent linked (2m0s ago)",
+		selfupdate.StateRolledBack: "Last update: 1.1.0 to 1.2.0, rolled back: the new agent did not link in time, the previous binary runs again (2m0s ago)",
+	} {
+		got := updateText(&status.Update{Offered: "1.2.0", Last: &status.LastUpdate{From: "1.1.0", To: "1.2.0", State: state, StartedAt: ended.Add(-time.Minute), EndedAt: &ended}}, now)
+		if !strings.Contains(got, "Update:      1.2.0 offered by the relay") || !strings.Contains(got, want) {
+			t.Errorf("%s:\n%s\nwant %q", state, got, want)
+		}
+	}
+	if got := updateText(&status.Update{Last: &status.LastUpdate{From: "1", To: "2", State: selfupdate.StateStarted, StartedAt: now}}, now); strings.Contains(got, "offered") || !strings.Contains(got, "under way") {
+		t.Errorf("an update under way:\n%s", got)
 	}
 }

@@ -57,3 +57,62 @@ func TestRestartOfAnUnknownUnitFails(t *testing.T) {
 		t.Error("restarting a unit that does not exist succeeded")
 	}
 }
+
+// apply runs an update of an installed "binary" (a script, so the
+// watchdog unit runs it as the previous binary) to new content.
+func apply(t *testing.T, installed string) (Update, error) {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "commandcore")
+	if err := os.WriteFile(exe, []byte(installed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	server, offer := serve(t, []byte("new"), []byte("new"))
+	u := Update{Server: server, Offer: offer, Current: "1.1.0", Exe: exe, Service: "commandcore-update-test.service", StateDir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return u, u.Apply(ctx)
+}
+
+// TestApplyStartsTheWatchdogFromThePreviousBinary: the new binary is in
+// place, the previous one kept, the update recorded as started, and the
+// watchdog unit runs the previous binary with what it needs to know.
+func TestApplyStartsTheWatchdogFromThePreviousBinary(t *testing.T) {
+	args := filepath.Join(t.TempDir(), "args")
+	u, err := apply(t, "#!/bin/sh\necho \"$@\" > "+args+"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read(t, u.Exe) != "new" || !strings.Contains(read(t, PreviousPath(u.Exe)), "#!/bin/sh") {
+		t.Fatal("the binaries are not where an update puts them")
+	}
+	if r, err := ReadRecord(u.StateDir); err != nil || r == nil || r.State != StateStarted || r.From != "1.1.0" || r.To != "1.2.0" {
+		t.Errorf("record %+v, %v", r, err)
+	}
+	testkit.Eventually(t, 20*time.Second, func() error {
+		b, err := os.ReadFile(args)
+		if err != nil {
+			return err
+		}
+		want := "update-watchdog --service commandcore-update-test.service --exe " + u.Exe + " --state-dir " + u.StateDir + " --from 1.1.0 --to 1.2.0"
+		if strings.TrimSpace(string(b)) != want {
+			t.Fatalf("the watchdog ran with %q, want %q", b, want)
+		}
+		return nil
+	})
+}
+
+// TestApplyWithoutAWatchdogPutsThePreviousBinaryBack: a watchdog that
+// cannot start (here, a previous binary that cannot be run) means nothing
+// would roll back a bad binary, so the update is undone at once.
+func TestApplyWithoutAWatchdogPutsThePreviousBinaryBack(t *testing.T) {
+	u, err := apply(t, "not a program")
+	if err == nil {
+		t.Fatal("an update without its watchdog went on")
+	}
+	if read(t, u.Exe) != "not a program" {
+		t.Error("the previous binary is not back")
+	}
+	if r, _ := ReadRecord(u.StateDir); r == nil || r.State != StateRolledBack {
+		t.Errorf("record %+v", r)
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +18,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relay/cluster"
+	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
@@ -30,12 +33,16 @@ type relayServeOptions struct {
 	// HTTP off loopback.
 	PanelListen   string
 	PanelInsecure bool
+	// PanelURL is the panel's public origin; the OIDC flags sign admins
+	// in with the team's identity provider.
+	PanelURL                                                  string
+	OIDCIssuer, OIDCClientID, OIDCClientSecretFile, OIDCAllow string
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR [--panel-insecure]] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR [--panel-insecure] [--panel-url URL] [--oidc-issuer URL --oidc-client-id ID --oidc-client-secret-file F --oidc-allow RULES]] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -46,6 +53,11 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
 	cmd.Flags().StringVar(&o.PanelListen, "panel-listen", "", "serve the web panel at ADDR/panel/ (with --tls-cert and --tls-key when given); admins sign in with relay admin create")
 	cmd.Flags().BoolVar(&o.PanelInsecure, "panel-insecure", false, "serve the panel over plain HTTP on an address that is not loopback (its sign-in codes, cookies and typed secrets cross the network in clear)")
+	cmd.Flags().StringVar(&o.PanelURL, "panel-url", "", "the panel's public origin as browsers reach it (https://relay.example:8443); SSO's callback and passkeys derive from it (default: the panel's listener, named localhost on loopback)")
+	cmd.Flags().StringVar(&o.OIDCIssuer, "oidc-issuer", "", "sign admins in to the panel with this OpenID provider (its issuer URL); its callback is <panel-url>"+signin.CallbackPath)
+	cmd.Flags().StringVar(&o.OIDCClientID, "oidc-client-id", "", "the relay's client ID at the OpenID provider")
+	cmd.Flags().StringVar(&o.OIDCClientSecretFile, "oidc-client-secret-file", "", "file holding the relay's client secret at the OpenID provider")
+	cmd.Flags().StringVar(&o.OIDCAllow, "oidc-allow", "", "who the OpenID provider may sign in, comma-separated: verified e-mail addresses (alice@example.com), domains (@example.com), groups (group:admins)")
 	cmd.Flags().StringVar(&o.NATS.URL, "nats", "", "join the other relay replicas on this --database through the NATS server at this URL (nats://HOST:PORT, tls://HOST:PORT; user and password or a token may ride in it); off loopback only with TLS or --nats-insecure")
 	cmd.Flags().StringVar(&o.NATS.Creds, "nats-creds", "", "authenticate to NATS with this .creds file (JWT and NKey seed)")
 	cmd.Flags().StringVar(&o.NATS.NKey, "nats-nkey", "", "authenticate to NATS with the NKey seed in this file")
@@ -64,6 +76,10 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 		if err := o.NATS.Check(); err != nil {
 			return usageError("%s", errcode.From(err).Message)
 		}
+	}
+	oidc, err := o.oidc()
+	if err != nil {
+		return err
 	}
 	st, err := openRelayState(g)
 	if err != nil {
@@ -89,7 +105,49 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 	defer stop()
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
 		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica,
+		PanelURL: o.PanelURL, OIDC: oidc,
 		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
+}
+
+// oidc reads the SSO flags: all four or none, a secret file that holds
+// one line, and rules that parse; nil without them. --panel-url must be
+// an http or https origin.
+func (o *relayServeOptions) oidc() (*signin.OIDCConfig, error) {
+	if o.PanelURL != "" {
+		u, err := url.Parse(o.PanelURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return nil, usageError("--panel-url must be an origin: https://HOST[:PORT]")
+		}
+	}
+	given := 0
+	for _, f := range []string{o.OIDCIssuer, o.OIDCClientID, o.OIDCClientSecretFile, o.OIDCAllow} {
+		if f != "" {
+			given++
+		}
+	}
+	switch given {
+	case 0:
+		return nil, nil
+	case 4:
+	default:
+		return nil, usageError("--oidc-issuer, --oidc-client-id, --oidc-client-secret-file and --oidc-allow go together")
+	}
+	if u, err := url.Parse(o.OIDCIssuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, usageError("--oidc-issuer must be the provider's issuer URL (https://…)")
+	}
+	rules, err := signin.ParseRules(o.OIDCAllow)
+	if err != nil {
+		return nil, usageError("--oidc-allow: %v", err)
+	}
+	secret, err := os.ReadFile(o.OIDCClientSecretFile)
+	if err != nil {
+		return nil, usageError("--oidc-client-secret-file cannot be read")
+	}
+	s := strings.TrimSpace(string(secret))
+	if s == "" || strings.ContainsAny(s, "\r\n") {
+		return nil, usageError("--oidc-client-secret-file must hold the client secret on one line")
+	}
+	return &signin.OIDCConfig{Issuer: o.OIDCIssuer, ClientID: o.OIDCClientID, ClientSecret: s, Rules: rules}, nil
 }
 
 // serveFlagError names the flags behind relay.Serve's refusals of its
@@ -102,6 +160,8 @@ func serveFlagError(err error) error {
 		return usageError("--metrics-token goes with --metrics-listen")
 	case errors.Is(err, relay.ErrMetricsTokenShort):
 		return usageError("--metrics-token must be at least %d bytes", limits.MetricsTokenMinBytes)
+	case errors.Is(err, relay.ErrSSONeedsPanel):
+		return usageError("--oidc-issuer signs admins in to the panel; give --panel-listen too")
 	case errors.Is(err, relay.ErrPanelPlainHTTP):
 		return usageError("--panel-listen %v; give --tls-cert and --tls-key, or --panel-insecure to serve it in clear", err)
 	case errors.Is(err, relay.ErrMetricsNeedToken):

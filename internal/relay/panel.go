@@ -17,7 +17,7 @@ import (
 func (s *Server) PanelServer(secure bool) (*http.Server, error) {
 	p, err := panel.New(panel.Config{
 		State: s.store, Devices: s, Secrets: s, Health: s.health, Audit: s.audit.add,
-		LimitSignIn: s.limitEnroll, Secure: secure, Now: s.Now, Log: s.Log,
+		LimitSignIn: s.limitEnroll, SignIn: s.SignIn, Secure: secure, Now: s.Now, Log: s.Log,
 	})
 	if err != nil {
 		return nil, err

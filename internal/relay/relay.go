@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/enrollment"
+	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -49,6 +50,9 @@ type Server struct {
 	// Router carries forwarded calls to their devices; nil means through
 	// the links this process holds.
 	Router Router
+	// SignIn offers the panel's sign-ins besides a code (SSO, passkeys);
+	// nil offers codes only.
+	SignIn *signin.SignIn
 
 	gates gates
 

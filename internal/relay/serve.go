@@ -8,11 +8,14 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay/announce"
 	"github.com/commandcore/commandcore/internal/relay/metrics"
+	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
@@ -38,6 +41,9 @@ var ErrMetricsNeedToken = errors.New("metrics off a loopback address need a toke
 // typed secrets would cross the network in clear.
 var ErrPanelPlainHTTP = errors.New("the panel off a loopback address needs TLS")
 
+// ErrSSONeedsPanel refuses SSO without a panel to sign in to.
+var ErrSSONeedsPanel = errors.New("SSO signs admins in to the panel, which is not served")
+
 // ErrMetricsTokenShort refuses a metrics token too short to resist
 // guessing.
 var ErrMetricsTokenShort = fmt.Errorf("a metrics token is at least %d bytes", limits.MetricsTokenMinBytes)
@@ -62,6 +68,13 @@ type ServeConfig struct {
 	// PanelInsecure.
 	PanelListen   string
 	PanelInsecure bool
+	// PanelURL is the panel's public origin as browsers reach it (the SSO
+	// callback and the passkeys' origin derive from it); "" is the panel's
+	// own listener, named localhost when it is on loopback.
+	PanelURL string
+	// OIDC, when set, signs admins in to the panel with the team's
+	// identity provider; it needs the panel.
+	OIDC *signin.OIDCConfig
 	// Replica names this relay among the replicas; its Address is the
 	// base URL Serve announces.
 	Replica ReplicaConfig
@@ -75,6 +88,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return ErrTLSPair
 	case cfg.MetricsToken != "" && cfg.MetricsListen == "":
 		return ErrMetricsTokenAlone
+	case cfg.OIDC != nil && cfg.PanelListen == "":
+		return ErrSSONeedsPanel
 	}
 	// The metrics' listener first: a refusal comes before anything is
 	// served or announced.
@@ -119,6 +134,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}()
 	var ps *http.Server
 	if pln != nil {
+		if srv.SignIn, err = signin.New(signin.Config{State: cfg.State, PanelURL: panelURL(cfg, pln), OIDC: cfg.OIDC, Now: srv.Now, Log: cfg.Log}); err != nil {
+			return fmt.Errorf("panel sign-in: %w", err)
+		}
 		if ps, err = srv.PanelServer(cfg.TLSCert != ""); err != nil {
 			return fmt.Errorf("panel: %w", err)
 		}
@@ -166,6 +184,22 @@ func baseURL(cfg ServeConfig, ln net.Listener) string {
 		scheme = "https"
 	}
 	return scheme + "://" + ln.Addr().String()
+}
+
+// panelURL is the panel's public origin: cfg.PanelURL, else its
+// listener's, by the name localhost on loopback (passkeys need a host
+// name, and browsers count localhost as secure).
+func panelURL(cfg ServeConfig, ln net.Listener) *url.URL {
+	if cfg.PanelURL != "" {
+		if u, err := url.Parse(cfg.PanelURL); err == nil {
+			return u
+		}
+	}
+	u, _ := url.Parse(baseURL(cfg, ln))
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		u.Host = net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
+	}
+	return u
 }
 
 // shutdown ends the device links, then lets the calls drain; the metrics

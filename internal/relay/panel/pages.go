@@ -62,7 +62,9 @@ func (p *Panel) stateFailed(w http.ResponseWriter, r *http.Request, err error) {
 
 func (p *Panel) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: loginData{Code: q.Get("code"), Next: afterSignIn(q.Get("next"))}})
+	d := loginData{Code: q.Get("code"), Next: afterSignIn(q.Get("next"))}
+	d.SSO, d.Passkey = p.loginMethods()
+	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: d})
 }
 
 // login redeems a sign-in code for a new session. An old session the
@@ -76,8 +78,7 @@ func (p *Panel) login(w http.ResponseWriter, r *http.Request) {
 	began := p.cfg.Now()
 	admin, secret, err := p.cfg.State.SignIn(r.PostFormValue("code"), began)
 	if errcode.Is(err, errcode.PermissionDenied) {
-		p.render(w, http.StatusForbidden, "login.html", page{Title: "Sign in",
-			Notice: "This sign-in link is invalid, used or expired. Ask for a new one: commandcore relay admin create NAME."})
+		p.refuseSignIn(w, r, err)
 		return
 	}
 	if err != nil {
@@ -93,10 +94,11 @@ func (p *Panel) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, afterSignIn(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
-// loginData is the sign-in page's: the code from the link, and where to
-// go after.
+// loginData is the sign-in page's: the code from the link, where to go
+// after, and which other ways in the relay offers.
 type loginData struct {
-	Code, Next string
+	Code, Next   string
+	SSO, Passkey bool
 }
 
 func (p *Panel) logout(w http.ResponseWriter, r *http.Request, s session) {

@@ -227,11 +227,20 @@ func TestSSOSignsAnAllowedPersonIn(t *testing.T) {
 		t.Fatalf("a refused person became an admin: %+v", admins)
 	}
 
-	// A domain rule lets both in.
+	// A domain rule lets both in. A person sent to sign in from a page
+	// of the panel comes back to it; a return path the panel does not
+	// follow is the Overview.
 	b = newBrowser(t)
-	prov, id = b.toProvider(t, r.url, "/panel/")
-	if resp, _ := b.logIn(t, prov, id, "test-user2"); resp.StatusCode != http.StatusOK || !b.hasSession(r.url) {
-		t.Fatalf("a person at an allowed domain: %d", resp.StatusCode)
+	back := panel.SecretPath + "0123456789abcdef"
+	prov, id = b.toProvider(t, r.url, back)
+	if resp, page := b.logIn(t, prov, id, "test-user2"); resp.StatusCode != http.StatusOK || !b.hasSession(r.url) ||
+		!strings.Contains(page, `content="0;url=`+back+`"`) {
+		t.Fatalf("a person at an allowed domain, back to %s: %d %s", back, resp.StatusCode, page)
+	}
+	b = newBrowser(t)
+	prov, id = b.toProvider(t, r.url, "https://evil.example/")
+	if _, page := b.logIn(t, prov, id, "test-user2"); !strings.Contains(page, `content="0;url=/panel/"`) {
+		t.Fatalf("a return path elsewhere was followed: %s", page)
 	}
 }
 

@@ -134,7 +134,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}()
 	var ps *http.Server
 	if pln != nil {
-		if srv.SignIn, err = signin.New(signin.Config{State: cfg.State, PanelURL: panelURL(cfg, pln), OIDC: cfg.OIDC, Now: srv.Now, Log: cfg.Log}); err != nil {
+		if srv.SignIn, err = signin.New(signin.Config{State: cfg.State, PanelURL: panelURL(cfg, pln), OIDC: cfg.OIDC, Now: srv.Now}); err != nil {
 			return fmt.Errorf("panel sign-in: %w", err)
 		}
 		if ps, err = srv.PanelServer(cfg.TLSCert != ""); err != nil {

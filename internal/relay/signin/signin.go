@@ -13,7 +13,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"log"
 	"net"
 	"net/url"
 	"strings"
@@ -38,8 +37,6 @@ type Config struct {
 	OIDC *OIDCConfig
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Log gets content-free lines about refusals; nil discards them.
-	Log *log.Logger
 }
 
 // SignIn is the panel's ways in besides a code.
@@ -88,12 +85,6 @@ func (s *SignIn) SSO() bool { return s != nil && s.oidc != nil }
 func (s *SignIn) Passkeys() bool { return s != nil && s.webauthn != nil }
 
 func (s *SignIn) now() time.Time { return s.cfg.Now() }
-
-func (s *SignIn) logf(format string, args ...any) {
-	if s.cfg.Log != nil {
-		s.cfg.Log.Printf(format, args...)
-	}
-}
 
 // random is 32 random bytes in base64url: a state, a nonce.
 func random() string {

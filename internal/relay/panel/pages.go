@@ -63,7 +63,7 @@ func (p *Panel) stateFailed(w http.ResponseWriter, r *http.Request, err error) {
 func (p *Panel) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := loginData{Code: q.Get("code"), Next: afterSignIn(q.Get("next"))}
-	d.SSO, d.Passkey = p.loginMethods()
+	d.SSO, d.Passkey = p.loginMethods(r)
 	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: d})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
@@ -36,12 +37,13 @@ func (p *Panel) signInRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+Prefix+"passkeys/{id}/remove", p.changes(p.removePasskey))
 }
 
-// loginMethods is what the sign-in page offers besides a code field.
-func (p *Panel) loginMethods() (sso, passkey bool) {
+// loginMethods is what the sign-in page offers besides a code field: a
+// passkey only at the panel's own address, where passkeys work.
+func (p *Panel) loginMethods(r *http.Request) (sso, passkey bool) {
 	if p.cfg.SignIn == nil {
 		return false, false
 	}
-	if p.cfg.SignIn.Passkeys() {
+	if p.cfg.SignIn.Passkeys() && strings.EqualFold(r.Host, p.cfg.SignIn.Host()) {
 		has, err := p.cfg.State.HasPasskeys()
 		passkey = err == nil && has
 	}
@@ -173,12 +175,18 @@ type passkeyRow struct {
 // passkeysData is the Passkeys page's.
 type passkeysData struct {
 	Available bool
+	// Elsewhere is the panel's public address when this page was reached
+	// by another: passkeys are made and used only there.
+	Elsewhere string
 	Keys      []passkeyRow
 	Max       int
 }
 
 func (p *Panel) passkeysPage(w http.ResponseWriter, r *http.Request, s session) {
 	d := passkeysData{Available: p.cfg.SignIn.Passkeys(), Max: limits.PasskeysPerAdmin}
+	if d.Available && !strings.EqualFold(r.Host, p.cfg.SignIn.Host()) {
+		d.Elsewhere = p.cfg.SignIn.Origin() + Prefix + "passkeys"
+	}
 	keys, err := p.cfg.State.Passkeys(s.admin)
 	if err != nil {
 		p.stateFailed(w, r, err)

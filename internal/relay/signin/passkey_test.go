@@ -193,7 +193,7 @@ func TestPasskeysInABrowser(t *testing.T) {
 	run(t, ctx, "remove the passkey",
 		chromedp.Navigate(b.url+panel.Prefix+"passkeys"),
 		click("tr[data-passkey] button.danger"),
-		chromedp.WaitNotPresent(chromedp.CSS("tr[data-passkey]")),
+		visible("#no-passkeys"),
 		click("form.signout button"),
 		visible("#signin"))
 	// Another admin's passkey keeps the button on the page; the browser's
@@ -221,4 +221,37 @@ func TestPasskeysInABrowser(t *testing.T) {
 	if len(want) != 0 {
 		t.Fatalf("not audited: %v (a: %v, b: %v)", want, a.audited(), b.audited())
 	}
+}
+
+// TestPasskeysPageSendsToThePanelsOwnAddress: reached by another address
+// than its public one (127.0.0.1 for localhost), the Passkeys page offers
+// no passkey to add and links to the address where passkeys work, and
+// the sign-in page offers a passkey only at that address.
+func TestPasskeysPageSendsToThePanelsOwnAddress(t *testing.T) {
+	pg := pgtest.StartT(t)
+	db, err := pg.CreateDatabase("elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReplica(t, db)
+	code, _ := r.state.CreateSignIn("alice", time.Minute, time.Now())
+	byAddress := strings.Replace(r.url, "localhost", "127.0.0.1", 1)
+	ctx := chromium(t)
+	run(t, ctx, "sign in by address",
+		chromedp.Navigate(byAddress+panel.LoginPath+"?code="+code), click("#signin"), visible("nav"),
+		chromedp.Navigate(byAddress+panel.Prefix+"passkeys"), visible("#passkeys-elsewhere"))
+	if href := value(t, ctx, chromedp.Evaluate[string](`document.querySelector("#passkeys-elsewhere").href`)); href != r.url+panel.Prefix+"passkeys" {
+		t.Fatalf("the link to the panel's own address: %q", href)
+	}
+	if value(t, ctx, chromedp.Evaluate[bool](`document.querySelector("#add-passkey") !== null`)) {
+		t.Fatal("the page offers to add a passkey where none can be made")
+	}
+	if err := r.state.AddPasskey("alice", []byte("k"), []byte("{}"), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "sign out", click("form.signout button"), visible("#signin"))
+	if value(t, ctx, chromedp.Evaluate[bool](`document.querySelector("#signin-passkey") !== null`)) {
+		t.Fatal("the sign-in page by address offers a passkey, which cannot work there")
+	}
+	run(t, ctx, "open the sign-in page by name", chromedp.Navigate(r.url+panel.LoginPath), visible("#signin-passkey"))
 }

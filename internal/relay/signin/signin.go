@@ -78,6 +78,13 @@ func New(cfg Config) (*SignIn, error) {
 	return s, nil
 }
 
+// Host is the panel's public host and port, as browsers reach it:
+// passkeys are made and used only there.
+func (s *SignIn) Host() string { return s.cfg.PanelURL.Host }
+
+// Origin is the panel's public origin.
+func (s *SignIn) Origin() string { return s.cfg.PanelURL.Scheme + "://" + s.cfg.PanelURL.Host }
+
 // SSO reports whether the team's identity provider signs people in.
 func (s *SignIn) SSO() bool { return s != nil && s.oidc != nil }
 

@@ -29,7 +29,8 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
              ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes \
              ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relay/cluster:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask \
-             ./internal/relay/signin:FuzzParseRules ./internal/relay/signin:FuzzAdminName
+             ./internal/relay/signin:FuzzParseRules ./internal/relay/signin:FuzzAdminName \
+             ./internal/relay/signin:FuzzFinishPasskey
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2

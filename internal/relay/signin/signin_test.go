@@ -140,3 +140,41 @@ func TestSSOWithTheProviderDown(t *testing.T) {
 		t.Fatalf("a garbled state: %v", err)
 	}
 }
+
+// FuzzFinishPasskey: whatever a browser sends back as its passkey's
+// answer, to a sign-in or a registration under way, is refused without a
+// session or a passkey, never a panic.
+func FuzzFinishPasskey(f *testing.F) {
+	st, err := store.Open(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.CreateSignIn("alice", time.Hour, time.Now()); err != nil {
+		f.Fatal(err)
+	}
+	s, err := New(Config{State: st, PanelURL: mustURL("https://relay.example")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{`{}`, `{"id":"AA","rawId":"AA","type":"public-key","response":{"clientDataJSON":"e30","authenticatorData":"AA","signature":"AA","userHandle":"AA"}}`,
+		`{"id":"AA","rawId":"AA","type":"public-key","response":{"clientDataJSON":"e30","attestationObject":"oA"}}`, `null`, `[`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		_, cookie, err := s.BeginPasskey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if admin, session, err := s.FinishPasskey(cookie, answer); err == nil || admin != "" || session != "" {
+			t.Fatalf("a made-up assertion signed %q in: %v", admin, err)
+		}
+		_, cookie, err = s.BeginAddPasskey("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishAddPasskey("alice", cookie, answer); err == nil {
+			t.Fatal("a made-up credential was registered")
+		}
+	})
+}

@@ -23,12 +23,16 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/relay:FuzzSplitDevice ./internal/enrollment:FuzzDecodeEnrollRequest \
              ./internal/enrollment:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \
+             ./internal/relay/oauth:FuzzParseForm ./internal/relay/oauth:FuzzDecodeRegistration \
+             ./internal/relay/oauth/cimd:FuzzDecode \
              ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply \
              ./internal/install:FuzzParseExecStart \
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \
              ./internal/fileops:FuzzDiff ./internal/proclist:FuzzFormatArgs \
              ./internal/procid:FuzzParseStat ./internal/mcpwire:FuzzEncode ./internal/uuidtext:FuzzShapes \
              ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relay/cluster:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask \
+             ./internal/relay/panel:FuzzResourceDevice ./internal/relay/panel:FuzzAfterSignIn \
+             ./internal/relay/downloads:FuzzParseSums ./internal/relay/downloads:FuzzValidName \
              ./internal/relay/signin:FuzzParseRules ./internal/relay/signin:FuzzAdminName \
              ./internal/relay/signin:FuzzFinishPasskey
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
@@ -43,9 +47,11 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/errcode internal/limits internal/transport \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath \
              internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
-             internal/secretmask internal/terminal internal/relay/signin
+             internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd \
+             internal/relay/downloads \
+             internal/relay/signin
 
-.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test vm-test vm-storm inspector-test ts-client-test mutation screenshots
+.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test claude-code-test mutation screenshots
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -114,6 +120,13 @@ package:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/commandcore ./cmd/commandcore
 	BIN=dist/commandcore VERSION='$(VERSION)' NFPM='$(NFPM)' GO='$(GO)' packaging/package.sh
 
+# dist/ as a relay serves it (relay serve --downloads dist): static
+# binaries for linux/amd64 and linux/arm64, the .deb and .rpm of each and
+# SHA256SUMS; the same tree and VERSION=X.Y.Z give the same bytes
+# (packaging/release.sh).
+release:
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' NFPM='$(NFPM)' GO='$(GO)' packaging/release.sh
+
 # Installs the .deb with dpkg, checks it and purges it (root on Debian; CI's
 # disposable machine).
 package-test: package
@@ -133,25 +146,34 @@ vm-test:
 vm-storm:
 	test/vm/storm.sh
 
-# Redraws docs/panel/*.png: the panel's browser test (headless Chromium)
-# writes a screenshot of every page.
+# Redraws docs/panel/*.png: the panel's browser tests (headless Chromium)
+# write a screenshot of every page, the OAuth consent page's included.
 screenshots:
 	@$(USERMGR) up >/dev/null
-	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run 'TestPanelInABrowser$$' -count=1
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_SCREENSHOTS=$(CURDIR)/docs/panel $(GO) test ./internal/e2e -run '^(TestPanelInABrowser|TestConsentInABrowser)$$' -count=1
 
 clean:
 	rm -rf bin dist
 
 # Opt-in: the official MCP TypeScript SDK client (Node, from the npm
 # registry) calls every tool over stdio; it validates each result, failures
-# included, against the tool's outputSchema.
+# included, against the tool's outputSchema; then its OAuth client connects
+# to a device through the relay, the person allowing it in Chromium.
 ts-client-test: build
 	@$(USERMGR) up >/dev/null
 	cd test/tsclient && { [ -d node_modules ] || npm install --no-audit --no-fund >/dev/null; }
 	@eval "$$($(USERMGR) env)"; node test/tsclient/check.mjs $(CURDIR)/$(BIN)
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_TSCLIENT=1 $(GO) test -count=1 -run '^TestTypeScriptSDKOAuthClient$$' ./internal/e2e
 
 # Opt-in: the official MCP Inspector CLI (Node, from the npm registry)
 # against the relay and the stdio server.
 inspector-test: build
 	@$(USERMGR) up >/dev/null
 	@eval "$$($(USERMGR) env)"; test/inspector/run.sh $(CURDIR)/$(BIN)
+
+# Opt-in: Claude Code 2.1.328 (npm) checks the relay as make run sets it up:
+# without a header it needs authentication (OAuth discovered), with the
+# static token's header it is connected.
+claude-code-test: build
+	@$(USERMGR) up >/dev/null
+	@eval "$$($(USERMGR) env)"; test/claudecode/run.sh $(CURDIR)/$(BIN)

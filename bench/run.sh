@@ -7,6 +7,14 @@
 #   bench/run.sh                 # the three benchmarks
 #   EXTRA=1 bench/run.sh         # plus the supervisor-build capture comparison (~30 s more)
 #   SAMPLES=50 CAPTURE_RUNS=3 bench/run.sh
+#   MEMORY_BASE=v1.2.0 bench/run.sh   # the memory guard's base (default below)
+#
+# The memory guard fails the run (exit 1, after the summary) when the
+# supervisor's private memory mid-capture is more than 5% above a base
+# build's: the least of MEMORY_GUARD_RUNS (5) runs of each, alternated, so
+# load falls on both alike. The base is MEMORY_BASE, or HEAD when the tree
+# has uncommitted changes outside bench/, or else HEAD~1: the change under
+# test against what it changes.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -33,16 +41,6 @@ run() { # name, benchtime, regexp, extra flags...
 	echo "== $name" >&2
 	(cd bench && "$OUT/bench.test" -test.run '^$' -test.bench "$re" -test.benchtime "$benchtime" "$@") | tee "$OUT/$name.txt" >&2
 }
-run start "${SAMPLES}x" '^Benchmark(StartCompare|StartBurst|StartPhases|ExecBinTrue|ExecCommandcoreVersion|ExecSupervise|ExecMiniSup)$'
-run capture "${CAPTURE_RUNS}x" '^BenchmarkCaptureCompare$'
-run memory 1x '^Benchmark(SupervisorMemory(MiniSup)?|ConmonMemory)$' -test.v
-if [[ ${EXTRA:-} == 1 ]]; then
-	run extra "${CAPTURE_RUNS}x" '^BenchmarkCaptureSupervisors$'
-fi
-
-elapsed=$(($(date +%s) - start))
-load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-
 # metric FILE BENCHMARK UNIT: the value reported for UNIT on BENCHMARK's line.
 metric() {
 	awk -v b="$2" -v u="$3" '$1 ~ "^"b"(-[0-9]+)?$" { for (i = 3; i < NF; i += 2) if ($(i+1) == u) print $i }' "$OUT/$1.txt" | tail -1
@@ -53,6 +51,47 @@ c() { metric capture BenchmarkCaptureCompare "$1"; }
 m() { metric memory "$1" "$2"; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 verdict() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "met" : "MISSED" }'; }
+
+run start "${SAMPLES}x" '^Benchmark(StartCompare|StartBurst|StartPhases|ExecBinTrue|ExecCommandcoreVersion|ExecSupervise|ExecMiniSup)$'
+run capture "${CAPTURE_RUNS}x" '^BenchmarkCaptureCompare$'
+run memory 1x '^Benchmark(SupervisorMemory(MiniSup)?|ConmonMemory)$' -test.v
+
+# The memory guard: the base, built as make build builds it, from its
+# tree alone (git archive), beside this one.
+guard_runs=${MEMORY_GUARD_RUNS:-5}
+if [[ -n ${MEMORY_BASE:-} ]]; then
+	base_ref=$MEMORY_BASE
+elif git diff --quiet HEAD -- . ':!bench'; then
+	base_ref=HEAD~1
+else
+	base_ref=HEAD
+fi
+echo "== memory guard: base $base_ref" >&2
+mkdir -p "$OUT/base-src"
+git archive "$base_ref" | tar -x -C "$OUT/base-src"
+make --no-print-directory -C "$OUT/base-src" build BIN="$OUT/base-commandcore" >&2
+guard_base=() guard_this=()
+for i in $(seq "$guard_runs"); do
+	for side in base this; do
+		bin=$PWD/bin/commandcore
+		[[ $side == base ]] && bin=$OUT/base-commandcore
+		COMMANDCORE_BIN=$bin run "guard-$side-$i" 1x '^BenchmarkSupervisorMemory$'
+		v=$(metric "guard-$side-$i" BenchmarkSupervisorMemory Private-KiB)
+		if [[ $side == base ]]; then guard_base+=("$v"); else guard_this+=("$v"); fi
+	done
+done
+least() { printf '%s\n' "$@" | sort -n | head -1; }
+guard_b=$(least "${guard_base[@]}") guard_t=$(least "${guard_this[@]}")
+guard_ratio=$(awk -v a="$guard_t" -v b="$guard_b" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }')
+guard_ok=$(awk -v r="$guard_ratio" 'BEGIN { print (r != "n/a" && r <= 1.05) ? "met" : "MISSED" }')
+
+if [[ ${EXTRA:-} == 1 ]]; then
+	run extra "${CAPTURE_RUNS}x" '^BenchmarkCaptureSupervisors$'
+fi
+
+elapsed=$(($(date +%s) - start))
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
 
 cat <<EOF
 
@@ -92,6 +131,10 @@ cat <<EOF
    commandcore supervise: VmHWM $(m BenchmarkSupervisorMemory VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemory peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemory RssAnon-KiB), file $(m BenchmarkSupervisorMemory RssFile-KiB)), at claim $(m BenchmarkSupervisorMemory claim-VmRSS-KiB), Pss $(m BenchmarkSupervisorMemory Pss-KiB), private $(m BenchmarkSupervisorMemory Private-KiB)  target private <= 2048: $(verdict "$(m BenchmarkSupervisorMemory Private-KiB)" 2048 "<=")
    minisup prototype:     VmHWM $(m BenchmarkSupervisorMemoryMiniSup VmHWM-KiB), peak VmRSS $(m BenchmarkSupervisorMemoryMiniSup peak-VmRSS-KiB) (anon $(m BenchmarkSupervisorMemoryMiniSup RssAnon-KiB), file $(m BenchmarkSupervisorMemoryMiniSup RssFile-KiB)), at claim $(m BenchmarkSupervisorMemoryMiniSup claim-VmRSS-KiB)
    conmon + runc (k8s-file log): VmHWM $(m BenchmarkConmonMemory VmHWM-KiB), private $(m BenchmarkConmonMemory Private-KiB)$([[ -n "$(m BenchmarkConmonMemory Private-KiB)" ]] || echo " (n/a: apt-get install conmon runc busybox-static)"); ours / conmon, private: $(div "$(m BenchmarkSupervisorMemory Private-KiB)" "$(m BenchmarkConmonMemory Private-KiB)")  target <= 1.0: $(verdict "$(div "$(m BenchmarkSupervisorMemory Private-KiB)" "$(m BenchmarkConmonMemory Private-KiB)")" 1.0 "<=")
+
+4. memory guard: supervisor private memory mid-capture, least of ${guard_runs} alternated runs (KiB)
+   base $base_ref ($(git rev-parse --short "$base_ref")): $guard_b (runs: ${guard_base[*]}); this tree: $guard_t (runs: ${guard_this[*]})
+   this / base: $guard_ratio  target <= 1.05: $guard_ok
 EOF
 if [[ ${EXTRA:-} == 1 ]]; then
 	x() { metric extra BenchmarkCaptureSupervisors "$1-MB/s"; }
@@ -100,4 +143,8 @@ if [[ ${EXTRA:-} == 1 ]]; then
 extra: dd bs=1M 2 GiB by supervisor build, median of ${CAPTURE_RUNS} (MB/s): over MCP $(x mcp), in process with commandcore $(x svc-commandcore),
        minisup $(x svc-minisup), minisup GOMAXPROCS=1 $(x svc-minisup-p1); plain pipe $(x pipe)
 EOF
+fi
+if [[ $guard_ok != met ]]; then
+	echo "bench: the supervisor's private memory rose more than 5% over $base_ref ($guard_b -> $guard_t KiB)" >&2
+	exit 1
 fi

@@ -71,7 +71,7 @@ for i in 1 2 3; do
 done
 servers=$(IFS=,; echo "${urls[*]}")
 
-code=$("$bin" relay enroll-code --name local --database "$db")
+code=$("$bin" relay enroll-code --name local --database "$db" 2>/dev/null)
 "$bin" enroll --server "$servers" --code "$code" --state-dir "$dir/agent" --config-dir "$dir/agent-config" >/dev/null
 "$bin" agent --state-dir "$dir/agent" --config-dir "$dir/agent-config" >"$dir/agent.log" 2>&1 &
 pids+=($!)

@@ -92,7 +92,7 @@ panel_addr=${panel#*://}
 echo "${panel_addr%%/*}" >"$dir/panel.addr"
 
 if [ ! -s "$dir/agent-config/identity.json" ]; then
-	code=$("$bin" relay enroll-code --name local --state-dir "$dir/relay")
+	code=$("$bin" relay enroll-code --name local --state-dir "$dir/relay" 2>/dev/null)
 	"$bin" enroll --server "$url" --code "$code" --state-dir "$dir/agent" --config-dir "$dir/agent-config" >/dev/null
 fi
 [ -e "$dir/agent.log" ] && mv "$dir/agent.log" "$dir/agent.log.1"

@@ -55,10 +55,13 @@ type env struct {
 // setup starts the relay and the agent, enrolls the device, creates a
 // token, opens both sessions and waits until calls through the relay reach
 // the device. Everything is torn down when b ends.
-func setup(b *testing.B) *env {
+func setup(b *testing.B) *env { return setupRelay(b) }
+
+// setupRelay is setup with relayArgs added to relay serve's.
+func setupRelay(b *testing.B, relayArgs ...string) *env {
 	b.Helper()
 	e := &env{b: b, relayState: b.TempDir(), agentState: b.TempDir(), agentConfig: b.TempDir()}
-	e.serve()
+	e.serve(relayArgs...)
 	code := e.relayCmd("enroll-code", "--name", device)
 	if _, err := command("enroll", "--server", e.url, "--code", code, "--state-dir", e.agentState, "--config-dir", e.agentConfig); err != nil {
 		b.Fatalf("enroll: %v", err)
@@ -98,10 +101,11 @@ func setupStdio(b *testing.B) *side {
 	return s
 }
 
-// serve runs `commandcore relay serve` on a free loopback port.
-func (e *env) serve() {
+// serve runs `commandcore relay serve` on a free loopback port, with args
+// besides.
+func (e *env) serve(args ...string) {
 	b := e.b
-	cmd, url, err := relaytest.Serve(ccBin, "--listen", "127.0.0.1:0", "--state-dir", e.relayState, "--config-dir", b.TempDir())
+	cmd, url, err := relaytest.Serve(ccBin, append([]string{"--listen", "127.0.0.1:0", "--state-dir", e.relayState, "--config-dir", b.TempDir()}, args...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

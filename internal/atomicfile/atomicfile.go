@@ -45,6 +45,11 @@ type Options struct {
 	// among them; Perm is then not used. Only root may keep another user's
 	// ownership.
 	Like *os.File
+	// Unsynced leaves out both fsyncs, for a cache whose loss costs only
+	// its rebuild: a crash may leave the old file, the new one or, on
+	// some file systems, an empty one, which its reader must take as
+	// missing. Readers never see a torn file while the system runs.
+	Unsynced bool
 	// Exclusive refuses, atomically, to replace a file that exists: the
 	// error is then fs.ErrExist and nothing changed.
 	Exclusive bool
@@ -89,8 +94,10 @@ func WriteAt(dir *os.File, name string, data []byte, o Options) error {
 			return fmt.Errorf("chmod temp: %w", err)
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync temp: %w", err)
+	if !o.Unsynced {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync temp: %w", err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close temp: %w", err)
@@ -99,6 +106,9 @@ func WriteAt(dir *os.File, name string, data []byte, o Options) error {
 		return err
 	}
 	ok = true
+	if o.Unsynced {
+		return nil
+	}
 	if err := dir.Sync(); err != nil {
 		return fmt.Errorf("sync dir: %w", err)
 	}
@@ -251,12 +261,20 @@ func rename(dfd int, tmp, name string, exclusive bool) error {
 
 // WriteJSON is Write of v encoded as JSON, owner-only: the form of every
 // metadata and state file the agent and its supervisors keep.
-func WriteJSON(path string, v any) error {
+func WriteJSON(path string, v any) error { return writeJSON(path, v, Options{Perm: 0o600}) }
+
+// WriteCacheJSON is WriteJSON with Options.Unsynced: for a file that only
+// saves work and is rebuilt when missing or unreadable.
+func WriteCacheJSON(path string, v any) error {
+	return writeJSON(path, v, Options{Perm: 0o600, Unsynced: true})
+}
+
+func writeJSON(path string, v any, o Options) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
 	}
-	return Write(path, data, 0o600)
+	return writePath(path, data, o)
 }
 
 // Create publishes data at path with mode perm unless path exists, in

@@ -45,15 +45,24 @@ func TestCreateHasOneWinner(t *testing.T) {
 	}
 }
 
+// jsonWriters are the two JSON writers, which differ only in syncing.
+var jsonWriters = map[string]func(string, any) error{"WriteJSON": atomicfile.WriteJSON, "WriteCacheJSON": atomicfile.WriteCacheJSON}
+
 // TestWriteJSONIsOwnerOnly: the value as JSON, mode 0600 whatever the
 // umask, replacing what was there; a value JSON cannot encode leaves the
 // old file.
 func TestWriteJSONIsOwnerOnly(t *testing.T) {
+	for name, write := range jsonWriters {
+		t.Run(name, func(t *testing.T) { checkOwnerOnly(t, write) })
+	}
+}
+
+func checkOwnerOnly(t *testing.T, write func(string, any) error) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := atomicfile.WriteJSON(path, map[string]int{"schema": 1}); err != nil {
+	if err := write(path, map[string]int{"schema": 1}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
@@ -61,7 +70,7 @@ func TestWriteJSONIsOwnerOnly(t *testing.T) {
 	if err != nil || string(data) != `{"schema":1}` || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("%q %v %v", data, fi.Mode(), err)
 	}
-	if err := atomicfile.WriteJSON(path, func() {}); err == nil {
+	if err := write(path, func() {}); err == nil {
 		t.Fatal("a function was encoded")
 	}
 	if data, _ := os.ReadFile(path); string(data) != `{"schema":1}` {
@@ -73,22 +82,28 @@ func TestWriteJSONIsOwnerOnly(t *testing.T) {
 // missing directory and a directory in the way fail, and leave no
 // temporary file.
 func TestWriteJSONFailuresLeaveNothing(t *testing.T) {
+	for name, write := range jsonWriters {
+		t.Run(name, func(t *testing.T) { checkFailuresLeaveNothing(t, write) })
+	}
+}
+
+func checkFailuresLeaveNothing(t *testing.T, write func(string, any) error) {
 	dir := t.TempDir()
 	// Unencodable value: nothing is created.
-	if err := atomicfile.WriteJSON(filepath.Join(dir, "x.json"), func() {}); err == nil {
-		t.Error("WriteJSON of a func succeeded")
+	if err := write(filepath.Join(dir, "x.json"), func() {}); err == nil {
+		t.Error("a write of a func succeeded")
 	}
 	// Missing directory.
-	if err := atomicfile.WriteJSON(filepath.Join(dir, "missing", "x.json"), map[string]int{"schema": 1}); err == nil {
-		t.Error("WriteJSON into a missing directory succeeded")
+	if err := write(filepath.Join(dir, "missing", "x.json"), map[string]int{"schema": 1}); err == nil {
+		t.Error("a write into a missing directory succeeded")
 	}
 	// Target is a non-empty directory: the rename fails and the temporary is removed.
 	target := filepath.Join(dir, "target")
 	if err := os.MkdirAll(filepath.Join(target, "inner"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := atomicfile.WriteJSON(target, map[string]int{"schema": 1}); err == nil {
-		t.Error("WriteJSON over a non-empty directory succeeded")
+	if err := write(target, map[string]int{"schema": 1}); err == nil {
+		t.Error("a write over a non-empty directory succeeded")
 	}
 	entries, _ := os.ReadDir(dir)
 	var names []string

@@ -22,6 +22,8 @@ type enrollOptions struct {
 	// The flags as given.
 	Server, Code, Name string
 	Force              bool
+	// KeepIdentity succeeds without enrolling when an identity exists.
+	KeepIdentity bool
 	// Hostname proposes the device's name when --name is not given.
 	Hostname func() (string, error)
 }
@@ -38,6 +40,7 @@ func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.Code, "code", "", "the one-time enrollment code")
 	cmd.Flags().StringVar(&o.Name, "name", "", "the device name to propose (default: the host name)")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "replace an existing identity")
+	cmd.Flags().BoolVar(&o.KeepIdentity, "keep-identity", false, "when this device already has an identity, keep it and succeed without using a code (for scripts that install or upgrade)")
 	return cmd
 }
 
@@ -58,7 +61,10 @@ func (o *enrollOptions) deviceName() (name, hint string, err error) {
 }
 
 func runEnroll(ctx context.Context, g *globalFlags, o *enrollOptions) error {
-	if o.Server == "" || o.Code == "" {
+	switch {
+	case o.KeepIdentity && o.Force:
+		return usageError("--keep-identity and --force contradict each other")
+	case o.Server == "" || (o.Code == "" && !o.KeepIdentity):
 		return usageError("enroll needs --server URL and --code CODE")
 	}
 	servers, err := transport.ParseServers(o.Server)
@@ -69,8 +75,14 @@ func runEnroll(ctx context.Context, g *globalFlags, o *enrollOptions) error {
 	if err != nil {
 		return err
 	}
-	if old, err := enrollment.Load(dirs.Config); err == nil && !o.Force {
+	switch old, err := enrollment.Load(dirs.Config); {
+	case err == nil && o.KeepIdentity:
+		fmt.Fprintf(o.IO.Out, "Already enrolled as %s (device %s) with %s; identity kept.\n", old.Name, old.DeviceID, old.Server)
+		return nil
+	case err == nil && !o.Force:
 		return fmt.Errorf("already enrolled as %s with %s; pass --force to replace this identity", old.Name, old.Server)
+	case o.Code == "":
+		return usageError("this device is not enrolled: enroll needs --code CODE")
 	}
 	name, hint, err := o.deviceName()
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/enrollment"
 )
 
 // TestEnrollFollowsNoRedirect: a server that redirects the enrollment
@@ -46,5 +51,74 @@ func TestEnrollRefusesDeviceNamesShapedLikeIDs(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(errOut, "not shaped like a device ID") {
 			t.Errorf("--name %q: exit %d, %q", name, code, errOut)
 		}
+	}
+}
+
+// saveIdentity stores an identity named name in configDir.
+func saveIdentity(t *testing.T, configDir, name string) {
+	t.Helper()
+	key, err := authz.NewGrantKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := &enrollment.Credential{Schema: enrollment.Schema, Server: "https://relay.example", DeviceID: "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+		Name: name, Token: "cdt_x", Secret: []byte("0123456789abcdef"), GrantKey: authz.EncodeGrantKey(key.Public().(ed25519.PublicKey)), EnrolledAt: time.Now().UTC()}
+	if err := enrollment.Save(configDir, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnrollKeepIdentity: with --keep-identity an existing identity is
+// kept without a code or a server's answer; without one, a code is
+// needed; --force contradicts it.
+func TestEnrollKeepIdentity(t *testing.T) {
+	cfg := t.TempDir()
+	code, _, errOut := runMain("enroll", "--keep-identity", "--server", "http://127.0.0.1:1", "--config-dir", cfg, "--state-dir", t.TempDir())
+	if code != ExitUsage || !strings.Contains(errOut, "not enrolled: enroll needs --code CODE") {
+		t.Fatalf("no identity, no code: exit %d, %q", code, errOut)
+	}
+	saveIdentity(t, cfg, "box")
+	before, _ := os.ReadFile(filepath.Join(cfg, "identity.json"))
+	// The server is unreachable: the identity is kept without asking it.
+	code, out, errOut := runMain("enroll", "--keep-identity", "--server", "http://127.0.0.1:1", "--code", "ccE-AAAAAAAAAAAAAAAAAAAA", "--config-dir", cfg, "--state-dir", t.TempDir())
+	if code != 0 || out != "Already enrolled as box (device 0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a) with https://relay.example; identity kept.\n" {
+		t.Fatalf("an identity: exit %d, %q, %q", code, out, errOut)
+	}
+	if after, _ := os.ReadFile(filepath.Join(cfg, "identity.json")); string(after) != string(before) {
+		t.Fatal("the identity changed")
+	}
+	if code, _, errOut := runMain("enroll", "--keep-identity", "--force", "--server", "http://127.0.0.1:1", "--code", "c", "--config-dir", cfg); code != ExitUsage || !strings.Contains(errOut, "contradict") {
+		t.Fatalf("--keep-identity --force: exit %d, %q", code, errOut)
+	}
+}
+
+// TestUninstallPurge: uninstall --purge removes the identity and leaves
+// the owner's other files; without --purge the identity stays.
+func TestUninstallPurge(t *testing.T) {
+	// No user manager to reach and no unit installed: only the files.
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/commandcore-test-bus")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	cfg := t.TempDir()
+	saveIdentity(t, cfg, "box")
+	if code, out, errOut := runMain("uninstall", "--config-dir", cfg, "--state-dir", t.TempDir()); code != 0 || !strings.Contains(out, "not installed") {
+		t.Fatalf("uninstall: exit %d, %q, %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(cfg, "identity.json")); err != nil {
+		t.Fatalf("uninstall without --purge: %v", err)
+	}
+	os.WriteFile(filepath.Join(cfg, "permissions.json"), []byte("{}"), 0o600)
+	code, out, errOut := runMain("uninstall", "--purge", "--config-dir", cfg, "--state-dir", t.TempDir())
+	if code != 0 || !strings.Contains(out, "removed "+filepath.Join(cfg, "identity.json")+"\n") {
+		t.Fatalf("uninstall --purge: exit %d, %q, %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(cfg, "identity.json")); !os.IsNotExist(err) {
+		t.Fatalf("the identity is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg, "permissions.json")); err != nil {
+		t.Fatalf("the owner's other file: %v", err)
+	}
+	// Nothing left to purge is no error.
+	if code, _, errOut := runMain("uninstall", "--purge", "--config-dir", cfg, "--state-dir", t.TempDir()); code != 0 {
+		t.Fatalf("a second uninstall --purge: exit %d, %q", code, errOut)
 	}
 }

@@ -81,16 +81,19 @@ func shellQuote(s string) string {
 }
 
 func newUninstallCmd(g *globalFlags, streams IO) *cobra.Command {
-	return &cobra.Command{
-		Use:   "uninstall",
-		Short: "Stop, disable and remove the agent's user unit (state, identity and jobs stay)",
+	var purge bool
+	cmd := &cobra.Command{
+		Use:   "uninstall [--purge]",
+		Short: "Stop, disable and remove the agent's user unit (state, identity and jobs stay; the identity goes with --purge)",
 		Args:  exactArgs(0),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runUninstall(cmd.Context(), g, streams) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runUninstall(cmd.Context(), g, streams, purge) },
 	}
+	cmd.Flags().BoolVar(&purge, "purge", false, "remove this device's identity too, once the unit is gone (the server still lists the device until it is revoked there)")
+	return cmd
 }
 
-func runUninstall(ctx context.Context, g *globalFlags, streams IO) error {
-	o, _, err := installOptions(g)
+func runUninstall(ctx context.Context, g *globalFlags, streams IO, purge bool) error {
+	o, dirs, err := installOptions(g)
 	if err != nil {
 		return err
 	}
@@ -98,6 +101,13 @@ func runUninstall(ctx context.Context, g *globalFlags, streams IO) error {
 	if res != nil {
 		for _, f := range res.Removed {
 			fmt.Fprintf(streams.Out, "removed %s\n", f)
+		}
+	}
+	if err == nil && purge {
+		if _, lerr := enrollment.Load(dirs.Config); !errors.Is(lerr, enrollment.ErrNotEnrolled) {
+			if err = enrollment.Remove(dirs.Config); err == nil {
+				fmt.Fprintf(streams.Out, "removed %s\n", enrollment.Path(dirs.Config))
+			}
 		}
 	}
 	switch {

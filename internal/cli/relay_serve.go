@@ -18,6 +18,7 @@ import (
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relay/cluster"
+	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
@@ -33,16 +34,22 @@ type relayServeOptions struct {
 	// HTTP off loopback.
 	PanelListen   string
 	PanelInsecure bool
-	// PanelURL is the panel's public origin; the OIDC flags sign admins
-	// in with the team's identity provider.
-	PanelURL                                                  string
+	// PublicURL and PanelPublicURL name the relay and its panel as
+	// clients and browsers reach them; OAuthPrivateClients and
+	// OAuthClientCA tune the fetch of client ID metadata documents.
+	PublicURL, PanelPublicURL string
+	OAuthPrivateClients       bool
+	OAuthClientCA             string
+	// Downloads is a release directory to serve to devices.
+	Downloads string
+	// The OIDC flags sign admins in with the team's identity provider.
 	OIDCIssuer, OIDCClientID, OIDCClientSecretFile, OIDCAllow string
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--panel-listen ADDR [--panel-insecure] [--panel-url URL] [--oidc-issuer URL --oidc-client-id ID --oidc-client-secret-file F --oidc-allow RULES]] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--public-url URL] [--panel-listen ADDR [--panel-insecure] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F] [--oidc-issuer URL --oidc-client-id ID --oidc-client-secret-file F --oidc-allow RULES]] [--downloads DIR] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -53,11 +60,14 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP); off loopback only with --metrics-token")
 	cmd.Flags().StringVar(&o.PanelListen, "panel-listen", "", "serve the web panel at ADDR/panel/ (with --tls-cert and --tls-key when given); admins sign in with relay admin create")
 	cmd.Flags().BoolVar(&o.PanelInsecure, "panel-insecure", false, "serve the panel over plain HTTP on an address that is not loopback (its sign-in codes, cookies and typed secrets cross the network in clear)")
-	cmd.Flags().StringVar(&o.PanelURL, "panel-url", "", "the panel's public origin as browsers reach it (https://relay.example:8443); SSO's callback and passkeys derive from it (default: the panel's listener, named localhost on loopback)")
-	cmd.Flags().StringVar(&o.OIDCIssuer, "oidc-issuer", "", "sign admins in to the panel with this OpenID provider (its issuer URL); its callback is <panel-url>"+signin.CallbackPath)
+	cmd.Flags().StringVar(&o.PublicURL, "public-url", "", "the relay's URL as clients and devices reach it (https://HOST[:PORT]; every replica behind a load balancer gets the same); the install line, OAuth's issuer and resource names derive from it (default: the listener's own URL)")
+	cmd.Flags().StringVar(&o.PanelPublicURL, "panel-public-url", "", "the panel's URL as browsers reach it, e.g. https://HOST/panel/; OAuth's consent page is its consent/<request> (default: the panel listener's own URL)")
+	cmd.Flags().StringVar(&o.OIDCIssuer, "oidc-issuer", "", "sign admins in to the panel with this OpenID provider (its issuer URL); its redirect URI is the panel's origin (--panel-public-url's) followed by "+signin.CallbackPath)
 	cmd.Flags().StringVar(&o.OIDCClientID, "oidc-client-id", "", "the relay's client ID at the OpenID provider")
 	cmd.Flags().StringVar(&o.OIDCClientSecretFile, "oidc-client-secret-file", "", "file holding the relay's client secret at the OpenID provider")
 	cmd.Flags().StringVar(&o.OIDCAllow, "oidc-allow", "", "who the OpenID provider may sign in, comma-separated: verified e-mail addresses (alice@example.com), domains (@example.com), groups (group:admins)")
+	cmd.Flags().BoolVar(&o.OAuthPrivateClients, "oauth-private-clients", false, "let an OAuth client ID metadata document live on a loopback, private or link-local address")
+	cmd.Flags().StringVar(&o.OAuthClientCA, "oauth-client-ca", "", "a CA file (PEM) a client ID metadata document's HTTPS certificate may chain to, besides the system's")
 	cmd.Flags().StringVar(&o.NATS.URL, "nats", "", "join the other relay replicas on this --database through the NATS server at this URL (nats://HOST:PORT, tls://HOST:PORT; user and password or a token may ride in it); off loopback only with TLS or --nats-insecure")
 	cmd.Flags().StringVar(&o.NATS.Creds, "nats-creds", "", "authenticate to NATS with this .creds file (JWT and NKey seed)")
 	cmd.Flags().StringVar(&o.NATS.NKey, "nats-nkey", "", "authenticate to NATS with the NKey seed in this file")
@@ -65,6 +75,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.NATS.Cert, "nats-cert", "", "client certificate for NATS (PEM), with --nats-key")
 	cmd.Flags().StringVar(&o.NATS.Key, "nats-key", "", "client certificate key for NATS (PEM), with --nats-cert")
 	cmd.Flags().BoolVar(&o.NATS.Insecure, "nats-insecure", false, "allow plain NATS to a server off loopback (the network between the replicas is trusted)")
+	cmd.Flags().StringVar(&o.Downloads, "downloads", "", "serve the release in this directory (make release's dist/: the files its SHA256SUMS names) to devices at /download/, beside this relay's own binary; /install.sh installs from there")
 	cmd.Flags().StringVar(&o.Name, "name", "", "this replica's name in relay replicas and relay devices (default: the host name)")
 	cmd.Flags().StringVar(&o.MetricsToken, "metrics-token", "", fmt.Sprintf("a secret of at least %d bytes every metrics scrape must present (Authorization: Bearer TOKEN)", limits.MetricsTokenMinBytes))
 	return cmd
@@ -105,20 +116,14 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 	defer stop()
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
 		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica,
-		PanelURL: o.PanelURL, OIDC: oidc,
+		PublicURL: o.PublicURL, PanelPublicURL: o.PanelPublicURL, OAuthPrivateClients: o.OAuthPrivateClients, OAuthClientCA: o.OAuthClientCA,
+		Downloads: o.Downloads, OIDC: oidc,
 		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
 }
 
 // oidc reads the SSO flags: all four or none, a secret file that holds
-// one line, and rules that parse; nil without them. --panel-url must be
-// an http or https origin.
+// one line, an issuer URL and rules that parse; nil without them.
 func (o *relayServeOptions) oidc() (*signin.OIDCConfig, error) {
-	if o.PanelURL != "" {
-		u, err := url.Parse(o.PanelURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-			return nil, usageError("--panel-url must be an origin: https://HOST[:PORT]")
-		}
-	}
 	given := 0
 	for _, f := range []string{o.OIDCIssuer, o.OIDCClientID, o.OIDCClientSecretFile, o.OIDCAllow} {
 		if f != "" {
@@ -164,6 +169,14 @@ func serveFlagError(err error) error {
 		return usageError("--oidc-issuer signs admins in to the panel; give --panel-listen too")
 	case errors.Is(err, relay.ErrPanelPlainHTTP):
 		return usageError("--panel-listen %v; give --tls-cert and --tls-key, or --panel-insecure to serve it in clear", err)
+	case errors.Is(err, relay.ErrOAuthNeedsPanel):
+		return usageError("--panel-public-url, --oauth-private-clients and --oauth-client-ca go with --panel-listen: OAuth's consent page is the panel's")
+	case errors.Is(err, oauth.ErrPublicURL):
+		return usageError("--public-url: %v", err)
+	case errors.Is(err, oauth.ErrPanelURL):
+		return usageError("--panel-public-url: %v", err)
+	case errors.Is(err, relay.ErrClientCA):
+		return usageError("--oauth-client-ca: %v", err)
 	case errors.Is(err, relay.ErrMetricsNeedToken):
 		return usageError("--metrics-listen %v; serving metrics there needs --metrics-token, which every scrape must then present", err)
 	}

@@ -27,14 +27,12 @@ func TestRelayServeSSOFlags(t *testing.T) {
 		t.Fatalf("no SSO flags: %+v, %v", cfg, err)
 	}
 	for name, mutate := range map[string]func(*relayServeOptions){
-		"issuer alone":      func(o *relayServeOptions) { *o = relayServeOptions{OIDCIssuer: o.OIDCIssuer} },
-		"no rules":          func(o *relayServeOptions) { o.OIDCAllow = "" },
-		"a malformed rule":  func(o *relayServeOptions) { o.OIDCAllow = "@example.com,bob" },
-		"not a URL":         func(o *relayServeOptions) { o.OIDCIssuer = "id.example.com" },
-		"no secret file":    func(o *relayServeOptions) { o.OIDCClientSecretFile = filepath.Join(dir, "none") },
-		"two-line secret":   func(o *relayServeOptions) { o.OIDCClientSecretFile = twoLines },
-		"panel URL path":    func(o *relayServeOptions) { o.PanelURL = "https://relay.example/panel" },
-		"panel URL no host": func(o *relayServeOptions) { o.PanelURL = "https://" },
+		"issuer alone":     func(o *relayServeOptions) { *o = relayServeOptions{OIDCIssuer: o.OIDCIssuer} },
+		"no rules":         func(o *relayServeOptions) { o.OIDCAllow = "" },
+		"a malformed rule": func(o *relayServeOptions) { o.OIDCAllow = "@example.com,bob" },
+		"not a URL":        func(o *relayServeOptions) { o.OIDCIssuer = "id.example.com" },
+		"no secret file":   func(o *relayServeOptions) { o.OIDCClientSecretFile = filepath.Join(dir, "none") },
+		"two-line secret":  func(o *relayServeOptions) { o.OIDCClientSecretFile = twoLines },
 	} {
 		o := ok
 		mutate(&o)

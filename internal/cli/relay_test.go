@@ -64,8 +64,8 @@ func TestRelayTokens(t *testing.T) {
 		if err := runTokenList(list); err != nil {
 			t.Fatal(err)
 		}
-		want := "ID                NAME  PRINCIPAL         DEVICES    TOOLS                     EXPIRES               STATE\n" +
-			id + "  ci    " + id + "  build-box  process.*,system.metrics  2031-01-02T15:04:05Z  " + state + "\n"
+		want := "ID                KIND    NAME  CLIENT  PRINCIPAL         DEVICES    TOOLS                     CREATED               LAST USED  EXPIRES               STATE\n" +
+			id + "  static  ci    -       " + id + "  build-box  process.*,system.metrics  2031-01-02T03:04:05Z  -          2031-01-02T15:04:05Z  " + state + "\n"
 		if out.String() != want {
 			t.Fatalf("token list:\n%s\nwant:\n%s", out.String(), want)
 		}
@@ -83,6 +83,44 @@ func TestRelayTokens(t *testing.T) {
 	err = runTokenRevoke(&tokenRevokeOptions{relayOptions: ro, ID: "tok_000000000000"})
 	if errcode.From(err).Code != errcode.NotFound {
 		t.Fatalf("revoking an unknown token: %v", err)
+	}
+}
+
+// TestRelayTokenListShowsConnections: an OAuth connection is listed with
+// its kind, its client's name, when it was created and last used.
+func TestRelayTokenListShowsConnections(t *testing.T) {
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	var out, errOut bytes.Buffer
+	ro := relayAt(t, now, &out, &errOut)
+	st, err := ro.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	req, err := st.CreateAuthRequest(store.AuthRequest{ClientID: "https://app.example/c.json", ClientName: "Claude Desktop",
+		RedirectURI: "https://app.example/cb", Challenge: strings.Repeat("A", 43), Resource: "https://relay.example/mcp/box"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, err := st.ApproveAuthRequest(req, store.ConnectionSpec{Devices: []string{"box"}, Tools: []string{"process.jobs"},
+		Principal: "olga", TTL: 24 * time.Hour, Admin: "olga"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := st.RedeemAuthCode(code, func(*store.AuthCode) error { return nil }, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendAudit([]store.AuditEntry{{At: now.Add(time.Minute), Principal: "olga", TokenID: tok.ID, Tool: "process.jobs", Outcome: store.AuditOK}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := runTokenList(&tokenListOptions{relayOptions: ro}); err != nil {
+		t.Fatal(err)
+	}
+	want := "ID                KIND   NAME            CLIENT          PRINCIPAL  DEVICES  TOOLS         CREATED               LAST USED             EXPIRES               STATE\n" +
+		tok.ID + "  oauth  Claude-Desktop  Claude Desktop  olga       box      process.jobs  2031-01-02T03:04:05Z  2031-01-02T03:05:05Z  2031-01-03T03:04:05Z  active\n"
+	if out.String() != want {
+		t.Fatalf("token list:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
 
@@ -160,5 +198,36 @@ func TestRelayDevices(t *testing.T) {
 	devs, err := testkit.DecodeLines[store.Device](out.Bytes())
 	if err != nil || len(devs) != 1 || devs[0].ID != dev.ID || devs[0].Name != "build-box" || !devs[0].Connected || devs[0].Replica != "rpl_a" {
 		t.Fatalf("devices --json (%v):\n%s", err, out.String())
+	}
+}
+
+// TestEnrollCodeLine: enroll-code prints the code alone on stdout and on
+// stderr the line that installs a device from the relay a running replica
+// announced, or from --url, or with a placeholder when neither is known.
+func TestEnrollCodeLine(t *testing.T) {
+	state := t.TempDir()
+	codeRE := regexp.MustCompile(`^ccE-[A-Za-z0-9]+\n$`)
+	code, out, errOut := runMain("relay", "enroll-code", "--state-dir", state)
+	if code != 0 || !codeRE.MatchString(out) || !strings.Contains(errOut, "curl -fsSL https://RELAY/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n") {
+		t.Fatalf("no relay running: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--url", "https://relay.example:8440/")
+	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl -fsSL https://relay.example:8440/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+		t.Fatalf("--url: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, _, errOut := runMain("relay", "enroll-code", "--state-dir", state, "--url", "relay.example"); code != ExitUsage || !strings.Contains(errOut, "--url") {
+		t.Fatalf("a bad --url: exit %d, %q", code, errOut)
+	}
+	st, err := store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.JoinReplica(store.Replica{ID: "rpl_000000000001", Name: "one", Address: "http://127.0.0.1:8440"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--ttl", "1h")
+	if code != 0 || errOut != "On the device, run (valid 1h0m0s, once): curl -fsSL http://127.0.0.1:8440/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+		t.Fatalf("a relay running: exit %d, %q, %q", code, out, errOut)
 	}
 }

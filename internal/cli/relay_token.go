@@ -94,7 +94,7 @@ func runTokenList(o *tokenListOptions) error {
 		return writeJSONLines(o.IO.Out, toks...)
 	}
 	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tPRINCIPAL\tDEVICES\tTOOLS\tEXPIRES\tSTATE")
+	fmt.Fprintln(tw, "ID\tKIND\tNAME\tCLIENT\tPRINCIPAL\tDEVICES\tTOOLS\tCREATED\tLAST USED\tEXPIRES\tSTATE")
 	now := o.Now()
 	for _, t := range toks {
 		state := "active"
@@ -104,8 +104,13 @@ func runTokenList(o *tokenListOptions) error {
 		case now.After(t.ExpiresAt):
 			state = "expired"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Principal, strings.Join(t.Devices, ","),
-			strings.Join(t.Tools, ","), t.ExpiresAt.Format(time.RFC3339), state)
+		used := "-"
+		if t.LastUsedAt != nil {
+			used = t.LastUsedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Name, dash(t.Client), t.Principal,
+			strings.Join(t.Devices, ","), strings.Join(t.Tools, ","), t.CreatedAt.Format(time.RFC3339), used,
+			t.ExpiresAt.Format(time.RFC3339), state)
 	}
 	return tw.Flush()
 }

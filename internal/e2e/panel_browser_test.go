@@ -57,11 +57,14 @@ type panelEnv struct {
 	device   string // the device's ID
 }
 
-func startPanel(t *testing.T) *panelEnv {
+// startPanel starts a relay serving its panel (with relayArgs besides),
+// links an agent named dev1 to it, and opens a browser on the panel.
+func startPanel(t *testing.T, relayArgs ...string) *panelEnv {
 	t.Helper()
 	p := &panelEnv{relayLog: &syncBuffer{}, agentLog: &syncBuffer{}}
 	e := &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir(), agentLog: p.agentLog}
-	cmd, base, panelURL, err := relaytest.ServePanelLogged(bin, p.relayLog, "--listen", "127.0.0.1:0", "--state-dir", e.relayState, "--config-dir", t.TempDir())
+	args := append([]string{"--listen", "127.0.0.1:0", "--state-dir", e.relayState, "--config-dir", t.TempDir()}, relayArgs...)
+	cmd, base, panelURL, err := relaytest.ServePanelLogged(bin, p.relayLog, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +268,8 @@ func TestPanelInABrowser(t *testing.T) {
 		b := b.with(t)
 		b.open(p.panel + "enroll")
 		b.submit(`form[action="/panel/enroll"] button`)
-		if line := b.text("main"); !strings.Contains(line, "commandcore enroll --server "+p.url) || !strings.Contains(line, "--code ccE-") {
+		if line := b.text("main"); !strings.Contains(line, "commandcore enroll --server "+p.url) || !strings.Contains(line, "--code ccE-") ||
+			!strings.Contains(line, "curl -fsSL "+p.url+"/install.sh | sh -s -- --code ccE-") {
 			t.Fatalf("enrollment page:\n%s", line)
 		}
 		b.shot("enroll")

@@ -298,6 +298,34 @@ func TestRelayPanelOffLoopbackNeedsTLS(t *testing.T) {
 	}
 }
 
+// TestRelayOAuthFlagsNeedThePanel: the OAuth flags without --panel-listen,
+// or with a public URL that has a path, refuse to start with one line
+// naming the flag, and serve nothing.
+func TestRelayOAuthFlagsNeedThePanel(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--panel-public-url", "https://relay.example/panel/"}, "--panel-listen"},
+		{[]string{"--oauth-private-clients"}, "--panel-listen"},
+		{[]string{"--panel-listen", "127.0.0.1:0", "--public-url", "https://relay.example/relay"}, "--public-url"},
+		{[]string{"--panel-listen", "127.0.0.1:0", "--panel-public-url", "relay.example"}, "--panel-public-url"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		args := append([]string{"relay", "serve", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--config-dir", t.TempDir()}, c.args...)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 ||
+			!strings.Contains(stderr.String(), c.want) || stdout.Len() != 0 {
+			t.Errorf("%v: %v, stdout %q, stderr %q", c.args, err, stdout.String(), stderr.String())
+		}
+	}
+}
+
 // TestRelayMetricsOffLoopbackNeedAToken: `relay serve` refuses to serve
 // metrics off loopback without --metrics-token (or with one too short to
 // resist guessing), saying so and serving nothing; with one, a scrape

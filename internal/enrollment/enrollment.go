@@ -110,6 +110,18 @@ func Decode(data []byte) (*Credential, error) {
 	return &id, nil
 }
 
+// Remove deletes the credential from configDir, and configDir itself when
+// nothing else is left in it; a device without one is not an error. The
+// server still knows the device until it is revoked there.
+func Remove(configDir string) error {
+	if err := os.Remove(Path(configDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove identity: %w", err)
+	}
+	// Only an empty directory goes; the owner's other files stay.
+	_ = os.Remove(configDir)
+	return nil
+}
+
 // Save writes id to configDir atomically and owner-only, creating the
 // directory when needed.
 func Save(configDir string, id *Credential) error {

@@ -160,7 +160,7 @@ func (s *Store) Summaries() ([]jobmeta.Summary, error) {
 // writeIndex replaces the index. A failure costs only speed: the next
 // launch derives the jobs again.
 func (s *Store) writeIndex(idx *index) {
-	atomicfile.WriteJSON(filepath.Join(s.root, indexFile), idx)
+	atomicfile.WriteCacheJSON(filepath.Join(s.root, indexFile), idx)
 }
 
 // final reports whether a job's end is recorded on disk, so its record can
@@ -195,12 +195,21 @@ func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 				CompletedAt: &ended, Read: e.Read, Idempotency: e.Idempotency})
 			continue
 		}
-		r, err := s.record(id)
+		if r, ok := s.stillLive(id); ok {
+			recs = append(recs, r)
+			continue
+		}
+		// Admission decides on states, owners and keys: a summary's
+		// derivation, without the capture files.
+		r, f, err := s.deriveFiles(id, false)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, err
+		}
+		if f != nil {
+			s.rememberRunning(r, f)
 		}
 		recs = append(recs, r)
 		if r.State.Terminal() && s.final(id) {

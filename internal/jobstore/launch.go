@@ -111,6 +111,7 @@ func (s *Store) RecordSupervisor(id string, sup procid.Identity) error {
 		return err
 	}
 	j.Supervisor = &sup
+	s.forgetRunning(id)
 	return s.writeLaunch(j)
 }
 

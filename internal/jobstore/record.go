@@ -90,6 +90,13 @@ func (s *Store) record(id string) (*jobmeta.Record, error) { return s.derive(id,
 // show (capture counters, a fallback job's survivors), which costs reads
 // of the capture files and of /proc.
 func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
+	r, _, err := s.deriveFiles(id, full)
+	return r, err
+}
+
+// deriveFiles is derive that also returns what was read of the job: none
+// for a corrupt one.
+func (s *Store) deriveFiles(id string, full bool) (*jobmeta.Record, *files, error) {
 	d, err := s.OpenDir(id)
 	var f *files
 	if err == nil {
@@ -101,12 +108,12 @@ func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
 		// a spare's, is being created under the admission lock, or was
 		// damaged.
 		if fi, serr := os.Stat(s.Dir(id)); serr == nil && s.Now().Sub(fi.ModTime()) > orphanAfter && !s.isSpare(id) {
-			return s.corrupt(id), nil
+			return s.corrupt(id), nil, nil
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if err != nil {
-		return s.corrupt(id), nil
+		return s.corrupt(id), nil, nil
 	}
 	r := &jobmeta.Record{
 		ProcessID:     id,
@@ -164,7 +171,7 @@ func (s *Store) derive(id string, full bool) (*jobmeta.Record, error) {
 		t := rc.ReconciledAt
 		r.ReconciledAt = &t
 	}
-	return r, nil
+	return r, f, nil
 }
 
 func (s *Store) corrupt(id string) *jobmeta.Record {

@@ -52,6 +52,7 @@ type Store struct {
 	ResetUnit func(id, unit string) error
 
 	indexCache indexCache
+	running    running
 }
 
 // Open returns the store under stateDir, creating <stateDir>/jobs and
@@ -390,6 +391,7 @@ func (s *Store) MarkLaunchFailed(id, reason string) error {
 	if err != nil {
 		return fmt.Errorf("read launch record: %w", err)
 	}
+	s.forgetRunning(id)
 	now := s.Now()
 	j.LaunchFailed = true
 	j.LaunchError = reason

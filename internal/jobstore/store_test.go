@@ -190,6 +190,12 @@ func sameDirs(t *testing.T, label string, got, want []string) {
 // process; kill it to end the job's supervisor.
 func (f *fixture) supervised(jid string) *exec.Cmd {
 	f.t.Helper()
+	return f.supervisedJob(f.newJob(jid))
+}
+
+// supervisedJob is supervised of the job j.
+func (f *fixture) supervisedJob(j *jobmeta.Job) *exec.Cmd {
+	f.t.Helper()
 	sup := exec.Command("sleep", "60")
 	if err := sup.Start(); err != nil {
 		f.t.Fatal(err)
@@ -199,12 +205,11 @@ func (f *fixture) supervised(jid string) *exec.Cmd {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	j := f.newJob(jid)
 	j.Supervisor = &ident
 	if err := f.st.Admit(j); err != nil {
 		f.t.Fatal(err)
 	}
-	f.identity(jid, ident, f.bootID)
+	f.identity(j.ID, ident, f.bootID)
 	return sup
 }
 

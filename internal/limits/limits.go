@@ -172,6 +172,10 @@ const (
 	CIMDTimeout      = 5 * time.Second
 	CIMDCacheTTL     = time.Hour
 	CIMDCacheEntries = 256
+	// CIMDMaxFetching bounds the client metadata documents being fetched
+	// at once, so requests that name slow servers cannot hold many of the
+	// relay's unauthenticated slots.
+	CIMDMaxFetching = 8
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 
@@ -313,4 +317,18 @@ const (
 	// ProcessArgsMaxBytes bounds the arguments process.list shows for
 	// one process (its command line joined by spaces, as ps prints it).
 	ProcessArgsMaxBytes = 4 << 10
+
+	// DownloadsMaxFiles bounds the files a relay serves for devices to
+	// download: those its --downloads directory's SHA256SUMS names, and
+	// its own binary.
+	DownloadsMaxFiles = 64
+	// DownloadsMaxSumsBytes bounds the SHA256SUMS a relay reads from its
+	// --downloads directory: 64 lines of a hash and a longest name fit.
+	DownloadsMaxSumsBytes = 16 << 10
+	// DownloadNameMaxBytes bounds the name of a file a relay serves.
+	DownloadNameMaxBytes = 128
+	// DownloadsConcurrent bounds the downloads a relay serves at once;
+	// beyond it, it answers 503. They do not count against the requests
+	// waiting to present a credential.
+	DownloadsConcurrent = 16
 )

@@ -45,6 +45,8 @@ var counts = map[string]struct{ got, want int64 }{
 	"OAuthMaxFormBytes":     {OAuthMaxFormBytes, 64 << 10},
 	"CIMDMaxBytes":          {CIMDMaxBytes, 64 << 10},
 	"CIMDCacheEntries":      {CIMDCacheEntries, 256},
+	// Internal: an eighth of the relay's unauthenticated requests.
+	"CIMDMaxFetching": {CIMDMaxFetching, 8},
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
@@ -111,6 +113,11 @@ var counts = map[string]struct{ got, want int64 }{
 	// Internal: a sign-in under way and a stored passkey.
 	"MaxSignInStateBytes": {MaxSignInStateBytes, 4 * kib},
 	"MaxPasskeyBytes":     {MaxPasskeyBytes, 16 * kib},
+	// docs/limits.md, Downloads: what a relay serves for install.sh.
+	"DownloadsMaxFiles":     {DownloadsMaxFiles, 64},
+	"DownloadsMaxSumsBytes": {DownloadsMaxSumsBytes, 16 * kib},
+	"DownloadNameMaxBytes":  {DownloadNameMaxBytes, 128},
+	"DownloadsConcurrent":   {DownloadsConcurrent, 16},
 }
 
 // durations pins every time bound the same way.

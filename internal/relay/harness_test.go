@@ -49,6 +49,14 @@ func newHarness(tb testing.TB, tune func(*Server)) *harness {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
+	h := newHarnessOn(tb, st, tune)
+	h.stateDir = dir
+	return h
+}
+
+// newHarnessOn is newHarness over st (a PostgreSQL database's, say).
+func newHarnessOn(tb testing.TB, st *store.Store, tune func(*Server)) *harness {
+	tb.Helper()
 	srv, err := New(st)
 	if err != nil {
 		tb.Fatal(err)
@@ -69,7 +77,7 @@ func newHarness(tb testing.TB, tune func(*Server)) *harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &harness{stateDir: dir, st: st, srv: srv, hs: hs, dev: dev, token: token, secret: secret}
+	return &harness{st: st, srv: srv, hs: hs, dev: dev, token: token, secret: secret}
 }
 
 // link connects a fake device serving device's tools with the current

@@ -69,6 +69,7 @@ func (s *Server) HTTPServer() *http.Server {
 type gates struct {
 	unauthenticated chan struct{}
 	enrolling       chan struct{}
+	downloading     chan struct{}
 	sources         *sourceLimiter
 }
 
@@ -76,6 +77,7 @@ func newGates() gates {
 	return gates{
 		unauthenticated: make(chan struct{}, MaxUnauthenticated),
 		enrolling:       make(chan struct{}, MaxEnrolling),
+		downloading:     make(chan struct{}, limits.DownloadsConcurrent),
 		sources:         newSourceLimiter(enrollBurst, enrollEvery, maxEnrollSources),
 	}
 }
@@ -155,6 +157,24 @@ func (s *Server) admitClient(w http.ResponseWriter, r *http.Request) http.Respon
 		rc.SetReadDeadline(time.Now().Add(t.Body))
 	}
 	return &writeBounded{ResponseWriter: w, rc: rc, timeout: t.Write}
+}
+
+// admitDownload serves a download, which presents no credential, as a
+// slot among limits.DownloadsConcurrent instead of one among
+// MaxUnauthenticated: a binary takes long on a slow link, and slow
+// downloads must not keep clients from presenting their credentials.
+// Each write has its own deadline, as a client's response's.
+func (s *Server) admitDownload(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.gates.downloading <- struct{}{}:
+		default:
+			refuse(w, http.StatusServiceUnavailable, errBusy)
+			return
+		}
+		defer func() { <-s.gates.downloading }()
+		next.ServeHTTP(s.admitClient(w, r), r)
+	})
 }
 
 // writeBounded gives each write and flush of a response its own deadline.

@@ -84,16 +84,23 @@ func (s *Server) mcpHandler() http.Handler {
 			writeError(w, http.StatusServiceUnavailable, errState)
 			return
 		}
+		device := r.PathValue("device")
 		if err != nil {
 			s.refusedWithoutToken(at, start, r)
-			w.Header().Set("WWW-Authenticate", "Bearer")
+			w.Header().Set("WWW-Authenticate", s.challenge(device, ""))
 			writeError(w, http.StatusUnauthorized, errToken)
+			return
+		}
+		if !s.forResource(tok, device) {
+			s.refused(at, start, tok, nil, errResource)
+			w.Header().Set("WWW-Authenticate", s.challenge(device, "invalid_token"))
+			writeError(w, http.StatusUnauthorized, errResource)
 			return
 		}
 		w = s.admitClient(w, r)
 		c := &client{token: tok, request: r.Context()}
-		if name := r.PathValue("device"); name != "" {
-			dev, err := s.store.FindDevice(name)
+		if device != "" {
+			dev, err := s.store.FindDevice(device)
 			if stateFailed(err) {
 				s.refused(at, start, tok, nil, errState)
 				writeError(w, http.StatusServiceUnavailable, errState)

@@ -11,14 +11,21 @@ import (
 )
 
 // PanelServer serves the web panel (package panel) over this relay's
-// state and devices; secure marks its cookies for TLS. Its live pages
+// state and devices; secure marks its cookies for TLS. Set OAuth first
+// (SetOAuth): its consent page answers in the issuer's name. Its live pages
 // stream for as long as they are open, so it has no write timeout; the
 // panel bounds what it reads.
 func (s *Server) PanelServer(secure bool) (*http.Server, error) {
-	p, err := panel.New(panel.Config{
+	cfg := panel.Config{
 		State: s.store, Devices: s, Secrets: s, Health: s.health, Audit: s.audit.add,
 		LimitSignIn: s.limitEnroll, SignIn: s.SignIn, Secure: secure, Now: s.Now, Log: s.Log,
-	})
+	}
+	if o := s.oauth.Load(); o != nil {
+		// The consent page answers clients in the issuer's name (RFC 9207);
+		// the issuer is the relay's public URL, which devices reach too.
+		cfg.Issuer, cfg.PublicURL = o.Issuer(), o.Issuer()
+	}
+	p, err := panel.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/enrollment"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
+	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -73,12 +75,17 @@ type Server struct {
 	// Observer, when set before serving, is told of calls, link ends and
 	// enrollment refusals (metrics).
 	Observer Observer
-	audit    *auditLog
+	// Downloads, when set before serving, serves install.sh and the
+	// agent's binaries without a token (package downloads).
+	Downloads http.Handler
+	audit     *auditLog
 
 	// replica is this relay among those serving from its state, peers how
 	// it reaches the others (replica.go).
 	replica store.Replica
 	peers   Peers
+	// oauth is the authorization server, once SetOAuth has run.
+	oauth atomic.Pointer[oauth.Server]
 	// crossSent and crossServed count the calls routed to and served for
 	// other replicas.
 	crossSent, crossServed atomic.Uint64
@@ -130,6 +137,13 @@ func (s *Server) Handler() http.Handler {
 	h := s.mcpHandler()
 	mux.Handle("/mcp", h)
 	mux.Handle("/mcp/{device}", h)
+	mux.HandleFunc("/.well-known/", s.oauthEndpoints)
+	mux.HandleFunc("/oauth/", s.oauthEndpoints)
+	if s.Downloads != nil {
+		d := s.admitDownload(s.Downloads)
+		mux.Handle("GET "+downloads.ScriptPath, d)
+		mux.Handle("GET "+downloads.FilePrefix+"{name}", d)
+	}
 	return s.bounded(mux)
 }
 

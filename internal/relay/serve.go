@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -9,12 +10,15 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay/announce"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/metrics"
+	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
@@ -41,9 +45,6 @@ var ErrMetricsNeedToken = errors.New("metrics off a loopback address need a toke
 // typed secrets would cross the network in clear.
 var ErrPanelPlainHTTP = errors.New("the panel off a loopback address needs TLS")
 
-// ErrSSONeedsPanel refuses SSO without a panel to sign in to.
-var ErrSSONeedsPanel = errors.New("SSO signs admins in to the panel, which is not served")
-
 // ErrMetricsTokenShort refuses a metrics token too short to resist
 // guessing.
 var ErrMetricsTokenShort = fmt.Errorf("a metrics token is at least %d bytes", limits.MetricsTokenMinBytes)
@@ -68,17 +69,38 @@ type ServeConfig struct {
 	// PanelInsecure.
 	PanelListen   string
 	PanelInsecure bool
-	// PanelURL is the panel's public origin as browsers reach it (the SSO
-	// callback and the passkeys' origin derive from it); "" is the panel's
-	// own listener, named localhost when it is on loopback.
-	PanelURL string
-	// OIDC, when set, signs admins in to the panel with the team's
-	// identity provider; it needs the panel.
-	OIDC *signin.OIDCConfig
 	// Replica names this relay among the replicas; its Address is the
 	// base URL Serve announces.
 	Replica ReplicaConfig
+	// PublicURL names the relay as clients and devices reach it (the
+	// install line's URL, and OAuth's issuer), PanelPublicURL the panel
+	// as browsers do; empty, the listeners' own. With the panel, the
+	// relay is an OAuth authorization server (docs/oauth.md).
+	PublicURL, PanelPublicURL string
+	// OAuthPrivateClients lets client ID metadata documents live on
+	// loopback, private or link-local addresses; OAuthClientCA names a
+	// PEM file of CAs their certificates may chain to.
+	OAuthPrivateClients bool
+	OAuthClientCA       string
+	// OIDC, when set, signs admins in to the panel with the team's
+	// identity provider; it needs the panel. SSO's callback and the
+	// passkeys' origin derive from PanelPublicURL's origin.
+	OIDC *signin.OIDCConfig
+	// Downloads, when set, is a release directory (make release's
+	// layout) whose files the relay serves to devices beside its own
+	// binary; install.sh and the relay's own binary are served either way.
+	Downloads string
 }
+
+// ErrOAuthNeedsPanel refuses OAuth options without the panel: its consent
+// page is where a person allows a client.
+var ErrOAuthNeedsPanel = errors.New("OAuth's consent page is the panel's")
+
+// ErrSSONeedsPanel refuses SSO without a panel to sign in to.
+var ErrSSONeedsPanel = errors.New("SSO signs admins in to the panel, which is not served")
+
+// ErrClientCA refuses a client CA file that holds no certificate.
+var ErrClientCA = errors.New("the client CA file holds no PEM certificate")
 
 // Serve runs the relay until ctx ends or a listener fails, then ends the
 // device links and drains the calls for up to shutdownGrace.
@@ -88,14 +110,29 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return ErrTLSPair
 	case cfg.MetricsToken != "" && cfg.MetricsListen == "":
 		return ErrMetricsTokenAlone
+	case cfg.PanelListen == "" && (cfg.PanelPublicURL != "" || cfg.OAuthPrivateClients || cfg.OAuthClientCA != ""):
+		return ErrOAuthNeedsPanel
 	case cfg.OIDC != nil && cfg.PanelListen == "":
 		return ErrSSONeedsPanel
+	}
+	if cfg.PublicURL != "" {
+		if _, err := oauth.CheckPublicURL(cfg.PublicURL); err != nil {
+			return err
+		}
+	}
+	if cfg.PanelPublicURL != "" {
+		if err := oauth.CheckPanelURL(cfg.PanelPublicURL); err != nil {
+			return err
+		}
+	}
+	cas, err := clientCAs(cfg.OAuthClientCA)
+	if err != nil {
+		return err
 	}
 	// The metrics' listener first: a refusal comes before anything is
 	// served or announced.
 	var mln net.Listener
 	if cfg.MetricsListen != "" {
-		var err error
 		if mln, err = listenMetrics(cfg.MetricsListen, cfg.MetricsToken); err != nil {
 			return err
 		}
@@ -103,7 +140,6 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	var pln net.Listener
 	if cfg.PanelListen != "" {
-		var err error
 		if pln, err = listenPanel(cfg); err != nil {
 			return err
 		}
@@ -116,12 +152,33 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	defer ln.Close()
 	cfg.Replica.Address = baseURL(cfg, ln)
+	// The downloads' files are opened before the relay joins the others:
+	// a release it cannot serve refuses the start.
+	public := cfg.PublicURL
+	if public == "" {
+		public = cfg.Replica.Address
+	}
+	dl, err := downloads.New(downloads.Config{PublicURL: public, Dir: cfg.Downloads})
+	if err != nil {
+		return err
+	}
+	defer dl.Close()
 	srv, err := NewReplica(cfg.State, cfg.Replica)
 	if err != nil {
 		return err
 	}
 	srv.Log = cfg.Log
 	defer srv.Close()
+	if pln != nil {
+		oc := OAuthConfig{PublicURL: public, PanelURL: cfg.PanelPublicURL, PrivateClients: cfg.OAuthPrivateClients, ClientCAs: cas}
+		if oc.PanelURL == "" {
+			oc.PanelURL = cfg.Replica.Panel + "/panel/"
+		}
+		if err := srv.SetOAuth(oc); err != nil {
+			return err
+		}
+	}
+	srv.Downloads = dl
 	base := announceListening(cfg, ln)
 	errc := make(chan error, 3)
 	hs := srv.HTTPServer()
@@ -186,14 +243,12 @@ func baseURL(cfg ServeConfig, ln net.Listener) string {
 	return scheme + "://" + ln.Addr().String()
 }
 
-// panelURL is the panel's public origin: cfg.PanelURL, else its
+// panelURL is the panel's public origin: PanelPublicURL's, else its
 // listener's, by the name localhost on loopback (passkeys need a host
 // name, and browsers count localhost as secure).
 func panelURL(cfg ServeConfig, ln net.Listener) *url.URL {
-	if cfg.PanelURL != "" {
-		if u, err := url.Parse(cfg.PanelURL); err == nil {
-			return u
-		}
+	if u, err := url.Parse(cfg.PanelPublicURL); cfg.PanelPublicURL != "" && err == nil {
+		return &url.URL{Scheme: u.Scheme, Host: u.Host}
 	}
 	u, _ := url.Parse(baseURL(cfg, ln))
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
@@ -251,4 +306,24 @@ func listenMetrics(addr, token string) (net.Listener, error) {
 		return nil, fmt.Errorf("%s is not a loopback address: %w", addr, ErrMetricsNeedToken)
 	}
 	return ln, nil
+}
+
+// clientCAs reads the PEM file of CAs a client ID metadata document's
+// certificate may chain to, with the system's; "" is the system's alone.
+func clientCAs(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, ErrClientCA
+	}
+	return pool, nil
 }

@@ -3,15 +3,20 @@ package relay
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/relay/announce"
+	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
@@ -23,6 +28,10 @@ func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		cfg  ServeConfig
 		want error
@@ -34,6 +43,12 @@ func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
 		{ServeConfig{MetricsListen: "0.0.0.0:0"}, ErrMetricsNeedToken},
 		{ServeConfig{PanelListen: "0.0.0.0:0"}, ErrPanelPlainHTTP},
 		{ServeConfig{PanelListen: "0.0.0.0:0", MetricsListen: "127.0.0.1:0"}, ErrPanelPlainHTTP},
+		{ServeConfig{PanelPublicURL: "https://relay.example/panel/"}, ErrOAuthNeedsPanel},
+		{ServeConfig{OAuthPrivateClients: true}, ErrOAuthNeedsPanel},
+		{ServeConfig{OAuthClientCA: "ca.pem"}, ErrOAuthNeedsPanel},
+		{ServeConfig{PanelListen: "127.0.0.1:0", PublicURL: "https://relay.example/relay"}, oauth.ErrPublicURL},
+		{ServeConfig{PanelListen: "127.0.0.1:0", PanelPublicURL: "ftp://relay.example/panel/"}, oauth.ErrPanelURL},
+		{ServeConfig{PanelListen: "127.0.0.1:0", OAuthClientCA: notPEM}, ErrClientCA},
 	} {
 		var out strings.Builder
 		c.cfg.State, c.cfg.Listen, c.cfg.Out = st, "127.0.0.1:0", &out
@@ -121,6 +136,70 @@ func TestServePanelOffLoopbackInClearWhenTold(t *testing.T) {
 	_, port, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(panelURL, "http://"), "/panel/"))
 	if res, err := http.Get("http://127.0.0.1:" + port + "/panel/login"); err != nil || res.StatusCode != http.StatusOK {
 		t.Errorf("the panel on %s: %v %v", panelURL, res, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve returned %v", err)
+	}
+}
+
+// TestServeOAuthWithThePanel: with the panel, the relay serves OAuth under
+// its public URL, and sends browsers to the panel's consent page.
+func TestServeOAuthWithThePanel(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ServeConfig{State: st, Listen: "127.0.0.1:0", PanelListen: "127.0.0.1:0", PublicURL: "https://relay.example/", Out: w})
+		w.Close()
+	}()
+	lines := bufio.NewScanner(r)
+	var base, panelURL string
+	for (base == "" || panelURL == "") && lines.Scan() {
+		if u, ok := strings.CutPrefix(lines.Text(), announce.Listening); ok {
+			base = u
+		}
+		if u, ok := strings.CutPrefix(lines.Text(), announce.Panel); ok {
+			panelURL = u
+		}
+	}
+	go io.Copy(io.Discard, r)
+	res, err := http.Get(base + "/mcp/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := res.Header.Get("WWW-Authenticate"); got != `Bearer resource_metadata="https://relay.example/.well-known/oauth-protected-resource/mcp/dev"` {
+		t.Errorf("401's challenge: %q", got)
+	}
+	res, err = http.Get(base + oauth.ServerMetadataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct{ Issuer string }
+	json.NewDecoder(res.Body).Decode(&meta)
+	res.Body.Close()
+	if meta.Issuer != "https://relay.example" {
+		t.Errorf("issuer: %q", meta.Issuer)
+	}
+	c, err := st.RegisterClient(store.OAuthClient{RedirectURIs: []string{"http://127.0.0.1:9/cb"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := url.Values{"client_id": {c.ID}, "redirect_uri": {"http://127.0.0.1:9/cb"}, "response_type": {"code"}, "code_challenge_method": {"S256"},
+		"code_challenge": {"bwYWJ3EcQwUBuySHnFSM-XTBoFvkpGjyV8X68fEiS3A"}, "resource": {"https://relay.example/mcp"}}
+	res, err = noRedirects.Get(base + oauth.AuthorizePath + "?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusFound || !strings.HasPrefix(loc, panelURL+"consent/car_") {
+		t.Errorf("authorize: %d %q, want the consent page under %s", res.StatusCode, loc, panelURL)
 	}
 	cancel()
 	if err := <-done; err != nil {

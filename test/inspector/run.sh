@@ -16,27 +16,8 @@ fi
 PATH=$here/node_modules/.bin:$PATH
 export PATH
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/commandcore-inspector.XXXXXX")
-runner=
-cleanup() {
-	rc=$?
-	set +e
-	[ -n "$runner" ] && kill "$runner" 2>/dev/null && wait "$runner" 2>/dev/null
-	rm -rf "$work"
-	exit "$rc"
-}
-trap cleanup EXIT
-RUN_DIR=$work/run "$root/scripts/run-local.sh" "$bin" >"$work/run.out" 2>&1 &
-runner=$!
-url= token=
-for _ in $(seq 200); do
-	url=$(sed -n 's/^  MCP endpoint (Streamable HTTP): //p' "$work/run.out")
-	token=$(sed -n 's/^  Authorization: Bearer //p' "$work/run.out")
-	[ -n "$url" ] && [ -n "$token" ] && break
-	kill -0 "$runner" 2>/dev/null || { cat "$work/run.out" >&2; exit 1; }
-	sleep 0.1
-done
-[ -n "$url" ] || { echo "inspector-test: make run's set-up did not come up" >&2; exit 1; }
+name=inspector-test
+. "$root/test/runlocal.sh"
 
 fail() { echo "inspector-test: FAIL: $*" >&2; exit 1; }
 # http ARGS...: one Inspector call to the relay; prints its output, returns its exit code.

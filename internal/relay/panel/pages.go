@@ -12,6 +12,7 @@ import (
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/limits"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/uuidtext"
 )
@@ -62,7 +63,8 @@ func (p *Panel) stateFailed(w http.ResponseWriter, r *http.Request, err error) {
 
 func (p *Panel) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := loginData{Code: q.Get("code"), Next: afterSignIn(q.Get("next"))}
+	next := afterSignIn(q.Get("next"))
+	d := loginData{Code: q.Get("code"), Next: next, Consent: strings.HasPrefix(next, ConsentPath)}
 	d.SSO, d.Passkey = p.loginMethods(r)
 	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: d})
 }
@@ -95,9 +97,11 @@ func (p *Panel) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // loginData is the sign-in page's: the code from the link, where to go
-// after, and which other ways in the relay offers.
+// after, whether that is an app's request to connect, and which other
+// ways in the relay offers.
 type loginData struct {
 	Code, Next   string
+	Consent      bool
 	SSO, Passkey bool
 }
 
@@ -199,13 +203,21 @@ func (p *Panel) revokeDevice(w http.ResponseWriter, r *http.Request, s session) 
 	}
 }
 
-// tokensData is the Tokens page's: every token, and the one just made.
+// tokensData is the Tokens page's: every token and OAuth connection, and
+// the token just made.
 type tokensData struct {
-	Tokens  []store.Token
+	Tokens  []tokenRow
 	Now     time.Time
 	Created *store.Token
 	Secret  string
 	TTL     string
+}
+
+// tokenRow is a token as the Tokens page lists it: its device scope with
+// each device ID the relay knows by its name (the ID in a title).
+type tokenRow struct {
+	store.Token
+	DeviceNames []who
 }
 
 func (p *Panel) tokens(w http.ResponseWriter, r *http.Request, s session) {
@@ -218,7 +230,27 @@ func (p *Panel) showTokens(w http.ResponseWriter, r *http.Request, s session, d 
 		p.stateFailed(w, r, err)
 		return
 	}
-	d.Tokens, d.Now, d.TTL = toks, p.cfg.Now(), "30d"
+	devs, err := p.cfg.State.Devices()
+	if err != nil {
+		p.stateFailed(w, r, err)
+		return
+	}
+	byID := map[string]string{}
+	for _, dev := range devs {
+		byID[dev.ID] = dev.Name
+	}
+	for _, t := range toks {
+		row := tokenRow{Token: t}
+		for _, d := range t.Devices {
+			dev := who{Name: d}
+			if name, ok := byID[d]; ok {
+				dev = who{Name: name, Title: "device " + d}
+			}
+			row.DeviceNames = append(row.DeviceNames, dev)
+		}
+		d.Tokens = append(d.Tokens, row)
+	}
+	d.Now, d.TTL = p.cfg.Now(), "30d"
 	p.show(w, s, "tokens", "Tokens", d)
 }
 
@@ -294,11 +326,12 @@ func (p *Panel) revokeToken(w http.ResponseWriter, r *http.Request, s session) {
 	}
 }
 
-// enrollData is the Enrollment page's: the code just made and the line
-// to paste on the device.
+// enrollData is the Enrollment page's: the code just made, the line that
+// installs the agent on the device with it (Install), and the line that
+// enrolls an agent installed already (Line).
 type enrollData struct {
-	Code, Line, TTL string
-	Servers         []string
+	Code, Install, Line, TTL string
+	Servers                  []string
 }
 
 func (p *Panel) enrollPage(w http.ResponseWriter, r *http.Request, s session) {
@@ -333,7 +366,14 @@ func (p *Panel) createEnrollCode(w http.ResponseWriter, r *http.Request, s sessi
 		servers = append(servers, rep.Address)
 	}
 	line := "commandcore enroll --server " + strings.Join(servers, ",") + " --code " + code
-	p.show(w, s, "enroll", "Enrollment", enrollData{Code: code, Line: line, Servers: servers, TTL: limits.EnrollCodeTTL.String()})
+	var install string
+	switch {
+	case p.cfg.PublicURL != "":
+		install = downloads.InstallLine(p.cfg.PublicURL, code)
+	case len(servers) > 0:
+		install = downloads.InstallLine(servers[0], code)
+	}
+	p.show(w, s, "enroll", "Enrollment", enrollData{Code: code, Install: install, Line: line, Servers: servers, TTL: limits.EnrollCodeTTL.String()})
 }
 
 func orDefault(v, def string) string {

@@ -84,6 +84,13 @@ type Config struct {
 	SignIn *signin.SignIn
 	// Secure marks the session cookie Secure: the panel is served by TLS.
 	Secure bool
+	// Issuer is the relay's public URL, its OAuth issuer: the consent
+	// page returns it to the client as iss. Empty, the relay serves no
+	// OAuth and the consent page refuses.
+	Issuer string
+	// PublicURL is the relay as devices reach it, for the install line
+	// on the Enrollment page; empty, the first live replica's address.
+	PublicURL string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Log gets content-free lines about failures; nil discards them.
@@ -146,6 +153,7 @@ func (p *Panel) Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"enroll", p.signedIn(p.enrollPage))
 	mux.HandleFunc("GET "+Prefix+"audit", p.signedIn(p.auditLog))
 	mux.HandleFunc("GET "+SecretPath+"{id}", p.signedIn(p.secretPage))
+	mux.HandleFunc("GET "+ConsentPath+"{id}", p.signedIn(p.consentPage))
 	mux.HandleFunc("POST "+Prefix+"logout", p.changes(p.logout))
 	mux.HandleFunc("POST "+Prefix+"devices/{device}/revoke", p.changes(p.revokeDevice))
 	mux.HandleFunc("POST "+Prefix+"devices/{device}/jobs/{job}/stop", p.changes(p.stopJob))
@@ -153,6 +161,7 @@ func (p *Panel) Handler() http.Handler {
 	mux.HandleFunc("POST "+Prefix+"tokens/{id}/revoke", p.changes(p.revokeToken))
 	mux.HandleFunc("POST "+Prefix+"enroll", p.changes(p.createEnrollCode))
 	mux.HandleFunc("POST "+SecretPath+"{id}", p.changes(p.submitSecret))
+	mux.HandleFunc("POST "+ConsentPath+"{id}", p.changes(p.answerConsent))
 	p.signInRoutes(mux)
 	return headers(mux)
 }
@@ -217,13 +226,18 @@ func (p *Panel) auth(r *http.Request) (session, bool, error) {
 }
 
 // signedIn serves a page to a signed-in admin; anyone else is sent to the
-// sign-in page.
+// sign-in page. A browser that followed a link from another site sends no
+// SameSite=Strict cookie, so it first gets a page that loads the same
+// address again from the panel's own origin, cookie included: a
+// signed-in person is not asked to sign in again.
 func (p *Panel) signedIn(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok, err := p.auth(r)
 		switch {
 		case err != nil:
 			p.fail(w, r, http.StatusServiceUnavailable, "The relay's state cannot be read just now; try again shortly.")
+		case !ok && r.Header.Get("Sec-Fetch-Site") == "cross-site" && r.Method == http.MethodGet:
+			p.render(w, http.StatusOK, "reload.html", page{Title: "Opening the panel", Data: r.URL.Path})
 		case !ok:
 			to := LoginPath
 			if r.Method == http.MethodGet && afterSignIn(r.URL.Path) != Prefix {
@@ -236,14 +250,32 @@ func (p *Panel) signedIn(h handler) http.HandlerFunc {
 	}
 }
 
-// afterSignIn is where a sign-in continues: a secret prompt's page the
-// person was sent to before signing in, else the Overview. Nothing else
-// is followed, so a link cannot send a new session anywhere.
+// afterSignIn is where a sign-in continues: a secret prompt's or a
+// consent page the person was sent to before signing in, else the
+// Overview. Nothing else is followed, so a link cannot send a new session
+// anywhere.
 func afterSignIn(next string) string {
-	if id, ok := strings.CutPrefix(next, SecretPath); ok && id != "" && !strings.ContainsAny(id, "/\\?#%") {
-		return next
+	for _, prefix := range []string{SecretPath, ConsentPath} {
+		if id, ok := strings.CutPrefix(next, prefix); ok && pathID(id) {
+			return next
+		}
 	}
 	return Prefix
+}
+
+// pathID reports whether id may be the last element of a panel path that
+// a sign-in returns to: 1 to 128 letters, digits, '_' and '-' (a prompt's
+// or a request's ID), nothing that could lead elsewhere.
+func pathID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // changes serves a POST from a signed-in admin's own page: a session, a

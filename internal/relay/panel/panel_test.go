@@ -54,14 +54,21 @@ type fixture struct {
 
 func newFixture(t testing.TB, secure bool) *fixture {
 	t.Helper()
+	return newFixtureWith(t, Config{Secure: secure})
+}
+
+// newFixtureWith is a panel with cfg over a new state, its audit kept.
+func newFixtureWith(t testing.TB, cfg Config) *fixture {
+	t.Helper()
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{t: t, state: st, devices: &devices{}}
-	p, err := New(Config{State: st, Devices: f.devices, Secure: secure,
-		Audit: func(e store.AuditEntry) { f.mu.Lock(); f.audited = append(f.audited, e); f.mu.Unlock() }})
+	cfg.State, cfg.Devices = st, f.devices
+	cfg.Audit = func(e store.AuditEntry) { f.mu.Lock(); f.audited = append(f.audited, e); f.mu.Unlock() }
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +369,8 @@ func TestPanelActionsAreAuditedWithoutContent(t *testing.T) {
 	}
 }
 
-// TestEnrollmentShowsTheLineToPaste: the code made works once, and the
+// TestEnrollmentShowsTheLineToPaste: the code made works once; the line
+// that installs the agent downloads from a live replica, and the enroll
 // line names every live replica.
 func TestEnrollmentShowsTheLineToPaste(t *testing.T) {
 	f := newFixture(t, false)
@@ -377,9 +385,31 @@ func TestEnrollmentShowsTheLineToPaste(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no enroll line:\n%s", page)
 	}
+	if want := `<pre id="install-line">curl -fsSL https://r1.example/install.sh | sh -s -- --code ` + m[1] + `</pre>`; !strings.Contains(page, want) {
+		t.Fatalf("no install line %q:\n%s", want, page)
+	}
 	dev, _, _, err := f.state.Enroll(m[1], "other", time.Now())
 	if err != nil || dev.Name != "box" {
 		t.Fatalf("the shown code: %+v, %v", dev, err)
+	}
+}
+
+// TestInstallLineNamesThePublicURL: behind a load balancer the install
+// line downloads from the relay's public URL, not from a replica's own
+// address; the enroll line still names the replicas.
+func TestInstallLineNamesThePublicURL(t *testing.T) {
+	f := newFixtureWith(t, Config{PublicURL: "https://relay.example"})
+	if err := f.state.JoinReplica(store.Replica{ID: "r1", Name: "r1", Address: "https://r1.internal:8440"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := f.signIn("alice")
+	_, page := f.do(c, "POST", Prefix+"enroll", url.Values{"csrf": {f.csrf(c)}}, nil)
+	m := regexp.MustCompile(`commandcore enroll --server https://r1.internal:8440 --code (ccE-[A-Z2-7]{20})`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no enroll line:\n%s", page)
+	}
+	if want := `<pre id="install-line">curl -fsSL https://relay.example/install.sh | sh -s -- --code ` + m[1] + `</pre>`; !strings.Contains(page, want) {
+		t.Fatalf("no install line %q:\n%s", want, page)
 	}
 }
 

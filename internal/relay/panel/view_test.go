@@ -206,6 +206,9 @@ func TestFaviconAndCopyButton(t *testing.T) {
 	if !strings.Contains(enroll, `data-copy="enroll-line"`) {
 		t.Errorf("the enrollment line has no copy button:\n%s", enroll)
 	}
+	if strings.Contains(enroll, `id="install-line"`) && !strings.Contains(enroll, `<button type="button" data-copy="install-line">Copy</button>`) {
+		t.Errorf("the install line has no copy button:\n%s", enroll)
+	}
 	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|\son[a-z]+=|<style`)
 	for _, p := range []string{page, enroll} {
 		if m := inline.FindString(p); m != "" {

@@ -237,6 +237,18 @@ func TestSSOSignsAnAllowedPersonIn(t *testing.T) {
 		!strings.Contains(page, `content="0;url=`+back+`"`) {
 		t.Fatalf("a person at an allowed domain, back to %s: %d %s", back, resp.StatusCode, page)
 	}
+	// An app's request waiting for consent: the person signs in by SSO
+	// and comes back to it.
+	b = newBrowser(t)
+	consent := panel.ConsentPath + "req_0123456789abcdef"
+	_, page = b.read(b.Get(r.url + panel.LoginPath + "?next=" + url.QueryEscape(consent)))
+	if !strings.Contains(page, `id="for-consent"`) || !strings.Contains(page, `name="next" value="`+consent+`"`) {
+		t.Fatalf("the sign-in page for a consent request:\n%s", page)
+	}
+	prov, id = b.toProvider(t, r.url, consent)
+	if _, page := b.logIn(t, prov, id, "test-user2"); !strings.Contains(page, `content="0;url=`+consent+`"`) {
+		t.Fatalf("SSO from a consent request did not come back to it: %s", page)
+	}
 	b = newBrowser(t)
 	prov, id = b.toProvider(t, r.url, "https://evil.example/")
 	if _, page := b.logIn(t, prov, id, "test-user2"); !strings.Contains(page, `content="0;url=/panel/"`) {

@@ -371,7 +371,8 @@ func (s *Store) DenyAuthRequest(id string, now time.Time) (*AuthRequest, error) 
 // (the client, the redirect URI, the PKCE verifier) and, when it passes,
 // the connection is made and its first tokens returned. A code is spent
 // by its first presentation whatever verify says; a second presentation
-// is ErrCodeReused and revokes the connection the first one made.
+// is ErrCodeReused and revokes the connection the first one made, which
+// it returns with the error.
 func (s *Store) RedeemAuthCode(code string, verify func(*AuthCode) error, now time.Time) (*Token, TokenPair, error) {
 	if err := checkNow(now); err != nil {
 		return nil, TokenPair{}, err
@@ -405,9 +406,13 @@ func (s *Store) RedeemAuthCode(code string, verify func(*AuthCode) error, now ti
 		}
 		if used.Valid {
 			outcome = ErrCodeReused
-			if issued != "" {
-				_, err = tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, now.UnixNano(), issued)
+			if issued == "" {
+				return nil
 			}
+			if _, err = tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, now.UnixNano(), issued); err != nil {
+				return err
+			}
+			tok, err = scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE id = ?`, issued))
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE oauth_codes SET used_at = ? WHERE hash = ?`, now.UnixNano(), hashSecret(code)); err != nil {
@@ -433,10 +438,19 @@ func (s *Store) RedeemAuthCode(code string, verify func(*AuthCode) error, now ti
 		pair, err = issuePair(ctx, tx, tok, now)
 		return err
 	})
-	if err != nil {
+	return answerGrant(tok, pair, outcome, err)
+}
+
+// answerGrant is what a grant of a code or a refresh token answers: the
+// connection and its new pair; on a replay, the connection it revoked
+// with the error, for the audit; on any other refusal, the error alone.
+func answerGrant(tok *Token, pair TokenPair, outcome, err error) (*Token, TokenPair, error) {
+	switch {
+	case err != nil:
 		return nil, TokenPair{}, err
-	}
-	if outcome != nil {
+	case errors.Is(outcome, ErrCodeReused), errors.Is(outcome, ErrRefreshReused):
+		return tok, TokenPair{}, outcome
+	case outcome != nil:
 		return nil, TokenPair{}, outcome
 	}
 	return tok, pair, nil
@@ -583,7 +597,7 @@ func (s *Store) RefreshConnection(refresh, clientID string, now time.Time) (*Tok
 			outcome = errGrant()
 			return nil
 		case spent.Valid:
-			outcome = ErrRefreshReused
+			outcome, tok = ErrRefreshReused, t
 			_, err = tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, now.UnixNano(), t.ID)
 			return err
 		}
@@ -594,13 +608,7 @@ func (s *Store) RefreshConnection(refresh, clientID string, now time.Time) (*Tok
 		pair, err = issuePair(ctx, tx, t, now)
 		return err
 	})
-	if err != nil {
-		return nil, TokenPair{}, err
-	}
-	if outcome != nil {
-		return nil, TokenPair{}, outcome
-	}
-	return tok, pair, nil
+	return answerGrant(tok, pair, outcome, err)
 }
 
 // RevokeOAuthToken revokes the connection of an access or refresh token

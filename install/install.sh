@@ -1,0 +1,206 @@
+#!/bin/sh
+# Installs the CommandCore agent for the user who runs it, without root,
+# from the relay that served this script:
+#
+#   curl -fsSL https://relay.example/install.sh | sh -s -- --code CODE
+#
+#   --code CODE     the one-time enrollment code (relay enroll-code, or the
+#                   panel's Enrollment page); not used when this device has
+#                   its identity already
+#   --name NAME     the device name to propose (default: the host name)
+#   --service NAME  the agent's user unit (default commandcore); a name of
+#                   its own keeps its own state and identity
+#   --prefix DIR    where the binary goes (default ~/.local/bin)
+#   --uninstall     stop and remove the service and the binary; the
+#                   identity stays, and --purge removes it too
+#
+# It downloads the binary for this machine from the relay, checks it
+# against the relay's SHA256SUMS, enrolls (unless this device has its
+# identity), puts the binary in place, installs and starts the user service
+# and shows `commandcore status`. Running it again upgrades in place and
+# keeps the identity. Until the service is installed, a failure stops it
+# with one line and leaves nothing behind.
+set -u
+
+relay='@RELAY_URL@'
+
+code=
+name=
+service=
+prefix=
+uninstall=
+purge=
+tmp=
+staged=
+previous=
+
+die() {
+	printf 'commandcore install: %s\n' "$*" >&2
+	exit 1
+}
+
+cleanup() {
+	[ -z "$staged" ] || rm -f "$staged"
+	[ -z "$previous" ] || rm -f "$previous"
+	[ -z "$tmp" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+need() {
+	[ $# -ge 2 ] || die "$1 needs a value"
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--code) need "$@"; code=$2; shift 2 ;;
+	--code=*) code=${1#*=}; shift ;;
+	--name) need "$@"; name=$2; shift 2 ;;
+	--name=*) name=${1#*=}; shift ;;
+	--service) need "$@"; service=$2; shift 2 ;;
+	--service=*) service=${1#*=}; shift ;;
+	--prefix) need "$@"; prefix=$2; shift 2 ;;
+	--prefix=*) prefix=${1#*=}; shift ;;
+	--uninstall) uninstall=1; shift ;;
+	--purge) purge=1; shift ;;
+	*) die "unknown argument $1 (want --code, --name, --service, --prefix, --uninstall, --purge)" ;;
+	esac
+done
+
+if [ -z "$prefix" ]; then
+	[ -n "${HOME:-}" ] || die "HOME is not set; give --prefix DIR"
+	prefix=$HOME/.local/bin
+fi
+bin=$prefix/commandcore
+
+# cc runs a commandcore command for the chosen service.
+cc() {
+	if [ -n "$service" ]; then
+		"$@" --service "$service"
+	else
+		"$@"
+	fi
+}
+
+# firstline is the first line of $1 without commandcore's prefix.
+firstline() {
+	line=${1%%
+*}
+	printf '%s' "${line#commandcore: }"
+}
+
+if [ -n "$uninstall" ]; then
+	[ -x "$bin" ] || die "there is no commandcore in $prefix to uninstall (give --prefix DIR)"
+	out=$(cc "$bin" uninstall ${purge:+--purge} 2>&1) || die "uninstall failed: $(firstline "$out")"
+	rm -f "$bin" || die "could not remove $bin"
+	printf '%s\nremoved %s\n' "$out" "$bin"
+	exit 0
+fi
+[ -z "$purge" ] || die "--purge goes with --uninstall"
+
+case $relay in
+http://* | https://*) ;;
+*) die "run this script as a relay serves it: curl -fsSL https://RELAY/install.sh | sh -s -- --code CODE" ;;
+esac
+
+if command -v curl >/dev/null 2>&1; then
+	fetch() { curl -fsL --proto '=http,https' -o "$2" "$1" 2>/dev/null; }
+elif command -v wget >/dev/null 2>&1; then
+	fetch() { wget -q -O "$2" "$1" 2>/dev/null; }
+else
+	die "neither curl nor wget is installed; install one and run this again"
+fi
+
+os=$(uname -s)
+[ "$os" = Linux ] || die "this is $os; the agent runs on Linux"
+machine=$(uname -m)
+case $machine in
+x86_64 | amd64) arch=amd64 ;;
+aarch64 | arm64) arch=arm64 ;;
+*) die "unsupported architecture $machine: the agent is built for x86_64 and aarch64" ;;
+esac
+
+command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/dev/null 2>&1 ||
+	die "no systemd user manager answers (systemctl --user); the agent runs as a user service, so run this in your own login session on a host with systemd"
+
+if command -v sha256sum >/dev/null 2>&1; then
+	sha256() { sha256sum "$1"; }
+elif command -v busybox >/dev/null 2>&1 && busybox sha256sum </dev/null >/dev/null 2>&1; then
+	sha256() { busybox sha256sum "$1"; }
+else
+	die "no sha256sum to check the download with; install coreutils or busybox"
+fi
+
+tmp=$(mktemp -d 2>/dev/null) || die "could not make a temporary directory"
+file=commandcore-linux-$arch
+fetch "$relay/download/SHA256SUMS" "$tmp/SHA256SUMS" || die "could not download $relay/download/SHA256SUMS"
+want=
+while read -r sum name_ || [ -n "$sum" ]; do
+	case $name_ in
+	"$file" | "*$file") want=$sum ;;
+	esac
+done <"$tmp/SHA256SUMS"
+[ -n "$want" ] || die "the relay serves no agent for linux/$arch"
+fetch "$relay/download/$file" "$tmp/commandcore" || die "could not download $relay/download/$file"
+got=$(sha256 "$tmp/commandcore") || die "could not compute the download's SHA-256"
+got=${got%% *}
+[ "$got" = "$want" ] || die "checksum mismatch: $file is $got, the relay's SHA256SUMS says $want; nothing was installed"
+chmod 755 "$tmp/commandcore" || die "could not make the download executable"
+
+# Enrolling first, with the downloaded binary: a refused code leaves
+# nothing behind.
+enrolled=$(cc "$tmp/commandcore" enroll --keep-identity --server "$relay" ${code:+--code "$code"} ${name:+--name "$name"} 2>&1) ||
+	die "enrollment failed: $(firstline "$enrolled")"
+
+fresh=
+[ -e "$bin" ] || fresh=1
+mkdir -p "$prefix" || die "could not create $prefix"
+if [ -z "$fresh" ]; then
+	# An upgrade keeps the binary it replaces until the service runs on
+	# the new one.
+	previous=$prefix/.commandcore.previous.$$
+	cp -p "$bin" "$previous" || die "could not keep a copy of $bin"
+fi
+staged=$prefix/.commandcore.$$
+cp "$tmp/commandcore" "$staged" && chmod 755 "$staged" && mv -f "$staged" "$bin" ||
+	die "could not install $bin"
+staged=
+
+if ! installed=$(cc "$bin" install 2>&1); then
+	if [ -n "$fresh" ]; then
+		cc "$bin" uninstall >/dev/null 2>&1
+		rm -f "$bin"
+		die "the service did not start: $(firstline "$installed"); the identity is kept, so running this again retries"
+	fi
+	mv -f "$previous" "$bin" && previous= && cc "$bin" install >/dev/null 2>&1
+	die "the service did not start on the new binary: $(firstline "$installed"); the previous binary is back in place"
+fi
+[ -z "$previous" ] || rm -f "$previous"
+previous=
+
+printf '%s\n' "$enrolled"
+printf '%s\n' "$installed" | grep -v '^note: '
+echo "installed $bin"
+case :${PATH:-}: in
+*:"$prefix":*) ;;
+*) echo "note: $prefix is not in your PATH; add it to run commandcore by name" ;;
+esac
+echo
+# The agent links within moments of starting; status then says so.
+tries=0
+while [ $tries -lt 200 ] && ! cc "$bin" status --json 2>/dev/null | grep -q '"state": "connected"'; do
+	sleep 0.05 2>/dev/null || sleep 1
+	tries=$((tries + 1))
+done
+cc "$bin" status || true
+echo
+user=$(id -un 2>/dev/null || echo "$USER")
+linger=$(loginctl show-user "$user" -p Linger --value 2>/dev/null) || linger=
+if [ -z "$linger" ] && [ -e "/var/lib/systemd/linger/$user" ]; then
+	linger=yes
+fi
+if [ "$linger" = yes ]; then
+	echo "lingering is on: the agent keeps running after you log out, and starts at boot"
+else
+	echo "lingering is off: the agent runs only while you are logged in; to keep it running and start it at boot, run: sudo loginctl enable-linger $user"
+fi

@@ -1,0 +1,97 @@
+// Package release holds the test that `make release` is reproducible: two
+// builds of the same tree and version into two directories give the same
+// SHA256SUMS, byte for byte, over static binaries and packages for
+// linux/amd64 and linux/arm64.
+package release
+
+import (
+	"bytes"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// version is the release version the test builds.
+const version = "9.8.7"
+
+// want is every file `make release` writes for version, sorted.
+var want = []string{
+	"SHA256SUMS",
+	"commandcore-9.8.7-1.aarch64.rpm", "commandcore-9.8.7-1.x86_64.rpm",
+	"commandcore-linux-amd64", "commandcore-linux-arm64",
+	"commandcore_9.8.7_amd64.deb", "commandcore_9.8.7_arm64.deb",
+}
+
+// release runs packaging/release.sh into a new directory and returns it.
+func release(t *testing.T) string {
+	t.Helper()
+	dist := filepath.Join(t.TempDir(), "dist")
+	cmd := exec.Command("packaging/release.sh")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "VERSION="+version, "DIST="+dist)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("release.sh: %v\n%s", err, out)
+	}
+	return dist
+}
+
+// TestReleaseIsReproducible builds the release twice, from one tree, and
+// compares what the two wrote.
+func TestReleaseIsReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two binaries and four packages twice (about 35 s)")
+	}
+	a, b := release(t), release(t)
+	entries, err := os.ReadDir(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("dist/ holds %q, want %q", names, want)
+	}
+	sumsA, errA := os.ReadFile(filepath.Join(a, "SHA256SUMS"))
+	sumsB, errB := os.ReadFile(filepath.Join(b, "SHA256SUMS"))
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	if !bytes.Equal(sumsA, sumsB) {
+		t.Fatalf("two builds differ:\n%s\n%s", sumsA, sumsB)
+	}
+	// Every file but the sums themselves is in them.
+	if n := strings.Count(string(sumsA), "\n"); n != len(want)-1 {
+		t.Errorf("SHA256SUMS has %d lines, want %d:\n%s", n, len(want)-1, sumsA)
+	}
+	check := exec.Command("sha256sum", "--check", "--quiet", "SHA256SUMS")
+	check.Dir = b
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("sha256sum --check in the second build: %v\n%s", err, out)
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		f, err := elf.Open(filepath.Join(a, "commandcore-linux-"+arch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+				t.Errorf("commandcore-linux-%s is not static: it has %v", arch, p.Type)
+			}
+		}
+		if wantMachine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]; f.Machine != wantMachine {
+			t.Errorf("commandcore-linux-%s is for %v", arch, f.Machine)
+		}
+		f.Close()
+	}
+	out, err := exec.Command(filepath.Join(a, "commandcore-linux-"+runtime.GOARCH), "version").Output()
+	if err != nil || !strings.Contains(string(out), version) {
+		t.Errorf("commandcore version: %v: %s", err, out)
+	}
+}

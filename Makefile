@@ -33,7 +33,9 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/toolpath:FuzzParentResolvesAsTheKernel ./internal/relay/cluster:FuzzOpen ./internal/relay:FuzzScanCall ./internal/secretmask:FuzzMask \
              ./internal/selfupdate:FuzzCompare ./internal/transport:FuzzDecodeOffer \
              ./internal/relay/panel:FuzzResourceDevice ./internal/relay/panel:FuzzAfterSignIn \
-             ./internal/relay/downloads:FuzzParseSums ./internal/relay/downloads:FuzzValidName
+             ./internal/relay/downloads:FuzzParseSums ./internal/relay/downloads:FuzzValidName \
+             ./internal/relay/signin:FuzzParseRules ./internal/relay/signin:FuzzAdminName \
+             ./internal/relay/signin:FuzzFinishPasskey
 # nfpm runs as a tool, not a module dependency; v2.45.2 is the newest whose
 # dependencies the module proxy serves.
 NFPM      ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
@@ -47,7 +49,8 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/fileops internal/jsonspan internal/jobinput internal/toolpath \
              internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
              internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd \
-             internal/selfupdate internal/relay/downloads internal/relay/updates
+             internal/selfupdate internal/relay/downloads internal/relay/updates \
+             internal/relay/signin
 
 .PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test claude-code-test mutation screenshots
 

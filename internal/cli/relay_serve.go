@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,7 @@ import (
 	"github.com/commandcore/commandcore/internal/relay"
 	"github.com/commandcore/commandcore/internal/relay/cluster"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
+	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/relay/updates"
 )
@@ -42,12 +45,14 @@ type relayServeOptions struct {
 	Downloads string
 	// AgentUpdates is --agent-updates.
 	AgentUpdates string
+	// The OIDC flags sign admins in with the team's identity provider.
+	OIDCIssuer, OIDCClientID, OIDCClientSecretFile, OIDCAllow string
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--public-url URL] [--panel-listen ADDR [--panel-insecure] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F]] [--downloads DIR] [--agent-updates off|notify|auto] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--public-url URL] [--panel-listen ADDR [--panel-insecure] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F] [--oidc-issuer URL --oidc-client-id ID --oidc-client-secret-file F --oidc-allow RULES]] [--downloads DIR] [--agent-updates off|notify|auto] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -60,6 +65,10 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().BoolVar(&o.PanelInsecure, "panel-insecure", false, "serve the panel over plain HTTP on an address that is not loopback (its sign-in codes, cookies and typed secrets cross the network in clear)")
 	cmd.Flags().StringVar(&o.PublicURL, "public-url", "", "the relay's URL as clients and devices reach it (https://HOST[:PORT]; every replica behind a load balancer gets the same); the install line, OAuth's issuer and resource names derive from it (default: the listener's own URL)")
 	cmd.Flags().StringVar(&o.PanelPublicURL, "panel-public-url", "", "the panel's URL as browsers reach it, e.g. https://HOST/panel/; OAuth's consent page is its consent/<request> (default: the panel listener's own URL)")
+	cmd.Flags().StringVar(&o.OIDCIssuer, "oidc-issuer", "", "sign admins in to the panel with this OpenID provider (its issuer URL); its redirect URI is the panel's origin (--panel-public-url's) followed by "+signin.CallbackPath)
+	cmd.Flags().StringVar(&o.OIDCClientID, "oidc-client-id", "", "the relay's client ID at the OpenID provider")
+	cmd.Flags().StringVar(&o.OIDCClientSecretFile, "oidc-client-secret-file", "", "file holding the relay's client secret at the OpenID provider")
+	cmd.Flags().StringVar(&o.OIDCAllow, "oidc-allow", "", "who the OpenID provider may sign in, comma-separated: verified e-mail addresses (alice@example.com), domains (@example.com), groups (group:admins)")
 	cmd.Flags().BoolVar(&o.OAuthPrivateClients, "oauth-private-clients", false, "let an OAuth client ID metadata document live on a loopback, private or link-local address")
 	cmd.Flags().StringVar(&o.OAuthClientCA, "oauth-client-ca", "", "a CA file (PEM) a client ID metadata document's HTTPS certificate may chain to, besides the system's")
 	cmd.Flags().StringVar(&o.NATS.URL, "nats", "", "join the other relay replicas on this --database through the NATS server at this URL (nats://HOST:PORT, tls://HOST:PORT; user and password or a token may ride in it); off loopback only with TLS or --nats-insecure")
@@ -87,6 +96,10 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 			return usageError("%s", errcode.From(err).Message)
 		}
 	}
+	oidc, err := o.oidc()
+	if err != nil {
+		return err
+	}
 	st, err := openRelayState(g)
 	if err != nil {
 		return err
@@ -112,8 +125,42 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
 		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica,
 		PublicURL: o.PublicURL, PanelPublicURL: o.PanelPublicURL, OAuthPrivateClients: o.OAuthPrivateClients, OAuthClientCA: o.OAuthClientCA,
-		Downloads: o.Downloads, AgentUpdates: mode,
+		Downloads: o.Downloads, AgentUpdates: mode, OIDC: oidc,
 		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
+}
+
+// oidc reads the SSO flags: all four or none, a secret file that holds
+// one line, an issuer URL and rules that parse; nil without them.
+func (o *relayServeOptions) oidc() (*signin.OIDCConfig, error) {
+	given := 0
+	for _, f := range []string{o.OIDCIssuer, o.OIDCClientID, o.OIDCClientSecretFile, o.OIDCAllow} {
+		if f != "" {
+			given++
+		}
+	}
+	switch given {
+	case 0:
+		return nil, nil
+	case 4:
+	default:
+		return nil, usageError("--oidc-issuer, --oidc-client-id, --oidc-client-secret-file and --oidc-allow go together")
+	}
+	if u, err := url.Parse(o.OIDCIssuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, usageError("--oidc-issuer must be the provider's issuer URL (https://…)")
+	}
+	rules, err := signin.ParseRules(o.OIDCAllow)
+	if err != nil {
+		return nil, usageError("--oidc-allow: %v", err)
+	}
+	secret, err := os.ReadFile(o.OIDCClientSecretFile)
+	if err != nil {
+		return nil, usageError("--oidc-client-secret-file cannot be read")
+	}
+	s := strings.TrimSpace(string(secret))
+	if s == "" || strings.ContainsAny(s, "\r\n") {
+		return nil, usageError("--oidc-client-secret-file must hold the client secret on one line")
+	}
+	return &signin.OIDCConfig{Issuer: o.OIDCIssuer, ClientID: o.OIDCClientID, ClientSecret: s, Rules: rules}, nil
 }
 
 // serveFlagError names the flags behind relay.Serve's refusals of its
@@ -126,6 +173,8 @@ func serveFlagError(err error) error {
 		return usageError("--metrics-token goes with --metrics-listen")
 	case errors.Is(err, relay.ErrMetricsTokenShort):
 		return usageError("--metrics-token must be at least %d bytes", limits.MetricsTokenMinBytes)
+	case errors.Is(err, relay.ErrSSONeedsPanel):
+		return usageError("--oidc-issuer signs admins in to the panel; give --panel-listen too")
 	case errors.Is(err, relay.ErrPanelPlainHTTP):
 		return usageError("--panel-listen %v; give --tls-cert and --tls-key, or --panel-insecure to serve it in clear", err)
 	case errors.Is(err, relay.ErrOAuthNeedsPanel):

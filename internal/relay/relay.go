@@ -20,6 +20,7 @@ import (
 	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
+	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/relay/updates"
 	"github.com/commandcore/commandcore/internal/transport"
@@ -52,6 +53,9 @@ type Server struct {
 	// Router carries forwarded calls to their devices; nil means through
 	// the links this process holds.
 	Router Router
+	// SignIn offers the panel's sign-ins besides a code (SSO, passkeys);
+	// nil offers codes only.
+	SignIn *signin.SignIn
 
 	gates gates
 

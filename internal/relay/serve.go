@@ -9,7 +9,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
@@ -17,6 +19,7 @@ import (
 	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/metrics"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
+	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/relay/updates"
 	"github.com/commandcore/commandcore/internal/version"
@@ -81,6 +84,10 @@ type ServeConfig struct {
 	// PEM file of CAs their certificates may chain to.
 	OAuthPrivateClients bool
 	OAuthClientCA       string
+	// OIDC, when set, signs admins in to the panel with the team's
+	// identity provider; it needs the panel. SSO's callback and the
+	// passkeys' origin derive from PanelPublicURL's origin.
+	OIDC *signin.OIDCConfig
 	// Downloads, when set, is a release directory (make release's
 	// layout) whose files the relay serves to devices beside its own
 	// binary; install.sh and the relay's own binary are served either way.
@@ -95,6 +102,9 @@ type ServeConfig struct {
 // page is where a person allows a client.
 var ErrOAuthNeedsPanel = errors.New("OAuth's consent page is the panel's")
 
+// ErrSSONeedsPanel refuses SSO without a panel to sign in to.
+var ErrSSONeedsPanel = errors.New("SSO signs admins in to the panel, which is not served")
+
 // ErrClientCA refuses a client CA file that holds no certificate.
 var ErrClientCA = errors.New("the client CA file holds no PEM certificate")
 
@@ -108,6 +118,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return ErrMetricsTokenAlone
 	case cfg.PanelListen == "" && (cfg.PanelPublicURL != "" || cfg.OAuthPrivateClients || cfg.OAuthClientCA != ""):
 		return ErrOAuthNeedsPanel
+	case cfg.OIDC != nil && cfg.PanelListen == "":
+		return ErrSSONeedsPanel
 	}
 	if cfg.PublicURL != "" {
 		if _, err := oauth.CheckPublicURL(cfg.PublicURL); err != nil {
@@ -190,6 +202,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}()
 	var ps *http.Server
 	if pln != nil {
+		if srv.SignIn, err = signin.New(signin.Config{State: cfg.State, PanelURL: panelURL(cfg, pln), OIDC: cfg.OIDC, Now: srv.Now}); err != nil {
+			return fmt.Errorf("panel sign-in: %w", err)
+		}
 		if ps, err = srv.PanelServer(cfg.TLSCert != ""); err != nil {
 			return fmt.Errorf("panel: %w", err)
 		}
@@ -237,6 +252,20 @@ func baseURL(cfg ServeConfig, ln net.Listener) string {
 		scheme = "https"
 	}
 	return scheme + "://" + ln.Addr().String()
+}
+
+// panelURL is the panel's public origin: PanelPublicURL's, else its
+// listener's, by the name localhost on loopback (passkeys need a host
+// name, and browsers count localhost as secure).
+func panelURL(cfg ServeConfig, ln net.Listener) *url.URL {
+	if u, err := url.Parse(cfg.PanelPublicURL); cfg.PanelPublicURL != "" && err == nil {
+		return &url.URL{Scheme: u.Scheme, Host: u.Host}
+	}
+	u, _ := url.Parse(baseURL(cfg, ln))
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		u.Host = net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
+	}
+	return u
 }
 
 // shutdown ends the device links, then lets the calls drain; the metrics

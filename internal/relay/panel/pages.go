@@ -64,8 +64,9 @@ func (p *Panel) stateFailed(w http.ResponseWriter, r *http.Request, err error) {
 func (p *Panel) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	next := afterSignIn(q.Get("next"))
-	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: loginData{Code: q.Get("code"), Next: next,
-		Consent: strings.HasPrefix(next, ConsentPath)}})
+	d := loginData{Code: q.Get("code"), Next: next, Consent: strings.HasPrefix(next, ConsentPath)}
+	d.SSO, d.Passkey = p.loginMethods(r)
+	p.render(w, http.StatusOK, "login.html", page{Title: "Sign in", Data: d})
 }
 
 // login redeems a sign-in code for a new session. An old session the
@@ -79,8 +80,7 @@ func (p *Panel) login(w http.ResponseWriter, r *http.Request) {
 	began := p.cfg.Now()
 	admin, secret, err := p.cfg.State.SignIn(r.PostFormValue("code"), began)
 	if errcode.Is(err, errcode.PermissionDenied) {
-		p.render(w, http.StatusForbidden, "login.html", page{Title: "Sign in",
-			Notice: "This sign-in link is invalid, used or expired. Ask for a new one: commandcore relay admin create NAME."})
+		p.refuseSignIn(w, r, err)
 		return
 	}
 	if err != nil {
@@ -97,10 +97,12 @@ func (p *Panel) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // loginData is the sign-in page's: the code from the link, where to go
-// after, and whether that is an app's request to connect.
+// after, whether that is an app's request to connect, and which other
+// ways in the relay offers.
 type loginData struct {
-	Code, Next string
-	Consent    bool
+	Code, Next   string
+	Consent      bool
+	SSO, Passkey bool
 }
 
 func (p *Panel) logout(w http.ResponseWriter, r *http.Request, s session) {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/uuidtext"
 )
@@ -81,6 +82,9 @@ type Config struct {
 	// LimitSignIn wraps the sign-in handler with the relay's per-address
 	// rate limit (the enrollment one).
 	LimitSignIn func(http.Handler) http.Handler
+	// SignIn, when set, offers the sign-ins besides a code: the team's
+	// identity provider and passkeys.
+	SignIn *signin.SignIn
 	// Secure marks the session cookie Secure: the panel is served by TLS.
 	Secure bool
 	// Issuer is the relay's public URL, its OAuth issuer: the consent
@@ -162,6 +166,7 @@ func (p *Panel) Handler() http.Handler {
 	mux.HandleFunc("POST "+Prefix+"enroll", p.changes(p.createEnrollCode))
 	mux.HandleFunc("POST "+SecretPath+"{id}", p.changes(p.submitSecret))
 	mux.HandleFunc("POST "+ConsentPath+"{id}", p.changes(p.answerConsent))
+	p.signInRoutes(mux)
 	return headers(mux)
 }
 

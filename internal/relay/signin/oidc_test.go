@@ -1,0 +1,380 @@
+package signin_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/zitadel/oidc/v3/example/server/exampleop"
+	"github.com/zitadel/oidc/v3/example/server/storage"
+	"github.com/zitadel/oidc/v3/pkg/op"
+	"golang.org/x/oauth2"
+
+	"github.com/commandcore/commandcore/internal/relay/panel"
+	"github.com/commandcore/commandcore/internal/relay/signin"
+	"github.com/commandcore/commandcore/internal/relay/store"
+)
+
+// The identity provider of these tests is a real OpenID provider: the
+// example server of zitadel/oidc's op package, on loopback, with its two
+// users (test-user, e-mail test-user@zitadel.ch, and test-user2,
+// test-user2@zitadel.ch, both verified) and password "verysecure".
+const (
+	allowed    = "test-user@zitadel.ch"
+	allowedAs  = "test-user_at_zitadel.ch"
+	password   = "verysecure"
+	clientID   = "relay"
+	secret     = "relay-secret"
+	otherID    = "other-app"
+	otherRedir = "http://127.0.0.1:9/cb"
+)
+
+// provider starts the OpenID provider, knowing the relay's client (its
+// callback on panelURL) and another application's.
+func provider(t *testing.T, panelURL string) (issuer string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer = "http://" + ln.Addr().String()
+	st := storage.NewStorageWithClients(storage.NewUserStore(issuer), map[string]*storage.Client{
+		clientID: storage.WebClient(clientID, secret, panelURL+signin.CallbackPath),
+		otherID:  storage.WebClient(otherID, "other-secret", otherRedir),
+	})
+	h := exampleop.SetupServer(issuer, st, slog.New(slog.NewTextHandler(io.Discard, nil)), false, op.WithAllowInsecure())
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: h}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return issuer
+}
+
+// relay is a panel with SSO over a fresh state, and what it audited.
+type relay struct {
+	url    string
+	issuer string
+	state  store.State
+	sso    *signin.SignIn
+	mu     sync.Mutex
+	audits []store.AuditEntry
+}
+
+// user is the provider's test-user: named after the issuer's host.
+func (r *relay) user() string {
+	u, _ := url.Parse(r.issuer)
+	return "test-user@" + u.Hostname()
+}
+
+func newRelay(t *testing.T, rules string, now func() time.Time) *relay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{url: "http://" + ln.Addr().String()}
+	issuer := provider(t, r.url)
+	r.issuer = issuer
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r.state = st
+	allow, err := signin.ParseRules(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(r.url)
+	r.sso, err = signin.New(signin.Config{State: st, PanelURL: u, Now: now,
+		OIDC: &signin.OIDCConfig{Issuer: issuer, ClientID: clientID, ClientSecret: secret, Rules: allow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := panel.New(panel.Config{State: st, SignIn: r.sso, Log: log.New(testLog{t}, "", 0), Audit: func(e store.AuditEntry) {
+		r.mu.Lock()
+		r.audits = append(r.audits, e)
+		r.mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: p.Handler()}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return r
+}
+
+// testLog sends the panel's log lines to the test's.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// browser is a person's browser: it keeps cookies and follows redirects,
+// except to stop, when stopAt is set, before a request to that path.
+type browser struct {
+	*http.Client
+	t      *testing.T
+	stopAt string
+}
+
+func newBrowser(t *testing.T) *browser {
+	jar, _ := cookiejar.New(nil)
+	b := &browser{Client: &http.Client{Jar: jar}, t: t}
+	b.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if b.stopAt != "" && (req.URL.Path == b.stopAt || req.URL.String() == b.stopAt) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	return b
+}
+
+func (b *browser) read(resp *http.Response, err error) (*http.Response, string) {
+	b.t.Helper()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// toProvider starts the SSO sign-in at the relay and returns the ID of
+// the provider's login request the browser lands on.
+func (b *browser) toProvider(t *testing.T, relayURL, next string) (providerURL, authRequest string) {
+	t.Helper()
+	resp, page := b.read(b.PostForm(relayURL+panel.LoginPath+"/sso", url.Values{"next": {next}}))
+	id := resp.Request.URL.Query().Get("authRequestID")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("SSO start landed on %s: %d %.200s", resp.Request.URL, resp.StatusCode, page)
+	}
+	return resp.Request.URL.Scheme + "://" + resp.Request.URL.Host, id
+}
+
+// logIn signs in at the provider as user and follows it back.
+func (b *browser) logIn(t *testing.T, providerURL, authRequest, user string) (*http.Response, string) {
+	t.Helper()
+	return b.read(b.PostForm(providerURL+"/login/username", url.Values{"username": {user}, "password": {password}, "id": {authRequest}}))
+}
+
+func (b *browser) hasSession(relayURL string) bool {
+	u, _ := url.Parse(relayURL + panel.Prefix)
+	for _, c := range b.Jar.Cookies(u) {
+		if c.Name == panel.CookieName && c.Value != "" {
+			return true
+		}
+	}
+	return false
+}
+
+const refusal = "invalid, used or expired, or not allowed"
+
+// TestSSOSignsAnAllowedPersonIn: the sign-in page offers SSO; a person
+// the rules allow signs in at the provider and lands on the Overview as
+// the admin named by their e-mail, made on first sign-in and audited; a
+// person outside the rules gets the uniform refusal and no session.
+func TestSSOSignsAnAllowedPersonIn(t *testing.T) {
+	r := newRelay(t, "@zitadel.ch, group:nobody", nil)
+	r2 := newRelay(t, allowed+",group:admins", nil)
+
+	b := newBrowser(t)
+	_, page := b.read(b.Get(r2.url + panel.LoginPath))
+	if !strings.Contains(page, "Sign in with SSO") || strings.Contains(page, "Sign in with a passkey") {
+		t.Fatalf("the sign-in page offers: %s", page)
+	}
+	prov, id := b.toProvider(t, r2.url, "/panel/")
+	resp, page := b.logIn(t, prov, id, r2.user())
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != signin.CallbackPath || !strings.Contains(page, `content="0;url=/panel/"`) {
+		t.Fatalf("back from the provider: %s %d %s", resp.Request.URL, resp.StatusCode, page)
+	}
+	resp, page = b.read(b.Get(r2.url + panel.Prefix))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "<h1>Overview</h1>") || !strings.Contains(page, allowedAs) {
+		t.Fatalf("the Overview after SSO: %d %s", resp.StatusCode, page)
+	}
+	admins, _ := r2.state.Admins(time.Now())
+	if len(admins) != 1 || admins[0].Name != allowedAs {
+		t.Fatalf("admins after SSO: %+v", admins)
+	}
+	r2.mu.Lock()
+	if len(r2.audits) != 1 || r2.audits[0].Tool != "panel.sign_in_sso" || r2.audits[0].Principal != "admin:"+allowedAs {
+		t.Fatalf("audited %+v", r2.audits)
+	}
+	r2.mu.Unlock()
+
+	// test-user2 is outside r2's rules.
+	b = newBrowser(t)
+	prov, id = b.toProvider(t, r2.url, "/panel/")
+	resp, page = b.logIn(t, prov, id, "test-user2")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(page, refusal) || b.hasSession(r2.url) {
+		t.Fatalf("a person outside the rules: %d %s", resp.StatusCode, page)
+	}
+	if admins, _ := r2.state.Admins(time.Now()); len(admins) != 1 {
+		t.Fatalf("a refused person became an admin: %+v", admins)
+	}
+
+	// A domain rule lets both in. A person sent to sign in from a page
+	// of the panel comes back to it; a return path the panel does not
+	// follow is the Overview.
+	b = newBrowser(t)
+	back := panel.SecretPath + "0123456789abcdef"
+	prov, id = b.toProvider(t, r.url, back)
+	if resp, page := b.logIn(t, prov, id, "test-user2"); resp.StatusCode != http.StatusOK || !b.hasSession(r.url) ||
+		!strings.Contains(page, `content="0;url=`+back+`"`) {
+		t.Fatalf("a person at an allowed domain, back to %s: %d %s", back, resp.StatusCode, page)
+	}
+	// An app's request waiting for consent: the person signs in by SSO
+	// and comes back to it.
+	b = newBrowser(t)
+	consent := panel.ConsentPath + "req_0123456789abcdef"
+	_, page = b.read(b.Get(r.url + panel.LoginPath + "?next=" + url.QueryEscape(consent)))
+	if !strings.Contains(page, `id="for-consent"`) || !strings.Contains(page, `name="next" value="`+consent+`"`) {
+		t.Fatalf("the sign-in page for a consent request:\n%s", page)
+	}
+	prov, id = b.toProvider(t, r.url, consent)
+	if _, page := b.logIn(t, prov, id, "test-user2"); !strings.Contains(page, `content="0;url=`+consent+`"`) {
+		t.Fatalf("SSO from a consent request did not come back to it: %s", page)
+	}
+	b = newBrowser(t)
+	prov, id = b.toProvider(t, r.url, "https://evil.example/")
+	if _, page := b.logIn(t, prov, id, "test-user2"); !strings.Contains(page, `content="0;url=/panel/"`) {
+		t.Fatalf("a return path elsewhere was followed: %s", page)
+	}
+}
+
+// TestSSORefusesWhatWasNotAsked: a tampered state, a callback presented
+// again, a code already spent, and the provider's error each get the
+// uniform refusal and no session.
+func TestSSORefusesWhatWasNotAsked(t *testing.T) {
+	r := newRelay(t, allowed, nil)
+	callback := func(b *browser) *url.URL {
+		t.Helper()
+		b.stopAt = signin.CallbackPath
+		prov, id := b.toProvider(t, r.url, "/panel/")
+		resp, _ := b.logIn(t, prov, id, r.user())
+		loc, err := resp.Location()
+		if resp.StatusCode != http.StatusFound || err != nil || loc.Path != signin.CallbackPath {
+			t.Fatalf("the provider sent the browser to %v (%d)", loc, resp.StatusCode)
+		}
+		b.stopAt = ""
+		return loc
+	}
+	refused := func(name string, b *browser, u *url.URL) {
+		t.Helper()
+		resp, page := b.read(b.Get(u.String()))
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(page, refusal) || b.hasSession(r.url) {
+			t.Errorf("%s: %d, session %v: %.300s", name, resp.StatusCode, b.hasSession(r.url), page)
+		}
+	}
+	with := func(u *url.URL, key, value string) *url.URL {
+		v := *u
+		q := v.Query()
+		q.Set(key, value)
+		v.RawQuery = q.Encode()
+		return &v
+	}
+
+	b := newBrowser(t)
+	cb := callback(b)
+	refused("tampered state", b, with(cb, "state", cb.Query().Get("state")+"x"))
+	refused("the untampered callback after a refusal", b, cb)
+
+	b = newBrowser(t)
+	cb = callback(b)
+	if resp, _ := b.read(b.Get(cb.String())); resp.StatusCode != http.StatusOK || !b.hasSession(r.url) {
+		t.Fatalf("a good callback: %d", resp.StatusCode)
+	}
+	spent := cb.Query().Get("code")
+	b = newBrowser(t)
+	refused("the same callback again, in another browser", b, cb)
+
+	// A fresh sign-in whose state is right, carrying a code already spent.
+	b = newBrowser(t)
+	fresh := callback(b)
+	refused("a replayed code", b, with(fresh, "code", spent))
+
+	b = newBrowser(t)
+	fresh = callback(b)
+	refused("the provider's error", b, with(with(fresh, "error", "access_denied"), "code", ""))
+}
+
+// idToken signs in at the provider as user for client (by hand, as an
+// application would) and returns the tokens it issues, an ID token with
+// nonce among them.
+func idToken(t *testing.T, issuer string, cfg *oauth2.Config, user, nonce string) *oauth2.Token {
+	t.Helper()
+	b := newBrowser(t)
+	redirect, _ := url.Parse(cfg.RedirectURL)
+	b.stopAt = redirect.Path
+	resp, _ := b.read(b.Get(cfg.AuthCodeURL("st", oauth2.SetAuthURLParam("nonce", nonce))))
+	id := resp.Request.URL.Query().Get("authRequestID")
+	if id == "" {
+		t.Fatalf("the provider refused the request: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, page := b.logIn(t, issuer, id, user)
+	loc, err := resp.Location()
+	if err != nil {
+		t.Fatalf("no redirect back: %d %s", resp.StatusCode, page)
+	}
+	tok, err := cfg.Exchange(context.Background(), loc.Query().Get("code"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := tok.Extra("id_token").(string); raw == "" {
+		t.Fatal("no ID token")
+	}
+	return tok
+}
+
+// TestSSOVerifiesTheIDToken: an ID token the provider issued to the relay
+// passes; the same token past its expiry, one for another application,
+// and one with another nonce are refused.
+func TestSSOVerifiesTheIDToken(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		skew time.Duration
+	)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(skew) }
+	r := newRelay(t, allowed, now)
+	issuer := r.issuer
+	discovered, err := oidc.NewProvider(context.Background(), issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := discovered.Endpoint()
+	mine := &oauth2.Config{ClientID: clientID, ClientSecret: secret, Endpoint: endpoint, RedirectURL: r.url + signin.CallbackPath, Scopes: []string{"openid", "email"}}
+	other := &oauth2.Config{ClientID: otherID, ClientSecret: "other-secret", Endpoint: endpoint, RedirectURL: otherRedir, Scopes: []string{"openid", "email"}}
+	ctx := context.Background()
+
+	good := idToken(t, issuer, mine, r.user(), "n1")
+	if email, err := r.sso.VerifyIDToken(ctx, good, "n1"); err != nil || email != allowed {
+		t.Fatalf("the relay's own ID token: %q, %v", email, err)
+	}
+	if _, err := r.sso.VerifyIDToken(ctx, good, "n2"); !errors.Is(err, signin.ErrRefused) {
+		t.Errorf("another nonce: %v", err)
+	}
+	foreign := idToken(t, issuer, other, r.user(), "n1")
+	if _, err := r.sso.VerifyIDToken(ctx, foreign, "n1"); !errors.Is(err, signin.ErrRefused) || !strings.Contains(err.Error(), "audience") {
+		t.Errorf("an ID token for another application: %v", err)
+	}
+	mu.Lock()
+	skew = 2 * time.Hour // the provider's ID tokens live an hour
+	mu.Unlock()
+	if _, err := r.sso.VerifyIDToken(ctx, good, "n1"); !errors.Is(err, signin.ErrRefused) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("an expired ID token: %v", err)
+	}
+}

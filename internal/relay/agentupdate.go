@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
@@ -42,28 +43,54 @@ func (s *Server) offerUpdate(ctx context.Context, dev string, conn *transport.Co
 	s.audit.add(store.AuditEntry{At: s.Now(), Principal: autoPrincipal, Device: dev, Tool: auditAutoUpdate, Outcome: store.AuditOK})
 }
 
-// UpdateAgent asks the device's agent, linked to this relay, to install
-// the binary this relay offers it. The agent verifies and installs it,
-// never as a downgrade, and goes back by itself if the new agent does not
-// link; the panel audits the request.
+// UpdateAgent asks the device's agent to install the binary the relay
+// offers it, through whichever replica holds its link. The agent verifies
+// and installs it, never as a downgrade, and goes back by itself if the
+// new agent does not link; the panel audits the request.
 func (s *Server) UpdateAgent(ctx context.Context, deviceID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := s.router().Call(ctx, deviceID, Call{Tool: updateCall}, nil)
+	switch {
+	case errors.Is(err, ErrNoRoute):
+		return errDeviceOffline
+	case err != nil:
+		return err
+	case string(res) == updateCurrent:
+		return errCurrent
+	}
+	return nil
+}
+
+// updateCall is the call a replica sends the one holding a device's link
+// to have the agent updated: no tool of the relay's table has this name,
+// so no client's call is ever taken for it, and what crosses NATS is
+// sealed like every call.
+const updateCall = "commandcore/update"
+
+// The holder's answers to updateCall: asked, or nothing to offer.
+const (
+	updateAsked   = `{"update":"asked"}`
+	updateCurrent = `{"update":"current"}`
+)
+
+// updateHere asks the agent linked to this process to install its offer.
+func (s *Server) updateHere(ctx context.Context, deviceID string) ([]byte, error) {
 	s.mu.Lock()
 	l := s.links[deviceID]
 	s.mu.Unlock()
 	if l == nil {
-		return errDeviceOffline
+		return nil, ErrNoRoute
 	}
 	if !l.hasOffer {
-		return errCurrent
+		return []byte(updateCurrent), nil
 	}
 	o := l.offer
 	o.Apply = true
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	if err := l.conn.Offer(ctx, o); err != nil {
-		return errDeviceOffline
+		return nil, errDeviceOffline
 	}
-	return nil
+	return []byte(updateAsked), nil
 }
 
 // UpdatesMode is the relay's update policy (off without a catalog).

@@ -120,6 +120,9 @@ func (s *Server) CallHere(ctx context.Context, deviceID string, call Call, progr
 
 // callHere is CallHere for this replica's own calls.
 func (s *Server) callHere(ctx context.Context, deviceID string, call Call, progress func([]byte)) ([]byte, error) {
+	if call.Tool == updateCall {
+		return s.updateHere(ctx, deviceID)
+	}
 	l := s.connected(deviceID)
 	if l == nil {
 		return nil, ErrNoRoute

@@ -217,9 +217,11 @@ func (p *Panel) updateAgent(w http.ResponseWriter, r *http.Request, s session) {
 	p.audit(s, "agent_update", dev.ID, "", began, err)
 	switch {
 	case errcode.Is(err, errcode.DeviceOffline):
-		p.fail(w, r, http.StatusConflict, "The device is not linked to this relay, so its agent cannot be asked to update now.")
-	case err != nil:
+		p.fail(w, r, http.StatusConflict, "The device is not linked now, so its agent cannot be asked to update.")
+	case errcode.Is(err, errcode.InvalidArgument):
 		p.fail(w, r, http.StatusConflict, "The device's agent runs the version this relay serves, or agent updates are off.")
+	case err != nil:
+		p.fail(w, r, http.StatusServiceUnavailable, "The relay replica holding the device's link could not be reached; try again.")
 	default:
 		http.Redirect(w, r, Prefix+"devices/"+dev.ID, http.StatusSeeOther)
 	}

@@ -26,6 +26,8 @@ type devices struct {
 	calls []string
 	fn    func(tool string, args json.RawMessage) (json.RawMessage, error)
 	wait  func(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error)
+	// updateErr, when set, is UpdateAgent's answer.
+	updateErr error
 }
 
 func (d *devices) CallAsAdmin(ctx context.Context, admin, device, tool string, args json.RawMessage) (json.RawMessage, error) {
@@ -48,6 +50,9 @@ func (d *devices) UpdateAgent(ctx context.Context, device string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, "update "+device)
+	if d.updateErr != nil {
+		return d.updateErr
+	}
 	if d.fn == nil {
 		return errcode.New(errcode.DeviceOffline, "offline")
 	}
@@ -675,9 +680,25 @@ func TestOutdatedAgentHasUpdate(t *testing.T) {
 	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/update", url.Values{}, nil); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("Update without the CSRF token: %d", resp.StatusCode)
 	}
-	if resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/update", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != http.StatusConflict {
-		t.Errorf("Update of a device the relay cannot reach: %d", resp.StatusCode)
+	for _, c2 := range []struct {
+		err    error
+		status int
+		says   string
+	}{
+		{nil, http.StatusConflict, "is not linked now"},
+		{errcode.New(errcode.InvalidArgument, "current"), http.StatusConflict, "runs the version this relay serves"},
+		{errcode.New(errcode.Unavailable, "gone"), http.StatusServiceUnavailable, "could not be reached"},
+	} {
+		f.devices.mu.Lock()
+		f.devices.updateErr = c2.err
+		f.devices.mu.Unlock()
+		if resp, page := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/update", url.Values{"csrf": {f.csrf(c)}}, nil); resp.StatusCode != c2.status || !strings.Contains(page, c2.says) {
+			t.Errorf("Update answered %v: %d, want %d saying %q", c2.err, resp.StatusCode, c2.status, c2.says)
+		}
 	}
+	f.devices.mu.Lock()
+	f.devices.updateErr = nil
+	f.devices.mu.Unlock()
 	f.devices.fn = func(string, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{"jobs":[]}`), nil }
 	resp, _ := f.do(c, "POST", Prefix+"devices/"+dev.ID+"/update", url.Values{"csrf": {f.csrf(c)}}, nil)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Prefix+"devices/"+dev.ID {
@@ -697,7 +718,8 @@ func TestOutdatedAgentHasUpdate(t *testing.T) {
 			got = append(got, e.Principal+" "+e.Device+" "+e.Outcome+" "+e.Code)
 		}
 	}
-	if want := []string{"admin:alice " + dev.ID + " failed device_offline", "admin:alice " + dev.ID + " ok "}; strings.Join(got, "|") != strings.Join(want, "|") {
+	if want := []string{"admin:alice " + dev.ID + " failed device_offline", "admin:alice " + dev.ID + " failed invalid_argument",
+		"admin:alice " + dev.ID + " failed unavailable", "admin:alice " + dev.ID + " ok "}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("audited %q, want %q", got, want)
 	}
 }

@@ -25,7 +25,7 @@ import (
 // fixture is a store over a temporary state directory with a clock the
 // test moves.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	st     *jobstore.Store
 	state  string
 	root   string
@@ -36,11 +36,11 @@ type fixture struct {
 	bootID string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	return newFixtureWith(t, procid.Default())
 }
 
-func newFixtureWith(t *testing.T, procs *procid.Source) *fixture {
+func newFixtureWith(t testing.TB, procs *procid.Source) *fixture {
 	t.Helper()
 	real := procid.Default()
 	self, err := real.Self()

@@ -21,6 +21,7 @@ func BenchmarkAdmitFullTable(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			f := newFixture(b)
+			f.st.IndexEvery = 0 // as shipped
 			if full {
 				for i := range 31 {
 					f.running(id(1000+i), f.base.Add(-time.Duration(i)*time.Minute))

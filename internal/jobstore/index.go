@@ -57,7 +57,17 @@ type indexCache struct {
 	mu  sync.Mutex
 	key fileKey
 	idx *index
+	// pending are the final jobs this process derived since it last
+	// wrote the index: written once there are indexPending of them, so a
+	// launch into a full table does not rewrite the index each time one
+	// more job ended. Facts of final jobs, they stay true.
+	pending map[string]indexEntry
 }
+
+// indexPending is how many final jobs a process keeps to itself before it
+// rewrites the index (Store.IndexEvery, when set, says otherwise); a
+// process that starts without them derives each once.
+const indexPending = 16
 
 // fileKey tells one version of a file from another.
 type fileKey struct {
@@ -110,11 +120,16 @@ func entryOf(r *jobmeta.Record) indexEntry {
 	return indexEntry{Summary: r.Summary(), EndedAt: endTime(r), Idempotency: r.Idempotency}
 }
 
-// indexed returns the index entry of job id with its read mark brought up
-// to date, and whether the index has one; updated reports a read mark the
-// index did not know of.
+// indexed returns the index entry of job id (or a pending one) with its
+// read mark brought up to date, and whether there is one; updated reports
+// a read mark the index did not know of.
 func (s *Store) indexed(idx *index, id string) (e indexEntry, ok, updated bool) {
 	e, ok = idx.Jobs[id]
+	if !ok {
+		s.indexCache.mu.Lock()
+		e, ok = s.indexCache.pending[id]
+		s.indexCache.mu.Unlock()
+	}
 	if ok && !e.Read {
 		if _, err := os.Lstat(s.file(id, jobmeta.ReadMarkFile)); err == nil {
 			e.Read, updated = true, true
@@ -157,10 +172,37 @@ func (s *Store) Summaries() ([]jobmeta.Summary, error) {
 	return out, nil
 }
 
-// writeIndex replaces the index. A failure costs only speed: the next
+// writeIndex replaces the index with idx and keeps it as the one read
+// last, pending entries included. A failure costs only speed: the next
 // launch derives the jobs again.
 func (s *Store) writeIndex(idx *index) {
-	atomicfile.WriteCacheJSON(filepath.Join(s.root, indexFile), idx)
+	path := filepath.Join(s.root, indexFile)
+	if atomicfile.WriteCacheJSON(path, idx) != nil {
+		return
+	}
+	var st unix.Stat_t
+	s.indexCache.mu.Lock()
+	defer s.indexCache.mu.Unlock()
+	s.indexCache.pending = nil
+	if unix.Stat(path, &st) == nil {
+		s.indexCache.key, s.indexCache.idx = fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, idx
+	}
+}
+
+// keepPending keeps e, a final job's entry the index lacks, and reports
+// whether indexPending of them wait to be written.
+func (s *Store) keepPending(id string, e indexEntry) bool {
+	s.indexCache.mu.Lock()
+	defer s.indexCache.mu.Unlock()
+	if s.indexCache.pending == nil {
+		s.indexCache.pending = map[string]indexEntry{}
+	}
+	s.indexCache.pending[id] = e
+	every := s.IndexEvery
+	if every <= 0 {
+		every = indexPending
+	}
+	return len(s.indexCache.pending) >= every
 }
 
 // final reports whether a job's end is recorded on disk, so its record can
@@ -175,8 +217,9 @@ func (s *Store) final(id string) bool {
 }
 
 // admissionRecords returns what Admit decides on: every job on disk, the
-// final ones from the index (each read mark still unset checked on disk)
-// and the others derived from their files. It brings the index up to date.
+// final ones from the index or kept pending (each read mark still unset
+// checked on disk) and the others derived from their files. It rewrites
+// the index once enough final jobs are pending.
 func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 	ids, err := s.ids()
 	if err != nil {
@@ -184,11 +227,10 @@ func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 	}
 	idx := s.readIndex()
 	fresh := &index{Schema: indexSchema, Jobs: make(map[string]indexEntry, len(idx.Jobs))}
-	changed := false
+	write := false
 	recs := make([]*jobmeta.Record, 0, len(ids))
 	for _, id := range ids {
-		if e, ok, updated := s.indexed(idx, id); ok {
-			changed = changed || updated
+		if e, ok, _ := s.indexed(idx, id); ok {
 			fresh.Jobs[id] = e
 			ended := e.EndedAt
 			recs = append(recs, &jobmeta.Record{ProcessID: id, Owner: e.Owner, State: e.State, Terminal: true, CreatedAt: e.CreatedAt,
@@ -213,11 +255,12 @@ func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 		}
 		recs = append(recs, r)
 		if r.State.Terminal() && s.final(id) {
-			fresh.Jobs[id] = entryOf(r)
-			changed = true
+			e := entryOf(r)
+			fresh.Jobs[id] = e
+			write = s.keepPending(id, e) || write
 		}
 	}
-	if changed || len(fresh.Jobs) != len(idx.Jobs) {
+	if write {
 		s.writeIndex(fresh)
 	}
 	sortNewestFirst(recs)

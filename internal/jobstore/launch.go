@@ -120,38 +120,40 @@ func (s *Store) RecordSupervisor(id string, sup procid.Identity) error {
 // supervisor the agent recorded no longer alive, or, with none recorded,
 // its unit no longer active (asked of the user manager). Only then are the
 // ends a job directory holds (result.json, reconciled.json, a launch given
-// up on) believed.
-func (s *Store) gone(f *files) bool {
+// up on) believed. cheap reports evidence a later look reads again for
+// less than a mark costs to make: a recorded supervisor, a launch given
+// up on before any supervisor.
+func (s *Store) gone(f *files) (gone, cheap bool) {
 	j := f.job
 	if boot, err := s.procs.BootID(); err == nil && j.BootID != "" && j.BootID != boot {
-		return true
+		return true, false
 	}
 	if j.LaunchFailed && (j.LaunchError == jobmeta.LaunchErrPipe || j.LaunchError == jobmeta.LaunchErrUnit) {
 		// Given up on before any supervisor was started.
-		return true
+		return true, true
 	}
 	if j.Supervisor != nil {
 		// Read of /proc, not asked of the manager: a unit's supervisor is
 		// its main process, and the unit ends what is left once it exits.
 		alive, err := s.procs.Alive(*j.Supervisor)
-		return err == nil && !alive
+		return err == nil && !alive, true
 	}
 	if ev, err := s.unitEvidence(f); err == nil {
-		return ev == nil || !ev.Settling
+		return ev == nil || !ev.Settling, false
 	}
 	switch {
 	case j.Adopted:
 		// An earlier build's job without a claim, which its files decide
 		// as they did for that build.
-		return true
+		return true, false
 	case j.Unit == "":
 		// A fallback launch whose supervisor is not on record: given up
 		// on, or its launcher gone before it recorded one, once a launch
 		// is over.
-		return j.LaunchFailed || s.Now().Sub(j.CreatedAt) >= orphanAfter
+		return j.LaunchFailed || s.Now().Sub(j.CreatedAt) >= orphanAfter, false
 	}
 	// A unit nobody could ask about.
-	return false
+	return false, false
 }
 
 // errNoUnit is unitEvidence's answer for a job nobody can ask about.
@@ -177,13 +179,16 @@ func (s *Store) unitEvidence(f *files) (*reconcile.UnitEvidence, error) {
 func (s *Store) endedPath(id string) string { return filepath.Join(s.launches, id+".ended") }
 
 // ended is gone for job id, whose files are f, asked at most once per
-// look and, once true, marked.
+// look and, once true, marked unless the evidence was cheap (gone): the
+// mark's creation, a launch into a full table would pay for every job that
+// ended since the last, costs more than a read of /proc.
 func (s *Store) ended(id string, f *files) bool {
 	if f.gone == nil {
 		_, err := os.Lstat(s.endedPath(id))
 		g := err == nil
 		if !g {
-			if g = s.gone(f); g {
+			var cheap bool
+			if g, cheap = s.gone(f); g && !cheap {
 				if m, err := os.OpenFile(s.endedPath(id), os.O_WRONLY|os.O_CREATE|unix.O_NOFOLLOW, 0o600); err == nil {
 					m.Close()
 				}

@@ -51,6 +51,10 @@ type Store struct {
 	// the supervisor's own record.
 	ResetUnit func(id, unit string) error
 
+	// IndexEvery is how many newly ended jobs a process keeps before it
+	// rewrites the admission index; zero means 16 (index.go).
+	IndexEvery int
+
 	indexCache indexCache
 	running    running
 }

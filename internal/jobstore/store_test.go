@@ -60,6 +60,8 @@ func newFixtureWith(t testing.TB, procs *procid.Source) *fixture {
 	f.base = time.Now().UTC().Truncate(time.Second)
 	f.now = f.base
 	st.Now = func() time.Time { return f.now }
+	// The tests read the index after each admission.
+	st.IndexEvery = 1
 	fi, err := os.Stat(f.root)
 	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("jobs root: %v, %v; want a 0700 directory", fi, err)

@@ -108,6 +108,7 @@ func DefaultShell() string {
 func (s *Service) Close() {
 	s.closeSpares()
 	s.recording.Wait()
+	s.store.Settle()
 	s.launcher.Close()
 	s.journal.Close()
 }

@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobstore"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/procid"
 )
 
@@ -84,5 +86,68 @@ func TestALaunchRecordChangedThroughTheStoreIsDerivedAgain(t *testing.T) {
 				t.Fatalf("index holds %v: the job was not derived again", ids)
 			}
 		})
+	}
+}
+
+// TestRetentionDiscardsAfterTheLaunch: the job retention discards leaves
+// the table with the launch (no directory under its ID, no listing), and
+// its files and records go afterwards; Settle waits for that.
+func TestRetentionDiscardsAfterTheLaunch(t *testing.T) {
+	f := newFixture(t)
+	for i := range limits.MaxRetainedTerminalJobs {
+		at := f.base.Add(-time.Duration(i+1) * time.Minute)
+		f.terminal(id(i), at, at, true)
+	}
+	oldest := id(limits.MaxRetainedTerminalJobs - 1)
+	if err := f.st.Admit(f.newJob(id(1000))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(f.st.Dir(oldest)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the discarded job's directory after the launch: %v", err)
+	}
+	if r, err := f.st.Get(oldest); err == nil {
+		t.Fatalf("the discarded job is still listed: %+v", r)
+	}
+	f.st.Settle()
+	entries, _ := os.ReadDir(f.root)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".discarded-") {
+			t.Errorf("after Settle, %s is left", e.Name())
+		}
+	}
+	if _, err := os.Stat(f.launchFile(oldest)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the discarded job's launch record: %v", err)
+	}
+}
+
+// TestOpenRemovesWhatADiscardLeft: a directory a process set aside and
+// did not remove (it died) goes, with its records, when the store opens
+// again; what is not a discarded job's is left alone.
+func TestOpenRemovesWhatADiscardLeft(t *testing.T) {
+	f := newFixture(t)
+	aside := filepath.Join(f.root, ".discarded-"+id(1))
+	if err := os.MkdirAll(filepath.Join(aside, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(aside, "sub", "stdout.cap"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.launchFile(id(1)), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(f.root, ".discarded-not-an-id")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobstore.Open(f.state, f.procs); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{aside, f.launchFile(id(1))} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after Open: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("Open removed %s, which is no discarded job's: %v", other, err)
 	}
 }

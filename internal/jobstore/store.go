@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,6 +59,9 @@ type Store struct {
 
 	indexCache indexCache
 	running    running
+	// discards are the removals retention left to run after the
+	// launch that made them (discard).
+	discards sync.WaitGroup
 }
 
 // Open returns the store under stateDir, creating <stateDir>/jobs and
@@ -68,6 +73,7 @@ func Open(stateDir string, procs *procid.Source) (*Store, error) {
 			return nil, fmt.Errorf("create job store: %w", err)
 		}
 	}
+	s.removeDiscarded()
 	return s, nil
 }
 
@@ -326,6 +332,8 @@ func (s *Store) admit(j *jobmeta.Job, place func(dir string) error) error {
 // prune applies retention (docs/limits.md) to recs, newest first: expired
 // terminal jobs go first, then the oldest read ones until there is room
 // for one more. Unread terminal jobs are never discarded to make room.
+// What it discards leaves the table at once and its files after the
+// launch (discard).
 func (s *Store) prune(recs []*jobmeta.Record) error {
 	now := s.Now()
 	var kept []*jobmeta.Record
@@ -334,7 +342,7 @@ func (s *Store) prune(recs []*jobmeta.Record) error {
 			continue
 		}
 		if now.Sub(endTime(r)) > limits.TerminalJobRetention {
-			if err := s.remove(r.ProcessID); err != nil {
+			if err := s.discard(r.ProcessID); err != nil {
 				return err
 			}
 			continue
@@ -346,7 +354,7 @@ func (s *Store) prune(recs []*jobmeta.Record) error {
 		if !kept[i].Read {
 			continue
 		}
-		if err := s.remove(kept[i].ProcessID); err != nil {
+		if err := s.discard(kept[i].ProcessID); err != nil {
 			return err
 		}
 		kept = append(kept[:i], kept[i+1:]...)
@@ -384,6 +392,58 @@ func (s *Store) remove(id string) error {
 	}
 	return nil
 }
+
+// discardedPrefix names, in the jobs directory, a job's directory that
+// retention took out of the table and whose files are being removed: not
+// a job ID, so no listing sees it.
+const discardedPrefix = ".discarded-"
+
+// discard takes terminal job id out of the table at once, its directory
+// renamed aside, and removes its files afterwards: a launch into a full
+// table does not wait for a dozen unlinks. A crash leaves the directory
+// aside, which the next Open removes.
+func (s *Store) discard(id string) error {
+	if !jobmeta.ValidID(id) {
+		return fmt.Errorf("remove: invalid job id")
+	}
+	aside := filepath.Join(s.root, discardedPrefix+id)
+	if err := os.Rename(s.Dir(id), aside); err != nil {
+		return fmt.Errorf("remove job: %w", err)
+	}
+	s.discards.Add(1)
+	go func() {
+		defer s.discards.Done()
+		s.removeAside(id, aside)
+	}()
+	return nil
+}
+
+// removeAside removes a discarded job's directory, then its records.
+func (s *Store) removeAside(id, aside string) {
+	if os.RemoveAll(aside) != nil {
+		return
+	}
+	for _, p := range []string{s.endedPath(id), s.launchPath(id)} {
+		os.Remove(p)
+	}
+}
+
+// removeDiscarded removes what discards a process did not finish.
+func (s *Store) removeDiscarded() {
+	entries, err := os.ReadDir(s.root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if id, ok := strings.CutPrefix(e.Name(), discardedPrefix); ok && jobmeta.ValidID(id) {
+			s.removeAside(id, filepath.Join(s.root, e.Name()))
+		}
+	}
+}
+
+// Settle waits until the files of the jobs retention discarded are
+// removed.
+func (s *Store) Settle() { s.discards.Wait() }
 
 // MarkLaunchFailed records that the launch of id was abandoned, releasing
 // its live slot. The job is marked read: there is no output to wait for.

@@ -128,6 +128,7 @@ func (f *fixture) newJob(id string) *jobmeta.Job {
 // and the admission index.
 func (f *fixture) dirs() []string {
 	f.t.Helper()
+	f.st.Settle()
 	entries, err := os.ReadDir(f.root)
 	if err != nil {
 		f.t.Fatal(err)

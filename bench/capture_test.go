@@ -78,8 +78,15 @@ func runBig(b *testing.B, c *mcpClient, command string, sample time.Duration) bi
 		}
 	}
 	run.d = time.Since(t0)
-	if err := c.call("process.status", map[string]any{"process_id": res.ProcessID}, &run.rec); err != nil {
-		b.Fatal(err)
+	// The supervisor writes result.json a moment before it exits, and an
+	// end in the job's directory is believed only once it has.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if err := c.call("process.status", map[string]any{"process_id": res.ProcessID}, &run.rec); err != nil {
+			b.Fatal(err)
+		}
+		if run.rec.Terminal || time.Now().After(deadline) {
+			break
+		}
 	}
 	rec := run.rec
 	out := rec.Capture.Stdout

@@ -149,3 +149,66 @@ func TestOffOffersNothing(t *testing.T) {
 		t.Error("an offer without sums")
 	}
 }
+
+// TestNamesAndVersionsAtTheirBounds: an architecture is 1 to 16 lowercase
+// letters and digits, a version 1 to 64 bytes of printable ASCII without
+// spaces; one past either bound, or a character just outside a range, is
+// no name or version at all.
+func TestNamesAndVersionsAtTheirBounds(t *testing.T) {
+	for arch, want := range map[string]bool{
+		"amd64": true, "a": true, "z9": true, "0": true, strings.Repeat("a", 16): true,
+		"": false, strings.Repeat("a", 17): false, "Amd64": false, "amd`": false, "amd{": false, "amd/": false, "amd:": false, "arm-64": false,
+	} {
+		if got := validArch(arch); got != want {
+			t.Errorf("validArch(%q) = %v, want %v", arch, got, want)
+		}
+	}
+	for v, want := range map[string]bool{
+		"1.0.0": true, "!": true, "~": true, strings.Repeat("9", 64): true,
+		"": false, strings.Repeat("9", 65): false, "1.0 beta": false, "1.0\x7f": false, "1.0\x1f": false, "1.0é": false,
+	} {
+		if got := validVersion(v); got != want {
+			t.Errorf("validVersion(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestAVersionFileAtItsBound: VERSION is read up to its bound and refused
+// one byte past it.
+func TestAVersionFileAtItsBound(t *testing.T) {
+	for size, ok := range map[int]bool{maxVersionFile: true, maxVersionFile + 1: false} {
+		path := filepath.Join(t.TempDir(), VersionFile)
+		os.WriteFile(path, []byte(strings.Repeat("9", size)), 0o644)
+		b, err := readBounded(path, maxVersionFile)
+		if (err == nil) != ok || ok && len(b) != size {
+			t.Errorf("a %d-byte VERSION: %d bytes, %v", size, len(b), err)
+		}
+	}
+}
+
+// TestTheSumsAreReadOnce: the sums a catalog offers are read on the first
+// offer only (they are fixed from the relay's start), and a catalog
+// whose sums cannot be had offers nothing.
+func TestTheSumsAreReadOnce(t *testing.T) {
+	reads := 0
+	sums := "0000000000000000000000000000000000000000000000000000000000000000  " + downloads.BinaryName(runtime.GOARCH) + "\n"
+	c, err := New(Config{Mode: Notify, Version: "2.0.0", Sums: func() ([]byte, error) { reads++; return []byte(sums), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if o, ok := c.For(runtime.GOARCH, "1.0.0"); runtime.GOOS == "linux" && (!ok || o.SHA256 != strings.Repeat("0", 64)) {
+			t.Fatalf("offer %+v, %v", o, ok)
+		}
+	}
+	if runtime.GOOS == "linux" && reads != 1 {
+		t.Errorf("the sums were read %d times", reads)
+	}
+	none, err := New(Config{Mode: Notify, Version: "2.0.0", Sums: func() ([]byte, error) { return nil, os.ErrNotExist }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := none.For(runtime.GOARCH, "1.0.0"); ok {
+		t.Errorf("a catalog without sums offers %+v", o)
+	}
+}

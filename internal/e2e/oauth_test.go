@@ -24,8 +24,11 @@ import (
 // redirect to the client's loopback callback hands over the code. It
 // allows one consent: a client sent to sign in again is refused.
 type consentInBrowser struct {
-	p        *panelEnv
-	choose   func()
+	p      *panelEnv
+	choose func()
+	// signIn signs the person in from the panel's sign-in page; by
+	// default with a code from relay admin create.
+	signIn   func()
 	codes    chan url.Values
 	callback string
 	used     bool
@@ -33,6 +36,7 @@ type consentInBrowser struct {
 
 func newConsentInBrowser(t *testing.T, p *panelEnv, choose func()) *consentInBrowser {
 	c := &consentInBrowser{p: p, choose: choose, codes: make(chan url.Values, 1)}
+	c.signIn = c.signInWithCode
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/callback" {
 			http.NotFound(w, r)
@@ -62,12 +66,7 @@ func (c *consentInBrowser) fetch(ctx context.Context, args *auth.AuthorizationAr
 	if path := eval[string](b, "location.pathname"); path != "/panel/login" {
 		p.t.Fatalf("the authorization URL led a signed-out browser to %s, not the sign-in page", path)
 	}
-	link, err := url.Parse(p.relayCmd("admin", "create", "alice"))
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	eval[bool](b, fmt.Sprintf("document.querySelector('#code').value = %q, true", link.Query().Get("code")))
-	b.submit("#signin")
+	c.signIn()
 	if path := eval[string](b, "location.pathname"); !strings.HasPrefix(path, "/panel/consent/") {
 		p.t.Fatalf("after signing in at %s, want the consent page", path)
 	}
@@ -81,6 +80,16 @@ func (c *consentInBrowser) fetch(ctx context.Context, args *auth.AuthorizationAr
 	case <-time.After(30 * time.Second):
 		return nil, errors.New("the browser never reached the callback")
 	}
+}
+
+// signInWithCode signs alice in with a code from relay admin create.
+func (c *consentInBrowser) signInWithCode() {
+	link, err := url.Parse(c.p.relayCmd("admin", "create", "alice"))
+	if err != nil {
+		c.p.t.Fatal(err)
+	}
+	eval[bool](c.p.b, fmt.Sprintf("document.querySelector('#code').value = %q, true", link.Query().Get("code")))
+	c.p.b.submit("#signin")
 }
 
 // oauthConnection is a `relay token list --json` line of kind oauth.

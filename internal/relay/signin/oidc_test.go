@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -17,24 +16,20 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/zitadel/oidc/v3/example/server/exampleop"
-	"github.com/zitadel/oidc/v3/example/server/storage"
-	"github.com/zitadel/oidc/v3/pkg/op"
 	"golang.org/x/oauth2"
 
 	"github.com/commandcore/commandcore/internal/relay/panel"
 	"github.com/commandcore/commandcore/internal/relay/signin"
+	"github.com/commandcore/commandcore/internal/relay/signin/oidctest"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
-// The identity provider of these tests is a real OpenID provider: the
-// example server of zitadel/oidc's op package, on loopback, with its two
-// users (test-user, e-mail test-user@zitadel.ch, and test-user2,
-// test-user2@zitadel.ch, both verified) and password "verysecure".
+// The identity provider of these tests is a real OpenID provider
+// (oidctest) knowing the relay's client and another application's.
 const (
-	allowed    = "test-user@zitadel.ch"
+	allowed    = oidctest.Allowed
 	allowedAs  = "test-user_at_zitadel.ch"
-	password   = "verysecure"
+	password   = oidctest.Password
 	clientID   = "relay"
 	secret     = "relay-secret"
 	otherID    = "other-app"
@@ -44,21 +39,8 @@ const (
 // provider starts the OpenID provider, knowing the relay's client (its
 // callback on panelURL) and another application's.
 func provider(t *testing.T, panelURL string) (issuer string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	issuer = "http://" + ln.Addr().String()
-	st := storage.NewStorageWithClients(storage.NewUserStore(issuer), map[string]*storage.Client{
-		clientID: storage.WebClient(clientID, secret, panelURL+signin.CallbackPath),
-		otherID:  storage.WebClient(otherID, "other-secret", otherRedir),
-	})
-	h := exampleop.SetupServer(issuer, st, slog.New(slog.NewTextHandler(io.Discard, nil)), false, op.WithAllowInsecure())
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: h}}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return issuer
+	return oidctest.Start(t, oidctest.Client{ID: clientID, Secret: secret, RedirectURI: panelURL + signin.CallbackPath},
+		oidctest.Client{ID: otherID, Secret: "other-secret", RedirectURI: otherRedir})
 }
 
 // relay is a panel with SSO over a fresh state, and what it audited.
@@ -72,10 +54,7 @@ type relay struct {
 }
 
 // user is the provider's test-user: named after the issuer's host.
-func (r *relay) user() string {
-	u, _ := url.Parse(r.issuer)
-	return "test-user@" + u.Hostname()
-}
+func (r *relay) user() string { return oidctest.Username(r.issuer) }
 
 func newRelay(t *testing.T, rules string, now func() time.Time) *relay {
 	t.Helper()

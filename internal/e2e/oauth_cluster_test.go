@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/commandcore/commandcore/internal/natstest"
 	"github.com/commandcore/commandcore/internal/pgtest"
@@ -105,22 +103,9 @@ func TestOAuthThroughTwoReplicas(t *testing.T) {
 	p := &panelEnv{relayEnv: e, b: newBrowser(t, panelLB.URL+"/")}
 
 	consent := newConsentInBrowser(t, p, func() {})
-	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
-		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			RedirectURIs: []string{consent.callback}, ClientName: "e2e cluster client", GrantTypes: []string{"authorization_code", "refresh_token"}}},
-		RedirectURL: consent.callback, AuthorizationCodeFetcher: consent.fetch,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	session, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: mainLB.URL + "/mcp/dev1", OAuthHandler: handler}, nil)
-	if err != nil {
-		t.Fatalf("connect through the balancer: %v", err)
-	}
-	defer session.Close()
+	session := consent.connect(ctx, mainLB.URL+"/mcp/dev1", "e2e cluster client")
 	// The agent links to one replica; calls through the other cross NATS.
 	deadline := time.Now().Add(20 * time.Second)
 	for calls := 0; calls < 4; {

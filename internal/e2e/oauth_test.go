@@ -67,9 +67,9 @@ func (c *consentInBrowser) fetch(ctx context.Context, args *auth.AuthorizationAr
 		p.t.Fatalf("the authorization URL led a signed-out browser to %s, not the sign-in page", path)
 	}
 	c.signIn()
-	if path := eval[string](b, "location.pathname"); !strings.HasPrefix(path, "/panel/consent/") {
-		p.t.Fatalf("after signing in at %s, want the consent page", path)
-	}
+	// Back from another site (the provider), the panel reloads the page
+	// once from its own origin, so its cookie comes along.
+	b.await("signed in, the browser is back at the consent page", `location.pathname.startsWith('/panel/consent/') && !!document.querySelector('#allow')`, 10*time.Second)
 	c.choose()
 	b.submit("#allow")
 	select {
@@ -90,6 +90,28 @@ func (c *consentInBrowser) signInWithCode() {
 	}
 	eval[bool](c.p.b, fmt.Sprintf("document.querySelector('#code').value = %q, true", link.Query().Get("code")))
 	c.p.b.submit("#signin")
+}
+
+// connect is the Go SDK's OAuth client named client, registered
+// dynamically, connected to endpoint from nothing: the person's part is
+// c's.
+func (c *consentInBrowser) connect(ctx context.Context, endpoint, client string) *mcp.ClientSession {
+	c.p.t.Helper()
+	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{c.callback}, ClientName: client, GrantTypes: []string{"authorization_code", "refresh_token"}}},
+		RedirectURL: c.callback, AuthorizationCodeFetcher: c.fetch,
+	})
+	if err != nil {
+		c.p.t.Fatal(err)
+	}
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: handler}, nil)
+	if err != nil {
+		c.p.t.Fatalf("connect through OAuth: %v", err)
+	}
+	c.p.t.Cleanup(func() { session.Close() })
+	return session
 }
 
 // oauthConnection is a `relay token list --json` line of kind oauth.
@@ -145,20 +167,7 @@ func TestOAuthClientConnectsThroughThePanel(t *testing.T) {
 		eval[bool](p.b, `document.querySelectorAll('input[name=preset]').forEach(i => i.checked = false),
 			document.querySelectorAll('input[name=tool]').forEach(i => i.checked = ['process.jobs', 'process.status'].includes(i.value)), true`)
 	})
-	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
-		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			RedirectURIs: []string{consent.callback}, ClientName: "e2e OAuth client", GrantTypes: []string{"authorization_code", "refresh_token"}}},
-		RedirectURL: consent.callback, AuthorizationCodeFetcher: consent.fetch,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	session, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: handler}, nil)
-	if err != nil {
-		t.Fatalf("connect through OAuth: %v", err)
-	}
-	defer session.Close()
+	session := consent.connect(ctx, endpoint, "e2e OAuth client")
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Arguments: map[string]any{}})
 	if err != nil || res.IsError {
 		t.Fatalf("process.jobs through the connection: %v %+v", err, res)

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/commandcore/commandcore/internal/relay/relaytest"
 	"github.com/commandcore/commandcore/internal/relay/signin"
@@ -61,22 +59,9 @@ func TestSSOSignsInToConsent(t *testing.T) {
 			document.querySelector('#password').value = '`+oidctest.Password+`', true`)
 		p.b.submit("button[type=submit]")
 	}
-	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
-		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			RedirectURIs: []string{consent.callback}, ClientName: "e2e SSO client", GrantTypes: []string{"authorization_code", "refresh_token"}}},
-		RedirectURL: consent.callback, AuthorizationCodeFetcher: consent.fetch,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	session, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: u + "/mcp/dev1", OAuthHandler: handler}, nil)
-	if err != nil {
-		t.Fatalf("connect through OAuth after SSO: %v", err)
-	}
-	defer session.Close()
+	session := consent.connect(ctx, u+"/mcp/dev1", "e2e SSO client")
 	if res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Arguments: map[string]any{}}); err != nil || res.IsError {
 		t.Fatalf("process.jobs: %v %+v", err, res)
 	}

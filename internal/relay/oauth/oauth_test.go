@@ -656,17 +656,20 @@ func TestRedirectURIs(t *testing.T) {
 		"": false, "http://c.example/cb": false, "http://127.0.0.2.example/cb": false, "https:///cb": false, "https://c.example/cb#f": false,
 		"javascript:alert(1)": false, "data:text/html,x": false, "file:///etc/passwd": false, "https://u:p@c.example/cb": false,
 		"/cb": false, "https://c.example/c b": false, "https://c.example/" + strings.Repeat("x", store.MaxOAuthTextBytes): false,
+		"https://c.example/" + strings.Repeat("x", store.MaxOAuthTextBytes-len("https://c.example/")): true,
+		"myapp:cb": true, "myapp://host": true, "myapp:": false, "http://10.0.0.1/cb": false, "http://[::ffff:127.0.0.1]:8/cb": true,
 	} {
 		if got := ValidRedirectURI(u); got != want {
 			t.Errorf("ValidRedirectURI(%q) = %v", u, got)
 		}
 	}
-	registered := []string{"http://127.0.0.1/cb?a=1", "https://c.example/cb", "http://[::1]:7/x"}
+	registered := []string{"http://127.0.0.1/cb?a=1", "https://c.example/cb", "http://[::1]:7/x", "https://127.0.0.1/z", "%zz"}
 	for u, want := range map[string]bool{
 		"https://c.example/cb": true, "http://127.0.0.1/cb?a=1": true, "http://127.0.0.1:65535/cb?a=1": true, "http://[::1]/x": true,
 		"https://c.example:444/cb": false, "http://127.0.0.1:0/cb?a=1": false, "http://127.0.0.1:65536/cb?a=1": false,
 		"http://127.0.0.1:8/cb?a=2": false, "http://127.0.0.1:8/cb": false, "http://127.0.0.1:8/cb?a=1&b": false,
 		"http://127.0.0.1:8/CB?a=1": false, "http://[::1]:8/y": false, "https://c.example/cb?": false,
+		"http://127.0.0.1:9/z": false, "http://localhost:8/cb?a=1": false,
 	} {
 		if got := matchRedirect(registered, u); got != want {
 			t.Errorf("matchRedirect(%q) = %v", u, got)

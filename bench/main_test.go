@@ -207,7 +207,17 @@ func (c *mcpClient) finish(id string) (record, error) {
 	if err := waitEnded(jobDir(c.state, id), 200*time.Microsecond, time.Minute); err != nil {
 		return rec, err
 	}
-	if err := c.call("process.status", map[string]any{"process_id": id}, &rec); err != nil {
+	// result.json is written before the supervisor exits, and an end is
+	// believed only once it has.
+	if err := testkit.Poll(20*time.Second, func() error {
+		if err := c.call("process.status", map[string]any{"process_id": id}, &rec); err != nil {
+			return err
+		}
+		if !rec.Terminal {
+			return fmt.Errorf("job %s still %s", id, rec.State)
+		}
+		return nil
+	}); err != nil {
 		return rec, err
 	}
 	if rec.State != "exited" || rec.ExitCode == nil || *rec.ExitCode != 0 {

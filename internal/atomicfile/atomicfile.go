@@ -17,6 +17,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SyncDir makes what was done to the entries of directory dir (files
+// created, renamed or removed) durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	return nil
+}
+
 // Write writes data to path with mode perm: a temporary file in the same
 // directory, fsync, rename, fsync of the directory. The directory must
 // exist.

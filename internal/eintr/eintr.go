@@ -27,3 +27,13 @@ func Read(fd int, p []byte) (int, error) {
 		}
 	}
 }
+
+// Poll is poll(2), retried on EINTR with the same timeout.
+func Poll(fds []unix.PollFd, timeoutMS int) (int, error) {
+	for {
+		n, err := unix.Poll(fds, timeoutMS)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}

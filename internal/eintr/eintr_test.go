@@ -54,3 +54,28 @@ func umask() os.FileMode {
 	unix.Umask(m)
 	return os.FileMode(m)
 }
+
+// TestPollPassesResultsThrough: a pipe with bytes in it is readable, an
+// empty one is not, and a closed descriptor is reported, not waited on.
+func TestPollPassesResultsThrough(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	fds := []unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}
+	if n, err := Poll(fds, 0); err != nil || n != 0 {
+		t.Fatalf("poll of an empty pipe: %d, %v", n, err)
+	}
+	if _, err := unix.Write(p[1], []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Poll(fds, 0); err != nil || n != 1 || fds[0].Revents&unix.POLLIN == 0 {
+		t.Fatalf("poll of a pipe with a byte: %d %#x, %v", n, fds[0].Revents, err)
+	}
+	bad := []unix.PollFd{{Fd: 1 << 20, Events: unix.POLLIN}}
+	if n, err := Poll(bad, 0); err != nil || n != 1 || bad[0].Revents&unix.POLLNVAL == 0 {
+		t.Fatalf("poll of no descriptor: %d %#x, %v", n, bad[0].Revents, err)
+	}
+}

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobstore"
 	"github.com/commandcore/commandcore/internal/launcher"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/principal"
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/supervisor"
@@ -286,4 +288,56 @@ func BenchmarkStartWhileReadyAstray(b *testing.B) {
 		b.Cleanup(func() { notify.Release() })
 		launch(b, svc)
 	})
+}
+
+// TestRetentionsDiscardIsRemovedAfterTheLaunch: a launch into a table full
+// of read final jobs takes the oldest out of the table and, once it has
+// answered, removes its files without waiting for the service to close.
+func TestRetentionsDiscardIsRemovedAfterTheLaunch(t *testing.T) {
+	state := t.TempDir()
+	svc := openService(t, state)
+	ctx := context.Background()
+	var first string
+	for i := range limits.MaxRetainedTerminalJobs {
+		res, err := svc.Start(ctx, principal.Local, StartRequest{Command: "true", WaitMS: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Terminal {
+			t.Fatalf("job %d is still %s", i, res.State)
+		}
+		// Read to its end: retention may discard it.
+		if _, err := svc.Output(ctx, principal.Local, OutputRequest{ProcessID: res.ProcessID}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = res.ProcessID
+		}
+	}
+	if _, err := svc.Status(principal.Local, first); err != nil {
+		t.Fatalf("the oldest job before the table is full: %v", err)
+	}
+	if _, err := svc.Start(ctx, principal.Local, StartRequest{Command: "true", WaitMS: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Status(principal.Local, first); err == nil {
+		t.Fatal("the oldest read job is still in the table")
+	}
+	if err := testkit.Poll(10*time.Second, func() error {
+		entries, err := os.ReadDir(filepath.Join(state, "jobs"))
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".discarded-") {
+				return fmt.Errorf("%s is left after the launch", e.Name())
+			}
+		}
+		if _, err := os.Stat(filepath.Join(state, "launches", first+".json")); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("the discarded job's launch record: %v", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -278,6 +278,9 @@ func (s *Service) Start(ctx context.Context, who principal.Principal, req StartR
 	if _, err := waitDuration(req.WaitMS); err != nil {
 		return nil, err
 	}
+	// What retention discarded to admit this job is removed once the
+	// launch has answered, off its path.
+	defer s.store.Sweep()
 	if key := req.IdempotencyKey; key != "" {
 		if err := checkKey(key); err != nil {
 			return nil, err

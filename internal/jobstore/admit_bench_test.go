@@ -40,6 +40,10 @@ func BenchmarkAdmitFullTable(b *testing.B) {
 				}
 				b.StopTimer()
 				f.write(jid, jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &code, CompletedAt: f.now})
+				// Read as process.output reads it: its record, then the mark.
+				if _, err := f.st.Get(jid); err != nil {
+					b.Fatal(err)
+				}
 				if err := f.st.MarkRead(jid); err != nil {
 					b.Fatal(err)
 				}

@@ -189,15 +189,21 @@ func (s *Store) writeIndex(idx *index) {
 	}
 }
 
-// keepPending keeps e, a final job's entry the index lacks, and reports
-// whether indexPending of them wait to be written.
-func (s *Store) keepPending(id string, e indexEntry) bool {
+// keepPending keeps e, a final job's entry, until the index is written.
+func (s *Store) keepPending(id string, e indexEntry) {
 	s.indexCache.mu.Lock()
 	defer s.indexCache.mu.Unlock()
 	if s.indexCache.pending == nil {
 		s.indexCache.pending = map[string]indexEntry{}
 	}
 	s.indexCache.pending[id] = e
+}
+
+// pendingEnough reports whether indexPending final jobs (Store.IndexEvery,
+// when set) wait to be written.
+func (s *Store) pendingEnough() bool {
+	s.indexCache.mu.Lock()
+	defer s.indexCache.mu.Unlock()
 	every := s.IndexEvery
 	if every <= 0 {
 		every = indexPending
@@ -227,7 +233,6 @@ func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 	}
 	idx := s.readIndex()
 	fresh := &index{Schema: indexSchema, Jobs: make(map[string]indexEntry, len(idx.Jobs))}
-	write := false
 	recs := make([]*jobmeta.Record, 0, len(ids))
 	for _, id := range ids {
 		if e, ok, _ := s.indexed(idx, id); ok {
@@ -254,13 +259,11 @@ func (s *Store) admissionRecords() ([]*jobmeta.Record, error) {
 			s.rememberRunning(r, f)
 		}
 		recs = append(recs, r)
-		if r.State.Terminal() && s.final(id) {
-			e := entryOf(r)
-			fresh.Jobs[id] = e
-			write = s.keepPending(id, e) || write
+		if r.Terminal && s.final(id) {
+			fresh.Jobs[id] = entryOf(r)
 		}
 	}
-	if write {
+	if s.pendingEnough() {
 		s.writeIndex(fresh)
 	}
 	sortNewestFirst(recs)

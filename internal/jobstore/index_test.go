@@ -3,6 +3,7 @@ package jobstore_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -346,4 +347,49 @@ func indexedIDs(t *testing.T, f *fixture) []string {
 		ids = append(ids, k)
 	}
 	return sorted(ids...)
+}
+
+// TestAJobReadAfterItsEndIsNotDerivedAgain: a final job a reader has seen
+// end (Get) is kept for the index at once, so the next launch takes it from
+// memory instead of deriving it (a launch record made unreadable meanwhile
+// is not read), and counts toward the index's rewrite; a live one is not
+// kept.
+func TestAJobReadAfterItsEndIsNotDerivedAgain(t *testing.T) {
+	f := newFixture(t)
+	f.st.IndexEvery = 2
+	f.terminal(id(1), f.base, f.base, false)
+	f.running(id(2), f.base)
+	for _, jid := range []string{id(1), id(2)} {
+		if _, err := f.st.Get(jid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(f.launchFile(id(1)), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Admit(f.newJob(id(10))); err != nil {
+		t.Fatal(err)
+	}
+	sums, err := f.st.Summaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sums {
+		if s.ProcessID == id(1) && s.State != jobmeta.Exited {
+			t.Errorf("the job read after its end was derived again: %s", s.State)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.root, ".index.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("one final job of two wrote the index: %v", err)
+	}
+	f.terminal(id(3), f.base, f.base, false)
+	if _, err := f.st.Get(id(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Admit(f.newJob(id(11))); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexedIDs(t, f); !reflect.DeepEqual(got, []string{id(1), id(3)}) {
+		t.Errorf("index holds %v, want the two jobs read after their end", got)
+	}
 }

@@ -171,6 +171,11 @@ func (s *Store) deriveFiles(id string, full bool) (*jobmeta.Record, *files, erro
 		t := rc.ReconciledAt
 		r.ReconciledAt = &t
 	}
+	if r.Terminal && s.final(id) {
+		// Kept for the index, so that the next launch need not derive
+		// again the job a reader has just seen end.
+		s.keepPending(id, entryOf(r))
+	}
 	return r, f, nil
 }
 

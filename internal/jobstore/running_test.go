@@ -108,6 +108,15 @@ func TestRetentionDiscardsAfterTheLaunch(t *testing.T) {
 	if r, err := f.st.Get(oldest); err == nil {
 		t.Fatalf("the discarded job is still listed: %+v", r)
 	}
+	// Its files wait aside until swept, off the launch's path.
+	aside := filepath.Join(f.root, ".discarded-"+oldest)
+	if _, err := os.Stat(aside); err != nil {
+		t.Fatalf("the discarded job's files before the sweep: %v", err)
+	}
+	if _, err := os.Stat(f.launchFile(oldest)); err != nil {
+		t.Fatalf("the discarded job's launch record before the sweep: %v", err)
+	}
+	f.st.Sweep()
 	f.st.Settle()
 	entries, _ := os.ReadDir(f.root)
 	for _, e := range entries {

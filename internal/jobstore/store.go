@@ -59,8 +59,10 @@ type Store struct {
 
 	indexCache indexCache
 	running    running
-	// discards are the removals retention left to run after the
-	// launch that made them (discard).
+	// aside are the directories retention took out of the table whose
+	// removal waits for Sweep; discards the removals under way.
+	asideMu  sync.Mutex
+	aside    []string
 	discards sync.WaitGroup
 }
 
@@ -332,8 +334,8 @@ func (s *Store) admit(j *jobmeta.Job, place func(dir string) error) error {
 // prune applies retention (docs/limits.md) to recs, newest first: expired
 // terminal jobs go first, then the oldest read ones until there is room
 // for one more. Unread terminal jobs are never discarded to make room.
-// What it discards leaves the table at once and its files after the
-// launch (discard).
+// What it discards leaves the table at once and its files once swept
+// (discard).
 func (s *Store) prune(recs []*jobmeta.Record) error {
 	now := s.Now()
 	var kept []*jobmeta.Record
@@ -399,23 +401,40 @@ func (s *Store) remove(id string) error {
 const discardedPrefix = ".discarded-"
 
 // discard takes terminal job id out of the table at once, its directory
-// renamed aside, and removes its files afterwards: a launch into a full
-// table does not wait for a dozen unlinks. A crash leaves the directory
-// aside, which the next Open removes.
+// renamed aside, and leaves the removal of its files to Sweep: a launch
+// into a full table neither waits for a dozen unlinks nor has them share
+// the disk with its own writes. A crash leaves the directory aside, which
+// the next Open removes.
 func (s *Store) discard(id string) error {
 	if !jobmeta.ValidID(id) {
 		return fmt.Errorf("remove: invalid job id")
 	}
-	aside := filepath.Join(s.root, discardedPrefix+id)
-	if err := os.Rename(s.Dir(id), aside); err != nil {
+	if err := os.Rename(s.Dir(id), filepath.Join(s.root, discardedPrefix+id)); err != nil {
 		return fmt.Errorf("remove job: %w", err)
+	}
+	s.asideMu.Lock()
+	s.aside = append(s.aside, id)
+	s.asideMu.Unlock()
+	return nil
+}
+
+// Sweep starts removing the files of the jobs retention discarded, off
+// the caller's path: the launcher calls it once its launch has answered.
+func (s *Store) Sweep() {
+	s.asideMu.Lock()
+	ids := s.aside
+	s.aside = nil
+	s.asideMu.Unlock()
+	if len(ids) == 0 {
+		return
 	}
 	s.discards.Add(1)
 	go func() {
 		defer s.discards.Done()
-		s.removeAside(id, aside)
+		for _, id := range ids {
+			s.removeAside(id, filepath.Join(s.root, discardedPrefix+id))
+		}
 	}()
-	return nil
 }
 
 // removeAside removes a discarded job's directory, then its records.
@@ -441,9 +460,12 @@ func (s *Store) removeDiscarded() {
 	}
 }
 
-// Settle waits until the files of the jobs retention discarded are
-// removed.
-func (s *Store) Settle() { s.discards.Wait() }
+// Settle removes the files of the jobs retention discarded and waits
+// until they are gone.
+func (s *Store) Settle() {
+	s.Sweep()
+	s.discards.Wait()
+}
 
 // MarkLaunchFailed records that the launch of id was abandoned, releasing
 // its live slot. The job is marked read: there is no output to wait for.
@@ -475,7 +497,9 @@ func (s *Store) MarkRead(id string) error {
 	return atomicfile.WriteJSON(p, &jobmeta.ReadMark{Schema: jobmeta.SchemaVersion, ReadAt: s.Now()})
 }
 
-// Forget deletes a terminal job's metadata and output.
+// Forget deletes a terminal job's metadata and output, durably: a job
+// forgotten stays forgotten after a crash, and the next launch does not
+// pay for committing the removal.
 func (s *Store) Forget(id string) (*jobmeta.Record, error) {
 	r, err := s.Get(id)
 	if err != nil {
@@ -487,5 +511,13 @@ func (s *Store) Forget(id string) (*jobmeta.Record, error) {
 		}
 		return nil, errcode.New(errcode.InvalidArgument, "the job is still %s; stop it with process.stop and wait until it is terminal", r.State)
 	}
-	return r, s.withLock(func() error { return s.remove(id) })
+	if err := s.withLock(func() error { return s.remove(id) }); err != nil {
+		return nil, err
+	}
+	for _, dir := range []string{s.root, s.launches} {
+		if err := atomicfile.SyncDir(dir); err != nil {
+			return nil, fmt.Errorf("forget job: %w", err)
+		}
+	}
+	return r, nil
 }

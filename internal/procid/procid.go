@@ -179,34 +179,93 @@ func (s *Source) Alive(id Identity) (bool, error) {
 // ErrMismatch reports that a PID now belongs to another process.
 var ErrMismatch = errors.New("process identity does not match")
 
-// Signal sends sig to the process id, race-free: it pins the PID with a
-// pidfd, then checks the start ticks of the pinned process before signalling.
-func (s *Source) Signal(id Identity, sig unix.Signal) error {
+// Pin holds one process incarnation by a pidfd: what it says stays about
+// that process even once its PID is reused. Close it when done; one
+// dropped unclosed is closed when collected.
+type Pin struct {
+	f *os.File
+}
+
+// Pin pins the process id, race-free: it opens a pidfd for the PID, then
+// checks the start ticks of the pinned process. ErrGone when the process
+// is gone or a zombie, ErrMismatch when the PID is another process's.
+func (s *Source) Pin(id Identity) (*Pin, error) {
 	fd, err := unix.PidfdOpen(id.PID, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return ErrGone
+			return nil, ErrGone
 		}
-		return fmt.Errorf("pidfd_open: %w", err)
+		return nil, fmt.Errorf("pidfd_open: %w", err)
 	}
-	defer unix.Close(fd)
+	p := &Pin{f: os.NewFile(uintptr(fd), "pidfd")}
 	cur, zombie, err := s.Lookup(id.PID)
+	switch {
+	case err != nil:
+	case cur.StartTicks != id.StartTicks:
+		err = ErrMismatch
+	case zombie:
+		err = ErrGone
+	}
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Exited reports whether the pinned process has exited: one poll of its
+// pidfd, which is readable from its exit on (a zombie has exited).
+func (p *Pin) Exited() (bool, error) {
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		return false, fmt.Errorf("poll pidfd: %w", err)
+	}
+	var n int
+	var perr error
+	fds := []unix.PollFd{{Events: unix.POLLIN}}
+	if err := rc.Control(func(fd uintptr) {
+		fds[0].Fd = int32(fd)
+		n, perr = eintr.Poll(fds, 0)
+	}); err != nil {
+		return false, fmt.Errorf("poll pidfd: %w", err)
+	}
+	if perr != nil {
+		return false, fmt.Errorf("poll pidfd: %w", perr)
+	}
+	return n > 0 && fds[0].Revents&unix.POLLIN != 0, nil
+}
+
+// Signal sends sig to the pinned process; ErrGone once it has exited.
+func (p *Pin) Signal(sig unix.Signal) error {
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("pidfd_send_signal: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.PidfdSendSignal(int(fd), sig, nil, 0) }); err != nil {
+		return fmt.Errorf("pidfd_send_signal: %w", err)
+	}
+	if errors.Is(serr, unix.ESRCH) {
+		return ErrGone
+	}
+	if serr != nil {
+		return fmt.Errorf("pidfd_send_signal: %w", serr)
+	}
+	return nil
+}
+
+// Close releases the pidfd.
+func (p *Pin) Close() error { return p.f.Close() }
+
+// Signal sends sig to the process id, race-free: it pins the process
+// (Pin) and signals the pinned one.
+func (s *Source) Signal(id Identity, sig unix.Signal) error {
+	p, err := s.Pin(id)
 	if err != nil {
 		return err
 	}
-	if cur.StartTicks != id.StartTicks {
-		return ErrMismatch
-	}
-	if zombie {
-		return ErrGone
-	}
-	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return ErrGone
-		}
-		return fmt.Errorf("pidfd_send_signal: %w", err)
-	}
-	return nil
+	defer p.Close()
+	return p.Signal(sig)
 }
 
 // GroupSurvivors returns the live members of the process group led by the

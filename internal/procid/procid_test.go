@@ -150,3 +150,55 @@ func FuzzParseStat(f *testing.F) {
 		}
 	})
 }
+
+// TestPinTellsWhenItsProcessExits: a pinned process has not exited while
+// it runs, has once it is a zombie (killed, not yet reaped) and still has
+// once reaped; pinning checks the identity as Signal does.
+func TestPinTellsWhenItsProcessExits(t *testing.T) {
+	s := Default()
+	cmd := startSleep(t, nil)
+	id, _, err := s.Lookup(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pin(Identity{PID: id.PID, StartTicks: id.StartTicks + 1}); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("pin of another incarnation: %v", err)
+	}
+	p, err := s.Pin(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if exited, err := p.Exited(); exited || err != nil {
+		t.Fatalf("a running process exited: %v, %v", exited, err)
+	}
+	if err := p.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Poll(5*time.Second, func() error {
+		if _, zombie, err := s.Lookup(id.PID); err != nil || !zombie {
+			return fmt.Errorf("not yet a zombie (%v)", err)
+		}
+		return nil
+	})
+	if exited, err := p.Exited(); !exited || err != nil {
+		t.Fatalf("a zombie has not exited: %v, %v", exited, err)
+	}
+	if _, err := s.Pin(id); !errors.Is(err, ErrGone) {
+		t.Fatalf("pin of a zombie: %v", err)
+	}
+	cmd.Wait()
+	if exited, err := p.Exited(); !exited || err != nil {
+		t.Fatalf("a reaped process has not exited: %v, %v", exited, err)
+	}
+	if err := p.Signal(unix.SIGKILL); !errors.Is(err, ErrGone) {
+		t.Fatalf("signal to a reaped process: %v", err)
+	}
+	if _, err := s.Pin(id); !errors.Is(err, ErrGone) && !errors.Is(err, ErrMismatch) {
+		t.Fatalf("pin of a reaped process: %v", err)
+	}
+	p.Close()
+	if _, err := p.Exited(); err == nil {
+		t.Fatal("a closed pin answered")
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/commandcore/commandcore/internal/atomicfile"
 )
 
 // PreviousSuffix names the binary an update replaced, beside the installed
@@ -67,13 +69,9 @@ func keepPrevious(exe string) error {
 	return nil
 }
 
+// syncDir makes the swap in the binary's directory durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", filepath.Base(dir), err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync the binary's directory: %w", err)
 	}
 	return nil

@@ -434,6 +434,11 @@ func (s *Store) Sweep() {
 		for _, id := range ids {
 			s.removeAside(id, filepath.Join(s.root, discardedPrefix+id))
 		}
+		// Committed here, not by the next launch's first fsync. Best
+		// effort: a removal lost in a crash is redone by Open.
+		for _, dir := range []string{s.root, s.launches} {
+			atomicfile.SyncDir(dir)
+		}
 	}()
 }
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds commandcore (and the supervisor-only prototype bench/cmd/minisup),
-# makes sure the shared systemd user manager runs, runs the three benchmarks
+# makes sure the shared systemd user manager runs, runs the benchmarks
 # and prints a summary. About a minute on an idle 2-vCPU VM; the raw
 # `go test -bench` output is kept in $OUT (default: a temporary directory).
 #
 #   bench/run.sh                 # the three benchmarks
 #   EXTRA=1 bench/run.sh         # plus the supervisor-build capture comparison (~30 s more)
-#   SAMPLES=50 CAPTURE_RUNS=3 bench/run.sh
+#   SAMPLES=50 TABLE_SAMPLES=100 CAPTURE_RUNS=3 bench/run.sh
 #   MEMORY_BASE=v1.2.0 bench/run.sh   # the memory guard's base (default below)
 #
 # The memory guard fails the run (exit 1, after the summary) when the
@@ -19,6 +19,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 SAMPLES=${SAMPLES:-50}          # launches per latency sampler
+TABLE_SAMPLES=${TABLE_SAMPLES:-100} # launches into each table (empty, full)
 CAPTURE_RUNS=${CAPTURE_RUNS:-3} # 2 GiB runs per capture variant (plus one warm-up round)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/commandcore-bench.XXXXXX")}
 mkdir -p "$OUT"
@@ -46,6 +47,7 @@ metric() {
 	awk -v b="$2" -v u="$3" '$1 ~ "^"b"(-[0-9]+)?$" { for (i = 3; i < NF; i += 2) if ($(i+1) == u) print $i }' "$OUT/$1.txt" | tail -1
 }
 s() { metric start BenchmarkStartCompare "$1"; }
+t() { metric table BenchmarkStartFullTable "$1"; }
 ph() { metric start BenchmarkStartPhases "$1-p50-ms"; }
 c() { metric capture BenchmarkCaptureCompare "$1"; }
 m() { metric memory "$1" "$2"; }
@@ -53,6 +55,7 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else p
 verdict() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "met" : "MISSED" }'; }
 
 run start "${SAMPLES}x" '^Benchmark(StartCompare|StartBurst|StartPhases|ExecBinTrue|ExecCommandcoreVersion|ExecSupervise|ExecMiniSup)$'
+run table "${TABLE_SAMPLES}x" '^BenchmarkStartFullTable$'
 run capture "${CAPTURE_RUNS}x" '^BenchmarkCaptureCompare$'
 run memory 1x '^Benchmark(SupervisorMemory(MiniSup)?|ConmonMemory)$' -test.v
 
@@ -120,6 +123,8 @@ cat <<EOF
    launch phases (p50 ms): policy $(ph policy), admit $(ph admit), D-Bus unit start $(ph unit), exec->claim $(ph claim), claim->READY $(ph ready), get $(ph get), host_health $(ph health); sum $(ph total)
      (interleaved Service.Start p50 $(metric start BenchmarkStartPhases svc-p50-ms): claim polling adds about $(metric start BenchmarkStartPhases poll-loss-ms) ms)
    exec floors (p50 ms): /bin/true $(metric start BenchmarkExecBinTrue p50-ms), commandcore version $(metric start BenchmarkExecCommandcoreVersion p50-ms), commandcore supervise (role start, no job) $(metric start BenchmarkExecSupervise p50-ms), minisup $(metric start BenchmarkExecMiniSup p50-ms)
+   a full table (99 ended jobs, read, and 31 live), ${TABLE_SAMPLES} launches each, interleaved (p50 ms): empty $(t empty-p50-ms), full $(t full-p50-ms);
+     full / empty $(t full/empty-p50)  target <= 1.1: $(verdict "$(t full/empty-p50)" 1.1 "<="); process.jobs over it $(t jobs-p50-ms)  target <= 10: $(verdict "$(t jobs-p50-ms)" 10 "<=")
 
 2. capture throughput, 2 GiB to stdout, median of ${CAPTURE_RUNS} (MB/s = 10^6 B/s, start -> terminal)
    head -c 2G /dev/zero: captured $(c mcp-head-MB/s), plain pipe to cat $(c pipe-head-MB/s); ratio $(c head-captured/pipe)  target >= 0.8: $(verdict "$(c head-captured/pipe)" 0.8 ">=")

@@ -108,7 +108,6 @@ func BenchmarkStartFullTable(b *testing.B) {
 	b.ReportMetric(ms(f.P50)/ms(e.P50), "full/empty-p50")
 	b.ReportMetric(ms(l.P50), "jobs-p50-ms")
 	b.ReportMetric(ms(l.P90), "jobs-p90-ms")
-	fmt.Printf("start p50 empty %.1f ms, full %.1f ms (%.2f×); process.jobs p50 %.1f ms\n", ms(e.P50), ms(f.P50), ms(f.P50)/ms(e.P50), ms(l.P50))
 }
 
 // quietPause comes before each timed call, so that the work either agent

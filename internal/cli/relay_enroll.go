@@ -20,7 +20,7 @@ func newEnrollCodeCmd(g *globalFlags, streams IO) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the device's name (default: the name the device proposes)")
 	cmd.Flags().StringVar(&ttl, "ttl", limits.EnrollCodeTTL.String(), "how long the code is valid")
-	cmd.Flags().StringVar(&url, "url", "", "the relay's URL as devices reach it, for the install line (default: the URL a running relay announced)")
+	cmd.Flags().StringVar(&url, "url", "", "the relay's URL as devices reach it, for the install line (default: the relay's --public-url, else the URL a running relay announced)")
 	return cmd
 }
 
@@ -46,6 +46,11 @@ func runEnrollCode(g *globalFlags, streams IO, name, ttl, url string) error {
 			return err
 		}
 		fmt.Fprintln(streams.Out, code)
+		if url == "" {
+			if url, err = st.PublicURL(); err != nil {
+				return err
+			}
+		}
 		if url == "" {
 			reps, err := st.Replicas(o.Now())
 			if err != nil {

@@ -203,8 +203,9 @@ func TestRelayDevices(t *testing.T) {
 }
 
 // TestEnrollCodeLine: enroll-code prints the code alone on stdout and on
-// stderr the line that installs a device from the relay a running replica
-// announced, or from --url, or with a placeholder when neither is known.
+// stderr the line that installs a device from --url, or the public URL the
+// relay recorded, or the relay a running replica announced, or with a
+// placeholder when none is known.
 func TestEnrollCodeLine(t *testing.T) {
 	state := t.TempDir()
 	codeRE := regexp.MustCompile(`^ccE-[A-Za-z0-9]+\n$`)
@@ -230,5 +231,23 @@ func TestEnrollCodeLine(t *testing.T) {
 	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--ttl", "1h")
 	if code != 0 || errOut != "On the device, run (valid 1h0m0s, once): curl -fsSL http://127.0.0.1:8440/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
 		t.Fatalf("a relay running: exit %d, %q, %q", code, out, errOut)
+	}
+	// A relay started with --public-url recorded it: devices reach it there,
+	// not at the replica's own address; --url still wins.
+	st, err = store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetPublicURL("https://relay.example"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state)
+	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl -fsSL https://relay.example/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+		t.Fatalf("a public URL recorded: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--url", "https://other.example")
+	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl -fsSL https://other.example/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+		t.Fatalf("--url over the recorded public URL: exit %d, %q, %q", code, out, errOut)
 	}
 }

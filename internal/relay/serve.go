@@ -169,6 +169,14 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	defer dl.Close()
+	// For the administration commands' install lines (relay enroll-code).
+	recorded := ""
+	if cfg.PublicURL != "" {
+		recorded, _ = oauth.CheckPublicURL(cfg.PublicURL)
+	}
+	if err := cfg.State.SetPublicURL(recorded); err != nil {
+		return fmt.Errorf("record the public URL: %w", err)
+	}
 	srv, err := NewReplica(cfg.State, cfg.Replica)
 	if err != nil {
 		return err

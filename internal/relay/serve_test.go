@@ -111,13 +111,18 @@ func TestServeAnnouncesServesAndStops(t *testing.T) {
 
 // TestServePanelOffLoopbackInClearWhenTold: with PanelInsecure the panel
 // serves plain HTTP on an address that is not loopback (the refusal
-// without it is in TestServeRefusesABadConfigurationBeforeServing).
+// without it is in TestServeRefusesABadConfigurationBeforeServing); a
+// start without a public URL clears the one an earlier start recorded.
 func TestServePanelOffLoopbackInClearWhenTold(t *testing.T) {
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	// A public URL an earlier start recorded: this one has none.
+	if err := st.SetPublicURL("https://old.example"); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r, w := io.Pipe()
 	done := make(chan error, 1)
@@ -133,6 +138,9 @@ func TestServePanelOffLoopbackInClearWhenTold(t *testing.T) {
 		}
 	}
 	go io.Copy(io.Discard, r)
+	if u, err := st.PublicURL(); err != nil || u != "" {
+		t.Errorf("a start without a public URL left %q recorded (%v)", u, err)
+	}
 	_, port, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(panelURL, "http://"), "/panel/"))
 	if res, err := http.Get("http://127.0.0.1:" + port + "/panel/login"); err != nil || res.StatusCode != http.StatusOK {
 		t.Errorf("the panel on %s: %v %v", panelURL, res, err)
@@ -169,6 +177,10 @@ func TestServeOAuthWithThePanel(t *testing.T) {
 		}
 	}
 	go io.Copy(io.Discard, r)
+	// Recorded for the administration commands' install lines.
+	if u, err := st.PublicURL(); err != nil || u != "https://relay.example" {
+		t.Errorf("the public URL recorded: %q, %v", u, err)
+	}
 	res, err := http.Get(base + "/mcp/dev")
 	if err != nil {
 		t.Fatal(err)

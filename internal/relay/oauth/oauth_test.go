@@ -441,7 +441,8 @@ func flow(t *testing.T, f *fixture) {
 		t.Fatalf("revoke of nothing: %d", status)
 	}
 	rows = f.auditRows()
-	if last := rows[len(rows)-1]; last.Tool != AuditRevoke || last.Outcome != store.AuditOK {
+	// The row names the connection and whose it was.
+	if last := rows[len(rows)-1]; last.Tool != AuditRevoke || last.Outcome != store.AuditOK || last.Principal != "alice" || !strings.HasPrefix(last.TokenID, "tok_") {
 		t.Fatalf("audit: %+v", rows)
 	}
 	for _, e := range rows {

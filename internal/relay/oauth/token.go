@@ -245,13 +245,13 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Now()
-	id, err := s.cfg.State.RevokeOAuthToken(tok, now)
+	revoked, err := s.cfg.State.RevokeOAuthToken(tok, now)
 	if err != nil {
 		writeOAuthError(w, ErrTemporarilyUnavailable, "the relay's state is unavailable; try again shortly")
 		return
 	}
-	if id != "" {
-		s.audit(now, nil, id, AuditRevoke, "")
+	if revoked != nil {
+		s.audit(now, revoked, "", AuditRevoke, "")
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)

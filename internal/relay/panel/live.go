@@ -261,9 +261,10 @@ func (p *Panel) stopJob(w http.ResponseWriter, r *http.Request, s session) {
 
 // outputPage is the part of process.output the tail reads.
 type outputPage struct {
-	State  string `json:"state"`
-	Stdout stream `json:"stdout"`
-	Stderr stream `json:"stderr"`
+	State    string `json:"state"`
+	Terminal bool   `json:"terminal"`
+	Stdout   stream `json:"stdout"`
+	Stderr   stream `json:"stderr"`
 }
 
 type stream struct {
@@ -378,7 +379,9 @@ func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flush
 		}
 		event(w, "state", map[string]string{"state": pg.State, "tone": tone(pg.State)})
 		fl.Flush()
-		if pg.Stdout.EOF && pg.Stderr.EOF {
+		// Both streams sealed is not yet the end: the supervisor seals
+		// them before it exits, and the job is stopping until it has.
+		if pg.Stdout.EOF && pg.Stderr.EOF && pg.Terminal {
 			end := job{State: pg.State}.ending(p.cfg.Now())
 			if j, ok := wt.status(ctx, id); ok {
 				end = j.ending(p.cfg.Now())

@@ -186,16 +186,17 @@ func TestLivePagesEndWithTheirSession(t *testing.T) {
 
 // TestTailStartsAtTheLastOutput: the tail starts tailShown bytes before
 // each stream's end, read again from there when the first page did not
-// start there; it ends only once both streams are at their end; a device
+// start there; it ends only once both streams are at their end and the job
+// is terminal (sealed streams of a job still stopping go on); a device
 // whose pages never reach the end is given up on after lastOutputReads.
 func TestTailStartsAtTheLastOutput(t *testing.T) {
 	f := newFixture(t, false)
 	dev := enrolled(t, f, "box")
 	c := f.signIn("alice")
 	var polls []string
-	page := func(out, outNext, errOff, errNext int64, outEOF, errEOF bool) json.RawMessage {
-		return json.RawMessage(fmt.Sprintf(`{"state":"running","stdout":{"data":"o%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v},
-			"stderr":{"data":"e%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v}}`, out, out, outNext, outEOF, errOff, errOff, errNext, errEOF))
+	page := func(out, outNext, errOff, errNext int64, outEOF, errEOF bool, state string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"state":%q,"terminal":%v,"stdout":{"data":"o%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v},
+			"stderr":{"data":"e%d","encoding":"utf-8","offset":%d,"next_offset":%d,"eof":%v}}`, state, state == "exited", out, out, outNext, outEOF, errOff, errOff, errNext, errEOF))
 	}
 	f.devices.fn = func(tool string, args json.RawMessage) (json.RawMessage, error) {
 		if tool == "process.status" {
@@ -204,30 +205,35 @@ func TestTailStartsAtTheLastOutput(t *testing.T) {
 		polls = append(polls, string(args))
 		switch len(polls) {
 		case 1:
-			return page(0, 20000, 0, 100, false, false), nil
+			return page(0, 20000, 0, 100, false, false, "running"), nil
 		case 2:
-			return page(3616, 20000, 0, 100, false, false), nil
+			return page(3616, 20000, 0, 100, false, false, "running"), nil
 		case 3:
-			return page(20000, 20000, 100, 100, true, false), nil
+			return page(20000, 20000, 100, 100, true, false, "running"), nil
+		case 4:
+			// Both streams sealed, the supervisor not yet gone.
+			return page(20000, 20000, 100, 100, true, true, "stopping"), nil
 		}
-		return page(20000, 20000, 100, 100, true, true), nil
+		return page(20000, 20000, 100, 100, true, true, "exited"), nil
 	}
 	_, body := f.do(c, "GET", jobPath(dev.ID, job1)+"/tail", nil, nil)
 	want := []string{`{"max_bytes":65536,"process_id":"` + job1 + `"}`,
 		`{"max_bytes":65536,"process_id":"` + job1 + `","stderr_offset":0,"stdout_offset":3616}`,
 		`{"max_bytes":65536,"process_id":"` + job1 + `","stderr_offset":100,"stdout_offset":20000,"wait_ms":25000}`,
+		`{"max_bytes":65536,"process_id":"` + job1 + `","stderr_offset":100,"stdout_offset":20000,"wait_ms":25000}`,
 		`{"max_bytes":65536,"process_id":"` + job1 + `","stderr_offset":100,"stdout_offset":20000,"wait_ms":25000}`}
 	if strings.Join(polls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("polls:\n%s\nwant:\n%s", strings.Join(polls, "\n"), strings.Join(want, "\n"))
 	}
-	if strings.Contains(body, `"data":"o0"`) || !strings.Contains(body, `"data":"o3616"`) || strings.Count(body, "event: end") != 1 {
+	if strings.Contains(body, `"data":"o0"`) || !strings.Contains(body, `"data":"o3616"`) || strings.Count(body, "event: end") != 1 ||
+		!strings.Contains(body, `"state":"stopping"`) || strings.Index(body, `"state":"stopping"`) > strings.Index(body, "event: end") {
 		t.Errorf("the tail:\n%s", body)
 	}
 
 	polls = nil
 	f.devices.fn = func(_ string, args json.RawMessage) (json.RawMessage, error) {
 		polls = append(polls, string(args))
-		return page(0, 1<<20, 0, 0, false, false), nil
+		return page(0, 1<<20, 0, 0, false, false, "running"), nil
 	}
 	_, body = f.do(c, "GET", jobPath(dev.ID, job1)+"/tail", nil, nil)
 	if len(polls) != lastOutputReads || !strings.Contains(body, "event: refused") || strings.Contains(body, "event: output") {
@@ -252,7 +258,7 @@ func TestTailIsAuditedOncePerStream(t *testing.T) {
 		}
 		n++
 		if n == polls {
-			return json.RawMessage(`{"state":"exited","stdout":{"offset":40,"next_offset":40,"eof":true},"stderr":{"eof":true}}`), nil
+			return json.RawMessage(`{"state":"exited","terminal":true,"stdout":{"offset":40,"next_offset":40,"eof":true},"stderr":{"eof":true}}`), nil
 		}
 		return json.RawMessage(fmt.Sprintf(`{"state":"running","stdout":{"data":"x","encoding":"utf-8","offset":%d,"next_offset":%d},"stderr":{}}`, n-1, n)), nil
 	}

@@ -529,7 +529,7 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 		case 2:
 			return json.RawMessage(`{"state":"running","stdout":{"data":"twö\n","encoding":"utf-8","offset":4,"next_offset":10},"stderr":{"data":"ZXJy","encoding":"base64","offset":0,"next_offset":3}}`), nil
 		}
-		return json.RawMessage(`{"state":"exited","stdout":{"data":"","encoding":"utf-8","offset":10,"next_offset":10,"eof":true},"stderr":{"data":"","encoding":"utf-8","offset":3,"next_offset":3,"eof":true}}`), nil
+		return json.RawMessage(`{"state":"exited","terminal":true,"stdout":{"data":"","encoding":"utf-8","offset":10,"next_offset":10,"eof":true},"stderr":{"data":"","encoding":"utf-8","offset":3,"next_offset":3,"eof":true}}`), nil
 	}
 	resp, body := f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
 	if resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -558,7 +558,7 @@ func TestJobTailStreamsUntilTheEnd(t *testing.T) {
 		if tool == "process.status" {
 			return json.RawMessage(`{"process_id":"5fa7e0b2-8c1d-4e3f-9a6b-0d2c4e6f8a1b","state":"exited","exit_code":3,"completed_at":"2026-12-03T10:01:20Z"}`), nil
 		}
-		return json.RawMessage(`{"state":"exited","stdout":{"eof":true},"stderr":{"eof":true}}`), nil
+		return json.RawMessage(`{"state":"exited","terminal":true,"stdout":{"eof":true},"stderr":{"eof":true}}`), nil
 	}
 	_, body = f.do(c, "GET", Prefix+"devices/"+dev.ID+"/jobs/"+job1+"/tail", nil, nil)
 	if !strings.Contains(body, "event: end\n"+`data: {"state":"exited","tone":"ok","ended":"—","ended_abs":"","how":"—","took":"—"}`) {

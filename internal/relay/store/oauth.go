@@ -612,33 +612,36 @@ func (s *Store) RefreshConnection(refresh, clientID string, now time.Time) (*Tok
 }
 
 // RevokeOAuthToken revokes the connection of an access or refresh token
-// (RFC 7009: both of its tokens end) and returns its token ID; a token
-// that names none is no error and returns "".
-func (s *Store) RevokeOAuthToken(token string, now time.Time) (string, error) {
+// (RFC 7009: both of its tokens end) and returns the connection's token
+// (its principal for the audit); nil for a token that is none.
+func (s *Store) RevokeOAuthToken(token string, now time.Time) (*Token, error) {
 	if err := checkNow(now); err != nil {
-		return "", err
+		return nil, err
 	}
 	id := parseOAuthBearer(token, accessPrefix)
 	if id == "" {
 		id = parseOAuthBearer(token, refreshPrefix)
 	}
 	if id == "" {
-		return "", nil
+		return nil, nil
 	}
-	var revoked string
+	var revoked *Token
 	err := s.inTx(func(ctx context.Context, tx *txn) error {
-		revoked = ""
-		var owner string
-		err := tx.QueryRowContext(ctx, `SELECT token_id FROM oauth_tokens WHERE hash = ?`, hashSecret(token)).Scan(&owner)
-		if errors.Is(err, sql.ErrNoRows) || err == nil && owner != id {
+		revoked = nil
+		t, err := scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM oauth_tokens o JOIN tokens ON tokens.id = o.token_id
+			WHERE o.hash = ? AND tokens.id = ?`, hashSecret(token), id))
+		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		revoked = id
+		revoked = t
 		_, err = tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, now.UnixNano(), id)
 		return err
 	})
-	return revoked, err
+	if err != nil {
+		return nil, err
+	}
+	return revoked, nil
 }

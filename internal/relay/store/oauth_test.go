@@ -205,9 +205,9 @@ func TestRevocationEndsBothTokens(t *testing.T) {
 		s := openT(t, newPlace(t))
 		tok, pair := connectT(t, s)
 		before, _ := s.TokenChanges()
-		id, err := s.RevokeOAuthToken(pair.Refresh, t0)
-		if err != nil || id != tok.ID {
-			t.Fatalf("revoke = %q, %v", id, err)
+		got, err := s.RevokeOAuthToken(pair.Refresh, t0)
+		if err != nil || got == nil || got.ID != tok.ID || got.Principal != tok.Principal || got.Principal == "" {
+			t.Fatalf("revoke = %+v, %v; want the connection %s of %s", got, err, tok.ID, tok.Principal)
 		}
 		if after, _ := s.TokenChanges(); after == before {
 			t.Fatal("revocation did not move the token-change counter")
@@ -216,8 +216,8 @@ func TestRevocationEndsBothTokens(t *testing.T) {
 		wantCode(t, err, errcode.PermissionDenied)
 
 		tok, pair = connectT(t, s)
-		if id, err := s.RevokeOAuthToken(pair.Access, t0); err != nil || id != tok.ID {
-			t.Fatalf("revoke access = %q, %v", id, err)
+		if got, err := s.RevokeOAuthToken(pair.Access, t0); err != nil || got == nil || got.ID != tok.ID {
+			t.Fatalf("revoke access = %+v, %v", got, err)
 		}
 		_, _, err = s.RefreshConnection(pair.Refresh, tok.ClientID, t0)
 		wantCode(t, err, errcode.PermissionDenied)
@@ -230,8 +230,8 @@ func TestRevocationEndsBothTokens(t *testing.T) {
 		wantCode(t, err, errcode.PermissionDenied)
 
 		for _, unknown := range []string{"", "cca_tok_000000000000_" + strings.Repeat("A", 43), pair.Access[:len(pair.Access)-1] + "B", "garbage"} {
-			if id, err := s.RevokeOAuthToken(unknown, t0); err != nil || id != "" {
-				t.Errorf("revoke %q = %q, %v", unknown, id, err)
+			if got, err := s.RevokeOAuthToken(unknown, t0); err != nil || got != nil {
+				t.Errorf("revoke %q = %+v, %v", unknown, got, err)
 			}
 		}
 	})

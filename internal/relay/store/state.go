@@ -25,6 +25,10 @@ type State interface {
 	// ClusterKey returns the key the replicas seal their messages with;
 	// it never changes once created.
 	ClusterKey() ([]byte, error)
+	// SetPublicURL records the URL devices and clients reach the relay
+	// by ("" clears it); PublicURL returns it, "" when none is recorded.
+	SetPublicURL(u string) error
+	PublicURL() (string, error)
 
 	// Enrollment and devices.
 	CreateEnrollCode(name string, ttl time.Duration, now time.Time) (string, error)
@@ -64,7 +68,7 @@ type State interface {
 	DenyAuthRequest(id string, now time.Time) (*AuthRequest, error)
 	RedeemAuthCode(code string, verify func(*AuthCode) error, now time.Time) (*Token, TokenPair, error)
 	RefreshConnection(refresh, clientID string, now time.Time) (*Token, TokenPair, error)
-	RevokeOAuthToken(token string, now time.Time) (string, error)
+	RevokeOAuthToken(token string, now time.Time) (*Token, error)
 
 	// The audit log of client calls, and apart from it the counts of
 	// requests refused without a valid client token.

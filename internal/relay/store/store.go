@@ -58,6 +58,8 @@ const (
 	settingGrantSeed = "grant_key_seed"
 	// settingClusterKey is the settings key of the cluster key.
 	settingClusterKey = "cluster_key"
+	// settingPublicURL is the settings key of the relay's public URL.
+	settingPublicURL = "public_url"
 	// ClusterKeyBytes is the size of the cluster key.
 	ClusterKeyBytes = 32
 )
@@ -571,6 +573,43 @@ func (s *Store) GrantKey() (ed25519.PrivateKey, error) {
 // reaches NATS alone can neither read nor forge those messages.
 func (s *Store) ClusterKey() ([]byte, error) {
 	return s.secretSetting(settingClusterKey, ClusterKeyBytes, "relay cluster key")
+}
+
+// SetPublicURL records u as the relay's public URL, the one devices and
+// clients reach it by, as the relay last started gave it ("" clears it):
+// the administration commands, which run without the relay's flags, make
+// their install lines with it.
+func (s *Store) SetPublicURL(u string) error {
+	if len(u) > maxAuditText {
+		return errcode.New(errcode.InvalidArgument, "the public URL is longer than %d bytes", maxAuditText)
+	}
+	return s.inTx(func(ctx context.Context, tx *txn) error {
+		if u == "" {
+			_, err := tx.ExecContext(ctx, `DELETE FROM settings WHERE key = ?`, settingPublicURL)
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO settings(key, value) VALUES (?, ?)
+			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, settingPublicURL, []byte(u))
+		return err
+	})
+}
+
+// PublicURL returns the relay's public URL as SetPublicURL last recorded
+// it, or "" when none is.
+func (s *Store) PublicURL() (string, error) {
+	var value []byte
+	err := s.inTx(func(ctx context.Context, tx *txn) error {
+		err := tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, settingPublicURL).Scan(&value)
+		if errors.Is(err, sql.ErrNoRows) {
+			value = nil
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return string(value), nil
 }
 
 // secretSetting returns the random secret of size bytes kept under name,

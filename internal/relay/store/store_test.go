@@ -449,3 +449,42 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 		t.Fatalf("a replica after migration: %v", err)
 	}
 }
+
+// TestPublicURLRecorded: no public URL until one is recorded; the last
+// recorded wins, for every store on the database and across a reopen; an
+// empty one clears it; one past the bound is refused and changes nothing.
+func TestPublicURLRecorded(t *testing.T) {
+	eachEngine(t, func(t *testing.T) {
+		dir := newPlace(t)
+		a, b := openT(t, dir), openT(t, dir)
+		if u, err := a.PublicURL(); err != nil || u != "" {
+			t.Fatalf("before any: %q, %v", u, err)
+		}
+		for _, u := range []string{"https://relay.example", "https://relay.example:8440"} {
+			if err := a.SetPublicURL(u); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := b.PublicURL(); err != nil || got != u {
+				t.Fatalf("the other store reads %q, %v; want %q", got, err, u)
+			}
+		}
+		long := "https://" + strings.Repeat("a", maxAuditText-len("https://")+1)
+		if err := a.SetPublicURL(long); !errcode.Is(err, errcode.InvalidArgument) {
+			t.Fatalf("a URL of %d bytes: %v", len(long), err)
+		}
+		a.Close()
+		c := openT(t, dir)
+		if got, err := c.PublicURL(); err != nil || got != "https://relay.example:8440" {
+			t.Fatalf("after a reopen: %q, %v", got, err)
+		}
+		if err := c.SetPublicURL(strings.Repeat("a", maxAuditText)); err != nil {
+			t.Fatalf("a URL at the bound: %v", err)
+		}
+		if err := c.SetPublicURL(""); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := b.PublicURL(); err != nil || got != "" {
+			t.Fatalf("cleared: %q, %v", got, err)
+		}
+	})
+}

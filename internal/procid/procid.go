@@ -78,9 +78,8 @@ var ErrGone = errors.New("process gone")
 // Lookup returns the identity of the live process pid and whether it is a
 // zombie (exited, not yet reaped).
 func (s *Source) Lookup(pid int) (Identity, bool, error) {
-	if pid <= 0 {
-		return Identity{}, false, ErrGone
-	}
+	// A PID under 1 (an unset one) has no /proc entry: gone, as a process
+	// that ended.
 	st, err := s.stat(pid)
 	if err != nil {
 		return Identity{}, false, err
@@ -220,19 +219,19 @@ func (p *Pin) Exited() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("poll pidfd: %w", err)
 	}
-	var n int
 	var perr error
 	fds := []unix.PollFd{{Events: unix.POLLIN}}
 	if err := rc.Control(func(fd uintptr) {
 		fds[0].Fd = int32(fd)
-		n, perr = eintr.Poll(fds, 0)
+		_, perr = eintr.Poll(fds, 0)
 	}); err != nil {
 		return false, fmt.Errorf("poll pidfd: %w", err)
 	}
 	if perr != nil {
 		return false, fmt.Errorf("poll pidfd: %w", perr)
 	}
-	return n > 0 && fds[0].Revents&unix.POLLIN != 0, nil
+	// No event leaves Revents zero.
+	return fds[0].Revents&unix.POLLIN != 0, nil
 }
 
 // Signal sends sig to the pinned process; ErrGone once it has exited.
@@ -283,7 +282,7 @@ func (s *Source) GroupSurvivors(leader Identity) ([]Identity, error) {
 	var out []Identity
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 {
+		if err != nil {
 			continue
 		}
 		st, err := s.stat(pid)

@@ -3,7 +3,11 @@ package procid
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,6 +108,11 @@ func TestParseStat(t *testing.T) {
 	if err != nil || st != (procStat{state: 'S', pgrp: 4240, startTicks: 2750746}) {
 		t.Fatalf("parseStat = %+v, %v", st, err)
 	}
+	// At the bounds: a name that is all of the fields before the state
+	// (its ')' first), and exactly the fields up to the start time.
+	if st, err := parseStat([]byte(") R 1 7 7 0 -1 4194304 101 0 0 0 0 0 0 0 20 0 1 0 55")); err != nil || st != (procStat{state: 'R', pgrp: 7, startTicks: 55}) {
+		t.Fatalf("parseStat at the bounds = %+v, %v", st, err)
+	}
 	for _, bad := range []string{
 		"",
 		"4242 (sleep S 1 4240", // no end of the name
@@ -200,5 +209,78 @@ func TestPinTellsWhenItsProcessExits(t *testing.T) {
 	p.Close()
 	if _, err := p.Exited(); err == nil {
 		t.Fatal("a closed pin answered")
+	}
+}
+
+// TestSourceNeedsADirectory: a proc root that is missing or a file is
+// refused; an unset PID is a process that is gone.
+func TestSourceNeedsADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{filepath.Join(dir, "missing"), file} {
+		if _, err := NewSource(root); err == nil {
+			t.Errorf("NewSource(%s) took it", root)
+		}
+	}
+	for _, pid := range []int{0, -1} {
+		if _, _, err := Default().Lookup(pid); !errors.Is(err, ErrGone) {
+			t.Errorf("Lookup(%d) = %v, want gone", pid, err)
+		}
+	}
+}
+
+// TestAliveChecksTheIncarnation: a running process under another start
+// time is not alive.
+func TestAliveChecksTheIncarnation(t *testing.T) {
+	s := Default()
+	cmd := startSleep(t, nil)
+	id, _, err := s.Lookup(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := s.Alive(id); !alive || err != nil {
+		t.Fatalf("the process itself: %v, %v", alive, err)
+	}
+	if alive, err := s.Alive(Identity{PID: id.PID, StartTicks: id.StartTicks + 1}); alive || err != nil {
+		t.Fatalf("another incarnation of its PID: %v, %v", alive, err)
+	}
+}
+
+// TestGroupSurvivorsReadsEveryEntry: over a proc tree of its own, the
+// members of the group are found whatever sorts before them (a name that
+// is no PID, a process of the group that started before its leader, a
+// zombie of the group) and nothing else is.
+func TestGroupSurvivorsReadsEveryEntry(t *testing.T) {
+	root := t.TempDir()
+	stat := func(pid int, state byte, pgrp int, start uint64) {
+		t.Helper()
+		dir := filepath.Join(root, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%d (sh) %c 1 %d %d 0 -1 4194304 101 0 0 0 0 0 0 0 20 0 1 0 %d 3133440 394\n", pid, state, pgrp, pgrp, start)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(root, "-self"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stat(200, 'S', 200, 1000) // the leader
+	stat(201, 'Z', 200, 1001) // a zombie of the group
+	stat(202, 'S', 200, 999)  // in the group, started before the leader: another's
+	stat(203, 'S', 300, 1002) // another group
+	stat(204, 'S', 200, 1003) // a member
+	s, err := NewSource(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GroupSurvivors(Identity{PID: 200, StartTicks: 1000})
+	want := []Identity{{PID: 200, StartTicks: 1000}, {PID: 204, StartTicks: 1003}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("GroupSurvivors = %+v, %v; want %+v", got, err, want)
 	}
 }

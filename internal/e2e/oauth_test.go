@@ -153,7 +153,7 @@ func TestOAuthClientConnectsThroughThePanel(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if want := `Bearer resource_metadata="` + p.url + `/.well-known/oauth-protected-resource/mcp/dev1"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
+	if want := `Bearer resource_metadata="` + p.url + `/.well-known/oauth-protected-resource/mcp/dev1", scope="read run write all offline_access"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
 		t.Fatalf("without a token: %d %q, want 401 %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), want)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +56,14 @@ var (
 	errState = errcode.New(errcode.Unavailable, "the relay's state database is unavailable; try again shortly")
 )
 
+// errOutsideGrant refuses a tool of the relay's table that a client's
+// token or connection does not allow. The name is the table's, never the
+// client's text.
+func errOutsideGrant(tool string) error {
+	return errcode.New(errcode.PermissionDenied,
+		"%s is a tool of this relay, but this client's grant does not include it: the person who connected the client may connect it again and allow it, or an admin may issue a token that does", tool)
+}
+
 // stateFailed reports whether err is the state failing rather than a
 // judgement (a refused token, an unknown device).
 func stateFailed(err error) bool {
@@ -79,22 +88,34 @@ func (s *Server) mcpHandler() http.Handler {
 	}, &mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: limits.MaxRelayRequestBytes})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at, start := s.Now(), time.Now()
-		tok, err := s.tokens.auth(bearer(r.Header), at)
+		if !s.origins.allowed(r.Header.Values("Origin")) {
+			s.refusedWithoutToken(at, start, r)
+			writeMCPError(w, http.StatusForbidden, errOrigin)
+			return
+		}
+		presented := bearer(r.Header)
+		tok, err := s.tokens.auth(presented, at)
 		if stateFailed(err) {
-			writeError(w, http.StatusServiceUnavailable, errState)
+			writeMCPError(w, http.StatusServiceUnavailable, errState)
 			return
 		}
 		device := r.PathValue("device")
 		if err != nil {
 			s.refusedWithoutToken(at, start, r)
-			w.Header().Set("WWW-Authenticate", s.challenge(device, ""))
-			writeError(w, http.StatusUnauthorized, errToken)
+			// RFC 6750 3.1: a request with no token gets no error code; a
+			// token that is revoked, expired or unknown is invalid_token.
+			code := ""
+			if presented != "" {
+				code = "invalid_token"
+			}
+			w.Header().Set("WWW-Authenticate", s.challenge(r, device, code))
+			writeMCPError(w, http.StatusUnauthorized, errToken)
 			return
 		}
 		if !s.forResource(tok, device) {
 			s.refused(at, start, tok, nil, errResource)
-			w.Header().Set("WWW-Authenticate", s.challenge(device, "invalid_token"))
-			writeError(w, http.StatusUnauthorized, errResource)
+			w.Header().Set("WWW-Authenticate", s.challenge(r, device, "invalid_token"))
+			writeMCPError(w, http.StatusUnauthorized, errResource)
 			return
 		}
 		w = s.admitClient(w, r)
@@ -103,12 +124,12 @@ func (s *Server) mcpHandler() http.Handler {
 			dev, err := s.store.FindDevice(device)
 			if stateFailed(err) {
 				s.refused(at, start, tok, nil, errState)
-				writeError(w, http.StatusServiceUnavailable, errState)
+				writeMCPError(w, http.StatusServiceUnavailable, errState)
 				return
 			}
 			if err != nil || !deviceAllowed(tok, dev) {
 				s.refused(at, start, tok, dev, errNoDevice)
-				writeError(w, http.StatusNotFound, errNoDevice)
+				writeMCPError(w, http.StatusNotFound, errNoDevice)
 				return
 			}
 			c.device = dev
@@ -175,8 +196,10 @@ func (c *client) visible(tool string) bool {
 }
 
 // inScope gives each session only the tools its token may call: tools/list
-// lists those, and a call of any other tool is answered as the SDK answers a
-// tool a server does not have.
+// lists those. A call of a tool the endpoint has but the token may not use
+// is that tool's failure, saying so (a model that read "unknown tool" would
+// look for the fault in the name); a call of any other tool is answered as
+// the SDK answers a tool a server does not have.
 func inScope(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		c := clientOf(ctx)
@@ -185,7 +208,11 @@ func inScope(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		switch r := req.(type) {
 		case *mcp.CallToolRequest:
-			if r.Params != nil && !c.visible(r.Params.Name) {
+			switch {
+			case r.Params == nil || c.visible(r.Params.Name):
+			case slices.Contains(toolNames(), r.Params.Name):
+				return toolresult.Failure(errOutsideGrant(r.Params.Name)), nil
+			default:
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", r.Params.Name)}
 			}
 		case *mcp.ListToolsRequest:

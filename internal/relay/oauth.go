@@ -3,6 +3,7 @@ package relay
 import (
 	"crypto/x509"
 	"net/http"
+	"strings"
 
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
@@ -51,11 +52,11 @@ func (s *Server) oauthEndpoints(w http.ResponseWriter, r *http.Request) {
 // errResource refuses an OAuth token at an MCP URL it was not issued for.
 var errResource = errcode.New(errcode.PermissionDenied, "this token was issued for another MCP URL of the relay")
 
-// challenge is the WWW-Authenticate value of a 401 at the endpoint for
-// device: the protected resource metadata's URL while OAuth is on.
-func (s *Server) challenge(device, errCode string) string {
+// challenge is the WWW-Authenticate value of a 401 to r at the endpoint
+// for device: the protected resource metadata's URL while OAuth is on.
+func (s *Server) challenge(r *http.Request, device, errCode string) string {
 	if o := s.oauth.Load(); o != nil {
-		return o.Challenge(device, errCode)
+		return o.Challenge(device, strings.HasSuffix(r.URL.Path, "/"), errCode)
 	}
 	if errCode != "" {
 		return `Bearer error="` + errCode + `"`

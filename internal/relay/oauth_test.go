@@ -210,7 +210,7 @@ func TestGoSDKClientOnPostgres(t *testing.T) {
 func goSDKClient(t *testing.T, h *oauthHarness) {
 	ctx := context.Background()
 	status, challenge := h.mcpStatus(t, "/mcp/dev", "")
-	if status != http.StatusUnauthorized || challenge != `Bearer resource_metadata="`+h.hs.URL+`/.well-known/oauth-protected-resource/mcp/dev"` {
+	if status != http.StatusUnauthorized || challenge != `Bearer resource_metadata="`+h.hs.URL+`/.well-known/oauth-protected-resource/mcp/dev", scope="read run write all offline_access"` {
 		t.Fatalf("without a token: %d %q", status, challenge)
 	}
 

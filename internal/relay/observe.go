@@ -12,7 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
 	"github.com/commandcore/commandcore/internal/jsonspan"
 	"github.com/commandcore/commandcore/internal/relay/store"
@@ -92,7 +91,7 @@ func (s *Server) observeCalls(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		tool := auditTool(name)
 		job := jobOf(tool, call.Params.Arguments, res)
-		s.observe(at, time.Since(start), c.token, rec.device, job, tool, callCode(c.token, tool, res, err))
+		s.observe(at, time.Since(start), c.token, rec.device, job, tool, callCode(res, err))
 		return res, err
 	}
 }
@@ -187,15 +186,12 @@ func dash(s string) string {
 // callCode is the error code of a finished call, "" when it succeeded. A
 // result with isError carries its code in structuredContent.error.code; a
 // protocol error is mapped to the code that says why.
-func callCode(tok *store.Token, tool string, res mcp.Result, err error) string {
+func callCode(res mcp.Result, err error) string {
 	if err != nil {
 		var werr *jsonrpc.Error
 		switch {
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			return CodeCancelled
-		case tool != UnknownTool && tool != DevicesListTool && !authz.MatchScope(tok.Tools, tool):
-			// The session does not serve a tool outside the token's scope.
-			return string(errcode.PermissionDenied)
 		case errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams:
 			// The SDK's answer for a tool the session does not serve.
 			return string(errcode.NotFound)

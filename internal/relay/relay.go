@@ -90,6 +90,8 @@ type Server struct {
 	peers   Peers
 	// oauth is the authorization server, once SetOAuth has run.
 	oauth atomic.Pointer[oauth.Server]
+	// origins are the web origins allowed to call the MCP endpoints.
+	origins origins
 	// crossSent and crossServed count the calls routed to and served for
 	// other replicas.
 	crossSent, crossServed atomic.Uint64
@@ -139,10 +141,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+enrollment.EnrollPath, s.countRefusals(s.limitEnroll(http.HandlerFunc(s.enroll)).ServeHTTP))
 	mux.HandleFunc("GET "+transport.AgentPath, s.agent)
 	h := s.mcpHandler()
-	mux.Handle("/mcp", h)
-	mux.Handle("/mcp/{device}", h)
+	// As typed, with a trailing '/', the same endpoints.
+	for _, p := range []string{"/mcp", "/mcp/{$}", "/mcp/{device}", "/mcp/{device}/{$}"} {
+		mux.Handle(p, h)
+	}
 	mux.HandleFunc("/.well-known/", s.oauthEndpoints)
-	mux.HandleFunc("/oauth/", s.oauthEndpoints)
+	for _, p := range oauth.EndpointPaths() {
+		mux.HandleFunc(p, s.oauthEndpoints)
+	}
 	if s.Downloads != nil {
 		d := s.admitDownload(s.Downloads)
 		mux.Handle("GET "+downloads.ScriptPath, d)

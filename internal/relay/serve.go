@@ -96,6 +96,9 @@ type ServeConfig struct {
 	// binary served for their architecture (package updates); "" is
 	// notify.
 	AgentUpdates updates.Mode
+	// AllowedOrigins are the web origins, besides the public URL's, whose
+	// pages may call the MCP endpoints (a browser-based client's).
+	AllowedOrigins []string
 }
 
 // ErrOAuthNeedsPanel refuses OAuth options without the panel: its consent
@@ -130,6 +133,10 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		if err := oauth.CheckPanelURL(cfg.PanelPublicURL); err != nil {
 			return err
 		}
+	}
+	// Checked now; set once the relay is made.
+	if _, err := parseOrigins(cfg.AllowedOrigins); err != nil {
+		return err
 	}
 	cas, err := clientCAs(cfg.OAuthClientCA)
 	if err != nil {
@@ -183,6 +190,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	srv.Log = cfg.Log
 	defer srv.Close()
+	srv.SetAllowedOrigins(public, cfg.AllowedOrigins)
 	if pln != nil {
 		oc := OAuthConfig{PublicURL: public, PanelURL: cfg.PanelPublicURL, PrivateClients: cfg.OAuthPrivateClients, ClientCAs: cas}
 		if oc.PanelURL == "" {

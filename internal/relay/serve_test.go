@@ -49,6 +49,7 @@ func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
 		{ServeConfig{PanelListen: "127.0.0.1:0", PublicURL: "https://relay.example/relay"}, oauth.ErrPublicURL},
 		{ServeConfig{PanelListen: "127.0.0.1:0", PanelPublicURL: "ftp://relay.example/panel/"}, oauth.ErrPanelURL},
 		{ServeConfig{PanelListen: "127.0.0.1:0", OAuthClientCA: notPEM}, ErrClientCA},
+		{ServeConfig{AllowedOrigins: []string{"http://localhost:6274", "localhost:6274"}}, ErrAllowedOrigin},
 	} {
 		var out strings.Builder
 		c.cfg.State, c.cfg.Listen, c.cfg.Out = st, "127.0.0.1:0", &out
@@ -163,7 +164,8 @@ func TestServeOAuthWithThePanel(t *testing.T) {
 	r, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, ServeConfig{State: st, Listen: "127.0.0.1:0", PanelListen: "127.0.0.1:0", PublicURL: "https://relay.example/", Out: w})
+		done <- Serve(ctx, ServeConfig{State: st, Listen: "127.0.0.1:0", PanelListen: "127.0.0.1:0", PublicURL: "https://relay.example/", Out: w,
+			AllowedOrigins: []string{"http://localhost:6274"}})
 		w.Close()
 	}()
 	lines := bufio.NewScanner(r)
@@ -186,8 +188,22 @@ func TestServeOAuthWithThePanel(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if got := res.Header.Get("WWW-Authenticate"); got != `Bearer resource_metadata="https://relay.example/.well-known/oauth-protected-resource/mcp/dev"` {
+	if got := res.Header.Get("WWW-Authenticate"); got != `Bearer resource_metadata="https://relay.example/.well-known/oauth-protected-resource/mcp/dev", scope="read run write all offline_access"` {
 		t.Errorf("401's challenge: %q", got)
+	}
+	// The public URL's origin and the allowed one reach authentication;
+	// another origin is refused first.
+	for origin, want := range map[string]int{"https://relay.example": 401, "http://localhost:6274": 401, "http://localhost:6275": 403} {
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp/dev", strings.NewReader("{}"))
+		req.Header.Set("Origin", origin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("Origin %s: %d, want %d", origin, res.StatusCode, want)
+		}
 	}
 	res, err = http.Get(base + oauth.ServerMetadataPath)
 	if err != nil {

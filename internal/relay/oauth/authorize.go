@@ -89,8 +89,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	resource, ok := q.Get("resource"), false
 	if resource != "" {
-		_, ok = s.resourceOf(resource)
+		resource, ok = s.canonicalResource(resource)
 	}
+	// Scope names the relay does not know (offline_access, openid, a
+	// client's own) are left out, never refused: the consent page decides.
 	scope := strings.Join(authz.ParsePresetScope(q.Get("scope")), " ")
 	switch {
 	case q.Get("response_type") != "code":
@@ -101,12 +103,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		fail(ErrInvalidRequest, "code_challenge_method must be S256")
 	case !validChallenge(q.Get("code_challenge")):
 		fail(ErrInvalidRequest, "code_challenge must be an S256 challenge: 43 characters of base64url")
-	case resource == "":
+	case q.Get("resource") == "":
 		fail(ErrInvalidRequest, "resource is required: the MCP URL the client connects to")
 	case !ok:
 		fail(ErrInvalidTarget, "resource is not one of this relay's MCP URLs")
-	case q.Get("scope") != "" && scope == "":
-		fail(ErrInvalidScope, "scope names none of the presets this relay offers")
 	default:
 		reqID, err := s.cfg.State.CreateAuthRequest(store.AuthRequest{ClientID: id, ClientName: c.name, RedirectURI: redirect,
 			State: state, Challenge: q.Get("code_challenge"), Resource: resource, Scope: scope}, s.cfg.Now())

@@ -15,7 +15,6 @@ const (
 	ErrUnauthorizedClient      = "unauthorized_client"
 	ErrUnsupportedGrantType    = "unsupported_grant_type"
 	ErrUnsupportedResponseType = "unsupported_response_type"
-	ErrInvalidScope            = "invalid_scope"
 	ErrAccessDenied            = "access_denied"
 	ErrInvalidTarget           = "invalid_target"
 	ErrServerError             = "server_error"

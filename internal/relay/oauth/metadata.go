@@ -3,11 +3,10 @@ package oauth
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
-	"github.com/commandcore/commandcore/internal/authz"
 )
 
 // serverMeta is RFC 8414's metadata as the relay serves it. The SDK's
@@ -35,7 +34,7 @@ func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, serverMeta{
 		Issuer: pub, AuthorizationEndpoint: pub + AuthorizePath, TokenEndpoint: pub + TokenPath,
 		RegistrationEndpoint: pub + RegisterPath, RevocationEndpoint: pub + RevokePath,
-		ScopesSupported:        authz.PresetNames(),
+		ScopesSupported:        ScopesSupported(),
 		ResponseTypesSupported: []string{"code"}, ResponseModesSupported: []string{"query"},
 		GrantTypesSupported:       []string{grantCode, grantRefresh},
 		TokenAuthMethodsSupported: []string{"none"}, RevocationAuthMethods: []string{"none"},
@@ -46,17 +45,22 @@ func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 
 // resourceMetadata is RFC 9728's, served by the SDK's handler: at the
 // root and the root followed by /mcp it describes /mcp, followed by
-// /mcp/<device> that device's endpoint. It lists no scopes: a client that
-// asks for none gets what the person chooses at consent, rather than
-// asking for every preset.
+// /mcp/<device> that device's endpoint. Followed by a path with a
+// trailing '/', its resource is that URL as it was typed (RFC 9728 3.3
+// has a client check that it is), which names the same resource. It lists
+// no scopes: the 401's challenge names them.
 func (s *Server) resourceMetadata(w http.ResponseWriter, r *http.Request) {
 	dev := r.PathValue("device")
 	if dev != "" && !validDevice(dev) {
 		http.NotFound(w, r)
 		return
 	}
+	resource := s.Resource(dev)
+	if strings.HasSuffix(r.URL.Path, mcpPath+"/") || dev != "" && strings.HasSuffix(r.URL.Path, "/") {
+		resource += "/"
+	}
 	auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource:               s.Resource(dev),
+		Resource:               resource,
 		AuthorizationServers:   []string{s.cfg.PublicURL},
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "CommandCore relay",

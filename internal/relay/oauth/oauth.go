@@ -15,16 +15,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/relay/oauth/cimd"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
-// The endpoints' paths.
+// The endpoints' paths, at the public URL's origin: claude.ai's web
+// connector sends /authorize, /token and /register there whatever the
+// metadata says (anthropics/claude-ai-mcp #82, #962), so the metadata
+// advertises them there too.
 const (
-	AuthorizePath        = "/oauth/authorize"
-	TokenPath            = "/oauth/token"
-	RegisterPath         = "/oauth/register"
-	RevokePath           = "/oauth/revoke"
+	AuthorizePath = "/authorize"
+	TokenPath     = "/token"
+	RegisterPath  = "/register"
+	RevokePath    = "/revoke"
+	// LegacyPrefix is where the endpoints lived first: clients registered
+	// against /oauth/… keep their paths, answered the same.
+	LegacyPrefix         = "/oauth"
 	ResourceMetadataPath = "/.well-known/oauth-protected-resource"
 	ServerMetadataPath   = "/.well-known/oauth-authorization-server"
 	mcpPath              = "/mcp"
@@ -121,16 +128,32 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET "+ResourceMetadataPath, s.resourceMetadata)
 	mux.HandleFunc("GET "+ResourceMetadataPath+mcpPath, s.resourceMetadata)
 	mux.HandleFunc("GET "+ResourceMetadataPath+mcpPath+"/{device}", s.resourceMetadata)
-	mux.HandleFunc("GET "+AuthorizePath, s.authorize)
+	mux.HandleFunc("GET "+ResourceMetadataPath+mcpPath+"/{$}", s.resourceMetadata)
+	mux.HandleFunc("GET "+ResourceMetadataPath+mcpPath+"/{device}/{$}", s.resourceMetadata)
 	register := http.Handler(http.HandlerFunc(s.register))
 	if cfg.LimitRegister != nil {
 		register = cfg.LimitRegister(register)
 	}
-	mux.Handle("POST "+RegisterPath, register)
-	mux.HandleFunc("POST "+TokenPath, s.token)
-	mux.HandleFunc("POST "+RevokePath, s.revoke)
+	for _, prefix := range []string{"", LegacyPrefix} {
+		mux.HandleFunc("GET "+prefix+AuthorizePath, s.authorize)
+		mux.Handle("POST "+prefix+RegisterPath, register)
+		mux.HandleFunc("POST "+prefix+TokenPath, s.token)
+		mux.HandleFunc("POST "+prefix+RevokePath, s.revoke)
+	}
 	s.handler = cors(mux)
 	return s, nil
+}
+
+// EndpointPaths are the paths the endpoints answer at, besides the
+// metadata's: the relay routes each here.
+func EndpointPaths() []string {
+	var out []string
+	for _, prefix := range []string{"", LegacyPrefix} {
+		for _, p := range []string{AuthorizePath, TokenPath, RegisterPath, RevokePath} {
+			out = append(out, prefix+p)
+		}
+	}
+	return out
 }
 
 // Handler serves the metadata and /oauth/ endpoints.
@@ -150,32 +173,59 @@ func (s *Server) Resource(device string) string {
 }
 
 // Challenge is the WWW-Authenticate value of a 401 from the endpoint for
-// device ("" for /mcp); errCode, when set, is RFC 6750's error (a token
-// for another resource is invalid_token).
-func (s *Server) Challenge(device, errCode string) string {
+// device ("" for /mcp), reached with a trailing '/' when slash is set;
+// errCode, when set, is RFC 6750's error (a token that is revoked,
+// expired or for another resource is invalid_token). It names the scopes
+// a client may ask for, as MCP's authorization (2025-11-25) asks.
+func (s *Server) Challenge(device string, slash bool, errCode string) string {
 	meta := s.cfg.PublicURL + ResourceMetadataPath + mcpPath
 	if device != "" {
 		meta += "/" + url.PathEscape(device)
 	}
-	v := `Bearer resource_metadata="` + meta + `"`
-	if errCode != "" {
-		v = `Bearer error="` + errCode + `", resource_metadata="` + meta + `"`
+	if slash {
+		meta += "/"
 	}
-	return v
+	v := "Bearer "
+	if errCode != "" {
+		v += `error="` + errCode + `", `
+	}
+	return v + `resource_metadata="` + meta + `", scope="` + strings.Join(ScopesSupported(), " ") + `"`
 }
 
+// ScopesSupported are the scopes the metadata lists and a 401 names: the
+// presets, and offline_access, which revision 2026-07-28 of MCP's
+// authorization has a client ask for to be given a refresh token. The
+// relay gives every connection one anyway.
+func ScopesSupported() []string { return append(authz.PresetNames(), ScopeOfflineAccess) }
+
+// ScopeOfflineAccess is OpenID Connect's scope for a refresh token.
+const ScopeOfflineAccess = "offline_access"
+
 // resourceOf reports the device a resource URL names ("" for /mcp), or
-// false when it is none of this relay's MCP URLs.
+// false when it is none of this relay's MCP URLs. A URL as a person typed
+// it, with a trailing '/', names the same resource (claude.ai sends the
+// typed URL as it is).
 func (s *Server) resourceOf(resource string) (string, bool) {
 	base := s.cfg.PublicURL + mcpPath
-	if resource == base {
+	if resource == base || resource == base+"/" {
 		return "", true
 	}
 	dev, ok := strings.CutPrefix(resource, base+"/")
+	dev = strings.TrimSuffix(dev, "/")
 	if !ok || !validDevice(dev) {
 		return "", false
 	}
 	return dev, true
+}
+
+// canonicalResource is the resource a resource URL names, in the form a
+// token is bound to (no trailing '/'), or false.
+func (s *Server) canonicalResource(resource string) (string, bool) {
+	dev, ok := s.resourceOf(resource)
+	if !ok {
+		return "", false
+	}
+	return s.Resource(dev), true
 }
 
 // audit queues a row of the sign-in's steps.
@@ -198,7 +248,7 @@ func (s *Server) audit(at time.Time, tok *store.Token, tokenID, tool, code strin
 // cookie, so any origin may.
 func cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != AuthorizePath {
+		if r.URL.Path != AuthorizePath && r.URL.Path != LegacyPrefix+AuthorizePath {
 			w.Header().Set("Access-Control-Allow-Origin", "*")
 			if r.Method == http.MethodOptions {
 				w.Header().Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")

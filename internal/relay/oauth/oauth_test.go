@@ -184,12 +184,12 @@ func TestServerMetadata(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Issuer != public || m.AuthorizationEndpoint != public+AuthorizePath || m.TokenEndpoint != public+TokenPath ||
-		m.RegistrationEndpoint != public+RegisterPath || m.RevocationEndpoint != public+RevokePath {
+	if m.Issuer != public || m.AuthorizationEndpoint != public+"/authorize" || m.TokenEndpoint != public+"/token" ||
+		m.RegistrationEndpoint != public+"/register" || m.RevocationEndpoint != public+"/revoke" {
 		t.Errorf("endpoints: %+v", m)
 	}
 	if strings.Join(m.CodeChallengeMethodsSupported, ",") != "S256" || strings.Join(m.GrantTypesSupported, ",") != "authorization_code,refresh_token" ||
-		!m.ClientIDMetadataDocumentSupported || !m.AuthorizationResponseIssParameterSupported || strings.Join(m.ScopesSupported, ",") != "read,run,write,all" ||
+		!m.ClientIDMetadataDocumentSupported || !m.AuthorizationResponseIssParameterSupported || strings.Join(m.ScopesSupported, ",") != "read,run,write,all,offline_access" ||
 		strings.Join(m.TokenEndpointAuthMethodsSupported, ",") != "none" {
 		t.Errorf("metadata: %+v", m)
 	}
@@ -198,9 +198,11 @@ func TestServerMetadata(t *testing.T) {
 func TestResourceMetadata(t *testing.T) {
 	f := newFixture(t, nil)
 	for path, want := range map[string]string{
-		ResourceMetadataPath:               public + "/mcp",
-		ResourceMetadataPath + "/mcp":      public + "/mcp",
-		ResourceMetadataPath + "/mcp/dev1": public + "/mcp/dev1",
+		ResourceMetadataPath:                public + "/mcp",
+		ResourceMetadataPath + "/mcp":       public + "/mcp",
+		ResourceMetadataPath + "/mcp/dev1":  public + "/mcp/dev1",
+		ResourceMetadataPath + "/mcp/":      public + "/mcp/",
+		ResourceMetadataPath + "/mcp/dev1/": public + "/mcp/dev1/",
 	} {
 		resp, err := http.Get(f.hs.URL + path)
 		if err != nil {
@@ -213,11 +215,30 @@ func TestResourceMetadata(t *testing.T) {
 			t.Errorf("%s: %+v %v", path, m, err)
 		}
 	}
-	if got := f.srv.Challenge("dev1", ""); got != `Bearer resource_metadata="`+public+`/.well-known/oauth-protected-resource/mcp/dev1"` {
-		t.Errorf("challenge: %s", got)
+	for _, bad := range []string{"/mcp/dev1/x/", "/mcp/a%20b/"} {
+		resp, err := http.Get(f.hs.URL + ResourceMetadataPath + bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", bad, resp.StatusCode)
+		}
 	}
-	if got := f.srv.Challenge("", "invalid_token"); got != `Bearer error="invalid_token", resource_metadata="`+public+`/.well-known/oauth-protected-resource/mcp"` {
-		t.Errorf("challenge: %s", got)
+	const scope = `, scope="read run write all offline_access"`
+	for _, tc := range []struct {
+		device     string
+		slash      bool
+		code, want string
+	}{
+		{"dev1", false, "", `Bearer resource_metadata="` + public + `/.well-known/oauth-protected-resource/mcp/dev1"` + scope},
+		{"", false, "invalid_token", `Bearer error="invalid_token", resource_metadata="` + public + `/.well-known/oauth-protected-resource/mcp"` + scope},
+		{"dev1", true, "", `Bearer resource_metadata="` + public + `/.well-known/oauth-protected-resource/mcp/dev1/"` + scope},
+		{"", true, "", `Bearer resource_metadata="` + public + `/.well-known/oauth-protected-resource/mcp/"` + scope},
+	} {
+		if got := f.srv.Challenge(tc.device, tc.slash, tc.code); got != tc.want {
+			t.Errorf("challenge %+v: %s", tc, got)
+		}
 	}
 }
 
@@ -312,7 +333,6 @@ func TestAuthorizeErrorsGoBackToTheClient(t *testing.T) {
 		"no resource":     {func(q url.Values) { q.Del("resource") }, ErrInvalidRequest},
 		"other resource":  {func(q url.Values) { q.Set("resource", "https://other.example/mcp") }, ErrInvalidTarget},
 		"resource path":   {func(q url.Values) { q.Set("resource", public+"/mcp/a/b") }, ErrInvalidTarget},
-		"unknown scope":   {func(q url.Values) { q.Set("scope", "admin") }, ErrInvalidScope},
 		"repeated param":  {func(q url.Values) { q.Add("scope", "all") }, ErrInvalidRequest},
 		"state not text":  {func(q url.Values) { q.Set("state", "a\x00b") }, ErrInvalidRequest},
 	} {

@@ -111,8 +111,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		refuseClient(w, r, "the request names no public client (client_id, and no secret)")
 		return
 	}
-	if res := form.Get("resource"); res != "" {
-		if _, ok := s.resourceOf(res); !ok {
+	resource := form.Get("resource")
+	if resource != "" {
+		if resource, ok = s.canonicalResource(resource); !ok {
 			writeOAuthError(w, ErrInvalidTarget, "resource is not one of this relay's MCP URLs")
 			return
 		}
@@ -125,7 +126,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	)
 	switch form.Get("grant_type") {
 	case grantCode:
-		tok, pair, err = s.redeem(form, id, now)
+		tok, pair, err = s.redeem(form, id, resource, now)
 		if errors.Is(err, store.ErrCodeReused) {
 			s.audit(now, tok, "", AuditToken, AuditReused)
 		} else if err == nil {
@@ -137,7 +138,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, store.ErrRefreshReused):
 			s.audit(now, tok, "", AuditRefresh, AuditReused)
-		case err == nil && form.Get("resource") != "" && form.Get("resource") != tok.Resource:
+		case err == nil && resource != "" && resource != tok.Resource:
 			// Spent all the same: a client that asks for another resource
 			// starts over.
 			writeOAuthError(w, ErrInvalidTarget, "the connection is for another resource")
@@ -175,10 +176,11 @@ type oauthError struct{ code, description string }
 
 func (e *oauthError) Error() string { return e.code + ": " + e.description }
 
-// redeem spends a code: the client, the redirect URI, the resource and
-// the PKCE verifier must be the authorization request's.
-func (s *Server) redeem(form url.Values, id string, now time.Time) (*store.Token, store.TokenPair, error) {
-	verifier, redirect, resource := form.Get("code_verifier"), form.Get("redirect_uri"), form.Get("resource")
+// redeem spends a code: the client, the redirect URI, the resource (as
+// canonicalResource has it, or "") and the PKCE verifier must be the
+// authorization request's.
+func (s *Server) redeem(form url.Values, id, resource string, now time.Time) (*store.Token, store.TokenPair, error) {
+	verifier, redirect := form.Get("code_verifier"), form.Get("redirect_uri")
 	if !validVerifier(verifier) {
 		return nil, store.TokenPair{}, &oauthError{ErrInvalidRequest, "code_verifier (PKCE, 43 to 128 characters) is required"}
 	}

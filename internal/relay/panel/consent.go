@@ -141,15 +141,17 @@ func resourceDevice(resource string) (device string, all, ok bool) {
 }
 
 // consentPage shows the request with its choices preselected: the scope
-// the client asked for (read, when it asked for none), the relay's
-// devices, the person's own name as the principal, 30 days.
+// the client asked for (read, when it asked for none, or for every preset:
+// a client that asks for every scope the relay names, as MCP's clients do
+// with a 401's, has chosen nothing), the relay's devices, the person's own
+// name as the principal, 30 days.
 func (p *Panel) consentPage(w http.ResponseWriter, r *http.Request, s session) {
 	c, ok := p.loadConsent(w, r)
 	if !ok {
 		return
 	}
 	presets := authz.ParsePresetScope(c.req.Scope)
-	if len(presets) == 0 {
+	if len(presets) == 0 || len(presets) == len(authz.Presets) {
 		presets = []string{"read"}
 	}
 	d := p.consentData(c, preselected(c.devices), presets, nil, s.admin, int(limits.OAuthConnectionTTL/(24*time.Hour)))

@@ -679,3 +679,29 @@ func FuzzAfterSignIn(f *testing.F) {
 		}
 	})
 }
+
+// TestConsentPreselection: a client that asked for presets has them
+// ticked; one that asked for nothing, or for every scope the relay names
+// (what MCP clients ask for when they copy a 401's scope), gets reading
+// only, and the person ticks more.
+func TestConsentPreselection(t *testing.T) {
+	f := newConsentFixture(t)
+	enrolled(t, f, "box")
+	c := f.client()
+	f.do(c, "POST", LoginPath, url.Values{"code": {f.code("alice")}}, nil)
+	for scope, want := range map[string][]string{
+		"":                   {"read"},
+		"read run write all": {"read"},
+		"run write":          {"run", "write"},
+		"all":                {"all"},
+		"read run write":     {"read", "run", "write"},
+	} {
+		_, page := f.do(c, "GET", ConsentPath+f.request(testIssuer+"/mcp", scope, time.Now()), nil, nil)
+		for _, p := range []string{"read", "run", "write", "all"} {
+			ticked := strings.Contains(page, `name="preset" value="`+p+`" checked`)
+			if ticked != slices.Contains(want, p) {
+				t.Errorf("scope %q: preset %s ticked %v", scope, p, ticked)
+			}
+		}
+	}
+}

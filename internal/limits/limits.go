@@ -157,6 +157,11 @@ const (
 	// OAuthRequestTTL how long a consent page waits for the person.
 	OAuthCodeTTL    = 60 * time.Second
 	OAuthRequestTTL = 10 * time.Minute
+	// OAuthRefreshGrace is how long after its rotation a refresh token is
+	// accepted once more, without revoking: a client that refreshed twice
+	// at once, or retried after a lost answer, keeps its connection (the
+	// OAuth 2.0 Security BCP allows it; Okta and Auth0 grant one).
+	OAuthRefreshGrace = 30 * time.Second
 	// OAuthUnusedClientTTL ends a dynamic registration no authorization
 	// ever used, so a flood of registrations does not stay.
 	OAuthUnusedClientTTL = 24 * time.Hour

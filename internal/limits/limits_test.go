@@ -158,6 +158,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"OAuthConnectionMax":   {OAuthConnectionMax, 365 * 24 * time.Hour},
 	"OAuthCodeTTL":         {OAuthCodeTTL, 60 * time.Second}, // docs/oauth.md: a code is valid 60 s, once
 	"OAuthRequestTTL":      {OAuthRequestTTL, 10 * time.Minute},
+	"OAuthRefreshGrace":    {OAuthRefreshGrace, 30 * time.Second},
 	"OAuthUnusedClientTTL": {OAuthUnusedClientTTL, 24 * time.Hour},
 	"CIMDTimeout":          {CIMDTimeout, 5 * time.Second},
 	"CIMDCacheTTL":         {CIMDCacheTTL, time.Hour},

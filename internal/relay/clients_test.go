@@ -7,18 +7,20 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
 // oauthConnect runs a client's sign-in for resource through the relay's
 // own endpoints at its origin (a registration, the authorization request,
 // the person's Allow, the code redeemed) and returns the access and
-// refresh tokens.
-func (h *oauthHarness) oauthConnect(t *testing.T, resource string) (access, refresh string) {
+// refresh tokens and the client's ID.
+func (h *oauthHarness) oauthConnect(t *testing.T, resource string) (access, refresh, client string) {
 	t.Helper()
 	resp, err := noRedirects.Post(h.hs.URL+"/register", "application/json",
 		strings.NewReader(`{"redirect_uris":["`+callbackURL+`"],"client_name":"habits"}`))
@@ -60,7 +62,7 @@ func (h *oauthHarness) oauthConnect(t *testing.T, resource string) (access, refr
 	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || tok.Access == "" {
 		t.Fatalf("token: %d %v", resp.StatusCode, err)
 	}
-	return tok.Access, tok.Refresh
+	return tok.Access, tok.Refresh, reg.ClientID
 }
 
 // rpc posts one JSON-RPC request to path and returns the response.
@@ -91,7 +93,7 @@ const callStart = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name
 // resource, and calls it as typed.
 func TestEndpointAsTyped(t *testing.T) {
 	h := newOAuthHarness(t, nil)
-	access, _ := h.oauthConnect(t, h.hs.URL+"/mcp/dev/")
+	access, _, _ := h.oauthConnect(t, h.hs.URL+"/mcp/dev/")
 	for _, path := range []string{"/mcp/dev/", "/mcp/dev"} {
 		resp, body := h.rpc(t, path, access, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, nil)
 		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"process.jobs"`) {
@@ -118,7 +120,7 @@ func TestEndpointAsTyped(t *testing.T) {
 // invalid_token and its body is a JSON-RPC error.
 func TestWhatARefusedClientReads(t *testing.T) {
 	h := newOAuthHarness(t, nil)
-	access, refresh := h.oauthConnect(t, h.hs.URL+"/mcp/dev")
+	access, refresh, _ := h.oauthConnect(t, h.hs.URL+"/mcp/dev")
 	resp, body := h.rpc(t, "/mcp/dev", access, callStart, nil)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"isError":true`) || !strings.Contains(body, `"code":"permission_denied"`) ||
 		!strings.Contains(body, "process.start is a tool of this relay, but this client's grant does not include it") || strings.Contains(body, "unknown tool") {
@@ -228,5 +230,77 @@ func TestOriginChecked(t *testing.T) {
 		if err := h.srv.SetAllowedOrigins("", []string{bad}); err != ErrAllowedOrigin {
 			t.Errorf("allowed origin %q: %v", bad, err)
 		}
+	}
+}
+
+// refreshAt posts a refresh of token to the relay's token endpoint.
+func (h *oauthHarness) refreshAt(t *testing.T, client, refresh string) (int, map[string]any) {
+	resp, err := noRedirects.PostForm(h.hs.URL+"/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh},
+		"client_id": {client}})
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// Two processes sharing one credential, or a retry after a lost answer,
+// refresh twice at once; people using a remote MCP server from ChatGPT
+// report "connection expired" over and over when such a refresh revokes
+// (desktop-commander/remote-desktop-commander #1). Both refreshes get
+// tokens, the connection lives on for its whole lifetime, and only a
+// presentation after the grace revokes it, audited.
+func TestTwoRefreshesAtOnceKeepTheConnection(t *testing.T) {
+	h := newOAuthHarness(t, nil)
+	_, refresh, client := h.oauthConnect(t, h.hs.URL+"/mcp/dev")
+	type answer struct {
+		status int
+		body   map[string]any
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			status, body := h.refreshAt(t, client, refresh)
+			answers <- answer{status, body}
+		}()
+	}
+	var next []string
+	for range 2 {
+		a := <-answers
+		if a.status != http.StatusOK {
+			t.Fatalf("a refresh at once: %d %v", a.status, a.body)
+		}
+		if s, _ := h.mcpStatus(t, "/mcp/dev", a.body["access_token"].(string)); s != http.StatusOK {
+			t.Errorf("its access token: %d", s)
+		}
+		next = append(next, a.body["refresh_token"].(string))
+	}
+	if got := h.auditTools(t); strings.Join(got, " ") != "oauth.token/ok/ oauth.refresh/ok/ oauth.refresh/ok/" {
+		t.Errorf("audit: %v", got)
+	}
+	// Its whole chosen lifetime (a day here), each access token an hour.
+	cur := next[0]
+	for range 4 {
+		h.skip(5 * time.Hour)
+		status, body := h.refreshAt(t, client, cur)
+		if status != http.StatusOK {
+			t.Fatalf("a refresh within the connection's life: %d %v", status, body)
+		}
+		cur = body["refresh_token"].(string)
+	}
+	// The first refresh token after its grace: the connection ends, the
+	// other chain with it.
+	h.skip(limits.OAuthRefreshGrace)
+	if status, body := h.refreshAt(t, client, refresh); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("after the grace: %d %v", status, body)
+	}
+	if status, _ := h.refreshAt(t, client, cur); status != http.StatusBadRequest {
+		t.Errorf("the connection outlived a reuse: %d", status)
+	}
+	if got := h.auditTools(t); !slices.Contains(got, "oauth.refresh/failed/reused") {
+		t.Errorf("audit after the reuse: %v", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/pgtest"
 	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/store"
@@ -36,15 +37,22 @@ type oauthHarness struct {
 	*harness
 	cimd    *httptest.Server
 	cimdURL string
+	// ahead is how far the relay's clock runs ahead of time.Now.
+	ahead *atomic.Int64
 }
+
+// skip moves the relay's clock on by d.
+func (h *oauthHarness) skip(d time.Duration) { h.ahead.Add(int64(d)) }
 
 func newOAuthHarness(t *testing.T, st *store.Store) *oauthHarness {
 	t.Helper()
+	ahead := new(atomic.Int64)
+	clock := func(s *Server) { s.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) } }
 	var h *harness
 	if st == nil {
-		h = newHarness(t, nil)
+		h = newHarness(t, clock)
 	} else {
-		h = newHarnessOn(t, st, nil)
+		h = newHarnessOn(t, st, clock)
 	}
 	d := fakeDevice()
 	schema := map[string]any{"type": "object"}
@@ -54,7 +62,7 @@ func newOAuthHarness(t *testing.T, st *store.Store) *oauthHarness {
 		})
 	}
 	h.link(t, d)
-	oh := &oauthHarness{harness: h}
+	oh := &oauthHarness{harness: h, ahead: ahead}
 	oh.cimd = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"client_id": oh.cimdURL, "client_name": "Metadata client",
 			"redirect_uris": []string{callbackURL}, "grant_types": []string{"authorization_code", "refresh_token"}, "token_endpoint_auth_method": "none"})
@@ -252,7 +260,9 @@ func goSDKClient(t *testing.T, h *oauthHarness) {
 			t.Errorf("at %s: %d %q", path, status, challenge)
 		}
 	}
-	// The first refresh token, spent, presented again: the connection ends.
+	// The first refresh token, spent, presented again after its grace:
+	// the connection ends.
+	h.skip(limits.OAuthRefreshGrace)
 	resp, err := http.PostForm(h.hs.URL+oauth.TokenPath, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {first.RefreshToken},
 		"client_id": {connectionClient(t, h, current.AccessToken)}})
 	if err != nil {

@@ -567,7 +567,9 @@ func (s *Store) authAccess(bearer string, now time.Time) (*Token, error) {
 }
 
 // RefreshConnection spends a refresh token of clientID's and returns a
-// new pair for its connection. A spent one presented again is
+// new pair for its connection. A spent one is accepted once more within
+// limits.OAuthRefreshGrace of its rotation (the pair its first use made
+// stays good too); presented again after that, or a third time, it is
 // ErrRefreshReused, and revokes the connection.
 func (s *Store) RefreshConnection(refresh, clientID string, now time.Time) (*Token, TokenPair, error) {
 	if err := checkNow(now); err != nil {
@@ -584,9 +586,9 @@ func (s *Store) RefreshConnection(refresh, clientID string, now time.Time) (*Tok
 	)
 	err := s.inTx(func(ctx context.Context, tx *txn) error {
 		tok, pair, outcome = nil, TokenPair{}, nil
-		var spent sql.NullInt64
-		t, err := scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenColumns+`, o.spent_at FROM oauth_tokens o JOIN tokens ON tokens.id = o.token_id
-			WHERE o.hash = ? AND o.kind = ? AND tokens.id = ?`, hashSecret(refresh), refreshKind, id), &spent)
+		var spent, regranted sql.NullInt64
+		t, err := scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenColumns+`, o.spent_at, o.regranted_at FROM oauth_tokens o JOIN tokens ON tokens.id = o.token_id
+			WHERE o.hash = ? AND o.kind = ? AND tokens.id = ?`, hashSecret(refresh), refreshKind, id), &spent, &regranted)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			outcome = errGrant()
@@ -596,13 +598,18 @@ func (s *Store) RefreshConnection(refresh, clientID string, now time.Time) (*Tok
 		case t.ClientID != clientID || t.RevokedAt != nil || !now.Before(t.ExpiresAt):
 			outcome = errGrant()
 			return nil
+		case spent.Valid && !regranted.Valid && now.Before(time.Unix(0, spent.Int64).Add(limits.OAuthRefreshGrace)):
+			if _, err := tx.ExecContext(ctx, `UPDATE oauth_tokens SET regranted_at = ? WHERE hash = ?`, now.UnixNano(), hashSecret(refresh)); err != nil {
+				return err
+			}
 		case spent.Valid:
 			outcome, tok = ErrRefreshReused, t
 			_, err = tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, now.UnixNano(), t.ID)
 			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE oauth_tokens SET spent_at = ? WHERE hash = ?`, now.UnixNano(), hashSecret(refresh)); err != nil {
-			return err
+		default:
+			if _, err := tx.ExecContext(ctx, `UPDATE oauth_tokens SET spent_at = ? WHERE hash = ?`, now.UnixNano(), hashSecret(refresh)); err != nil {
+				return err
+			}
 		}
 		tok = t
 		pair, err = issuePair(ctx, tx, t, now)

@@ -167,14 +167,56 @@ func TestRefreshRotatesAndAReuseRevokes(t *testing.T) {
 		if _, err := s.AuthToken(second.Access, at); err != nil {
 			t.Fatalf("the new access token: %v", err)
 		}
-		if _, _, err := s.RefreshConnection(first.Refresh, tok.ClientID, at); !errors.Is(err, ErrRefreshReused) {
+		// At the grace's end, a reuse.
+		late := at.Add(limits.OAuthRefreshGrace)
+		if _, _, err := s.RefreshConnection(first.Refresh, tok.ClientID, late); !errors.Is(err, ErrRefreshReused) {
 			t.Fatalf("reuse: %v", err)
 		}
-		_, err = s.AuthToken(second.Access, at)
+		_, err = s.AuthToken(second.Access, late)
 		wantCode(t, err, errcode.PermissionDenied)
-		_, _, err = s.RefreshConnection(second.Refresh, tok.ClientID, at)
+		_, _, err = s.RefreshConnection(second.Refresh, tok.ClientID, late)
 		wantCode(t, err, errcode.PermissionDenied)
 		_, _, err = s.RefreshConnection("ccr_garbage", tok.ClientID, at)
+		wantCode(t, err, errcode.PermissionDenied)
+	})
+}
+
+// TestARefreshIsAcceptedOnceMoreWithinItsGrace: a client that refreshed
+// twice at once, or retried after a lost answer, presents the same refresh
+// token again within limits.OAuthRefreshGrace (30 s): it gets a pair of its
+// own, the first use's pair stays good, and the connection lives on. A
+// third presentation revokes the connection, as a reuse after the grace
+// does.
+func TestARefreshIsAcceptedOnceMoreWithinItsGrace(t *testing.T) {
+	if limits.OAuthRefreshGrace != 30*time.Second {
+		t.Fatalf("the refresh grace is %v; the contract says 30 s", limits.OAuthRefreshGrace)
+	}
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		tok, first := connectT(t, s)
+		at := t0.Add(2 * time.Hour)
+		_, a, err := s.RefreshConnection(first.Refresh, tok.ClientID, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := at.Add(limits.OAuthRefreshGrace - time.Millisecond)
+		got, b, err := s.RefreshConnection(first.Refresh, tok.ClientID, again)
+		if err != nil || got.ID != tok.ID || b.Refresh == a.Refresh || b.Access == a.Access {
+			t.Fatalf("within the grace: %+v %+v %v", got, b, err)
+		}
+		for _, p := range []TokenPair{a, b} {
+			if _, err := s.AuthToken(p.Access, again); err != nil {
+				t.Fatalf("an access token after the grace's use: %v", err)
+			}
+		}
+		// Each pair goes on rotating on its own.
+		if _, _, err := s.RefreshConnection(a.Refresh, tok.ClientID, again); err != nil {
+			t.Fatalf("the first use's refresh token: %v", err)
+		}
+		if _, _, err := s.RefreshConnection(first.Refresh, tok.ClientID, again); !errors.Is(err, ErrRefreshReused) {
+			t.Fatalf("a third presentation within the grace: %v", err)
+		}
+		_, err = s.AuthToken(b.Access, again)
 		wantCode(t, err, errcode.PermissionDenied)
 	})
 }

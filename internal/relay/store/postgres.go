@@ -236,7 +236,8 @@ CREATE TABLE signin_states (
 	expires_at BIGINT NOT NULL
 );
 CREATE INDEX signin_states_expires ON signin_states(expires_at);`, `
-ALTER TABLE devices ADD COLUMN update_offer TEXT NOT NULL DEFAULT '';`}
+ALTER TABLE devices ADD COLUMN update_offer TEXT NOT NULL DEFAULT '';`, `
+ALTER TABLE oauth_tokens ADD COLUMN regranted_at BIGINT;`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -349,8 +349,14 @@ const schemaV13 = `
 ALTER TABLE devices ADD COLUMN update_offer TEXT NOT NULL DEFAULT '';
 `
 
+// schemaV14 adds a refresh token's grace: when it was accepted once more
+// after its rotation (limits.OAuthRefreshGrace).
+const schemaV14 = `
+ALTER TABLE oauth_tokens ADD COLUMN regranted_at INTEGER;
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12, schemaV13}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12, schemaV13, schemaV14}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

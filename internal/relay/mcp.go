@@ -363,22 +363,29 @@ func isCancel(err error) bool {
 // answer the client with as a failed call; or, when the client went away,
 // a context error (isCancel). device is the device's ID once known.
 func (s *Server) forward(ctx context.Context, c *client, tok *store.Token, tool string, args json.RawMessage, progress func([]byte)) (result []byte, device string, err error) {
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
-	defer context.AfterFunc(c.request, cancel)()
 	dev, args, err := s.callDevice(c, tok, args)
 	if err != nil {
 		return nil, dev.ID, err
 	}
-	g, err := s.grant(&dev, tool, tok.Principal, args)
+	result, err = s.callOn(ctx, c, &dev, tok.Principal, tool, args, progress)
+	return result, dev.ID, err
+}
+
+// callOn mints a call's grant for principal and routes it to dev, within
+// the call's bounds; errors are as forward's.
+func (s *Server) callOn(ctx context.Context, c *client, dev *store.Device, principal, tool string, args json.RawMessage, progress func([]byte)) ([]byte, error) {
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.request, cancel)()
+	g, err := s.grant(dev, tool, principal, args)
 	if err != nil {
-		return nil, dev.ID, err
+		return nil, err
 	}
-	result, err = s.router().Call(ctx, dev.ID, Call{Tool: tool, Arguments: args, Grant: g}, progress)
+	result, err := s.router().Call(ctx, dev.ID, Call{Tool: tool, Arguments: args, Grant: g}, progress)
 	if err != nil {
-		return nil, dev.ID, s.callFailure(ctx, err)
+		return nil, s.callFailure(ctx, err)
 	}
-	return result, dev.ID, nil
+	return result, nil
 }
 
 // callDevice is the device a call is for (the endpoint's, or the one its

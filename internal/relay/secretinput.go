@@ -84,15 +84,27 @@ func (s *Server) secretInput(ctx context.Context, c *client, tok *store.Token, r
 	if err != nil {
 		return toolresult.Failure(err), nil
 	}
+	elicit := whyNoURLElicitation(req) == ""
+	var at *inputOffsets
+	if !elicit {
+		// Where the job's output stands now, so the model can tell when
+		// it has read the input; and a job that takes no input is said
+		// so before a person is sent anywhere.
+		if at, err = s.inputOffsets(ctx, c, tok, dev, a.ProcessID); err != nil {
+			if isCancel(err) {
+				return nil, err
+			}
+			return toolresult.Failure(err), nil
+		}
+	}
 	id, err := s.store.CreateSecretPrompt(store.SecretPrompt{TokenID: tok.ID, Principal: tok.Principal,
 		Device: dev.ID, ProcessID: a.ProcessID, Prompt: a.SecretPrompt}, s.Now())
 	if err != nil {
 		return toolresult.Failure(err), nil
 	}
 	url := base + panel.SecretPath + id
-	if why := whyNoURLElicitation(req); why != "" {
-		return toolresult.Failure(errcode.New(errcode.ElicitationUnsupported,
-			"%s; a person signed in to the relay's panel can type the input at %s within %s", why, url, limits.SecretPromptTTL)), nil
+	if !elicit {
+		return secretLink(a.ProcessID, url, s.Now().Add(limits.SecretPromptTTL), at), nil
 	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{secretRequestKey: &mcp.ElicitParams{
@@ -103,6 +115,78 @@ func (s *Server) secretInput(ctx context.Context, c *client, tok *store.Token, r
 		}},
 		RequestState: id,
 	}, nil
+}
+
+// SecretLink is process.input's result for a client that cannot send its
+// person to a page (claude.ai declares no elicitation): the call
+// succeeds, and says where the person types the input and how the model
+// learns that they did. The input still never passes through the client.
+type SecretLink struct {
+	ProcessID   string      `json:"process_id"`
+	SecretInput SecretInput `json:"secret_input"`
+}
+
+// SecretInput is a secret prompt waiting for its person.
+type SecretInput struct {
+	// State is SecretWaiting: nobody has typed the input yet.
+	State string `json:"state"`
+	// URL is the panel's one-time page for the input.
+	URL       string    `json:"url"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// StdoutOffset and StderrOffset are where the job's output stood when
+	// the prompt was made: its output grows past them once it has read the
+	// input.
+	StdoutOffset int64 `json:"stdout_offset"`
+	StderrOffset int64 `json:"stderr_offset"`
+}
+
+// SecretWaiting is a secret prompt's state until a person answers it.
+const SecretWaiting = "waiting_for_person"
+
+// inputOffsets are where a job's output streams stand.
+type inputOffsets struct {
+	Stdout int64 `json:"stdout_offset"`
+	Stderr int64 `json:"stderr_offset"`
+}
+
+// inputOffsets writes nothing to the job's input (a process.input of no
+// bytes, which the token may call) and returns where its output stands:
+// a job that is not running or takes no input fails here.
+func (s *Server) inputOffsets(ctx context.Context, c *client, tok *store.Token, dev store.Device, processID string) (*inputOffsets, error) {
+	args, err := json.Marshal(struct {
+		ProcessID string `json:"process_id"`
+		Data      string `json:"data"`
+	}{processID, ""})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.callOn(ctx, c, &dev, tok.Principal, secretInputTool, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	out, err := resultOf(raw)
+	if err != nil {
+		return nil, err
+	}
+	var at inputOffsets
+	if json.Unmarshal(out, &at) != nil {
+		return nil, errcode.New(errcode.Internal, "the device's result could not be read")
+	}
+	return &at, nil
+}
+
+// secretLink is the successful result that hands the model the page for
+// its person.
+func secretLink(processID, url string, expires time.Time, at *inputOffsets) *mcp.CallToolResult {
+	out := SecretLink{ProcessID: processID, SecretInput: SecretInput{State: SecretWaiting, URL: url, ExpiresAt: expires.UTC(),
+		StdoutOffset: at.Stdout, StderrOffset: at.Stderr}}
+	text := fmt.Sprintf("Nothing was typed yet: this input comes from the person, not from you. Ask them to open %s "+
+		"(signed in to the CommandCore panel) before %s and type it there; it goes to the job and never passes through you. "+
+		"To learn when they have, call process.output with process_id %q, stdout_offset %d, stderr_offset %d and wait_ms 30000 "+
+		"(it returns as soon as the job writes past those offsets, as it does once it has read the input), "+
+		"or process.wait with until.output and from_offset {\"stdout\":%d,\"stderr\":%d} for the text the program prints next.",
+		url, out.SecretInput.ExpiresAt.Format(time.RFC3339), processID, at.Stdout, at.Stderr, at.Stdout, at.Stderr)
+	return toolresult.Summarized(out, text)
 }
 
 // whyNoURLElicitation says why the relay cannot send this client's person

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -44,6 +45,9 @@ func (d *inputDevice) server() *mcp.Server {
 	srv.AddTool(&mcp.Tool{Name: "process.input", InputSchema: map[string]any{"type": "object"}}, func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var args map[string]any
 		json.Unmarshal(r.Params.Arguments, &args)
+		if args["process_id"] == "not-interactive" {
+			return toolresult.Failure(errcode.New(errcode.NotInteractive, "the job was started without stdin or a terminal")), nil
+		}
 		d.mu.Lock()
 		d.got = append(d.got, args)
 		d.mu.Unlock()
@@ -54,10 +58,18 @@ func (d *inputDevice) server() *mcp.Server {
 	return srv
 }
 
+// inputs are the calls that wrote bytes: a call of no bytes, which asks
+// where the output stands, is none.
 func (d *inputDevice) inputs() []map[string]any {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]map[string]any(nil), d.got...)
+	var out []map[string]any
+	for _, a := range d.got {
+		if a["data"] != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // secretHarness is a relay with its panel, a device serving process.input,
@@ -321,29 +333,44 @@ func (h *secretHarness) assertNoSecret(t *testing.T) {
 }
 
 // TestSecretInputWithoutURLElicitation: a client that offers no URL
-// elicitation, and one that does on a protocol revision before the
-// relay's input requests, get elicitation_unsupported saying which is the
-// case, with the page's URL; a person can still type the input there.
+// elicitation (claude.ai declares none: only the MCP Apps extension), and
+// one that does on a protocol revision before the relay's input requests,
+// get a successful result: the page's link as a field of its own, where
+// the job's output stood, and a text telling the model to ask the person
+// and how to learn that they typed. The person types it there; the input
+// never passes through the client. A job that takes no input is said so
+// before anyone is sent to a page.
 func TestSecretInputWithoutURLElicitation(t *testing.T) {
 	h := newSecretHarness(t)
 	for _, tc := range []struct {
 		name      string
 		version   string
 		urlElicit bool
-		why       string
 	}{
-		{"no URL elicitation", "2026-07-28", false, "this client cannot send a person to a page (it offers no URL elicitation)"},
-		{"an older protocol", "2025-11-25", true, "the relay sends a person to a page only through the multi-round-trip requests of protocol 2026-07-28 and later, and this client speaks 2025-11-25"},
+		{"no URL elicitation", "2026-07-28", false},
+		{"an older protocol", "2025-11-25", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := h.client(t, tc.version, tc.urlElicit, "accept", make(chan string, 1))
-			_, failed := callInput(t, c, secretArgsFor("job-2"))
-			if failed == nil || failed.Code != errcode.ElicitationUnsupported || !strings.HasPrefix(failed.Message, tc.why) {
-				t.Fatalf("got %v, want elicitation_unsupported saying %q", failed, tc.why)
+			start := time.Now()
+			res, err := c.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.input", Arguments: secretArgsFor("job-2")})
+			out, failed := callResult(t, res, err)
+			if failed != nil {
+				t.Fatalf("a client without URL elicitation: %v, want a successful result", failed)
 			}
-			promptURL := regexp.MustCompile(`http://\S+/panel/secret/ccp_[A-Za-z0-9_-]{43}`).FindString(failed.Message)
-			if promptURL == "" || !strings.Contains(failed.Message, limits.SecretPromptTTL.String()) {
-				t.Fatalf("message %q names no prompt URL and lifetime", failed.Message)
+			si, _ := out["secret_input"].(map[string]any)
+			promptURL, _ := si["url"].(string)
+			expires, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(si["expires_at"]))
+			if out["process_id"] != "job-2" || si["state"] != SecretWaiting || !regexp.MustCompile(`^http://\S+/panel/secret/ccp_[A-Za-z0-9_-]{43}$`).MatchString(promptURL) ||
+				si["stdout_offset"] != 3.0 || si["stderr_offset"] != 0.0 || expires.Before(start.Add(limits.SecretPromptTTL-time.Minute)) || expires.After(time.Now().Add(limits.SecretPromptTTL)) {
+				t.Fatalf("structured result: %v", out)
+			}
+			text := res.Content[0].(*mcp.TextContent).Text
+			for _, want := range []string{"Ask them to open " + promptURL, "never passes through you", `process.output with process_id "job-2", stdout_offset 3, stderr_offset 0`,
+				`from_offset {"stdout":3,"stderr":0}`} {
+				if !strings.Contains(text, want) {
+					t.Errorf("the text lacks %q:\n%s", want, text)
+				}
 			}
 			before := len(h.dev.inputs())
 			if page := h.typeSecret(t, promptURL, secretMarker); !strings.Contains(page, "the job took 16 bytes") {
@@ -353,6 +380,10 @@ func TestSecretInputWithoutURLElicitation(t *testing.T) {
 				t.Fatalf("the device got %d new inputs, want 1", n-before)
 			}
 		})
+	}
+	c, _ := h.client(t, "", false, "", nil)
+	if _, failed := callInput(t, c, secretArgsFor("not-interactive")); failed == nil || failed.Code != errcode.NotInteractive {
+		t.Errorf("a job without input: %v, want not_interactive", failed)
 	}
 	h.assertNoSecret(t)
 }
@@ -453,7 +484,7 @@ func TestSecretInputBadRequests(t *testing.T) {
 	// refusal for the next, and another token does not.
 	many, _ := h.client(t, "", false, "accept", make(chan string, 1))
 	for range limits.SecretPromptsPerToken {
-		if _, failed := callInput(t, many, secretArgsFor("j")); failed == nil || failed.Code != errcode.ElicitationUnsupported {
+		if _, failed := callInput(t, many, secretArgsFor("j")); failed != nil {
 			t.Fatalf("a prompt within the bound: %v", failed)
 		}
 	}
@@ -461,7 +492,7 @@ func TestSecretInputBadRequests(t *testing.T) {
 		t.Errorf("one prompt past the bound: %v, want rate_limited", failed)
 	}
 	other, _ := h.client(t, "", false, "accept", make(chan string, 1))
-	if _, failed := callInput(t, other, secretArgsFor("j")); failed == nil || failed.Code != errcode.ElicitationUnsupported {
+	if _, failed := callInput(t, other, secretArgsFor("j")); failed != nil {
 		t.Errorf("another token's prompt: %v", failed)
 	}
 	h.srv.replica.Panel = ""
@@ -477,12 +508,12 @@ func TestSecretInputBadRequests(t *testing.T) {
 func TestSecretPageNeedsSession(t *testing.T) {
 	h := newSecretHarness(t)
 	c, _ := h.client(t, "", false, "", nil)
-	_, failed := callInput(t, c, secretArgsFor("job-5"))
-	u, err := url.Parse(regexp.MustCompile(`http://\S+/panel/secret/\S+`).FindString(failed.Message))
+	out, failed := callInput(t, c, secretArgsFor("job-5"))
+	si, _ := out["secret_input"].(map[string]any)
+	u, err := url.Parse(fmt.Sprint(si["url"]))
 	if err != nil || u.Path == "" {
-		t.Fatalf("no URL in %v", failed)
+		t.Fatalf("no URL in %v %v", out, failed)
 	}
-	u.Path = strings.TrimRight(u.Path, ".,;")
 	status, _ := h.page(t, "GET", u.Path, "", nil)
 	if status != http.StatusSeeOther {
 		t.Errorf("no session: %d, want a redirect to sign-in", status)

@@ -70,6 +70,10 @@ const (
 	// stop escalation and result; process.wait's 600 s), so only a device
 	// that never answers reaches it.
 	ForwardTimeout = RunTimeoutMax + time.Minute
+	// RelayCallWait bounds how long one call through the relay blocks by
+	// default (relay serve --max-call-wait): claude.ai ends a tool call
+	// after 300 s.
+	RelayCallWait = 240 * time.Second
 	// ReplicaBeat is how often a relay replica records that it is alive;
 	// a replica not seen for ReplicaTTL is gone, and the links it held are
 	// anyone's.

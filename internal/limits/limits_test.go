@@ -135,6 +135,7 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"RunTimeoutDefault":      {RunTimeoutDefault, 60 * time.Second}, // process.run's schema: default 60000
 	"RunTimeoutMax":          {RunTimeoutMax, 600 * time.Second},    // process.run's schema: 1-600000
 	"ForwardTimeout":         {ForwardTimeout, 11 * time.Minute},    // README: a silent device's call ends after 11 min
+	"RelayCallWait":          {RelayCallWait, 240 * time.Second},    // claude.ai ends a tool call after 300 s
 	"SendTimeout":            {SendTimeout, 15 * time.Second},       // README, The relay and the link: 15 s
 	"SilenceTimeout":         {SilenceTimeout, 45 * time.Second},    // README, The relay and the link: 45 s
 	// Internal: three heartbeats fit in one 45 s silence timeout.

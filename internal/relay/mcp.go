@@ -168,6 +168,7 @@ func deviceAllowed(tok *store.Token, dev *store.Device) bool {
 // every schema each time.
 func (s *Server) endpointServers() (single, multi *mcp.Server) {
 	tools, multiTools := endpointTools()
+	tools, multiTools = s.withCallWait(tools), s.withCallWait(multiTools)
 	build := func(tools []*mcp.Tool, devicesList bool) *mcp.Server {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
 		// observeCalls is outermost, so it audits the scope's refusals too.
@@ -367,7 +368,13 @@ func (s *Server) forward(ctx context.Context, c *client, tok *store.Token, tool 
 	if err != nil {
 		return nil, dev.ID, err
 	}
-	result, err = s.callOn(ctx, c, &dev, tok.Principal, tool, args, progress)
+	args, cut, err := s.boundWait(tool, args)
+	if err != nil {
+		return nil, dev.ID, err
+	}
+	if result, err = s.callOn(ctx, c, &dev, tok.Principal, tool, args, progress); err == nil && cut {
+		result = s.markCutWait(tool, result)
+	}
 	return result, dev.ID, err
 }
 

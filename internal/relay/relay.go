@@ -50,6 +50,9 @@ type Server struct {
 	Timeouts Timeouts
 	// CallTimeout bounds a forwarded call; zero means limits.ForwardTimeout.
 	CallTimeout time.Duration
+	// MaxCallWait bounds how long one call may block (callwait.go); zero
+	// means limits.RelayCallWait.
+	MaxCallWait time.Duration
 	// Router carries forwarded calls to their devices; nil means through
 	// the links this process holds.
 	Router Router

@@ -99,7 +99,13 @@ type ServeConfig struct {
 	// AllowedOrigins are the web origins, besides the public URL's, whose
 	// pages may call the MCP endpoints (a browser-based client's).
 	AllowedOrigins []string
+	// MaxCallWait bounds how long one call blocks; zero is
+	// limits.RelayCallWait.
+	MaxCallWait time.Duration
 }
+
+// ErrMaxCallWait refuses a call wait out of its range.
+var ErrMaxCallWait = fmt.Errorf("a call wait is from 1s to %s", limits.ForwardTimeout)
 
 // ErrOAuthNeedsPanel refuses OAuth options without the panel: its consent
 // page is where a person allows a client.
@@ -123,6 +129,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return ErrOAuthNeedsPanel
 	case cfg.OIDC != nil && cfg.PanelListen == "":
 		return ErrSSONeedsPanel
+	case cfg.MaxCallWait != 0 && (cfg.MaxCallWait < time.Second || cfg.MaxCallWait > limits.ForwardTimeout):
+		return ErrMaxCallWait
 	}
 	if cfg.PublicURL != "" {
 		if _, err := oauth.CheckPublicURL(cfg.PublicURL); err != nil {
@@ -189,6 +197,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	srv.Log = cfg.Log
+	srv.MaxCallWait = cfg.MaxCallWait
 	defer srv.Close()
 	srv.SetAllowedOrigins(public, cfg.AllowedOrigins)
 	if pln != nil {

@@ -50,6 +50,8 @@ func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
 		{ServeConfig{PanelListen: "127.0.0.1:0", PanelPublicURL: "ftp://relay.example/panel/"}, oauth.ErrPanelURL},
 		{ServeConfig{PanelListen: "127.0.0.1:0", OAuthClientCA: notPEM}, ErrClientCA},
 		{ServeConfig{AllowedOrigins: []string{"http://localhost:6274", "localhost:6274"}}, ErrAllowedOrigin},
+		{ServeConfig{MaxCallWait: 999 * time.Millisecond}, ErrMaxCallWait},
+		{ServeConfig{MaxCallWait: 11*time.Minute + time.Nanosecond}, ErrMaxCallWait},
 	} {
 		var out strings.Builder
 		c.cfg.State, c.cfg.Listen, c.cfg.Out = st, "127.0.0.1:0", &out

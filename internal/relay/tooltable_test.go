@@ -52,6 +52,12 @@ func TestDeviceCannotChangeToolDefinitions(t *testing.T) {
 			if path == "/mcp" {
 				desc += deviceArgNote
 			}
+			switch got.Name {
+			case "process.wait":
+				desc += " Through this relay a wait lasts at most 4m0s (timeout_ms above 240000 is cut to it): it then returns what is true, with call_again, and you call again to keep waiting."
+			case "process.run":
+				desc += " Through this relay a call lasts at most 4m0s, so timeout_ms is at most 240000 here: start a longer command with process.start."
+			}
 			if got.Description != desc {
 				t.Errorf("%s %s: description %q, want %q", path, got.Name, got.Description, desc)
 			}

@@ -14,6 +14,7 @@ import (
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -78,6 +79,9 @@ func newBrowser(t *testing.T, site string) *browser {
 		chromedp.WindowSize(1100, 760),
 		chromedp.Flag("disable-gpu", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// Tests reach only loopback: a page that names another host (a
+		// chat client's own site, say) resolves to nothing.
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"),
 	)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	b := &browser{t: t, tab: &tab{dir: os.Getenv(screenshotsEnv), site: site}}
@@ -304,4 +308,59 @@ func (b *browser) allowClipboard() {
 			b.t.Fatalf("grant %s: %v", name, err)
 		}
 	}
+}
+
+// answerFor answers, in the browser itself, every request to a URL that
+// starts with one of prefixes with a small page, and sends the URL of
+// each such page the browser navigates to on the channel it returns: a chat client's redirect back to its own site
+// (https://claude.ai/…, https://chatgpt.com/…) is seen without leaving
+// this machine.
+func (b *browser) answerFor(prefixes ...string) <-chan string {
+	b.t.Helper()
+	urls := make(chan string, 16)
+	paused := make(chan fetch.RequestID, 16)
+	if err := chromedp.Listen(b.ctx, func(ev any) {
+		if e, ok := ev.(*fetch.EventRequestPaused); ok {
+			if e.ResourceType == network.ResourceTypeDocument {
+				select {
+				case urls <- e.Request.URL:
+				default:
+				}
+			}
+			select {
+			case paused <- e.RequestID:
+			default:
+			}
+		}
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	ctx := b.ctx
+	go func() {
+		for {
+			select {
+			case id := <-paused:
+				chromedp.Run(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+					_, err := cdp.Call(ctx, t, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: id, ResponseCode: 200,
+						ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "text/html; charset=utf-8"}},
+						Body:            []byte(`<!doctype html><title>Client</title><p id="back">Back in the client.</p>`)})
+					return err
+				}))
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var patterns []*fetch.RequestPattern
+	for _, p := range prefixes {
+		patterns = append(patterns, &fetch.RequestPattern{URLPattern: p + "*", RequestStage: fetch.RequestStageRequest})
+	}
+	enable := chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, fetch.Enable, fetch.EnableParams{Patterns: patterns})
+		return err
+	})
+	if _, err := within(b, 10*time.Second, enable); err != nil {
+		b.t.Fatalf("intercept %v: %v", prefixes, err)
+	}
+	return urls
 }

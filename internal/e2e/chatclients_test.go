@@ -41,7 +41,7 @@ type chatClient struct {
 	// atOrigin builds the endpoints from the MCP server's origin whatever
 	// the metadata says, as claude.ai's web connector does
 	// (anthropics/claude-ai-mcp #82, #283, #481, #962).
-	atOrigin bool
+	atOrigin                        bool
 	clientID, redirectURI, verifier string
 	// challengeScope is what the 401's WWW-Authenticate names.
 	challengeScope string

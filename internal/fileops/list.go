@@ -23,7 +23,7 @@ import (
 type ListRequest struct {
 	Path        string   `json:"path" jsonschema:"absolute path of the directory"`
 	Depth       int      `json:"depth,omitempty" jsonschema:"levels to list, 1-10, default 1 (the directory's own entries)"`
-	MaxEntries  int      `json:"max_entries,omitempty" jsonschema:"at most this many entries, 1-10000, default 1000"`
+	MaxEntries  int      `json:"max_entries,omitempty" jsonschema:"at most this many entries, 1-10000, default 200"`
 	ExcludeDirs []string `json:"exclude_dirs,omitempty" jsonschema:"exact directory base names neither listed nor entered, e.g. .git"`
 }
 

@@ -296,7 +296,7 @@ type ScreenResult struct {
 	AlternateScreen bool   `json:"alternate_screen" jsonschema:"true while a full-screen program (top, vim, less) shows its own screen"`
 	Title           string `json:"title,omitempty" jsonschema:"the title the program gave its terminal"`
 	StdoutOffset    int64  `json:"stdout_offset" jsonschema:"how much of stdout the screen shows the effect of"`
-	Truncated       bool   `json:"truncated,omitempty" jsonschema:"true when rows past 128 KiB of text were left empty"`
+	Truncated       bool   `json:"truncated,omitempty" jsonschema:"true when rows past 64 KiB of text were left empty"`
 	Terminal        bool   `json:"terminal" jsonschema:"true once the job has ended: this is its last screen"`
 }
 

@@ -20,7 +20,7 @@ type OutputRequest struct {
 	ProcessID    string `json:"process_id" jsonschema:"the job's process_id"`
 	StdoutOffset int64  `json:"stdout_offset,omitempty" jsonschema:"absolute byte offset in stdout to read from"`
 	StderrOffset int64  `json:"stderr_offset,omitempty" jsonschema:"absolute byte offset in stderr to read from"`
-	MaxBytes     int    `json:"max_bytes,omitempty" jsonschema:"bytes per stream, default 65536, at most 1048576"`
+	MaxBytes     int    `json:"max_bytes,omitempty" jsonschema:"bytes per stream, default 32768, at most 1048576"`
 	WaitMS       int    `json:"wait_ms,omitempty" jsonschema:"0-30000: when a live job has nothing past both offsets, wait up to this long for output or an end"`
 	MinBytes     int    `json:"min_bytes,omitempty" jsonschema:"1-1048576: with wait_ms, return once this many new bytes stand (both streams) or the job ends"`
 }

@@ -30,8 +30,10 @@ const (
 	// published; a busy stream publishes every CaptureRingSlack bytes.
 	CapturePublishInterval = time.Millisecond
 
-	// OutputPageDefault and OutputPageMax bound process.output's max_bytes per stream.
-	OutputPageDefault = 64 << 10
+	// OutputPageDefault and OutputPageMax bound process.output's max_bytes
+	// per stream; by default both streams' pages together hold 64 KiB,
+	// which keeps the result's text under MaxToolTextChars.
+	OutputPageDefault = 32 << 10
 	OutputPageMax     = 1 << 20
 	// MaxWait bounds the wait_ms long poll of process.start and process.output.
 	MaxWait = 30 * time.Second
@@ -58,10 +60,15 @@ const (
 	// LiveChunkBytes and LiveQueueFrames bound live output on the link.
 	LiveChunkBytes  = 8 << 10
 	LiveQueueFrames = 64
-	// RunOutputCapBytes is the combined stdout+stderr output process.run
-	// retains for its result (the first bytes of each stream in arrival
-	// order); everything beyond is counted and streamed live, not retained.
-	RunOutputCapBytes = 1 << 20
+	// RunOutputDefaultBytes and RunOutputCapBytes bound process.run's
+	// max_bytes: the combined stdout+stderr output it retains for its
+	// result, the first half in arrival order and the last half; the
+	// middle is counted and streamed live, not retained.
+	RunOutputDefaultBytes = 64 << 10
+	RunOutputCapBytes     = 1 << 20
+	// MaxToolTextChars bounds a tool result's text content at the tool's
+	// default bounds: claude.ai cuts a result at about 150,000 characters.
+	MaxToolTextChars = 100_000
 	// RunTimeoutDefault and RunTimeoutMax bound process.run's timeout_ms.
 	RunTimeoutDefault = 60 * time.Second
 	RunTimeoutMax     = 10 * time.Minute
@@ -213,8 +220,9 @@ const (
 	TerminalDimensionMax = 1000
 	// ScreenTextMaxBytes bounds the text of one process.screen: rows past
 	// it are left empty (truncated), so the screen file stays within
-	// MaxMetadataBytes however its text is escaped.
-	ScreenTextMaxBytes = 128 << 10
+	// MaxMetadataBytes however its text is escaped, and the result's text,
+	// a line more per row, under MaxToolTextChars.
+	ScreenTextMaxBytes = 64 << 10
 	// ScreenFollowInterval is how often a pty job's supervisor feeds its
 	// terminal emulator what the job wrote since; ScreenFloodBytes is the
 	// most it feeds at once: a job that wrote more since is fed only its
@@ -314,10 +322,12 @@ const (
 	// looking for the text nearest a missing old_text.
 	FileEditNearMatchSteps = 1 << 22
 	// FileListDepthDefault and FileListDepthMax bound files.list's depth;
-	// FileListEntriesDefault and FileListEntriesMax its max_entries.
+	// FileListEntriesDefault and FileListEntriesMax its max_entries: by
+	// default as many entries of the longest names as keep the result's
+	// text under MaxToolTextChars.
 	FileListDepthDefault   = 1
 	FileListDepthMax       = 10
-	FileListEntriesDefault = 1000
+	FileListEntriesDefault = 200
 	FileListEntriesMax     = 10000
 	// FileListMaxExcludeDirs bounds files.list's exclude_dirs, as
 	// files.search bounds its own.

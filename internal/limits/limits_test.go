@@ -29,13 +29,17 @@ var counts = map[string]struct{ got, want int64 }{
 	"CaptureRingSlack": {CaptureRingSlack, 64 * kib},
 	// Internal: the supervisor's read from a job's output.
 	"CaptureReadBytes":  {CaptureReadBytes, 256 * kib},
-	"OutputPageDefault": {OutputPageDefault, 64 * kib}, // process.output's schema: default 65536
+	"OutputPageDefault": {OutputPageDefault, 32 * kib}, // process.output's schema: default 32768
 	"OutputPageMax":     {OutputPageMax, 1 * mib},      // process.output's schema: at most 1048576
 	"LiveChunkBytes":    {LiveChunkBytes, 8 * kib},     // README, Tools and The relay and the link: 8 KiB
 	"LiveQueueFrames":   {LiveQueueFrames, 64},         // README, The relay and the link: 64 frames
-	// Internal: process.run's combined retained output (output_capture.limit_bytes).
-	"RunOutputCapBytes": {RunOutputCapBytes, 1 * mib},
-	"MaxFrameBytes":     {MaxFrameBytes, 16 * mib}, // README, Tools: one 16 MiB link frame
+	// docs/tools.md process.run: max_bytes default 65536, at most 1048576 (output_capture.limit_bytes).
+	"RunOutputDefaultBytes": {RunOutputDefaultBytes, 64 * kib},
+	"RunOutputCapBytes":     {RunOutputCapBytes, 1 * mib},
+	// docs/limits.md: a tool's text at its default bounds, well under
+	// claude.ai's cut at about 150,000 characters.
+	"MaxToolTextChars": {MaxToolTextChars, 100_000},
+	"MaxFrameBytes":    {MaxFrameBytes, 16 * mib}, // README, Tools: one 16 MiB link frame
 	// docs/limits.md: a relay request carries files.write's 8 MiB as base64.
 	"MaxRelayRequestBytes": {MaxRelayRequestBytes, 16 * mib},
 	// Internal: how far past it the relay looks for the call to refuse.
@@ -82,9 +86,9 @@ var counts = map[string]struct{ got, want int64 }{
 	"WaitMaxJobs": {WaitMaxJobs, 32},
 	// docs/tools.md process.wait and process.input: until texts up to 1 KiB, probes 10 times a second.
 	"UntilTextMaxBytes": {UntilTextMaxBytes, 1 * kib},
-	// docs/tools.md process.screen: rows past 128 KiB of text are left empty; docs/limits.md
+	// docs/tools.md process.screen: rows past 64 KiB of text are left empty; docs/limits.md
 	// the emulator's feed (64 KiB at most every 50 ms, else the last 32 KiB).
-	"ScreenTextMaxBytes": {ScreenTextMaxBytes, 128 * kib},
+	"ScreenTextMaxBytes": {ScreenTextMaxBytes, 64 * kib},
 	"ScreenFloodBytes":   {ScreenFloodBytes, 64 * kib},
 	"ScreenResyncBytes":  {ScreenResyncBytes, 32 * kib},
 	// docs/tools.md process.start: idempotency_key 1-128 printable ASCII.
@@ -102,11 +106,11 @@ var counts = map[string]struct{ got, want int64 }{
 	"FileEditNearMatchSteps": {FileEditNearMatchSteps, 4 << 20},
 	// Internal: a page of a terminal's ps -ww line; 200 processes stay under 1 MiB.
 	"ProcessArgsMaxBytes": {ProcessArgsMaxBytes, 4 * kib},
-	// docs/tools.md files.list: depth 1–10 (default 1), max_entries default 1000,
+	// docs/tools.md files.list: depth 1–10 (default 1), max_entries default 200,
 	// at most 10000.
 	"FileListDepthDefault":   {FileListDepthDefault, 1},
 	"FileListDepthMax":       {FileListDepthMax, 10},
-	"FileListEntriesDefault": {FileListEntriesDefault, 1000},
+	"FileListEntriesDefault": {FileListEntriesDefault, 200},
 	"FileListEntriesMax":     {FileListEntriesMax, 10000},
 	// Internal: files.search's bound on exclude_dirs.
 	"FileListMaxExcludeDirs": {FileListMaxExcludeDirs, 256},

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,23 +43,28 @@ type Request struct {
 	Cwd       string            `json:"cwd,omitempty" jsonschema:"absolute working directory (default: the agent user's home)"`
 	Env       map[string]string `json:"env,omitempty" jsonschema:"environment variables added to the agent's environment"`
 	TimeoutMS int               `json:"timeout_ms,omitempty" jsonschema:"1-600000: the command is stopped (SIGTERM, then SIGKILL) after this long; default 60000"`
+	MaxBytes  int               `json:"max_bytes,omitempty" jsonschema:"1-1048576, default 65536: output bytes kept, both streams together"`
 }
 
 // StreamOutput is one stream's retained output.
 type StreamOutput struct {
-	// Data is the retained prefix of the stream, as UTF-8 text when it is
-	// valid UTF-8, else base64.
+	// Data is the retained output, as UTF-8 text when it is valid UTF-8,
+	// else base64: the whole stream, or its first bytes and, past Gap, its
+	// last ones.
 	Data     string `json:"data"`
 	Encoding string `json:"encoding"`
 	// ObservedBytes counts every byte read from the stream.
 	ObservedBytes int64 `json:"observed_bytes"`
 	// Truncated reports that Data is not the whole stream.
 	Truncated bool `json:"truncated"`
+	// Gap is the middle of the stream Data leaves out, as in a
+	// process.output page; nil when Data is the whole stream.
+	Gap *jobs.Gap `json:"gap,omitempty" jsonschema:"the middle of the stream left out: data is the bytes before it, then those after it"`
 }
 
 // Capture describes how much output was seen, kept and delivered.
 type Capture struct {
-	// LimitBytes is the combined stdout+stderr retention cap.
+	// LimitBytes is the combined stdout+stderr retention cap: max_bytes.
 	LimitBytes int64 `json:"limit_bytes"`
 	// ObservedBytes counts every byte read from both streams.
 	ObservedBytes int64 `json:"observed_bytes"`
@@ -110,8 +116,6 @@ type Options struct {
 	// Procs verifies the child's identity before each signal; nil means
 	// procid.Default().
 	Procs *procid.Source
-	// CapBytes overrides limits.RunOutputCapBytes when positive (tests).
-	CapBytes int64
 	// Hide, when set, starts the shell through the hide-exec role, out of
 	// sight of the agent's own directories (README); nil starts it in the
 	// agent's own namespaces, where the host refuses them.
@@ -140,24 +144,94 @@ func timeout(ms int) (time.Duration, error) {
 	return d, nil
 }
 
-// capture retains the first bytes of each stream up to a combined cap.
+// maxBytes validates max_bytes.
+func maxBytes(n int) (int64, error) {
+	if n == 0 {
+		return limits.RunOutputDefaultBytes, nil
+	}
+	if n < 0 || n > limits.RunOutputCapBytes {
+		return 0, errcode.New(errcode.InvalidArgument, "max_bytes must be between 1 and %d", limits.RunOutputCapBytes)
+	}
+	return int64(n), nil
+}
+
+// capture retains what the result carries of a combined budget: its first
+// half as a head, the first bytes of both streams in arrival order, and of
+// each stream the last bytes past its head, from which retain takes the
+// other half.
 type capture struct {
 	mu       sync.Mutex
-	cap      int64
-	kept     int64
+	budget   int64
+	headRoom int64
 	observed [2]int64
-	buf      [2][]byte
+	head     [2][]byte
+	tail     [2]tail
+}
+
+func newCapture(budget int64) *capture {
+	return &capture{budget: budget, headRoom: budget / 2}
 }
 
 func (c *capture) add(i int, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.observed[i] += int64(len(b))
-	if room := c.cap - c.kept; room > 0 {
-		n := min(int64(len(b)), room)
-		c.buf[i] = append(c.buf[i], b[:n]...)
-		c.kept += n
+	n := min(int64(len(b)), c.headRoom)
+	c.head[i] = append(c.head[i], b[:n]...)
+	c.headRoom -= n
+	if rest := b[n:]; len(rest) > 0 {
+		// Either stream may take the whole other half.
+		c.tail[i].write(rest, int(c.budget-c.budget/2))
 	}
+}
+
+// retain returns each stream's head and the part of its tail the budget
+// keeps: when both tails do not fit, each gets half of what is left, and
+// a short one leaves the rest to the other.
+func (c *capture) retain() (head, tail [2][]byte) {
+	left := c.budget - int64(len(c.head[0])+len(c.head[1]))
+	var rest [2]int64
+	for i := range rest {
+		rest[i] = c.observed[i] - int64(len(c.head[i]))
+	}
+	var keep [2]int64
+	keep[0] = min(rest[0], left/2)
+	keep[1] = min(rest[1], left-keep[0])
+	keep[0] = min(rest[0], left-keep[1])
+	for i := range head {
+		t := c.tail[i].bytes()
+		head[i], tail[i] = c.head[i], t[int64(len(t))-keep[i]:]
+	}
+	return head, tail
+}
+
+// tail keeps the last bytes written to it, in a ring of the size its
+// first write names.
+type tail struct {
+	buf     []byte
+	next    int
+	written int64
+}
+
+func (t *tail) write(b []byte, size int) {
+	if t.buf == nil {
+		t.buf = make([]byte, size)
+	}
+	t.written += int64(len(b))
+	if len(b) > len(t.buf) {
+		b = b[len(b)-len(t.buf):]
+	}
+	n := copy(t.buf[t.next:], b)
+	copy(t.buf, b[n:])
+	t.next = (t.next + len(b)) % len(t.buf)
+}
+
+// bytes returns what the ring holds, oldest first.
+func (t *tail) bytes() []byte {
+	if t.written < int64(len(t.buf)) {
+		return t.buf[:t.written]
+	}
+	return append(slices.Clone(t.buf[t.next:]), t.buf[:t.next]...)
 }
 
 func (c *capture) total() int64 {
@@ -178,9 +252,9 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	capBytes := opts.CapBytes
-	if capBytes <= 0 {
-		capBytes = limits.RunOutputCapBytes
+	budget, err := maxBytes(req.MaxBytes)
+	if err != nil {
+		return nil, err
 	}
 	c, err := start(req.Command, cwd, env, opts)
 	if err != nil {
@@ -188,7 +262,7 @@ func Run(ctx context.Context, req Request, opts Options) (*Result, error) {
 	}
 	defer c.release()
 	r := &runner{
-		ctx: ctx, progress: opts.Progress, capt: &capture{cap: capBytes},
+		ctx: ctx, progress: opts.Progress, capt: newCapture(budget),
 		queue:       make(chan Chunk, limits.LiveQueueFrames),
 		senderStop:  make(chan struct{}),
 		transportKO: make(chan struct{}),
@@ -379,12 +453,13 @@ func (c *child) supervise(ctx context.Context, r *runner, limit time.Duration) (
 // collect puts the retained output and its accounting into res.
 func (r *runner) collect(res *Result, abandoned bool) {
 	c := r.capt
+	head, tail := c.retain()
 	var retained int64
-	res.Stdout, retained = streamOutput(c.buf[0], c.observed[0], retained)
-	res.Stderr, retained = streamOutput(c.buf[1], c.observed[1], retained)
+	res.Stdout, retained = streamOutput(head[0], tail[0], c.observed[0], retained)
+	res.Stderr, retained = streamOutput(head[1], tail[1], c.observed[1], retained)
 	observed := c.observed[0] + c.observed[1]
 	res.OutputCapture = Capture{
-		LimitBytes: c.cap, ObservedBytes: observed, RetainedBytes: retained,
+		LimitBytes: c.budget, ObservedBytes: observed, RetainedBytes: retained,
 		Truncated: observed > retained,
 		TransportComplete: r.progress != nil && !res.Cancelled && !abandoned && !r.failed.Load() &&
 			r.delivered.Load() == observed,
@@ -479,16 +554,21 @@ func (r *runner) send() {
 	}
 }
 
-// streamOutput encodes a stream's retained bytes and adds their count to
-// retained. A truncated prefix that ends inside a UTF-8 character loses
-// that partial character, so valid text stays text.
-func streamOutput(b []byte, observed, retained int64) (StreamOutput, int64) {
-	if int64(len(b)) < observed {
-		b = b[:len(b)-textenc.PartialTail(b)]
+// streamOutput encodes a stream's retained head and tail and adds their
+// count to retained. Where the middle is cut, the head loses a character
+// the cut splits and the tail the rest of one, so valid text stays text.
+func streamOutput(head, tail []byte, observed, retained int64) (StreamOutput, int64) {
+	so := StreamOutput{ObservedBytes: observed}
+	if int64(len(head)+len(tail)) < observed {
+		head = head[:len(head)-textenc.PartialTail(head)]
+		for i := 0; i < utf8.UTFMax-1 && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
+			tail = tail[1:]
+		}
+		so.Truncated = true
+		so.Gap = &jobs.Gap{From: int64(len(head)), To: observed - int64(len(tail))}
 	}
-	so := StreamOutput{ObservedBytes: observed, Truncated: int64(len(b)) < observed}
-	so.Data, so.Encoding = textenc.Encode(b)
-	return so, retained + int64(len(b))
+	so.Data, so.Encoding = textenc.Encode(append(slices.Clone(head), tail...))
+	return so, retained + int64(len(head)+len(tail))
 }
 
 // EncodeChunk returns a chunk's data for a text-only carrier (an MCP

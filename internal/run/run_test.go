@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
@@ -85,7 +86,7 @@ func TestChunksReassemble(t *testing.T) {
 	os.WriteFile(dir+"/o", outData, 0o600)
 	os.WriteFile(dir+"/e", errData, 0o600)
 	c := newCollector(t)
-	res, err := Run(context.Background(), Request{Command: "cat o; cat e >&2; cat o", Cwd: dir}, opts(c.progress))
+	res, err := Run(context.Background(), Request{Command: "cat o; cat e >&2; cat o", Cwd: dir, MaxBytes: limits.RunOutputCapBytes}, opts(c.progress))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,50 +111,127 @@ func TestChunksReassemble(t *testing.T) {
 	}
 }
 
-func TestCombinedCapTruncates(t *testing.T) {
-	o := opts(nil)
-	o.CapBytes = 100_000
-	// The cap is shared by both streams in arrival order. Which stream's
-	// bytes arrive first is up to the scheduler (both fit a pipe buffer),
-	// so the test checks what holds either way: 100,000 bytes kept of
-	// 130,000, each stream's kept bytes a prefix of it, and every stream
-	// that lost bytes marked truncated.
-	res, err := Run(context.Background(), Request{Command: "head -c 60000 /dev/zero >&2; head -c 70000 /dev/zero; exit 3"}, o)
+// kept returns what a stream's result holds of want: all of it, or its
+// bytes before the gap and after it.
+func kept(t *testing.T, s StreamOutput, want []byte) []byte {
+	t.Helper()
+	if s.Gap == nil {
+		if s.Truncated {
+			t.Errorf("truncated without a gap: %+v", s)
+		}
+		return want
+	}
+	if !s.Truncated || s.Gap.From > s.Gap.To || s.Gap.To > int64(len(want)) {
+		t.Fatalf("gap %+v of %d bytes, truncated %v", s.Gap, len(want), s.Truncated)
+	}
+	return append(append([]byte(nil), want[:s.Gap.From]...), want[s.Gap.To:]...)
+}
+
+// TestHeadAndTail: max_bytes keeps the first half of the output and the
+// last half; the middle is counted, not kept, and the result says where
+// it was.
+func TestHeadAndTail(t *testing.T) {
+	dir := t.TempDir()
+	out := seq(300_000)
+	os.WriteFile(dir+"/o", out, 0o600)
+	res, err := Run(context.Background(), Request{Command: "cat o", Cwd: dir, MaxBytes: 100_000}, opts(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := res.Stdout.Gap; g == nil || *g != (jobs.Gap{From: 50_000, To: 250_000}) || !res.Stdout.Truncated {
+		t.Fatalf("stdout gap %v, truncated %v", g, res.Stdout.Truncated)
+	}
+	if got := decode(t, res.Stdout); !bytes.Equal(got, kept(t, res.Stdout, out)) {
+		t.Fatalf("stdout keeps %d bytes that are not its head and tail", len(got))
+	}
+	oc := res.OutputCapture
+	if oc.LimitBytes != 100_000 || oc.ObservedBytes != 300_000 || oc.RetainedBytes != 100_000 || !oc.Truncated {
+		t.Fatalf("capture %+v", oc)
+	}
+	if res.Stderr.Gap != nil || res.Stderr.Truncated || res.Stderr.Data != "" {
+		t.Fatalf("stderr %+v", res.Stderr)
+	}
+}
+
+// TestDefaultKeeps64KiB: without max_bytes, a command that prints more
+// keeps 64 KiB, its first lines and its last.
+func TestDefaultKeeps64KiB(t *testing.T) {
+	res, err := Run(context.Background(), Request{Command: "seq 1 200000"}, opts(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	oc := res.OutputCapture
-	if oc.LimitBytes != 100_000 || oc.ObservedBytes != 130_000 || oc.RetainedBytes != 100_000 || !oc.Truncated {
+	if oc.LimitBytes != limits.RunOutputDefaultBytes || oc.RetainedBytes != limits.RunOutputDefaultBytes || oc.ObservedBytes != 1_288_895 || !oc.Truncated {
 		t.Fatalf("capture %+v", oc)
 	}
-	if oc.TransportComplete {
-		t.Error("transport_complete without live output")
-	}
-	errKept, outKept := len(decode(t, res.Stderr)), len(decode(t, res.Stdout))
-	if res.Stderr.ObservedBytes != 60_000 || res.Stdout.ObservedBytes != 70_000 {
-		t.Errorf("observed stderr %d, stdout %d", res.Stderr.ObservedBytes, res.Stdout.ObservedBytes)
-	}
-	if errKept+outKept != 100_000 || errKept > 60_000 || outKept > 70_000 {
-		t.Errorf("kept stderr %d + stdout %d bytes", errKept, outKept)
-	}
-	if res.Stderr.Truncated != (errKept < 60_000) || res.Stdout.Truncated != (outKept < 70_000) {
-		t.Errorf("truncated stderr %v (%d kept), stdout %v (%d kept)", res.Stderr.Truncated, errKept, res.Stdout.Truncated, outKept)
-	}
-	if res.ExitCode == nil || *res.ExitCode != 3 {
-		t.Errorf("exit code %v", res.ExitCode)
+	if !strings.HasPrefix(res.Stdout.Data, "1\n2\n3\n") || !strings.HasSuffix(res.Stdout.Data, "\n199999\n200000\n") {
+		t.Fatalf("stdout does not keep the first and last lines")
 	}
 }
 
-func TestTruncationKeepsText(t *testing.T) {
-	o := opts(nil)
-	o.CapBytes = 10
-	res, err := Run(context.Background(), Request{Command: "printf 'abcdefghi\\342\\202\\254xyz'"}, o)
-	if err != nil {
-		t.Fatal(err)
+// TestBothStreamsShareTheBudget: both streams together keep max_bytes,
+// each its head and tail, and a short stream is kept whole, whichever
+// order the scheduler read them in.
+func TestBothStreamsShareTheBudget(t *testing.T) {
+	dir := t.TempDir()
+	out, big, errOut := seq(70_000), seq(300_000), bytes.Repeat([]byte("e\n"), 30_000)
+	os.WriteFile(dir+"/o", out, 0o600)
+	os.WriteFile(dir+"/big", big, 0o600)
+	os.WriteFile(dir+"/e", errOut, 0o600)
+	for _, tc := range []struct {
+		command         string
+		stdout, stderr  []byte
+		stderrKeptWhole bool
+	}{
+		{"cat e >&2; cat o; exit 3", out, errOut, false},
+		{"printf err >&2; cat big; exit 3", big, []byte("err"), true},
+	} {
+		res, err := Run(context.Background(), Request{Command: tc.command, Cwd: dir, MaxBytes: 100_000}, opts(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		oc := res.OutputCapture
+		observed := int64(len(tc.stdout) + len(tc.stderr))
+		if oc.LimitBytes != 100_000 || oc.ObservedBytes != observed || oc.RetainedBytes != 100_000 || !oc.Truncated || oc.TransportComplete {
+			t.Fatalf("%s: capture %+v", tc.command, oc)
+		}
+		outKept, errKept := decode(t, res.Stdout), decode(t, res.Stderr)
+		if !bytes.Equal(outKept, kept(t, res.Stdout, tc.stdout)) || !bytes.Equal(errKept, kept(t, res.Stderr, tc.stderr)) {
+			t.Fatalf("%s: a stream keeps bytes that are not its head and tail", tc.command)
+		}
+		if len(outKept)+len(errKept) != 100_000 {
+			t.Errorf("%s: kept stdout %d + stderr %d bytes", tc.command, len(outKept), len(errKept))
+		}
+		if tc.stderrKeptWhole && (res.Stderr.Gap != nil || !bytes.Equal(errKept, tc.stderr)) {
+			t.Errorf("%s: a short stderr kept %q, gap %v", tc.command, errKept, res.Stderr.Gap)
+		}
+		if res.ExitCode == nil || *res.ExitCode != 3 {
+			t.Errorf("%s: exit code %v", tc.command, res.ExitCode)
+		}
 	}
-	if res.Stdout.Encoding != "utf-8" || res.Stdout.Data != "abcdefghi" || res.OutputCapture.RetainedBytes != 9 ||
-		res.OutputCapture.ObservedBytes != 15 || !res.OutputCapture.Truncated {
-		t.Fatalf("%+v %+v", res.Stdout, res.OutputCapture)
+}
+
+// TestTruncationKeepsText: a cut through a character drops its bytes on
+// both sides of the gap, so valid text stays text.
+func TestTruncationKeepsText(t *testing.T) {
+	for _, tc := range []struct {
+		printf, data string
+		gap          jobs.Gap
+	}{
+		// The tail begins inside the euro sign.
+		{`abcdefghi\342\202\254xyz`, "abcdexyz", jobs.Gap{From: 5, To: 12}},
+		// The head ends inside it.
+		{`abcd\342\202\254fghijklmnop`, "abcdlmnop", jobs.Gap{From: 4, To: 13}},
+	} {
+		res, err := Run(context.Background(), Request{Command: "printf '" + tc.printf + "'", MaxBytes: 10}, opts(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		oc := res.OutputCapture
+		if res.Stdout.Encoding != "utf-8" || res.Stdout.Data != tc.data || res.Stdout.Gap == nil || *res.Stdout.Gap != tc.gap ||
+			oc.RetainedBytes != int64(len(tc.data)) || oc.ObservedBytes != tc.gap.To+int64(len(tc.data))-tc.gap.From || !oc.Truncated {
+			t.Errorf("%s: %+v %v %+v", tc.printf, res.Stdout, res.Stdout.Gap, oc)
+		}
 	}
 }
 
@@ -197,7 +275,7 @@ func TestBackpressure(t *testing.T) {
 		t.Errorf("readers ran %d bytes ahead of delivery (bound %d)", maxAhead.Load(), bound)
 	}
 	oc := res.OutputCapture
-	if oc.ObservedBytes != total || oc.RetainedBytes != limits.RunOutputCapBytes || !oc.Truncated || !oc.TransportComplete {
+	if oc.ObservedBytes != total || oc.RetainedBytes != limits.RunOutputDefaultBytes || !oc.Truncated || !oc.TransportComplete {
 		t.Fatalf("capture %+v", oc)
 	}
 	if delivered.Load() != total {
@@ -377,6 +455,8 @@ func TestInvalidInput(t *testing.T) {
 		{Command: "echo", Env: map[string]string{"A": secret + "\x00"}},
 		{Command: "echo", TimeoutMS: -1},
 		{Command: "echo", TimeoutMS: int(limits.RunTimeoutMax.Milliseconds()) + 1},
+		{Command: "echo", MaxBytes: -1},
+		{Command: "echo", MaxBytes: limits.RunOutputCapBytes + 1},
 	} {
 		res, err := Run(context.Background(), req, opts(nil))
 		if res != nil || !errcode.Is(err, errcode.InvalidArgument) {

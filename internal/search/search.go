@@ -75,10 +75,12 @@ import (
 const (
 	DefaultMaxFileBytes int64 = 10 << 20
 	MaxMaxFileBytes     int64 = 1 << 30
-	DefaultMaxResults         = 1000
-	MaxMaxResults             = 10000
-	DefaultTimeout            = 10 * time.Second
-	MaxTimeout                = 60 * time.Second
+	// DefaultMaxResults keeps the result's text under
+	// limits.MaxToolTextChars with every line at MaxLineBytes.
+	DefaultMaxResults = 100
+	MaxMaxResults     = 10000
+	DefaultTimeout    = 10 * time.Second
+	MaxTimeout        = 60 * time.Second
 	// MaxNameBytes bounds name (a base name is at most 255 bytes on Linux).
 	MaxNameBytes = 255
 	// MaxTextBytes bounds text.
@@ -110,7 +112,7 @@ type Request struct {
 	Text         string   `json:"text,omitempty" jsonschema:"literal substring of a line of a file's contents (no regex)"`
 	ExcludeDirs  []string `json:"exclude_dirs,omitempty" jsonschema:"exact directory base names to skip entirely, e.g. .git"`
 	MaxFileBytes int64    `json:"max_file_bytes,omitempty" jsonschema:"files larger than this are not read for text; default 10485760, at most 1073741824"`
-	MaxResults   int      `json:"max_results,omitempty" jsonschema:"at most this many matches, 1-10000, default 1000"`
+	MaxResults   int      `json:"max_results,omitempty" jsonschema:"at most this many matches, 1-10000, default 100"`
 	TimeoutMS    int      `json:"timeout_ms,omitempty" jsonschema:"deadline in milliseconds, 1-60000, default 10000; partial results when it expires"`
 }
 

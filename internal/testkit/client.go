@@ -85,6 +85,14 @@ func (c *Client) Call(tool string, args any) (json.RawMessage, bool) {
 	if err != nil {
 		c.TB.Fatal(err)
 	}
+	c.Check(tool, raw)
+	return raw, isErr
+}
+
+// Check holds a tool's structured content to the tool's listed
+// outputSchema and to its whole schema, when References has it.
+func (c *Client) Check(tool string, raw json.RawMessage) {
+	c.TB.Helper()
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		c.TB.Fatalf("%s: structured content is not JSON: %v", tool, err)
@@ -99,7 +107,6 @@ func (c *Client) Call(tool string, args any) (json.RawMessage, bool) {
 			c.TB.Fatalf("%s: the result does not match the tool's reference schema: %v\n%s", tool, err, raw)
 		}
 	}
-	return raw, isErr
 }
 
 // OK calls a tool that must succeed and decodes its result into out (when

@@ -7,6 +7,7 @@ package toolresult
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,13 +20,17 @@ type ErrorResult struct {
 }
 
 // Success wraps a structured result; its text content is the result's
-// compact JSON.
+// compact JSON, with <, > and & as they are: a model reads the text, and
+// escaped each would take six characters of it (a line of code found by
+// files.search, say).
 func Success(out any) *mcp.CallToolResult {
-	raw, err := json.Marshal(out)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
 		return Failure(fmt.Errorf("encode result: %w", err))
 	}
-	return Summarized(out, string(raw))
+	return Summarized(out, strings.TrimSuffix(b.String(), "\n"))
 }
 
 // Summarized wraps a structured result with a text content of its own: a

@@ -60,6 +60,11 @@ func TestSuccess(t *testing.T) {
 	if len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != `{"process_id":"p","forgotten":true}` {
 		t.Errorf("content = %#v", res.Content)
 	}
+	// The text keeps what JSON would escape for HTML as it is.
+	res = Success(map[string]string{"text": "if a < b && c > d {"})
+	if text := res.Content[0].(*mcp.TextContent).Text; text != `{"text":"if a < b && c > d {"}` {
+		t.Errorf("text = %s", text)
+	}
 	// A result that cannot be encoded is an internal failure, not a panic.
 	res = Success(map[string]any{"f": func() {}})
 	if !res.IsError || res.StructuredContent.(ErrorResult).Error.Code != errcode.Internal {

@@ -90,7 +90,7 @@ func TestToolsCarryTitlesAndHints(t *testing.T) {
 
 // toolsListBudget is the most a device's tools/list result may weigh: every
 // client loads it into each session before its first call.
-const toolsListBudget = 24_000
+const toolsListBudget = 24_500
 
 // TestToolsListFitsItsBudget: the tools/list result, as it goes on the
 // wire, stays within its budget.

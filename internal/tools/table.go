@@ -108,7 +108,7 @@ var definitions = []func(*handlers) definition{
 		"List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
 		(*handlers).filesList, nil),
 	tool("process.run", "Run a short command", changes,
-		fmt.Sprintf("Run a short foreground command and return its result (exit code, bounded stdout/stderr, output_capture). With a progress token, live output arrives as progress notifications of at most %d KiB (_meta names the stream and offset). Cancelled with the request.", limits.LiveChunkBytes>>10),
+		fmt.Sprintf("Run a short foreground command and return its result (exit code, stdout/stderr: of more than max_bytes, the first and last half; output_capture). With a progress token, live output arrives as progress notifications of at most %d KiB (_meta names the stream and offset). Cancelled with the request.", limits.LiveChunkBytes>>10),
 		(*handlers).processRun, runText),
 	tool("process.forget", "Forget a finished job", destructive,
 		"Delete a terminal job's metadata and output.",

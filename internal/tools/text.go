@@ -167,8 +167,8 @@ func ending(state jobmeta.State, code *int, signal string) string {
 }
 
 // runText summarises a foreground command: how it ended and in how long,
-// then each stream's retained text (or its size as base64), and whether
-// output was cut.
+// and whether output was cut, then each stream's retained text (or its
+// size as base64), a line where its middle was left out.
 func runText(r *run.Result) string {
 	var b strings.Builder
 	switch {
@@ -195,12 +195,24 @@ func runText(r *run.Result) string {
 			fmt.Fprintf(&b, "%s: %d bytes as base64 in the structured result\n", name, base64Len(s.Data))
 			continue
 		}
-		b.WriteString(name + ":\n" + s.Data)
-		if !strings.HasSuffix(s.Data, "\n") {
-			b.WriteByte('\n')
+		b.WriteString(name + ":\n")
+		data := s.Data
+		if g := s.Gap; g != nil {
+			writeLines(&b, data[:g.From])
+			fmt.Fprintf(&b, "[... %d bytes of %s left out ...]\n", g.To-g.From, name)
+			data = data[g.From:]
 		}
+		writeLines(&b, data)
 	}
 	return b.String()
+}
+
+// writeLines writes text on lines of its own.
+func writeLines(b *strings.Builder, text string) {
+	b.WriteString(text)
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		b.WriteByte('\n')
+	}
 }
 
 // writePages writes each stream's page: its range, then its text (or how

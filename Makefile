@@ -20,7 +20,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/relay/store:FuzzAuthToken ./internal/relay/store:FuzzDecodeAudit \
              ./internal/transport:FuzzInbound ./internal/transport:FuzzDecodeRotate \
              ./internal/transport:FuzzReadLinkFrame \
-             ./internal/relay:FuzzSplitDevice ./internal/enrollment:FuzzDecodeEnrollRequest \
+             ./internal/relay:FuzzSplitDevice ./internal/relay:FuzzBoundWait ./internal/enrollment:FuzzDecodeEnrollRequest \
              ./internal/enrollment:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \
              ./internal/relay/oauth:FuzzParseForm ./internal/relay/oauth:FuzzDecodeRegistration \

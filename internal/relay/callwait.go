@@ -62,7 +62,8 @@ func (s *Server) boundWait(tool string, args json.RawMessage) (json.RawMessage, 
 	}
 	bound := s.callWait().Milliseconds()
 	asked := w.def.Milliseconds()
-	if raw := jsonspan.Find(ms, w.name); raw != nil {
+	// null is absent to the device: its default applies.
+	if raw := jsonspan.Find(ms, w.name); raw != nil && string(raw) != "null" {
 		if asked, err = strconv.ParseInt(string(raw), 10, 64); err != nil || asked < 0 {
 			// Not a count of milliseconds: the device says what it wants.
 			return args, false, nil

@@ -2,7 +2,10 @@ package relay
 
 import (
 	"context"
+	"bytes"
 	"encoding/json"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +43,7 @@ func TestBoundWait(t *testing.T) {
 		{"one past", "process.wait", `{"timeout_ms":240001}`, 4 * time.Minute, `{"timeout_ms":240000}`, true, ""},
 		{"the default past a short bound", "process.wait", `{"process_ids":["a"]}`, 30 * time.Second, `{"process_ids":["a"],"timeout_ms":30000}`, true, ""},
 		{"no arguments", "process.wait", ``, 30 * time.Second, `{"timeout_ms":30000}`, true, ""},
+		{"null, the default", "process.wait", `{"timeout_ms":null}`, 30 * time.Second, `{"timeout_ms":30000}`, true, ""},
 		{"wait_ms past a short bound", "process.output", `{"process_id":"a","wait_ms":20000}`, 10 * time.Second, `{"process_id":"a","wait_ms":10000}`, true, ""},
 		{"wait_ms within", "process.start", `{"command":"x","wait_ms":30000}`, 4 * time.Minute, `{"command":"x","wait_ms":30000}`, false, ""},
 		{"not a number", "process.wait", `{"timeout_ms":"long"}`, time.Second, `{"timeout_ms":"long"}`, false, ""},
@@ -118,4 +122,46 @@ func TestAWaitThroughTheRelayIsCut(t *testing.T) {
 			t.Errorf("process.wait's description: %q", tool.Description)
 		}
 	}
+}
+
+// FuzzBoundWait: whatever a client sends, a process.wait the relay
+// forwards is a JSON object whose timeout_ms, when a count, is within the
+// call wait, and its other members are the client's.
+func FuzzBoundWait(f *testing.F) {
+	f.Add([]byte(`{"process_ids":["a"],"timeout_ms":600000}`))
+	f.Add([]byte(`{"timeout_ms":1,"mode":"all"}`))
+	f.Add([]byte(``))
+	f.Add([]byte(`{"timeout_ms":"x"}`))
+	s := &Server{MaxCallWait: 5 * time.Second}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, cut, err := s.boundWait("process.wait", data)
+		if err != nil {
+			return
+		}
+		var in, got map[string]any
+		if json.Unmarshal(out, &got) != nil {
+			t.Fatalf("%q forwarded as %q, not an object", data, out)
+		}
+		// A count the device takes is an integer literal (its decoder
+		// refuses 1e9 or 5000.0 for timeout_ms).
+		var ms struct {
+			TimeoutMS json.Number `json:"timeout_ms"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(out))
+		dec.UseNumber()
+		if dec.Decode(&ms) == nil {
+			if n, err := strconv.ParseInt(ms.TimeoutMS.String(), 10, 64); err == nil && n > 5000 {
+				t.Fatalf("%q forwarded with timeout_ms %d", data, n)
+			}
+		}
+		if !cut {
+			return
+		}
+		json.Unmarshal(data, &in)
+		for k, v := range in {
+			if k != "timeout_ms" && !reflect.DeepEqual(got[k], v) {
+				t.Fatalf("%q: member %s became %v", data, k, got[k])
+			}
+		}
+	})
 }

@@ -162,3 +162,42 @@ func TestResourceAsTyped(t *testing.T) {
 		}
 	}
 }
+
+// Parameters an endpoint does not know are ignored, as RFC 6749 3.1 and
+// RFC 7591 2 ask; a client that sends its own (prompt, nonce, a
+// registration's logo_uri) is served.
+func TestUnknownParametersAreIgnored(t *testing.T) {
+	f := newFixture(t, nil)
+	resp, err := noFollow.Post(f.hs.URL+"/register", "application/json", strings.NewReader(
+		`{"redirect_uris":["https://client.example/cb"],"client_name":"x","logo_uri":"https://client.example/l.png","software_id":"s","jwks":{"keys":[]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg map[string]any
+	json.NewDecoder(resp.Body).Decode(&reg)
+	resp.Body.Close()
+	id, _ := reg["client_id"].(string)
+	if resp.StatusCode != http.StatusCreated || id == "" {
+		t.Fatalf("register with unknown members: %d %v", resp.StatusCode, reg)
+	}
+	q := authParams(id, "https://client.example/cb")
+	q.Set("prompt", "consent")
+	q.Set("nonce", "n-1")
+	q.Set("access_type", "offline")
+	reqID := f.consent(t, q)
+	code, _, err := f.st.ApproveAuthRequest(reqID, spec, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := codeForm(id, code, "https://client.example/cb")
+	form.Set("scope", "whatever")
+	form.Set("audience", "x")
+	status, body := f.post(t, TokenPath, form)
+	if status != http.StatusOK {
+		t.Fatalf("a token request with unknown parameters: %d %v", status, body)
+	}
+	status, _ = f.post(t, RevokePath, url.Values{"token": {body["access_token"].(string)}, "token_type_hint": {"refresh_token"}, "extra": {"1"}})
+	if status != http.StatusOK {
+		t.Errorf("a revocation with unknown parameters: %d", status)
+	}
+}

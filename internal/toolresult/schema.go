@@ -18,6 +18,13 @@ import (
 // result and a failure's {error} alike (a client that validates a
 // failure's structuredContent, as the TypeScript SDK does, must accept it)
 // and a newer agent's extra field breaks no client.
+//
+// No type is an array, ["null","integer"]: the MCP Inspector's type-union
+// rule (core/json/schemaLint.ts) flags it, as a client that translates a
+// tool's schema into a dialect of single types (Gemini's function
+// declarations, OpenAPI 3.0) refuses it. A field of two types is anyOf
+// one schema each, as the rule suggests; null is one only where a result
+// holds it, in a field that is not left out when empty.
 func OutputSchema[Out any]() (*jsonschema.Schema, error) {
 	full, err := resultSchema[Out]()
 	if err != nil {
@@ -25,18 +32,36 @@ func OutputSchema[Out any]() (*jsonschema.Schema, error) {
 	}
 	props := make(map[string]*jsonschema.Schema, len(full.Properties))
 	for name, p := range full.Properties {
-		props[name] = &jsonschema.Schema{Type: p.Type, Types: p.Types}
-	}
-	// A result's own error field (a job record's launch failure, a word)
-	// must admit a failure's error object too.
-	if e := props["error"]; e != nil {
-		types := e.Types
-		if e.Type != "" {
-			types = []string{e.Type}
+		types := p.Types
+		if p.Type != "" {
+			types = []string{p.Type}
 		}
-		props["error"] = &jsonschema.Schema{Types: append(slices.Clone(types), "object")}
+		// A result's own error field (a job record's launch failure, a
+		// word) must admit a failure's error object too.
+		if name == "error" {
+			types = append(slices.Clone(types), "object")
+		}
+		// A field left out when empty (omitempty: not required) is
+		// never null.
+		if !slices.Contains(full.Required, name) {
+			types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "null" })
+		}
+		props[name] = oneOf(types)
 	}
 	return &jsonschema.Schema{Type: "object", Properties: props}, nil
+}
+
+// oneOf is the schema of a value of one of types: the type, or anyOf a
+// schema of each.
+func oneOf(types []string) *jsonschema.Schema {
+	if len(types) == 1 {
+		return &jsonschema.Schema{Type: types[0]}
+	}
+	s := &jsonschema.Schema{}
+	for _, t := range types {
+		s.AnyOf = append(s.AnyOf, &jsonschema.Schema{Type: t})
+	}
+	return s
 }
 
 // ReferenceSchema is the whole schema of an Out result or a failure, with

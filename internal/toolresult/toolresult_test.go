@@ -71,3 +71,51 @@ func TestSuccess(t *testing.T) {
 		t.Errorf("unencodable result: %#v", res)
 	}
 }
+
+// TestOutputSchemaTypesEachFieldOnce: a listed schema gives each field one
+// type, or anyOf one schema a type where a result holds two: null only in
+// a field not left out when empty, and a record's error word beside a
+// failure's error object; never a type that is an array.
+func TestOutputSchemaTypesEachFieldOnce(t *testing.T) {
+	type result struct {
+		Items []string `json:"items"`
+		More  []string `json:"more,omitempty"`
+		Code  *int     `json:"code"`
+		Sum   *string  `json:"sum,omitempty"`
+		Error string   `json:"error,omitempty"`
+		Name  string   `json:"name"`
+	}
+	s, err := OutputSchema[*result]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(s)
+	var got, want any
+	json.Unmarshal(raw, &got)
+	json.Unmarshal([]byte(`{"type":"object","properties":{
+		"items":{"anyOf":[{"type":"null"},{"type":"array"}]},"more":{"type":"array"},
+		"code":{"anyOf":[{"type":"null"},{"type":"integer"}]},"sum":{"type":"string"},
+		"error":{"anyOf":[{"type":"string"},{"type":"object"}]},"name":{"type":"string"}}}`), &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("schema %s", raw)
+	}
+	resolved, err := s.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{`{"items":null,"code":null,"name":"a"}`, `{"items":["x"],"more":["y"],"code":3,"sum":"ab","error":"exec_failed","name":"a"}`,
+		`{"error":{"code":"not_found","message":"no such job"}}`} {
+		var v any
+		json.Unmarshal([]byte(doc), &v)
+		if err := resolved.Validate(v); err != nil {
+			t.Errorf("%s refused: %v", doc, err)
+		}
+	}
+	for _, doc := range []string{`{"more":null}`, `{"sum":null}`, `{"code":"3"}`, `{"error":null}`, `{"name":null}`} {
+		var v any
+		json.Unmarshal([]byte(doc), &v)
+		if resolved.Validate(v) == nil {
+			t.Errorf("%s admitted", doc)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -10,6 +11,13 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/commandcore/commandcore/internal/fileops"
+	"github.com/commandcore/commandcore/internal/jobmeta"
+	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/proclist"
+	"github.com/commandcore/commandcore/internal/run"
+	"github.com/commandcore/commandcore/internal/search"
 	"github.com/commandcore/commandcore/internal/toolspec"
 )
 
@@ -108,10 +116,53 @@ func TestToolsListFitsItsBudget(t *testing.T) {
 	}
 }
 
+// TestNoSchemaTypeIsAnArray: no schema a client is given, input or
+// output, of the live registrations or of the relay's table, has at any
+// depth a type that is an array (the MCP Inspector's type-union rule;
+// singleTyped, toolresult.OutputSchema).
+func TestNoSchemaTypeIsAnArray(t *testing.T) {
+	live, err := Definitions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var check func(at string, v any)
+	check = func(at string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if types, ok := v["type"].([]any); ok {
+				t.Errorf("%s: type %v", at, types)
+			}
+			for k, e := range v {
+				check(at+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				check(fmt.Sprintf("%s/%d", at, i), e)
+			}
+		}
+	}
+	for from, tools := range map[string][]*mcp.Tool{"registered": live, "relay's table": toolspec.Tools()} {
+		for _, tool := range tools {
+			for name, schema := range map[string]any{"inputSchema": tool.InputSchema, "outputSchema": tool.OutputSchema} {
+				raw, err := json.Marshal(schema)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var v any
+				if err := json.Unmarshal(raw, &v); err != nil {
+					t.Fatal(err)
+				}
+				check(from+" "+tool.Name+" "+name, v)
+			}
+		}
+	}
+}
+
 // TestReferenceSchemasAreWhole: each tool's reference schema holds what
 // its lean outputSchema leaves out (a nested field, a required field, a
 // description), admits a failure's {error}, and refuses a result that
-// breaks it where the lean one lets it pass.
+// breaks it where the lean one lets it pass; the lean one admits a
+// failure and an empty result, every field that may be null null.
 func TestReferenceSchemasAreWhole(t *testing.T) {
 	live, err := Definitions(context.Background())
 	if err != nil {
@@ -137,6 +188,14 @@ func TestReferenceSchemasAreWhole(t *testing.T) {
 		return r
 	}
 	failure := map[string]any{"error": map[string]any{"code": "not_found", "message": "no such job"}}
+	empty := map[string]any{
+		"system.metrics": metrics.Metrics{}, "process.list": proclist.Result{}, "process.start": jobs.StartResult{},
+		"process.status": jobmeta.Record{}, "process.output": jobs.Output{}, "process.input": jobs.InputResult{},
+		"process.resize": jobs.ResizeResult{}, "process.screen": jobs.ScreenResult{}, "process.stop": jobmeta.Record{},
+		"process.wait": jobs.WaitResult{}, "process.jobs": JobList{}, "files.search": search.Result{},
+		"files.read": fileops.ReadResult{}, "files.write": fileops.WriteResult{}, "files.edit": fileops.EditResult{},
+		"files.list": fileops.ListResult{}, "process.run": run.Result{}, "process.forget": Forgotten{},
+	}
 	for _, tool := range live {
 		ref, lean := resolve(refs[tool.Name]), resolve(tool.OutputSchema)
 		if err := ref.Validate(failure); err != nil {
@@ -144,6 +203,20 @@ func TestReferenceSchemasAreWhole(t *testing.T) {
 		}
 		if err := lean.Validate(failure); err != nil {
 			t.Errorf("%s: the listed schema refuses a failure: %v", tool.Name, err)
+		}
+		result, ok := empty[tool.Name]
+		if !ok {
+			t.Errorf("%s: no empty result to hold to its schemas", tool.Name)
+			continue
+		}
+		raw, err := json.Marshal(result)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		json.Unmarshal(raw, &v)
+		if err := lean.Validate(v); err != nil {
+			t.Errorf("%s: the listed schema refuses %s: %v", tool.Name, raw, err)
 		}
 	}
 	status := resolve(refs["process.status"])

@@ -121,7 +121,7 @@ func add[In, Out any](r registrar, d definition, h func(context.Context, Call, I
 	if err != nil {
 		panic(fmt.Sprintf("schema for %s: %v", name, err))
 	}
-	requiredNotNull(schema)
+	singleTyped(schema)
 	output, err := toolresult.OutputSchema[Out]()
 	if err != nil {
 		panic(fmt.Sprintf("output schema for %s: %v", name, err))
@@ -301,28 +301,32 @@ func mustSchema[T any]() *jsonschema.Schema {
 	return s
 }
 
-// requiredNotNull takes null out of the types of s's required properties,
-// at every depth: the schema infers "null or array" for a Go slice, but a
-// required array given as null is refused, so the schema says what is
-// accepted. An optional one keeps null, which is taken as absent.
-func requiredNotNull(s *jsonschema.Schema) {
+// singleTyped takes null out of every type in s, at every depth, leaving
+// each one type, or none beside an anyOf that says what is taken
+// (until.output). The schema infers "null or array" for a Go slice and
+// "null or object" for a pointer, but a required argument given as null
+// is refused and an optional one is taken as absent, so no client needs
+// null; and a type that is an array is what the MCP Inspector's
+// type-union rule flags (core/json/schemaLint.ts): a client that
+// translates a tool's schema into a dialect of single types, such as
+// Gemini's function declarations, refuses the tool.
+func singleTyped(s *jsonschema.Schema) {
 	if s == nil {
 		return
 	}
-	for _, name := range s.Required {
-		p := s.Properties[name]
-		if p == nil || len(p.Types) == 0 {
-			continue
-		}
-		p.Types = slices.DeleteFunc(p.Types, func(t string) bool { return t == "null" })
-		if len(p.Types) == 1 {
-			p.Type, p.Types = p.Types[0], nil
-		}
+	if types := slices.DeleteFunc(s.Types, func(t string) bool { return t == "null" }); len(types) == 1 {
+		s.Type, s.Types = types[0], nil
+	} else if len(types) == 0 {
+		s.Types = nil
 	}
 	for _, p := range s.Properties {
-		requiredNotNull(p)
+		singleTyped(p)
 	}
-	requiredNotNull(s.Items)
+	for _, a := range s.AnyOf {
+		singleTyped(a)
+	}
+	singleTyped(s.Items)
+	singleTyped(s.AdditionalProperties)
 }
 
 // jsonType names the JSON a Go type decodes from, as a client writes it:

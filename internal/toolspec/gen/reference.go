@@ -36,6 +36,9 @@ with ` + "`isError: true`" + ` and ` + "`structuredContent.error = {code, messag
 listed in the README's "Tools" section, the bounds in [limits.md](limits.md). A tool's
 ` + "`outputSchema`" + ` in ` + "`tools/list`" + ` is lean (the result's fields and their JSON types, nothing
 required, so a failure's ` + "`error`" + ` fits it too); the **Output** tables here are the whole shape.
+No schema in ` + "`tools/list`" + ` gives a ` + "`type`" + ` as an array: a field of two types, null one of them
+where a result holds it, is ` + "`anyOf`" + ` a schema of each, which clients that read one type a
+schema (Gemini's function declarations) take too.
 
 `
 
@@ -139,7 +142,8 @@ func (s *schema) UnmarshalJSON(data []byte) error {
 }
 
 // typeOf names a property's type: "string", "array of string",
-// "object of string" (a map), "integer or null", one of an enum's values.
+// "object of string" (a map), "integer or null", one of an enum's values,
+// "string or object" (anyOf).
 func typeOf(s *schema) string {
 	var types []string
 	switch t := s.Type.(type) {
@@ -169,6 +173,12 @@ func typeOf(s *schema) string {
 		if json.Unmarshal(s.AdditionalProperties, &values) == nil && values.Type != nil {
 			name = "object of " + typeOf(&values)
 		}
+	case name == "" && len(s.AnyOf) > 0:
+		alts := make([]string, len(s.AnyOf))
+		for i, a := range s.AnyOf {
+			alts[i] = typeOf(a)
+		}
+		name = strings.Join(alts, " or ")
 	case name == "":
 		name = "any"
 	}

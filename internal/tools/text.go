@@ -8,7 +8,9 @@ import (
 	"github.com/commandcore/commandcore/internal/fileops"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
@@ -51,6 +53,49 @@ func jobsText(l *JobList) string {
 	}
 	if len(l.Jobs) == 0 {
 		b.WriteString("no managed jobs\n")
+	}
+	return b.String()
+}
+
+// processArgsShare is how much of a process.list text the command lines
+// share: one process's shows whole, each of the default 200's 250 bytes,
+// so the text stays under limits.MaxToolTextChars however long the
+// command lines the structured result holds.
+const processArgsShare = limits.MaxToolTextChars / 2
+
+// processListText lists the processes as ps does, a line each: PID,
+// parent, user, state, resident KiB, CPU seconds, and the command line (of
+// a process without one, its argv[0] or its [name]) with a job's
+// process_id; a command line cut ends in "...".
+func processListText(r *proclist.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d matching processes", len(r.Processes), r.TotalMatched)
+	if r.Truncated {
+		fmt.Fprintf(&b, " (limit %d)", r.Limit)
+	}
+	b.WriteString("\nPID PPID USER S RSS_KIB CPU_S COMMAND\n")
+	share := processArgsShare / max(len(r.Processes), 1)
+	for _, p := range r.Processes {
+		user := p.User
+		if user == "" {
+			user = strconv.FormatUint(p.UID, 10)
+		}
+		cmd := p.Args
+		switch {
+		case cmd == "" && p.Argv0 != "":
+			cmd = p.Argv0
+		case cmd == "":
+			cmd = "[" + p.Name + "]"
+		}
+		line := clip(cmd, share)
+		if p.ArgsTruncated && line == cmd {
+			line += "..."
+		}
+		fmt.Fprintf(&b, "%d %d %s %s %d %.2f %s", p.PID, p.PPID, user, p.State, p.RSSBytes>>10, p.CPUSeconds, line)
+		if p.ProcessID != "" {
+			fmt.Fprintf(&b, " (job %s)", p.ProcessID)
+		}
+		b.WriteByte('\n')
 	}
 	return b.String()
 }

@@ -1,12 +1,16 @@
 package tools
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/commandcore/commandcore/internal/fileops"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/metrics"
+	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
@@ -69,6 +73,11 @@ func TestTextSummaries(t *testing.T) {
 			"exited 0 in 5 ms; output cut to 7 of 17 bytes\nstdout:\n1\n2\n[... 10 bytes of stdout left out ...]\n9\n10\n"},
 		{"run timed out", runText(&run.Result{TimedOut: true, Signal: "SIGKILL", DurationMS: 1000}), "timed out in 1000 ms\n"},
 		{"run cancelled", runText(&run.Result{Cancelled: true, ExitCode: &two}), "cancelled in 0 ms\n"},
+		{"processes", processListText(&proclist.Result{TotalMatched: 3, Truncated: true, Limit: 2, Processes: []proclist.Process{
+			{PID: 2, User: "root", Name: "kthreadd", State: "S"},
+			{PID: 40, PPID: 1, UID: 1000, Name: "sh", Argv0: "sh", Args: "sh -c make", ArgsTruncated: true, State: "R", RSSBytes: 4 << 20, CPUSeconds: 1.5,
+				Managed: true, ProcessID: "p1"},
+		}}), "2 of 3 matching processes (limit 2)\nPID PPID USER S RSS_KIB CPU_S COMMAND\n2 0 root S 0 0.00 [kthreadd]\n40 1 1000 R 4096 1.50 sh -c make... (job p1)\n"},
 		{"jobs", jobsText(&JobList{Jobs: []jobmeta.Summary{{ProcessID: "p1", State: jobmeta.Exited, ExitCode: &two, Name: "build"}, {ProcessID: "p2", State: jobmeta.Running}}}),
 			"job p1 exited 2 \"build\"\njob p2 running\n"},
 		{"no jobs", jobsText(&JobList{}), "no managed jobs\n"},
@@ -99,5 +108,31 @@ func TestBase64LenCountsPadding(t *testing.T) {
 		if got := base64Len(d); got != want {
 			t.Errorf("base64Len(%q) = %d, want %d", d, got, want)
 		}
+	}
+}
+
+// TestProcessListTextStaysUnderTheBound: the default 200 processes, each
+// with a command line as long as process.list keeps, list in a text under
+// limits.MaxToolTextChars, each command line cut to its share; one alone
+// shows whole.
+func TestProcessListTextStaysUnderTheBound(t *testing.T) {
+	long := strings.Repeat("é", limits.ProcessArgsMaxBytes/2)
+	r := &proclist.Result{TotalMatched: 200, Limit: 200}
+	for i := range 200 {
+		r.Processes = append(r.Processes, proclist.Process{PID: 100000 + i, PPID: 99999, User: "a-rather-long-user-name", State: "S",
+			RSSBytes: 1 << 40, CPUSeconds: 123456.78, Args: long, ArgsTruncated: true, Managed: true, ProcessID: "7d3c9f2e-0000-4000-8000-000000000000"})
+	}
+	text := processListText(r)
+	if len(text) >= limits.MaxToolTextChars || !utf8.ValidString(text) {
+		t.Fatalf("%d bytes of text", len(text))
+	}
+	for _, line := range strings.Split(text, "\n")[2:200] {
+		if !strings.Contains(line, "é... (job ") {
+			t.Fatalf("a long command line is not cut: %.300s", line)
+		}
+	}
+	r.Processes = r.Processes[:1]
+	if text := processListText(r); !strings.Contains(text, long+"... (job ") {
+		t.Errorf("one process's command line is cut: %.300s", text)
 	}
 }

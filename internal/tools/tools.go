@@ -233,9 +233,9 @@ func describe(err error, into reflect.Type) string {
 	var field *strictjson.FieldError
 	switch {
 	case errors.As(err, &field) && field.Repeated:
-		return fmt.Sprintf("argument %q is given twice", clip(field.Field))
+		return fmt.Sprintf("argument %q is given twice", clip(field.Field, maxFieldEcho))
 	case errors.As(err, &field):
-		return fmt.Sprintf("unknown argument %q", clip(field.Field))
+		return fmt.Sprintf("unknown argument %q", clip(field.Field, maxFieldEcho))
 	case errors.Is(err, strictjson.ErrNotObject):
 		return "arguments must be a JSON object"
 	case errors.Is(err, strictjson.ErrTrailing):
@@ -250,7 +250,7 @@ func describe(err error, into reflect.Type) string {
 		if t := argumentType(into, typ.Field); t != nil {
 			want = t
 		}
-		return fmt.Sprintf("argument %q must be %s", clip(typ.Field), jsonType(want))
+		return fmt.Sprintf("argument %q must be %s", clip(typ.Field, maxFieldEcho), jsonType(want))
 	case errors.As(err, &syn):
 		return "arguments are not valid JSON"
 	}
@@ -366,10 +366,10 @@ func jsonNames(t reflect.Type) (one, many string) {
 	return "an object", "objects"
 }
 
-func clip(s string) string {
-	if len(s) > maxFieldEcho {
-		// Cut on a character boundary so the message stays valid UTF-8.
-		n := maxFieldEcho
+// clip cuts s to at most n bytes and "...".
+func clip(s string, n int) string {
+	if len(s) > n {
+		// Cut on a character boundary so the text stays valid UTF-8.
 		for n > 0 && !utf8.RuneStart(s[n]) {
 			n--
 		}

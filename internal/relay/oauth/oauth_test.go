@@ -433,7 +433,12 @@ func flow(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Replayed: refused, the connection ends, the relay audits it.
+	// Replayed at once (a retry after a lost answer): accepted once more,
+	// within its grace.
+	if status, body = f.post(t, TokenPath, rf); status != http.StatusOK || body["access_token"] == nil {
+		t.Fatalf("refresh replayed within its grace: %d %v", status, body)
+	}
+	// Replayed again: refused, the connection ends, the relay audits it.
 	status, body = f.post(t, TokenPath, rf)
 	wantError(t, "refresh reused", status, body, http.StatusBadRequest, ErrInvalidGrant)
 	if _, err := f.st.AuthToken(access2, time.Now()); err == nil {

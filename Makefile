@@ -52,7 +52,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/selfupdate internal/relay/downloads internal/relay/updates \
              internal/relay/signin internal/procid internal/eintr
 
-.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test claude-code-test mutation screenshots
+.PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test claude-code-test conformance mutation screenshots
 
 # Static and cgo-free: the supervisor starts once per job, and a
 # dynamically linked binary costs it libc's pages and faults.
@@ -178,3 +178,14 @@ inspector-test: build
 claude-code-test: build
 	@$(USERMGR) up >/dev/null
 	@eval "$$($(USERMGR) env)"; test/claudecode/run.sh $(CURDIR)/$(BIN)
+
+# Opt-in: the official MCP conformance suite (0.2.0-alpha.12 and a Node 22
+# binary, from the npm registry) against the relay with an enrolled agent:
+# the server requirement sets of protocol revisions 2025-11-25 and
+# 2026-07-28 at a device's MCP URL, through a loopback proxy that adds the
+# static token, and its authorization-server scenarios, the person
+# approving in Chromium; prints every scenario's result (docs/oauth.md).
+conformance:
+	@$(USERMGR) up >/dev/null
+	cd test/conformance && { [ -x node_modules/.bin/conformance ] || npm install --no-audit --no-fund >/dev/null; }
+	@eval "$$($(USERMGR) env)"; COMMANDCORE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 15m -run '^TestConformanceSuite$$' ./internal/e2e

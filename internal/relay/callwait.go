@@ -29,8 +29,8 @@ var waitArgs = map[string]struct {
 	name string
 	def  time.Duration
 }{
-	waitTool:        {"timeout_ms", limits.WaitTimeoutDefault},
-	runTool:         {"timeout_ms", limits.RunTimeoutDefault},
+	waitTool:         {"timeout_ms", limits.WaitTimeoutDefault},
+	runTool:          {"timeout_ms", limits.RunTimeoutDefault},
 	"process.start":  {"wait_ms", 0},
 	"process.output": {"wait_ms", 0},
 	"process.input":  {"wait_ms", 0},

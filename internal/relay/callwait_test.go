@@ -1,8 +1,8 @@
 package relay
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 	"strconv"

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -302,5 +303,26 @@ func TestTwoRefreshesAtOnceKeepTheConnection(t *testing.T) {
 	}
 	if got := h.auditTools(t); !slices.Contains(got, "oauth.refresh/failed/reused") {
 		t.Errorf("audit after the reuse: %v", got)
+	}
+}
+
+// The SDK answers prompts/list and resources/list, with none of each, so
+// the relay declares both (revision 2026-07-28's server/discover is held
+// to the methods a server answers: the conformance suite's
+// sep-2575-server-declares-prompts-in-discover), besides logging and tools.
+func TestCapabilitiesDeclareWhatIsAnswered(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.connect(t, "/mcp", nil)
+	caps := s.InitializeResult().Capabilities
+	if caps.Prompts == nil || caps.Resources == nil || caps.Tools == nil || caps.Logging == nil {
+		t.Fatalf("capabilities: %+v", caps)
+	}
+	prompts, err := s.ListPrompts(context.Background(), nil)
+	if err != nil || len(prompts.Prompts) != 0 {
+		t.Errorf("prompts/list: %+v %v", prompts, err)
+	}
+	resources, err := s.ListResources(context.Background(), nil)
+	if err != nil || len(resources.Resources) != 0 {
+		t.Errorf("resources/list: %+v %v", resources, err)
 	}
 }

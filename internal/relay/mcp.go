@@ -170,7 +170,7 @@ func (s *Server) endpointServers() (single, multi *mcp.Server) {
 	tools, multiTools := endpointTools()
 	tools, multiTools = s.withCallWait(tools), s.withCallWait(multiTools)
 	build := func(tools []*mcp.Tool, devicesList bool) *mcp.Server {
-		srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions})
+		srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore-relay", Version: version.Version}, &mcp.ServerOptions{Instructions: toolspec.Instructions, Capabilities: toolspec.Capabilities()})
 		// observeCalls is outermost, so it audits the scope's refusals too.
 		srv.AddReceivingMiddleware(s.observeCalls, inScope)
 		for _, t := range tools {

@@ -19,12 +19,12 @@ func NewServer(svc *jobs.Service, stateDir, configDir string, gate Gate) (*mcp.S
 		return nil, err
 	}
 	host.ConfigDir = configDir
+	// The experimental entry tells a relay that this agent checks a
+	// grant's call digest.
+	caps := toolspec.Capabilities()
+	caps.Experimental = map[string]any{authz.BindsCallsCapability: map[string]any{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "commandcore", Version: version.Version}, &mcp.ServerOptions{
-		Instructions: toolspec.Instructions,
-		// Logging is the default this replaces; the experimental entry
-		// tells a relay that this agent checks a grant's call digest.
-		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
-			Experimental: map[string]any{authz.BindsCallsCapability: map[string]any{}}},
+		Instructions: toolspec.Instructions, Capabilities: caps,
 	})
 	Register(srv, svc, host, gate)
 	return srv, nil

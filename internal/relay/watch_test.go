@@ -34,7 +34,9 @@ func TestStandingEndsEqualAFullRead(t *testing.T) {
 		return st
 	}
 	st, other := open(), open()
-	shell, err := sql.Open("sqlite", filepath.Join(dir, store.File))
+	// With a busy timeout, as `sqlite3 -cmd '.timeout 5000'`: without one,
+	// a write that meets the relay's own gets SQLITE_BUSY at once.
+	shell, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.File)+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,7 +230,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		if srv.SignIn, err = signin.New(signin.Config{State: cfg.State, PanelURL: panelURL(cfg, pln), OIDC: cfg.OIDC, Now: srv.Now}); err != nil {
 			return fmt.Errorf("panel sign-in: %w", err)
 		}
-		if ps, err = srv.PanelServer(cfg.TLSCert != ""); err != nil {
+		// Behind a TLS proxy the listener is plain HTTP, but browsers reach
+		// the panel over HTTPS: its cookies are Secure either way.
+		if ps, err = srv.PanelServer(cfg.TLSCert != "" || panelURL(cfg, pln).Scheme == "https"); err != nil {
 			return fmt.Errorf("panel: %w", err)
 		}
 		go func() {

@@ -236,3 +236,57 @@ func TestServeOAuthWithThePanel(t *testing.T) {
 		t.Fatalf("Serve returned %v", err)
 	}
 }
+
+// TestPanelCookiesSecureBehindATLSProxy: a panel whose listener is plain
+// HTTP but whose public URL is https (a TLS proxy in front, the common
+// deployment) marks its cookies Secure; one served in clear on loopback
+// with no public URL does not.
+func TestPanelCookiesSecureBehindATLSProxy(t *testing.T) {
+	for public, want := range map[string]bool{"https://relay.example/panel/": true, "": false} {
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r, w := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- Serve(ctx, ServeConfig{State: st, Listen: "127.0.0.1:0", PanelListen: "127.0.0.1:0", PanelPublicURL: public, Out: w})
+			w.Close()
+		}()
+		lines := bufio.NewScanner(r)
+		panelURL := ""
+		for panelURL == "" && lines.Scan() {
+			if u, ok := strings.CutPrefix(lines.Text(), announce.Panel); ok {
+				panelURL = u
+			}
+		}
+		go io.Copy(io.Discard, r)
+		code, err := st.CreateSignIn("olga", time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, panelURL+"login", strings.NewReader(url.Values{"code": {code}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		res, err := noRedirects.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		cookies := res.Cookies()
+		if len(cookies) == 0 {
+			t.Fatalf("panel public URL %q: sign-in answered %d without a cookie", public, res.StatusCode)
+		}
+		for _, c := range cookies {
+			if c.Secure != want {
+				t.Errorf("panel public URL %q: cookie %s Secure = %v", public, c.Name, c.Secure)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Serve returned %v", err)
+		}
+		st.Close()
+	}
+}

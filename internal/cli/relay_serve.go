@@ -51,12 +51,14 @@ type relayServeOptions struct {
 	AllowedOrigins []string
 	// MaxCallWait is --max-call-wait.
 	MaxCallWait time.Duration
+	// TrustedProxies are --trusted-proxies.
+	TrustedProxies []string
 }
 
 func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	o := &relayServeOptions{IO: streams}
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--public-url URL] [--panel-listen ADDR [--panel-insecure] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F] [--oidc-issuer URL --oidc-client-id ID --oidc-client-secret-file F --oidc-allow RULES]] [--allowed-origins ORIGIN,…] [--max-call-wait DURATION] [--downloads DIR] [--agent-updates off|notify|auto] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
+		Use:   "serve --listen ADDR [--tls-cert F --tls-key F] [--metrics-listen ADDR [--metrics-token TOKEN]] [--public-url URL] [--panel-listen ADDR [--panel-insecure] [--panel-public-url URL] [--oauth-private-clients] [--oauth-client-ca F] [--oidc-issuer URL --oidc-client-id ID --oidc-client-secret-file F --oidc-allow RULES]] [--allowed-origins ORIGIN,…] [--max-call-wait DURATION] [--trusted-proxies CIDR,…] [--downloads DIR] [--agent-updates off|notify|auto] [--database URL --nats URL [--nats-creds F | --nats-nkey F] [--nats-ca F] [--nats-insecure] [--name NAME]]",
 		Short: "Run the relay",
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runRelayServe(cmd, g, o) },
@@ -70,6 +72,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.PublicURL, "public-url", "", "the relay's URL as clients and devices reach it (https://HOST[:PORT]; every replica behind a load balancer gets the same); the install line, OAuth's issuer and resource names derive from it (default: the listener's own URL)")
 	cmd.Flags().StringVar(&o.PanelPublicURL, "panel-public-url", "", "the panel's URL as browsers reach it, e.g. https://HOST/panel/; OAuth's consent page is its consent/<request> (default: the panel listener's own URL)")
 	cmd.Flags().StringSliceVar(&o.AllowedOrigins, "allowed-origins", nil, "web origins (https://HOST[:PORT], comma-separated) whose pages may call the MCP endpoints besides the public URL's, for browser-based clients such as the MCP Inspector's UI; a request with any other Origin header gets 403")
+	cmd.Flags().StringSliceVar(&o.TrustedProxies, "trusted-proxies", nil, "addresses or CIDR prefixes (comma-separated) of the reverse proxies in front of the relay: a request from one of them is counted against the client its X-Forwarded-For or Forwarded header names (rate limits, the audit's refusals); from anywhere else the headers are ignored")
 	cmd.Flags().DurationVar(&o.MaxCallWait, "max-call-wait", limits.RelayCallWait, "how long one call through the relay may block (1s to "+limits.ForwardTimeout.String()+"): a longer process.wait returns then and says to call again, a longer process.run is refused; chat clients give up on a call after a while (claude.ai after 300 s)")
 	cmd.Flags().StringVar(&o.OIDCIssuer, "oidc-issuer", "", "sign admins in to the panel with this OpenID provider (its issuer URL); its redirect URI is the panel's origin (--panel-public-url's) followed by "+signin.CallbackPath)
 	cmd.Flags().StringVar(&o.OIDCClientID, "oidc-client-id", "", "the relay's client ID at the OpenID provider")
@@ -131,7 +134,7 @@ func runRelayServe(cmd *cobra.Command, g *globalFlags, o *relayServeOptions) err
 	return serveFlagError(relay.Serve(ctx, relay.ServeConfig{State: st, Listen: o.Listen, TLSCert: o.Cert, TLSKey: o.Key,
 		MetricsListen: o.MetricsListen, MetricsToken: o.MetricsToken, PanelListen: o.PanelListen, PanelInsecure: o.PanelInsecure, Replica: replica,
 		PublicURL: o.PublicURL, PanelPublicURL: o.PanelPublicURL, OAuthPrivateClients: o.OAuthPrivateClients, OAuthClientCA: o.OAuthClientCA,
-		Downloads: o.Downloads, AgentUpdates: mode, OIDC: oidc, AllowedOrigins: o.AllowedOrigins, MaxCallWait: o.MaxCallWait,
+		Downloads: o.Downloads, AgentUpdates: mode, OIDC: oidc, AllowedOrigins: o.AllowedOrigins, MaxCallWait: o.MaxCallWait, TrustedProxies: o.TrustedProxies,
 		Out: o.IO.Out, Warn: o.IO.Err, Log: log.New(stampedLog{o.IO.Err}, "", 0)}))
 }
 
@@ -187,6 +190,8 @@ func serveFlagError(err error) error {
 		return usageError("--panel-public-url, --oauth-private-clients and --oauth-client-ca go with --panel-listen: OAuth's consent page is the panel's")
 	case errors.Is(err, oauth.ErrPublicURL):
 		return usageError("--public-url: %v", err)
+	case errors.Is(err, relay.ErrTrustedProxy):
+		return usageError("--trusted-proxies: %v", err)
 	case errors.Is(err, relay.ErrMaxCallWait):
 		return usageError("--max-call-wait: %v", err)
 	case errors.Is(err, relay.ErrAllowedOrigin):

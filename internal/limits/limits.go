@@ -168,6 +168,15 @@ const (
 	// OAuthRequestTTL how long a consent page waits for the person.
 	OAuthCodeTTL    = 60 * time.Second
 	OAuthRequestTTL = 10 * time.Minute
+	// OAuthPendingPerSource, OAuthPendingPerClient and OAuthPendingMax
+	// bound the authorization requests that wait for a person (each at
+	// most OAuthRequestTTL): per source address (an IPv6 /64), per client,
+	// in all. Unauthenticated, they must not grow the state without bound.
+	OAuthPendingPerSource = 16
+	OAuthPendingPerClient = 64
+	OAuthPendingMax       = 1024
+	// OAuthStateMaxBytes bounds an authorization request's state.
+	OAuthStateMaxBytes = 1024
 	// OAuthRefreshGrace is how long after its rotation a refresh token is
 	// accepted once more, without revoking: a client that refreshed twice
 	// at once, or retried after a lost answer, keeps its connection (the

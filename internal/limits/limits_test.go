@@ -49,6 +49,10 @@ var counts = map[string]struct{ got, want int64 }{
 	"SecretPromptsPerToken": {SecretPromptsPerToken, 8},
 	"OAuthMaxRedirectURIs":  {OAuthMaxRedirectURIs, 16},
 	"OAuthMaxFormBytes":     {OAuthMaxFormBytes, 64 << 10},
+	"OAuthPendingPerSource": {OAuthPendingPerSource, 16},
+	"OAuthPendingPerClient": {OAuthPendingPerClient, 64},
+	"OAuthPendingMax":       {OAuthPendingMax, 1024},
+	"OAuthStateMaxBytes":    {OAuthStateMaxBytes, 1024},
 	"CIMDMaxBytes":          {CIMDMaxBytes, 64 << 10},
 	"CIMDCacheEntries":      {CIMDCacheEntries, 256},
 	// Internal: an eighth of the relay's unauthenticated requests.

@@ -70,7 +70,7 @@ type gates struct {
 	unauthenticated chan struct{}
 	enrolling       chan struct{}
 	downloading     chan struct{}
-	sources         *sourceLimiter
+	limits          [surfaces]*surfaceLimit
 }
 
 func newGates() gates {
@@ -78,14 +78,12 @@ func newGates() gates {
 		unauthenticated: make(chan struct{}, MaxUnauthenticated),
 		enrolling:       make(chan struct{}, MaxEnrolling),
 		downloading:     make(chan struct{}, limits.DownloadsConcurrent),
-		sources:         newSourceLimiter(enrollBurst, enrollEvery, maxEnrollSources),
+		limits:          newSurfaceLimits(),
 	}
 }
 
 var (
 	errBusy = errcode.New(errcode.Unavailable, "the relay is busy; try again shortly")
-	// errRateLimited says nothing about the code or name.
-	errRateLimited = errcode.New(errcode.RateLimited, "too many enrollment requests from this address; try again later")
 )
 
 // refuse answers a request that is not served, and closes its connection

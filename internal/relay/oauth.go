@@ -30,7 +30,7 @@ func (s *Server) SetOAuth(cfg OAuthConfig) error {
 	o, err := oauth.New(oauth.Config{
 		State: s.store, PublicURL: cfg.PublicURL, PanelURL: cfg.PanelURL,
 		Clients:       cimd.New(cimd.Options{AllowPrivate: cfg.PrivateClients, RootCAs: cfg.ClientCAs, Now: s.Now}),
-		LimitRegister: s.limitEnroll, Audit: s.audit.add, Now: s.Now,
+		LimitRegister: s.limit(surfaceRegister), LimitAuthorize: s.limit(surfaceAuthorize), Source: s.clientSource, Audit: s.audit.add, Now: s.Now,
 	})
 	if err != nil {
 		return err

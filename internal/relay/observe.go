@@ -101,7 +101,7 @@ func (s *Server) observeCalls(next mcp.MethodHandler) mcp.MethodHandler {
 // number of them pushes a call out of the log or out of its queue), and in
 // the metrics. It is not logged, for the same reason.
 func (s *Server) refusedWithoutToken(at, start time.Time, r *http.Request) {
-	s.audit.refuse(at, sourceKey(r.RemoteAddr))
+	s.audit.refuse(at, s.clientSource(r))
 	if s.Observer != nil {
 		s.Observer.Call(UnknownTool, store.AuditFailed, time.Since(start))
 	}

@@ -18,7 +18,7 @@ import (
 func (s *Server) PanelServer(secure bool) (*http.Server, error) {
 	cfg := panel.Config{
 		State: s.store, Devices: s, Secrets: s, Health: s.health, Audit: s.audit.add,
-		LimitSignIn: s.limitEnroll, SignIn: s.SignIn, Secure: secure, Now: s.Now, Log: s.Log,
+		LimitSignIn: s.limit(surfaceSignIn), SignIn: s.SignIn, Secure: secure, Now: s.Now, Log: s.Log,
 	}
 	if o := s.oauth.Load(); o != nil {
 		// The consent page answers clients in the issuer's name (RFC 9207);

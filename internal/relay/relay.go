@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"log"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,9 @@ type Server struct {
 	oauth atomic.Pointer[oauth.Server]
 	// origins are the web origins allowed to call the MCP endpoints.
 	origins origins
+	// trusted are the proxies whose forwarding headers name the client
+	// (SetTrustedProxies).
+	trusted []netip.Prefix
 	// crossSent and crossServed count the calls routed to and served for
 	// other replicas.
 	crossSent, crossServed atomic.Uint64
@@ -141,7 +145,7 @@ func NewReplica(store store.State, cfg ReplicaConfig) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// Refusals are counted whoever refuses: the rate limit or the code.
-	mux.HandleFunc("POST "+enrollment.EnrollPath, s.countRefusals(s.limitEnroll(http.HandlerFunc(s.enroll)).ServeHTTP))
+	mux.HandleFunc("POST "+enrollment.EnrollPath, s.countRefusals(s.limit(surfaceEnroll)(http.HandlerFunc(s.enroll)).ServeHTTP))
 	mux.HandleFunc("GET "+transport.AgentPath, s.agent)
 	h := s.mcpHandler()
 	// As typed, with a trailing '/', the same endpoints.

@@ -102,6 +102,9 @@ type ServeConfig struct {
 	// MaxCallWait bounds how long one call blocks; zero is
 	// limits.RelayCallWait.
 	MaxCallWait time.Duration
+	// TrustedProxies are the addresses and CIDR prefixes of proxies whose
+	// forwarding headers name the client (SetTrustedProxies).
+	TrustedProxies []string
 }
 
 // ErrMaxCallWait refuses a call wait out of its range.
@@ -144,6 +147,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	// Checked now; set once the relay is made.
 	if _, err := parseOrigins(cfg.AllowedOrigins); err != nil {
+		return err
+	}
+	if err := new(Server).SetTrustedProxies(cfg.TrustedProxies); err != nil {
 		return err
 	}
 	cas, err := clientCAs(cfg.OAuthClientCA)
@@ -198,6 +204,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	srv.Log = cfg.Log
 	srv.MaxCallWait = cfg.MaxCallWait
+	srv.SetTrustedProxies(cfg.TrustedProxies)
 	defer srv.Close()
 	srv.SetAllowedOrigins(public, cfg.AllowedOrigins)
 	if pln != nil {

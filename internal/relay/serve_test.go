@@ -51,6 +51,7 @@ func TestServeRefusesABadConfigurationBeforeServing(t *testing.T) {
 		{ServeConfig{PanelListen: "127.0.0.1:0", OAuthClientCA: notPEM}, ErrClientCA},
 		{ServeConfig{AllowedOrigins: []string{"http://localhost:6274", "localhost:6274"}}, ErrAllowedOrigin},
 		{ServeConfig{MaxCallWait: 999 * time.Millisecond}, ErrMaxCallWait},
+		{ServeConfig{TrustedProxies: []string{"10.0.0.0/8", "proxy.example"}}, ErrTrustedProxy},
 		{ServeConfig{MaxCallWait: 11*time.Minute + time.Nanosecond}, ErrMaxCallWait},
 	} {
 		var out strings.Builder

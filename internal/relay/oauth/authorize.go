@@ -7,6 +7,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/errcode"
+	"github.com/commandcore/commandcore/internal/limits"
 	"github.com/commandcore/commandcore/internal/namechars"
 	"github.com/commandcore/commandcore/internal/relay/oauth/cimd"
 	"github.com/commandcore/commandcore/internal/relay/store"
@@ -81,7 +82,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !namechars.Printable(state, store.MaxOAuthTextBytes) {
+	if !namechars.Printable(state, limits.OAuthStateMaxBytes) {
 		// Not returned: it is not text the relay keeps.
 		state = ""
 		fail(ErrInvalidRequest, "state is not printable text within bounds")
@@ -109,10 +110,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		fail(ErrInvalidTarget, "resource is not one of this relay's MCP URLs")
 	default:
 		reqID, err := s.cfg.State.CreateAuthRequest(store.AuthRequest{ClientID: id, ClientName: c.name, RedirectURI: redirect,
-			State: state, Challenge: q.Get("code_challenge"), Resource: resource, Scope: scope}, s.cfg.Now())
+			State: state, Challenge: q.Get("code_challenge"), Resource: resource, Scope: scope, Source: s.cfg.Source(r)}, s.cfg.Now())
 		switch {
 		case errcode.Is(err, errcode.InvalidArgument):
 			fail(ErrInvalidRequest, "the request's parameters are not within the relay's bounds")
+		case errcode.Is(err, errcode.RateLimited):
+			fail(ErrTemporarilyUnavailable, "too many authorization requests from this address or client wait for a person; try again in a few minutes")
 		case err != nil:
 			fail(ErrTemporarilyUnavailable, "the relay's state is unavailable; try again shortly")
 		default:

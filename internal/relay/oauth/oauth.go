@@ -61,8 +61,13 @@ type Config struct {
 	PanelURL string
 	// Clients fetches client ID metadata documents.
 	Clients *cimd.Fetcher
-	// LimitRegister bounds registrations per source; nil does not.
-	LimitRegister func(http.Handler) http.Handler
+	// LimitRegister bounds registrations per source, LimitAuthorize
+	// authorization requests; nil does not.
+	LimitRegister, LimitAuthorize func(http.Handler) http.Handler
+	// Source is the source key of the client a request comes from (an
+	// address, an IPv6 /64), against which its pending authorization
+	// requests count; nil counts every request as from one source.
+	Source func(*http.Request) string
 	// Audit receives the content-free rows of tokens issued, refreshed,
 	// reused and revoked; nil drops them.
 	Audit func(store.AuditEntry)
@@ -119,6 +124,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Source == nil {
+		cfg.Source = func(*http.Request) string { return "" }
+	}
 	if cfg.Clients == nil {
 		cfg.Clients = cimd.New(cimd.Options{Now: cfg.Now})
 	}
@@ -130,12 +138,15 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET "+ResourceMetadataPath+mcpPath+"/{device}", s.resourceMetadata)
 	mux.HandleFunc("GET "+ResourceMetadataPath+mcpPath+"/{$}", s.resourceMetadata)
 	mux.HandleFunc("GET "+ResourceMetadataPath+mcpPath+"/{device}/{$}", s.resourceMetadata)
-	register := http.Handler(http.HandlerFunc(s.register))
+	register, authorize := http.Handler(http.HandlerFunc(s.register)), http.Handler(http.HandlerFunc(s.authorize))
 	if cfg.LimitRegister != nil {
 		register = cfg.LimitRegister(register)
 	}
+	if cfg.LimitAuthorize != nil {
+		authorize = cfg.LimitAuthorize(authorize)
+	}
 	for _, prefix := range []string{"", LegacyPrefix} {
-		mux.HandleFunc("GET "+prefix+AuthorizePath, s.authorize)
+		mux.Handle("GET "+prefix+AuthorizePath, authorize)
 		mux.Handle("POST "+prefix+RegisterPath, register)
 		mux.HandleFunc("POST "+prefix+TokenPath, s.token)
 		mux.HandleFunc("POST "+prefix+RevokePath, s.revoke)

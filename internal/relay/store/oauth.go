@@ -43,7 +43,14 @@ type AuthRequest struct {
 	Scope     string
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// Source is the client's source key (an address, an IPv6 /64), against
+	// which its pending requests count; kept for that alone.
+	Source string
 }
+
+// ErrPendingFull refuses an authorization request past the bounds on the
+// requests that wait for a person: per source, per client, in all.
+var ErrPendingFull = errcode.New(errcode.RateLimited, "too many authorization requests wait for a person; try again in a few minutes")
 
 // ConnectionSpec is what a person allowed: the scopes of a static
 // token's, the principal its jobs belong to, how long it lasts, and who
@@ -85,8 +92,10 @@ const (
 	oauthBearerLen = len(accessPrefix) + tokenIDLen + 1 + 43
 	// MaxClientNameBytes bounds a client's name as kept and shown.
 	MaxClientNameBytes = 128
-	// MaxOAuthTextBytes bounds a redirect URI, state, resource or scope.
+	// MaxOAuthTextBytes bounds a redirect URI, resource or scope.
 	MaxOAuthTextBytes = 2048
+	// MaxSourceBytes bounds a source key: an IPv6 /64 is the longest.
+	MaxSourceBytes = len("ffff:ffff:ffff:ffff::/64")
 	// pkceChallengeLen is an S256 challenge: 32 bytes in base64url.
 	pkceChallengeLen = 43
 	// accessKind and refreshKind tell oauth_tokens' rows apart.
@@ -208,7 +217,8 @@ func (s *Store) CreateAuthRequest(r AuthRequest, now time.Time) (string, error) 
 			return "", errcode.New(errcode.InvalidArgument, "an authorization request's fields are printable text of at most %d bytes", MaxOAuthTextBytes)
 		}
 	}
-	if r.State != "" && !oauthText(r.State, MaxOAuthTextBytes) || r.ClientName != "" && !oauthText(r.ClientName, MaxClientNameBytes) {
+	if r.State != "" && !oauthText(r.State, limits.OAuthStateMaxBytes) || r.ClientName != "" && !oauthText(r.ClientName, MaxClientNameBytes) ||
+		len(r.Source) > MaxSourceBytes {
 		return "", errcode.New(errcode.InvalidArgument, "an authorization request's state or client name is not printable text within bounds")
 	}
 	exp, err := expiry(now, limits.OAuthRequestTTL)
@@ -217,12 +227,23 @@ func (s *Store) CreateAuthRequest(r AuthRequest, now time.Time) (string, error) 
 	}
 	id := requestPrefix + randomB64()
 	err = s.inTx(func(ctx context.Context, tx *txn) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_requests WHERE expires_at < ?`, now.Add(-codeGCAge).UnixNano()); err != nil {
+		// A request is kept until its expiry, answered or not: an
+		// unauthenticated request's row lasts minutes, not a day.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_requests WHERE expires_at <= ?`, now.UnixNano()); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_requests(hash, client_id, client_name, redirect_uri, state, challenge, resource, scope, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, hashSecret(id), r.ClientID, r.ClientName, r.RedirectURI, r.State,
-			r.Challenge, r.Resource, r.Scope, now.UnixNano(), exp.UnixNano())
+		var all, source, client int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(CASE WHEN source = ? THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN client_id = ? THEN 1 ELSE 0 END), 0) FROM oauth_requests WHERE answered_at IS NULL`,
+			r.Source, r.ClientID).Scan(&all, &source, &client); err != nil {
+			return err
+		}
+		if all >= limits.OAuthPendingMax || source >= limits.OAuthPendingPerSource || client >= limits.OAuthPendingPerClient {
+			return ErrPendingFull
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_requests(hash, client_id, client_name, redirect_uri, state, challenge, resource, scope, created_at, expires_at, source)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, hashSecret(id), r.ClientID, r.ClientName, r.RedirectURI, r.State,
+			r.Challenge, r.Resource, r.Scope, now.UnixNano(), exp.UnixNano(), r.Source)
 		return err
 	})
 	if err != nil {

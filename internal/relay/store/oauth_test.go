@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -452,4 +453,78 @@ func TestConnectionNamesAreTokenNames(t *testing.T) {
 			t.Errorf("connectionName(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestAnAuthorizationFloodHoldsABoundedShare: GET /authorize needs no
+// credential, and each request with a known client wrote a row of up to
+// about 4 KB kept for a day: 4,000 requests grew the state by 22 MB. Now a
+// flood from one address holds at most OAuthPendingPerSource rows, one
+// client's at most OAuthPendingPerClient, everyone's at most
+// OAuthPendingMax, each removed at its expiry; and a person's request from
+// another address is served during the flood, on both engines.
+func TestAnAuthorizationFloodHoldsABoundedShare(t *testing.T) {
+	if limits.OAuthPendingPerSource != 16 || limits.OAuthPendingPerClient != 64 || limits.OAuthPendingMax != 1024 || limits.OAuthStateMaxBytes != 1024 {
+		t.Fatal("the pending requests' bounds are not the documented 16, 64, 1024 and a 1,024-byte state")
+	}
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		big := strings.Repeat("s", limits.OAuthStateMaxBytes)
+		flood := func(n int, source, client string) (refused int) {
+			t.Helper()
+			for range n {
+				_, err := s.CreateAuthRequest(AuthRequest{ClientID: client, RedirectURI: "https://attacker.example/" + strings.Repeat("r", 1900),
+					State: big, Challenge: challenge, Resource: "https://relay.example/mcp", Source: source}, t0)
+				switch {
+				case errors.Is(err, ErrPendingFull):
+					refused++
+				case err != nil:
+					t.Fatal(err)
+				}
+			}
+			return refused
+		}
+		rows := func() int {
+			var n int
+			if err := s.db.QueryRow(`SELECT count(*) FROM oauth_requests`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		// One address, one client: 2,000 requests, 16 kept.
+		if refused := flood(2000, "198.51.100.7", "ccc_attacker"); refused != 2000-limits.OAuthPendingPerSource || rows() != limits.OAuthPendingPerSource {
+			t.Fatalf("one address: %d refused, %d rows", refused, rows())
+		}
+		// A person from another address, with another client, is served.
+		if _, err := s.CreateAuthRequest(AuthRequest{ClientID: "https://claude.ai/oauth/mcp-oauth-client-metadata", RedirectURI: "https://claude.ai/api/mcp/auth_callback",
+			State: "st", Challenge: challenge, Resource: "https://relay.example/mcp", Source: "203.0.113.9"}, t0); err != nil {
+			t.Fatalf("a person during the flood: %v", err)
+		}
+		// One client from many addresses: 64 kept.
+		for i := range 20 {
+			flood(5, fmt.Sprintf("2001:db8:%x::/64", i), "ccc_many")
+		}
+		var client int
+		s.db.QueryRow(`SELECT count(*) FROM oauth_requests WHERE client_id = ?`, "ccc_many").Scan(&client)
+		if client != limits.OAuthPendingPerClient {
+			t.Fatalf("one client from many addresses holds %d rows", client)
+		}
+		// Many clients and addresses: 1,024 in all.
+		for i := range 80 {
+			flood(16, fmt.Sprintf("10.%d.0.1", i), fmt.Sprintf("ccc_c%d", i))
+		}
+		if n := rows(); n != limits.OAuthPendingMax {
+			t.Fatalf("everyone's: %d rows", n)
+		}
+		// At their expiry they go, with the next request.
+		later := t0.Add(limits.OAuthRequestTTL)
+		if _, err := s.CreateAuthRequest(AuthRequest{ClientID: "ccc_next", RedirectURI: "https://c.example/cb", Challenge: challenge,
+			Resource: "https://relay.example/mcp", Source: "192.0.2.1"}, later); err != nil || rows() != 1 {
+			t.Fatalf("after the expiry: %d rows, %v", rows(), err)
+		}
+		// A state past its bound is refused.
+		if _, err := s.CreateAuthRequest(AuthRequest{ClientID: "ccc_next", RedirectURI: "https://c.example/cb", Challenge: challenge,
+			Resource: "https://relay.example/mcp", State: big + "s"}, later); !errcode.Is(err, errcode.InvalidArgument) {
+			t.Errorf("a state of %d bytes: %v", len(big)+1, err)
+		}
+	})
 }

@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 14
+const SchemaVersion = 15
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -355,8 +355,14 @@ const schemaV14 = `
 ALTER TABLE oauth_tokens ADD COLUMN regranted_at INTEGER;
 `
 
+// schemaV15 counts pending authorization requests per source, so that
+// unauthenticated requests hold a bounded share of the state.
+const schemaV15 = `
+ALTER TABLE oauth_requests ADD COLUMN source TEXT NOT NULL DEFAULT '';
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12, schemaV13, schemaV14}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12, schemaV13, schemaV14, schemaV15}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

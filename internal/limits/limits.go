@@ -185,6 +185,9 @@ const (
 	// OAuthUnusedClientTTL ends a dynamic registration no authorization
 	// ever used, so a flood of registrations does not stay.
 	OAuthUnusedClientTTL = 24 * time.Hour
+	// OAuthUnusedClientsMax bounds the registrations no authorization has
+	// used yet: past it, a new one waits for one to be used or to expire.
+	OAuthUnusedClientsMax = 4096
 	// OAuthMaxRedirectURIs bounds a client's redirect URIs;
 	// OAuthMaxFormBytes an OAuth request's body (a registration, a token
 	// request).

@@ -53,6 +53,7 @@ var counts = map[string]struct{ got, want int64 }{
 	"OAuthPendingPerClient": {OAuthPendingPerClient, 64},
 	"OAuthPendingMax":       {OAuthPendingMax, 1024},
 	"OAuthStateMaxBytes":    {OAuthStateMaxBytes, 1024},
+	"OAuthUnusedClientsMax": {OAuthUnusedClientsMax, 4096},
 	"CIMDMaxBytes":          {CIMDMaxBytes, 64 << 10},
 	"CIMDCacheEntries":      {CIMDCacheEntries, 256},
 	// Internal: an eighth of the relay's unauthenticated requests.

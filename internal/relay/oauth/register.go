@@ -84,6 +84,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	case errcode.Is(err, errcode.InvalidArgument):
 		writeOAuthError(w, ErrInvalidClientMetadata, "the registration is not within the relay's bounds")
 		return
+	case errcode.Is(err, errcode.Unavailable):
+		writeOAuthError(w, ErrTemporarilyUnavailable, errcode.From(err).Message)
+		return
 	case err != nil:
 		writeOAuthError(w, ErrTemporarilyUnavailable, "the relay's state is unavailable; try again shortly")
 		return

@@ -48,6 +48,11 @@ type AuthRequest struct {
 	Source string
 }
 
+// ErrRegistrationsFull refuses a registration while as many as
+// limits.OAuthUnusedClientsMax registrations wait for their first use:
+// anyone may register, so what they hold is bounded.
+var ErrRegistrationsFull = errcode.New(errcode.Unavailable, "too many client registrations wait for their first use; try again later")
+
 // ErrPendingFull refuses an authorization request past the bounds on the
 // requests that wait for a person: per source, per client, in all.
 var ErrPendingFull = errcode.New(errcode.RateLimited, "too many authorization requests wait for a person; try again in a few minutes")
@@ -154,6 +159,13 @@ func (s *Store) RegisterClient(c OAuthClient, now time.Time) (*OAuthClient, erro
 		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_clients WHERE used_at IS NULL AND created_at <= ?`,
 			now.Add(-limits.OAuthUnusedClientTTL).UnixNano()); err != nil {
 			return err
+		}
+		var unused int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM oauth_clients WHERE used_at IS NULL`).Scan(&unused); err != nil {
+			return err
+		}
+		if unused >= limits.OAuthUnusedClientsMax {
+			return ErrRegistrationsFull
 		}
 		out.ID = clientIDPrefix + randomHex(clientIDHexLen/2)
 		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients(id, name, redirect_uris, created_at) VALUES (?, ?, ?, ?)`,

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -527,4 +528,62 @@ func TestAnAuthorizationFloodHoldsABoundedShare(t *testing.T) {
 			t.Errorf("a state of %d bytes: %v", len(big)+1, err)
 		}
 	})
+}
+
+// TestUnusedRegistrationsAreBounded: anyone may register a client, so at
+// most OAuthUnusedClientsMax registrations wait for their first use; one
+// more is refused until one is used or expires.
+func TestUnusedRegistrationsAreBounded(t *testing.T) {
+	if limits.OAuthUnusedClientsMax != 4096 {
+		t.Fatalf("OAuthUnusedClientsMax = %d, documented as 4096", limits.OAuthUnusedClientsMax)
+	}
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		first, err := s.RegisterClient(OAuthClient{RedirectURIs: []string{"https://c.example/cb"}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		tx, err := s.db.begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range limits.OAuthUnusedClientsMax - 1 {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients(id, name, redirect_uris, created_at) VALUES (?, '', '["https://c.example/cb"]', ?)`,
+				fmt.Sprintf("ccc_%032x", i+1), t0.UnixNano()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RegisterClient(OAuthClient{RedirectURIs: []string{"https://c.example/cb"}}, t0); !errors.Is(err, ErrRegistrationsFull) {
+			t.Fatalf("one registration past the bound: %v", err)
+		}
+		// Used, the first no longer counts.
+		code, _, err := s.ApproveAuthRequest(mustRequest(t, s, first.ID), specT, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.RedeemAuthCode(code, func(*AuthCode) error { return nil }, t0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RegisterClient(OAuthClient{RedirectURIs: []string{"https://c.example/cb"}}, t0); err != nil {
+			t.Fatalf("after one was used: %v", err)
+		}
+		// Expired, the rest go.
+		if _, err := s.RegisterClient(OAuthClient{RedirectURIs: []string{"https://c.example/cb"}}, t0.Add(limits.OAuthUnusedClientTTL)); err != nil {
+			t.Fatalf("after they expired: %v", err)
+		}
+	})
+}
+
+func mustRequest(t *testing.T, s *Store, clientID string) string {
+	t.Helper()
+	id, err := s.CreateAuthRequest(AuthRequest{ClientID: clientID, RedirectURI: "https://c.example/cb", Challenge: challenge,
+		Resource: "https://relay.example/mcp", Source: "192.0.2.1"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

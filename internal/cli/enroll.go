@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/commandcore/commandcore/internal/agent"
 	"github.com/commandcore/commandcore/internal/enrollment"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/transport"
 )
@@ -26,18 +28,24 @@ type enrollOptions struct {
 	KeepIdentity bool
 	// Hostname proposes the device's name when --name is not given.
 	Hostname func() (string, error)
+	// Getenv reads the code when --code is not given.
+	Getenv func(string) string
 }
 
 func newEnrollCmd(g *globalFlags, streams IO) *cobra.Command {
-	o := &enrollOptions{IO: streams, Hostname: os.Hostname}
+	o := &enrollOptions{IO: streams, Hostname: os.Hostname, Getenv: os.Getenv}
 	cmd := &cobra.Command{
-		Use:   "enroll --server URL --code CODE",
+		Use:   "enroll --server URL",
 		Short: "Obtain this device's identity from a server with a one-time code",
-		Args:  exactArgs(0),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runEnroll(cmd.Context(), g, o) },
+		Long: "Obtain this device's identity from a server with a one-time code, read from $" + downloads.CodeEnv + ":\n\n" +
+			"  " + downloads.EnrollLine("https://relay.example", "ccE-...") + "\n\n" +
+			"A process's environment is readable only by its own user and root; its command line, by every local user\n" +
+			"(ps, /proc/PID/cmdline), who could enroll a device of their own with a code seen there first.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error { return runEnroll(cmd.Context(), g, o) },
 	}
 	cmd.Flags().StringVar(&o.Server, "server", "", "the server's URL (https://, or http:// on loopback), or its replicas' URLs separated by commas (the first enrolls; the agent links to any)")
-	cmd.Flags().StringVar(&o.Code, "code", "", "the one-time enrollment code")
+	cmd.Flags().StringVar(&o.Code, "code", "", "the one-time enrollment code, instead of $"+downloads.CodeEnv+"; other local users can read it in the process list while enroll runs")
 	cmd.Flags().StringVar(&o.Name, "name", "", "the device name to propose (default: the host name)")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "replace an existing identity")
 	cmd.Flags().BoolVar(&o.KeepIdentity, "keep-identity", false, "when this device already has an identity, keep it and succeed without using a code (for scripts that install or upgrade)")
@@ -61,11 +69,14 @@ func (o *enrollOptions) deviceName() (name, hint string, err error) {
 }
 
 func runEnroll(ctx context.Context, g *globalFlags, o *enrollOptions) error {
+	if o.Code == "" && o.Getenv != nil {
+		o.Code = strings.TrimSpace(o.Getenv(downloads.CodeEnv))
+	}
 	switch {
 	case o.KeepIdentity && o.Force:
 		return usageError("--keep-identity and --force contradict each other")
 	case o.Server == "" || (o.Code == "" && !o.KeepIdentity):
-		return usageError("enroll needs --server URL and --code CODE")
+		return usageError("enroll needs --server URL and a code in $%s (or --code CODE)", downloads.CodeEnv)
 	}
 	servers, err := transport.ParseServers(o.Server)
 	if err != nil {
@@ -82,7 +93,7 @@ func runEnroll(ctx context.Context, g *globalFlags, o *enrollOptions) error {
 	case err == nil && !o.Force:
 		return fmt.Errorf("already enrolled as %s with %s; pass --force to replace this identity", old.Name, old.Server)
 	case o.Code == "":
-		return usageError("this device is not enrolled: enroll needs --code CODE")
+		return usageError("this device is not enrolled: enroll needs a code in $%s (or --code CODE)", downloads.CodeEnv)
 	}
 	name, hint, err := o.deviceName()
 	if err != nil {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/enrollment"
+	"github.com/commandcore/commandcore/internal/relay/downloads"
 )
 
 // TestEnrollFollowsNoRedirect: a server that redirects the enrollment
@@ -72,9 +75,10 @@ func saveIdentity(t *testing.T, configDir, name string) {
 // kept without a code or a server's answer; without one, a code is
 // needed; --force contradicts it.
 func TestEnrollKeepIdentity(t *testing.T) {
+	t.Setenv(downloads.CodeEnv, "")
 	cfg := t.TempDir()
 	code, _, errOut := runMain("enroll", "--keep-identity", "--server", "http://127.0.0.1:1", "--config-dir", cfg, "--state-dir", t.TempDir())
-	if code != ExitUsage || !strings.Contains(errOut, "not enrolled: enroll needs --code CODE") {
+	if code != ExitUsage || !strings.Contains(errOut, "not enrolled: enroll needs a code in $COMMANDCORE_ENROLL_CODE (or --code CODE)") {
 		t.Fatalf("no identity, no code: exit %d, %q", code, errOut)
 	}
 	saveIdentity(t, cfg, "box")
@@ -120,5 +124,58 @@ func TestUninstallPurge(t *testing.T) {
 	// Nothing left to purge is no error.
 	if code, _, errOut := runMain("uninstall", "--purge", "--config-dir", cfg, "--state-dir", t.TempDir()); code != 0 {
 		t.Fatalf("a second uninstall --purge: exit %d, %q", code, errOut)
+	}
+}
+
+// TestEnrollTakesTheCodeFromTheEnvironment: without --code, enroll sends
+// the server the code in $COMMANDCORE_ENROLL_CODE, which keeps it off the
+// command line; --code, when given, wins; with neither, enroll says where
+// a code goes. The help says what --code shows.
+func TestEnrollTakesTheCodeFromTheEnvironment(t *testing.T) {
+	key, err := authz.NewGrantKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, err := enrollment.DecodeRequest(body)
+		if r.URL.Path != enrollment.EnrollPath || err != nil {
+			http.Error(w, "{}", http.StatusBadRequest)
+			return
+		}
+		got = append(got, req.Code)
+		json.NewEncoder(w).Encode(enrollment.Response{DeviceID: "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a", Name: req.Name, Token: "cdt_x",
+			Secret: []byte("0123456789abcdef"), GrantKey: authz.EncodeGrantKey(key.Public().(ed25519.PublicKey))})
+	}))
+	defer server.Close()
+
+	t.Setenv(downloads.CodeEnv, "ccE-FROMTHEENVIRONMENT22")
+	cfg := t.TempDir()
+	code, out, errOut := runMain("enroll", "--server", server.URL, "--name", "box", "--config-dir", cfg, "--state-dir", t.TempDir())
+	if code != 0 || !strings.HasPrefix(out, "Enrolled as box (device 0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a)") {
+		t.Fatalf("exit %d, %q, %q", code, out, errOut)
+	}
+	if _, err := enrollment.Load(cfg); err != nil {
+		t.Fatalf("no identity stored: %v", err)
+	}
+	code, _, errOut = runMain("enroll", "--server", server.URL, "--code", "ccE-FROMTHECOMMANDLINE2", "--name", "box", "--config-dir", t.TempDir(), "--state-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("--code: exit %d, %q", code, errOut)
+	}
+	if want := []string{"ccE-FROMTHEENVIRONMENT22", "ccE-FROMTHECOMMANDLINE2"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("the server got the codes %q, want %q", got, want)
+	}
+
+	t.Setenv(downloads.CodeEnv, "")
+	code, _, errOut = runMain("enroll", "--server", server.URL, "--config-dir", t.TempDir(), "--state-dir", t.TempDir())
+	if code != ExitUsage || !strings.Contains(errOut, "enroll needs --server URL and a code in $COMMANDCORE_ENROLL_CODE (or --code CODE)") || len(got) != 2 {
+		t.Fatalf("no code: exit %d, %q, %d requests", code, errOut, len(got))
+	}
+	_, help, _ := runMain("enroll", "--help")
+	for _, want := range []string{"COMMANDCORE_ENROLL_CODE=ccE-... commandcore enroll --server https://relay.example", "other local users can read it in the process list"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("the help lacks %q:\n%s", want, help)
+		}
 	}
 }

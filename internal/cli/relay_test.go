@@ -210,11 +210,11 @@ func TestEnrollCodeLine(t *testing.T) {
 	state := t.TempDir()
 	codeRE := regexp.MustCompile(`^ccE-[A-Za-z0-9]+\n$`)
 	code, out, errOut := runMain("relay", "enroll-code", "--state-dir", state)
-	if code != 0 || !codeRE.MatchString(out) || !strings.Contains(errOut, "curl -fsSL https://RELAY/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n") {
+	if code != 0 || !codeRE.MatchString(out) || !strings.Contains(errOut, "curl --proto '=https' -fsSL https://RELAY/install.sh | COMMANDCORE_ENROLL_CODE="+strings.TrimSpace(out)+" sh\n") {
 		t.Fatalf("no relay running: exit %d, %q, %q", code, out, errOut)
 	}
 	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--url", "https://relay.example:8440/")
-	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl -fsSL https://relay.example:8440/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl --proto '=https' -fsSL https://relay.example:8440/install.sh | COMMANDCORE_ENROLL_CODE="+strings.TrimSpace(out)+" sh\n" {
 		t.Fatalf("--url: exit %d, %q, %q", code, out, errOut)
 	}
 	if code, _, errOut := runMain("relay", "enroll-code", "--state-dir", state, "--url", "relay.example"); code != ExitUsage || !strings.Contains(errOut, "--url") {
@@ -229,7 +229,7 @@ func TestEnrollCodeLine(t *testing.T) {
 	}
 	st.Close()
 	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--ttl", "1h")
-	if code != 0 || errOut != "On the device, run (valid 1h0m0s, once): curl -fsSL http://127.0.0.1:8440/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+	if code != 0 || errOut != "On the device, run (valid 1h0m0s, once): curl -fsSL http://127.0.0.1:8440/install.sh | COMMANDCORE_ENROLL_CODE="+strings.TrimSpace(out)+" sh\n" {
 		t.Fatalf("a relay running: exit %d, %q, %q", code, out, errOut)
 	}
 	// A relay started with --public-url recorded it: devices reach it there,
@@ -243,11 +243,11 @@ func TestEnrollCodeLine(t *testing.T) {
 	}
 	st.Close()
 	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state)
-	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl -fsSL https://relay.example/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl --proto '=https' -fsSL https://relay.example/install.sh | COMMANDCORE_ENROLL_CODE="+strings.TrimSpace(out)+" sh\n" {
 		t.Fatalf("a public URL recorded: exit %d, %q, %q", code, out, errOut)
 	}
 	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--url", "https://other.example")
-	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl -fsSL https://other.example/install.sh | sh -s -- --code "+strings.TrimSpace(out)+"\n" {
+	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl --proto '=https' -fsSL https://other.example/install.sh | COMMANDCORE_ENROLL_CODE="+strings.TrimSpace(out)+" sh\n" {
 		t.Fatalf("--url over the recorded public URL: exit %d, %q, %q", code, out, errOut)
 	}
 }

@@ -4,19 +4,26 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/relay/downloads"
 )
 
@@ -64,11 +71,12 @@ func (s *scriptEnv) env(path string, extra ...string) []string {
 }
 
 // pipe runs `FETCH URL/install.sh | SHELL -s -- ARGS` as a person pastes
-// it, with PATH path; it returns stdout, stderr and the exit code.
-func (s *scriptEnv) pipe(fetch, shell, path string, args ...string) (string, string, int) {
+// it, with PATH path and the environment's extra variables; it returns
+// stdout, stderr and the exit code.
+func (s *scriptEnv) pipe(fetch, shell, path string, extraEnv []string, args ...string) (string, string, int) {
 	s.t.Helper()
 	line := fmt.Sprintf("%s %s%s | %s -s -- %s", fetch, s.relay.url, downloads.ScriptPath, shell, strings.Join(args, " "))
-	return s.runShell(exec.Command("/bin/sh", "-c", line), path, nil)
+	return s.runShell(exec.Command("/bin/sh", "-c", line), path, extraEnv)
 }
 
 // feed runs shell on the script the relay serves, as pipe does, with the
@@ -219,24 +227,151 @@ func need(t *testing.T, names ...string) {
 	}
 }
 
-// TestInstallScript is the one line, as a person pastes it, with an empty
-// home: `curl … | sh -s -- --code …` installs, enrolls and starts the
-// agent, which links; running it again, under other shells and fetchers,
-// upgrades in place and keeps the identity; --uninstall --purge takes it
-// all away.
+// procWatch sweeps /proc over and over while it runs, noting every
+// process whose command line holds secret, which any local user could
+// read there, and every `commandcore enroll` it saw with secret in its
+// environment.
+type procWatch struct {
+	secret string
+	sweeps atomic.Int64
+	stop   chan struct{}
+	done   chan struct{}
+
+	mu      sync.Mutex
+	exposed map[string]string // PID: its command line
+	enrolls map[string]bool   // PIDs
+}
+
+func watchProc(secret string) *procWatch {
+	w := &procWatch{secret: secret, stop: make(chan struct{}), done: make(chan struct{}), exposed: map[string]string{}, enrolls: map[string]bool{}}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			w.sweep()
+			w.sweeps.Add(1)
+		}
+	}()
+	return w
+}
+
+func (w *procWatch) sweep() {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid := e.Name()
+		if pid[0] < '0' || pid[0] > '9' {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + pid + "/cmdline")
+		if err != nil || len(cmdline) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+		enroll := len(args) > 2 && args[1] == "enroll" && slices.Contains(args, "--keep-identity")
+		var env []byte
+		if enroll {
+			env, _ = os.ReadFile("/proc/" + pid + "/environ")
+		}
+		w.mu.Lock()
+		if strings.Contains(string(cmdline), w.secret) {
+			w.exposed[pid] = strings.Join(args, " ")
+		}
+		if enroll && slices.Contains(strings.Split(string(env), "\x00"), downloads.CodeEnv+"="+w.secret) {
+			w.enrolls[pid] = true
+		}
+		w.mu.Unlock()
+	}
+}
+
+// hold returns once two sweeps have begun and ended after it was called:
+// every process alive all along was seen.
+func (w *procWatch) hold() {
+	n := w.sweeps.Load()
+	for deadline := time.Now().Add(10 * time.Second); w.sweeps.Load() < n+2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// end stops the sweeps and returns the command lines that held the secret
+// and how many enroll processes had it in their environment.
+func (w *procWatch) end() (exposed []string, enrolls int) {
+	close(w.stop)
+	<-w.done
+	for pid, line := range w.exposed {
+		exposed = append(exposed, pid+": "+line)
+	}
+	return exposed, len(w.enrolls)
+}
+
+// TestInstallScript is the one line, as the relay prints it and a person
+// pastes it, with an empty home: `curl … | COMMANDCORE_ENROLL_CODE=… sh`
+// installs, enrolls and starts the agent, which links, and the code is in
+// no process's command line while it runs; running it again, under other
+// shells and fetchers, upgrades in place and keeps the identity;
+// --uninstall --purge takes it all away.
 func TestInstallScript(t *testing.T) {
 	need(t, "dash", "busybox", "curl", "wget")
-	e := startRelay(t)
+	// Devices reach the relay through a proxy that holds each enrollment
+	// until /proc has been swept twice, so the enroll process, waiting
+	// for its answer, is surely seen.
+	var watch atomic.Pointer[procWatch]
+	proxy := httptest.NewUnstartedServer(nil)
+	public := "http://" + proxy.Listener.Addr().String()
+	e := &relayEnv{t: t, relayState: t.TempDir(), agentState: t.TempDir(), agentConfig: t.TempDir()}
+	e.relay = e.serve("127.0.0.1:0", "--public-url", public)
+	target, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	proxy.Config.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if w := watch.Load(); w != nil && r.URL.Path == enrollment.EnrollPath {
+			w.hold()
+		}
+		forward.ServeHTTP(rw, r)
+	})
+	proxy.Start()
+	t.Cleanup(proxy.Close)
 	s := newScriptEnv(t, e)
-	code := e.relayCmd("enroll-code")
 	path := os.Getenv("PATH")
 
-	out, errOut, rc := s.pipe("curl -fsSL", "dash", path, "--code", code, "--name", "line-box", "--service", s.service)
+	code, errOut, rc := run(t, "relay", "enroll-code", "--state-dir", e.relayState)
+	code = strings.TrimSpace(code)
+	_, line, ok := strings.Cut(strings.TrimSpace(errOut), "once): ")
+	if rc != 0 || !ok {
+		t.Fatalf("enroll-code: exit %d, %q", rc, errOut)
+	}
+	// The line runs as printed; the sh it names is dash, which also names
+	// this test's unit and device.
+	shell := t.TempDir()
+	wrapper := fmt.Sprintf("#!/bin/sh\n[ $# -gt 0 ] || set -- -s --\nexec dash \"$@\" --name line-box --service %s\n", s.service)
+	if err := os.WriteFile(filepath.Join(shell, "sh"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := watchProc(code)
+	watch.Store(w)
+	// Typed into a shell, as a person does: its own command line holds
+	// nothing of it.
+	cmd := exec.Command("/bin/sh")
+	cmd.Stdin = strings.NewReader(line + "\n")
+	out, errOut, rc := s.runShell(cmd, shell+":"+path, nil)
+	watch.Store(nil)
+	exposed, enrolls := w.end()
+	if len(exposed) > 0 {
+		t.Errorf("the code was on the command line of %d processes, there for any local user to read:\n%s", len(exposed), strings.Join(exposed, "\n"))
+	}
+	if enrolls != 1 {
+		t.Errorf("%d enroll processes had the code in $%s, want 1", enrolls, downloads.CodeEnv)
+	}
 	if rc != 0 {
-		t.Fatalf("install: exit %d\n%s%s", rc, out, errOut)
+		t.Fatalf("install with %q: exit %d\n%s%s", line, rc, out, errOut)
 	}
 	for _, want := range []string{"Enrolled as line-box", "installed and started " + s.service + ".service", "installed " + s.installed(),
-		"Agent:       running", "Connection:  connected to " + e.url, "lingering is "} {
+		"Agent:       running", "Connection:  connected to " + public, "lingering is "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the script's output lacks %q:\n%s", want, out)
 		}
@@ -252,7 +387,7 @@ func TestInstallScript(t *testing.T) {
 
 	// Again, with GNU wget and no curl, without a code: an upgrade in place.
 	wgetPath := toolDir(t, append(baseTools, "wget", "dash")...)
-	out, errOut, rc = s.pipe("wget -qO-", "dash", wgetPath, "--service", s.service)
+	out, errOut, rc = s.pipe("wget -qO-", "dash", wgetPath, nil, "--service", s.service)
 	if rc != 0 || !strings.Contains(out, "identity kept") {
 		t.Fatalf("again with wget: exit %d\n%s%s", rc, out, errOut)
 	}
@@ -267,7 +402,7 @@ func TestInstallScript(t *testing.T) {
 	// And under busybox alone (its sh, wget and sha256sum), with a fresh
 	// code, which the kept identity leaves unused.
 	unused := e.relayCmd("enroll-code")
-	out, errOut, rc = s.pipe("wget -qO-", "sh", busyboxDir(t), "--code", unused, "--service", s.service)
+	out, errOut, rc = s.pipe("wget -qO-", "sh", busyboxDir(t), []string{downloads.CodeEnv + "=" + unused}, "--service", s.service)
 	if rc != 0 || !strings.Contains(out, "identity kept") {
 		t.Fatalf("again under busybox: exit %d\n%s%s", rc, out, errOut)
 	}
@@ -288,7 +423,7 @@ func TestInstallScript(t *testing.T) {
 	bad := &relayEnv{t: t, relayState: t.TempDir()}
 	bad.relay = bad.serve("127.0.0.1:0", "--downloads", broken)
 	badScript := &scriptEnv{t: t, relay: bad, home: s.home, config: s.config, service: s.service}
-	out, errOut, rc = badScript.pipe("curl -fsSL", "dash", path, "--service", s.service)
+	out, errOut, rc = badScript.pipe("curl -fsSL", "dash", path, nil, "--service", s.service)
 	if want := "commandcore install: the service did not start on the new binary: start: job failed; the previous binary is back in place\n"; rc != 1 || out != "" || errOut != want {
 		t.Fatalf("a failed upgrade: exit %d, %q, %q; want %q", rc, out, errOut, want)
 	}
@@ -300,7 +435,7 @@ func TestInstallScript(t *testing.T) {
 	}
 	s.healthy("line-box")
 
-	out, errOut, rc = s.pipe("curl -fsSL", "dash", path, "--uninstall", "--purge", "--service", s.service)
+	out, errOut, rc = s.pipe("curl -fsSL", "dash", path, nil, "--uninstall", "--purge", "--service", s.service)
 	if rc != 0 || !strings.Contains(out, "removed "+s.installed()) {
 		t.Fatalf("--uninstall --purge: exit %d\n%s%s", rc, out, errOut)
 	}
@@ -336,13 +471,16 @@ func TestInstallScriptRefusals(t *testing.T) {
 		env   []string
 		code  string
 		want  string
+		// flag gives the code as --code, as older install lines do.
+		flag bool
 	}{
-		{"refused code", e, []string{"dash"}, path, nil, "ccE-AAAAAAAAAAAAAAAAAAAA", "commandcore install: enrollment failed: "},
-		{"checksum mismatch", wrong, []string{"busybox", "sh"}, busyboxDir(t), nil, "", "commandcore install: checksum mismatch: " + name + " is "},
-		{"unsupported architecture", e, []string{"dash"}, shim + ":" + path, nil, "", "commandcore install: unsupported architecture riscv64: "},
-		{"no curl or wget", e, []string{"dash"}, toolDir(t, baseTools...), nil, "", "commandcore install: neither curl nor wget is installed"},
+		{"refused code", e, []string{"dash"}, path, nil, "ccE-AAAAAAAAAAAAAAAAAAAA", "commandcore install: enrollment failed: ", false},
+		{"refused code given with --code", e, []string{"dash"}, path, nil, "ccE-AAAAAAAAAAAAAAAAAAAA", "commandcore install: enrollment failed: ", true},
+		{"checksum mismatch", wrong, []string{"busybox", "sh"}, busyboxDir(t), nil, "", "commandcore install: checksum mismatch: " + name + " is ", false},
+		{"unsupported architecture", e, []string{"dash"}, shim + ":" + path, nil, "", "commandcore install: unsupported architecture riscv64: ", false},
+		{"no curl or wget", e, []string{"dash"}, toolDir(t, baseTools...), nil, "", "commandcore install: neither curl nor wget is installed", false},
 		{"no systemd user manager", e, []string{"dash"}, path,
-			[]string{"XDG_RUNTIME_DIR=/nonexistent", "DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus"}, "", "commandcore install: no systemd user manager answers"},
+			[]string{"XDG_RUNTIME_DIR=/nonexistent", "DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus"}, "", "commandcore install: no systemd user manager answers", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScriptEnv(t, c.relay)
@@ -350,7 +488,11 @@ func TestInstallScriptRefusals(t *testing.T) {
 			if code == "" {
 				code = c.relay.relayCmd("enroll-code")
 			}
-			out, errOut, rc := s.feed(c.shell, c.path, c.env, "--code", code, "--service", s.service)
+			env, args := append(c.env, downloads.CodeEnv+"="+code), []string{"--service", s.service}
+			if c.flag {
+				env, args = c.env, append(args, "--code", code)
+			}
+			out, errOut, rc := s.feed(c.shell, c.path, env, args...)
 			if rc != 1 || out != "" || !strings.HasPrefix(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and one line starting %q", rc, out, errOut, c.want)
 			}
@@ -365,5 +507,184 @@ func TestInstallScriptRefusals(t *testing.T) {
 				t.Errorf("the relay lists devices: %+v", devs)
 			}
 		})
+	}
+}
+
+// runScript runs shell on script as `… | SHELL -s -- ARGS` does, with an
+// empty home, PATH path and the environment's extra variables; it returns
+// stdout, stderr and the exit code.
+func runScript(t *testing.T, script []byte, shell []string, path string, extraEnv []string, args ...string) (string, string, int) {
+	t.Helper()
+	s := &scriptEnv{t: t, home: t.TempDir(), config: t.TempDir()}
+	cmd := exec.Command(shell[0], append(append(shell[1:], "-s", "--"), args...)...)
+	cmd.Stdin = bytes.NewReader(script)
+	return s.runShell(cmd, path, extraEnv)
+}
+
+// stubs is a directory of programs named names that each append their
+// name and arguments to the file log as one line and run body.
+func stubs(t *testing.T, log, body string, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range names {
+		stub := "#!/bin/sh\nprintf '%s\\n' \"${0##*/} $*\" >>" + log + "\n" + body + "\n"
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(stub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestInstallScriptRefusesPlainHTTPOffLoopback: a script whose relay is
+// plain http off loopback stops with one line before it runs anything,
+// curl and wget above all; on loopback (localhost, 127.0.0.0/8, [::1])
+// plain http goes on.
+func TestInstallScriptRefusesPlainHTTPOffLoopback(t *testing.T) {
+	need(t, "dash", "busybox")
+	dash, _ := exec.LookPath("dash")
+	busybox, _ := exec.LookPath("busybox")
+	for _, shell := range [][]string{{dash}, {busybox, "sh"}} {
+		for _, c := range []struct {
+			url     string
+			refused bool
+		}{
+			{"http://192.0.2.1:1", true},
+			{"http://relay.example", true},
+			{"http://10.0.0.1:8440/cc", true},
+			{"http://localhost.example:1", true},
+			{"http://127.0.0.1.example:1", true},
+			{"http://127.0.0.1.2:1", true},
+			{"http://1127.0.0.1:1", true},
+			{"http://[::2]:1", true},
+			{"http://[::ffff:7f00:1]:1", true},
+			{"http://127.0.0.1:1", false},
+			{"http://127.3.2.1", false},
+			{"http://localhost:1/cc", false},
+			{"http://LOCALHOST:1", false},
+			{"http://[::1]:1", false},
+		} {
+			script, err := downloads.Script(c.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every program the script could run is a stub that notes it ran.
+			log := filepath.Join(t.TempDir(), "ran")
+			path := stubs(t, log, "exit 1", append(baseTools, "curl", "wget", "busybox")...)
+			out, errOut, rc := runScript(t, script, shell, path, []string{downloads.CodeEnv + "=ccE-AAAAAAAAAAAAAAAAAAAA"}, "--name", "box")
+			ran, _ := os.ReadFile(log)
+			refusal := "commandcore install: " + strings.TrimRight(c.url, "/") + " is plain http off loopback, so anyone on the way could change what it serves; serve the relay over https"
+			switch {
+			case c.refused && (rc != 1 || out != "" || !strings.HasPrefix(errOut, refusal) || strings.Count(errOut, "\n") != 1):
+				t.Errorf("%s under %s: exit %d, stdout %q, stderr %q; want exit 1 and one line starting %q", c.url, shell[0], rc, out, errOut, refusal)
+			case c.refused && len(ran) > 0:
+				t.Errorf("%s under %s: before refusing, the script ran:\n%s", c.url, shell[0], ran)
+			case !c.refused && (strings.Contains(errOut, "off loopback") || !strings.Contains(string(ran), "uname")):
+				t.Errorf("%s under %s: refused (exit %d, %q), having run %q", c.url, shell[0], rc, errOut, ran)
+			}
+		}
+	}
+}
+
+// TestInstallScriptKeepsHTTPS: from an https relay the script fetches over
+// https alone. curl is told so for redirects too, GNU wget follows no
+// redirect (its --https-only holds only in recursive mode), and a wget
+// that can be kept to neither (busybox's) is refused with one line. A
+// relay that serves SHA256SUMS over https and redirects the binary to
+// plain http gets nothing installed, and the plain server no request.
+func TestInstallScriptKeepsHTTPS(t *testing.T) {
+	need(t, "dash", "busybox", "curl", "wget")
+	dash, _ := exec.LookPath("dash")
+	busybox, _ := exec.LookPath("busybox")
+	env := []string{downloads.CodeEnv + "=ccE-AAAAAAAAAAAAAAAAAAAA"}
+
+	// What curl and wget are asked, by stubs that record it and fail.
+	script, err := downloads.Script("https://relay.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gnuHelp := `case $1 in --help) echo '       --https-only                only follow secure HTTPS links'; exit 0 ;; esac; exit 8`
+	busyboxHelp := `case $1 in --help) echo 'Usage: wget [-cqS] [--spider] [-O FILE] [-o LOGFILE] [--header STR]' >&2; exit 1 ;; esac; exit 1`
+	for _, c := range []struct {
+		fetcher, body, want, refusal string
+	}{
+		{"curl", "exit 22", "curl -fsL --proto =https --proto-redir =https -o ", ""},
+		{"wget", gnuHelp, "wget -q --https-only --max-redirect=0 -O ", ""},
+		{"wget", busyboxHelp, "", "commandcore install: this wget cannot be kept from following a redirect to http (busybox's cannot); install curl, or GNU wget 1.17 or later, and run this again\n"},
+	} {
+		log := filepath.Join(t.TempDir(), "ran")
+		path := stubs(t, log, c.body, c.fetcher) + ":" + toolDir(t, baseTools...)
+		out, errOut, rc := runScript(t, script, []string{dash}, path, env, "--name", "box")
+		ran, _ := os.ReadFile(log)
+		if c.refusal != "" {
+			if rc != 1 || out != "" || errOut != c.refusal || strings.Contains(string(ran), "relay.example") {
+				t.Errorf("a wget without --https-only: exit %d, %q, %q, having run %q; want %q", rc, out, errOut, ran, c.refusal)
+			}
+			continue
+		}
+		if want := "commandcore install: could not download https://relay.example/download/SHA256SUMS\n"; rc != 1 || errOut != want ||
+			!strings.Contains(string(ran), c.want) || !strings.HasSuffix(string(ran), " https://relay.example/download/SHA256SUMS\n") {
+			t.Errorf("%s: exit %d, %q, having run:\n%s\nwant %q and a run of %q", c.fetcher, rc, errOut, ran, want, c.want)
+		}
+	}
+
+	// A real relay stand-in over TLS, whose binary redirects to plain http.
+	var plainHits, tlsHits atomic.Int32
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		plainHits.Add(1)
+		w.Write([]byte("not the binary"))
+	}))
+	defer plain.Close()
+	file := downloads.BinaryName(runtime.GOARCH)
+	relay := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tlsHits.Add(1)
+		switch r.URL.Path {
+		case downloads.FilePrefix + downloads.SumsName:
+			fmt.Fprintf(w, "%x  %s\n", sha256.Sum256([]byte("not the binary")), file)
+		case downloads.FilePrefix + file:
+			http.Redirect(w, r, plain.URL+r.URL.Path, http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer relay.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: relay.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wgetrc := filepath.Join(t.TempDir(), "wgetrc")
+	if err := os.WriteFile(wgetrc, []byte("ca_certificate = "+ca+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script, err = downloads.Script(relay.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		shell []string
+		path  string
+		env   []string
+		want  string
+	}{
+		{"curl", []string{dash}, toolDir(t, append(baseTools, "curl")...), []string{"CURL_CA_BUNDLE=" + ca},
+			"commandcore install: could not download " + relay.URL + downloads.FilePrefix + file + "\n"},
+		{"GNU wget", []string{dash}, toolDir(t, append(baseTools, "wget")...), []string{"WGETRC=" + wgetrc},
+			"commandcore install: could not download " + relay.URL + downloads.FilePrefix + file + "\n"},
+		{"busybox", []string{busybox, "sh"}, busyboxDir(t), nil,
+			"commandcore install: this wget cannot be kept from following a redirect to http (busybox's cannot); install curl, or GNU wget 1.17 or later, and run this again\n"},
+	} {
+		tlsHits.Store(0)
+		out, errOut, rc := runScript(t, script, c.shell, c.path, append(c.env, env...), "--name", "box")
+		// SHA256SUMS came over TLS (the refusal names the binary, the next
+		// download); the binary never came over plain http.
+		if rc != 1 || out != "" || errOut != c.want {
+			t.Errorf("%s: exit %d, %q, %q; want %q", c.name, rc, out, errOut, c.want)
+		}
+		if n := plainHits.Load(); n != 0 {
+			t.Fatalf("%s: the plain http server got %d requests", c.name, n)
+		}
+		if c.name == "busybox" && tlsHits.Load() != 0 {
+			t.Errorf("busybox: the relay got %d requests before the refusal", tlsHits.Load())
+		}
 	}
 }

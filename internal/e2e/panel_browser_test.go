@@ -268,8 +268,8 @@ func TestPanelInABrowser(t *testing.T) {
 		b := b.with(t)
 		b.open(p.panel + "enroll")
 		b.submit(`form[action="/panel/enroll"] button`)
-		if line := b.text("main"); !strings.Contains(line, "commandcore enroll --server "+p.url) || !strings.Contains(line, "--code ccE-") ||
-			!strings.Contains(line, "curl -fsSL "+p.url+"/install.sh | sh -s -- --code ccE-") {
+		if line := b.text("main"); !strings.Contains(line, " commandcore enroll --server "+p.url) || !strings.Contains(line, "COMMANDCORE_ENROLL_CODE=ccE-") ||
+			!strings.Contains(line, "curl -fsSL "+p.url+"/install.sh | COMMANDCORE_ENROLL_CODE=ccE-") {
 			t.Fatalf("enrollment page:\n%s", line)
 		}
 		b.shot("enroll")

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -263,8 +264,70 @@ func TestScriptURL(t *testing.T) {
 			t.Errorf("Script(%q): %v", url, err)
 		}
 	}
-	if got := InstallLine("https://relay.example/", "ccE-abc"); got != "curl -fsSL https://relay.example/install.sh | sh -s -- --code ccE-abc" {
+	if got := InstallLine("https://relay.example/", "ccE-abc"); got != "curl --proto '=https' -fsSL https://relay.example/install.sh | COMMANDCORE_ENROLL_CODE=ccE-abc sh" {
 		t.Errorf("InstallLine: %q", got)
+	}
+	if got := InstallLine("http://127.0.0.1:8440", "ccE-abc"); got != "curl -fsSL http://127.0.0.1:8440/install.sh | COMMANDCORE_ENROLL_CODE=ccE-abc sh" {
+		t.Errorf("InstallLine: %q", got)
+	}
+}
+
+// TestLinesKeepTheCodeOffCommandLines runs the install line and the enroll
+// line as a shell does, every command they name a stub that records its
+// arguments and what it finds in $COMMANDCORE_ENROLL_CODE: the code is in
+// no command's arguments, and in the environment of the one command that
+// needs it (the shell that runs install.sh, commandcore enroll) alone. An
+// https line's curl is kept to https.
+func TestLinesKeepTheCodeOffCommandLines(t *testing.T) {
+	const code = "ccE-ABCDEFGHIJKLMNOPQRST"
+	// The shells a person may paste it into, where this machine has them.
+	shells := [][]string{{"/bin/sh", "-c"}}
+	for _, sh := range [][]string{{"dash", "-c"}, {"bash", "-c"}, {"zsh", "-c"}, {"busybox", "sh", "-c"}} {
+		if p, err := exec.LookPath(sh[0]); err == nil {
+			shells = append(shells, append([]string{p}, sh[1:]...))
+		}
+	}
+	for _, c := range []struct {
+		line string
+		// argv is each command's arguments, one a line; env, the code it
+		// was given.
+		argv, env map[string]string
+	}{
+		{InstallLine("https://relay.example", code),
+			map[string]string{"curl": "--proto\n=https\n-fsSL\nhttps://relay.example/install.sh\n", "sh": ""},
+			map[string]string{"curl": "", "sh": code}},
+		{InstallLine("http://127.0.0.1:8440", code),
+			map[string]string{"curl": "-fsSL\nhttp://127.0.0.1:8440/install.sh\n", "sh": ""},
+			map[string]string{"curl": "", "sh": code}},
+		{EnrollLine("https://r1.example,https://r2.example", code),
+			map[string]string{"commandcore": "enroll\n--server\nhttps://r1.example,https://r2.example\n"},
+			map[string]string{"commandcore": code}},
+	} {
+		for _, shell := range shells {
+			stubs, log := t.TempDir(), t.TempDir()
+			for name := range c.argv {
+				stub := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done >" + log + "/" + name + ".argv\n" +
+					"printf '%s' \"${COMMANDCORE_ENROLL_CODE-}\" >" + log + "/" + name + ".env\n"
+				if err := os.WriteFile(filepath.Join(stubs, name), []byte(stub), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command(shell[0], append(shell[1:], c.line)...)
+			cmd.Env = []string{"PATH=" + stubs}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v %q: %v\n%s", shell, c.line, err, out)
+			}
+			for name, want := range c.argv {
+				argv, _ := os.ReadFile(filepath.Join(log, name+".argv"))
+				env, err := os.ReadFile(filepath.Join(log, name+".env"))
+				if err != nil {
+					t.Fatalf("%v %q: %s did not run", shell, c.line, name)
+				}
+				if string(argv) != want || string(env) != c.env[name] {
+					t.Errorf("%v %q: %s ran with arguments %q and the code %q; want %q and %q", shell, c.line, name, argv, env, want, c.env[name])
+				}
+			}
+		}
 	}
 }
 

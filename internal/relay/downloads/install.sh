@@ -2,11 +2,17 @@
 # Installs the CommandCore agent for the user who runs it, without root,
 # from the relay that served this script:
 #
-#   curl -fsSL https://relay.example/install.sh | sh -s -- --code CODE
+#   curl --proto '=https' -fsSL https://relay.example/install.sh | COMMANDCORE_ENROLL_CODE=CODE sh
 #
-#   --code CODE     the one-time enrollment code (relay enroll-code, or the
-#                   panel's Enrollment page); not used when this device has
-#                   its identity already
+# COMMANDCORE_ENROLL_CODE is the one-time enrollment code (relay
+# enroll-code, or the panel's Enrollment page), not used when this device
+# has its identity already. It goes in the environment, never on a command
+# line: other local users can read every process's command line (ps,
+# /proc/PID/cmdline), while its environment only its own user and root can.
+# Flags follow -s --:
+#
+#   --code CODE     the code as an argument, for older install lines; it
+#                   shows in the process list while this runs
 #   --name NAME     the device name to propose (default: the host name)
 #   --service NAME  the agent's user unit (default commandcore); a name of
 #                   its own keeps its own state and identity
@@ -19,12 +25,16 @@
 # identity), puts the binary in place, installs and starts the user service
 # and shows `commandcore status`. Running it again upgrades in place and
 # keeps the identity. Until the service is installed, a failure stops it
-# with one line and leaves nothing behind.
+# with one line and leaves nothing behind. From an https relay it fetches
+# over https alone, following no redirect to http; a plain http relay it
+# accepts only on loopback.
 set -u
 
 relay='@RELAY_URL@'
 
-code=
+# The code stays with this shell: no command it runs but enroll gets it.
+code=${COMMANDCORE_ENROLL_CODE:-}
+unset COMMANDCORE_ENROLL_CODE
 name=
 service=
 prefix=
@@ -98,15 +108,52 @@ if [ -n "$uninstall" ]; then
 fi
 [ -z "$purge" ] || die "--purge goes with --uninstall"
 
+# loopback reports whether the URL $1 names a loopback host (localhost,
+# 127.0.0.0/8 or [::1]), as the agent's link allows plain http only there.
+loopback() {
+	host=${1#*://}
+	host=${host%%/*}
+	case $host in
+	'[::1]' | '[::1]:'*) return 0 ;;
+	'['*) return 1 ;;
+	esac
+	host=${host%:*}
+	case $host in
+	[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt] | [Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt].) return 0 ;;
+	*[!0-9.]* | *..* | *. | *[0-9][0-9][0-9][0-9]* | *.*.*.*.*) return 1 ;;
+	127.*.*.*) return 0 ;;
+	esac
+	return 1
+}
+
+# Nothing is fetched or run before the relay's URL is known to be safe.
 case $relay in
-http://* | https://*) ;;
-*) die "run this script as a relay serves it: curl -fsSL https://RELAY/install.sh | sh -s -- --code CODE" ;;
+https://*) ;;
+http://*)
+	loopback "$relay" ||
+		die "$relay is plain http off loopback, so anyone on the way could change what it serves; serve the relay over https (--tls-cert and --tls-key, or a TLS proxy with --public-url https://...) and install from there"
+	;;
+*) die "run this script as a relay serves it: curl --proto '=https' -fsSL https://RELAY/install.sh | COMMANDCORE_ENROLL_CODE=CODE sh" ;;
 esac
 
+# From an https relay, every download is https, redirects included. GNU
+# wget's --https-only holds only in recursive mode, so wget follows no
+# redirect at all (the relay serves its files itself); busybox's wget has
+# neither option.
 if command -v curl >/dev/null 2>&1; then
-	fetch() { curl -fsL --proto '=http,https' -o "$2" "$1" 2>/dev/null; }
+	case $relay in
+	https://*) fetch() { curl -fsL --proto '=https' --proto-redir '=https' -o "$2" "$1" 2>/dev/null; } ;;
+	*) fetch() { curl -fsL --proto '=http,https' -o "$2" "$1" 2>/dev/null; } ;;
+	esac
 elif command -v wget >/dev/null 2>&1; then
-	fetch() { wget -q -O "$2" "$1" 2>/dev/null; }
+	case $relay in
+	https://*)
+		wget --help 2>&1 | grep -q -e --https-only ||
+			die "this wget cannot be kept from following a redirect to http (busybox's cannot); install curl, or GNU wget 1.17 or later, and run this again"
+		fetch() { wget -q --https-only --max-redirect=0 -O "$2" "$1" 2>/dev/null; }
+		;;
+	*) fetch() { wget -q -O "$2" "$1" 2>/dev/null; } ;;
+	esac
 else
 	die "neither curl nor wget is installed; install one and run this again"
 fi
@@ -148,9 +195,12 @@ got=${got%% *}
 chmod 755 "$tmp/commandcore" || die "could not make the download executable"
 
 # Enrolling first, with the downloaded binary: a refused code leaves
-# nothing behind.
-enrolled=$(cc "$tmp/commandcore" enroll --keep-identity --server "$relay" ${code:+--code "$code"} ${name:+--name "$name"} 2>&1) ||
-	die "enrollment failed: $(firstline "$enrolled")"
+# nothing behind. The code goes in enroll's environment alone, exported in
+# the command substitution's subshell.
+enrolled=$(
+	[ -z "$code" ] || export COMMANDCORE_ENROLL_CODE="$code"
+	cc "$tmp/commandcore" enroll --keep-identity --server "$relay" ${name:+--name "$name"} 2>&1
+) || die "enrollment failed: $(firstline "$enrolled")"
 
 fresh=
 [ -e "$bin" ] || fresh=1

@@ -31,10 +31,30 @@ func Script(publicURL string) ([]byte, error) {
 	return bytes.Replace(script, []byte(urlMark), []byte("'"+base+"'"), 1), nil
 }
 
+// CodeEnv is the environment variable that carries an enrollment code to
+// install.sh and to commandcore enroll. Any local user can read a
+// process's command line (/proc/PID/cmdline), only its own user and root
+// its environment, so the lines below put the code there: an assignment
+// before a command is in the environment of that command, not in its
+// arguments.
+const CodeEnv = "COMMANDCORE_ENROLL_CODE"
+
 // InstallLine is the line a person pastes on a device to install the
-// agent from the relay at publicURL and enroll it with code.
+// agent from the relay at publicURL and enroll it with code. From an https
+// relay, curl fetches the script over https alone, redirects included.
 func InstallLine(publicURL, code string) string {
-	return "curl -fsSL " + strings.TrimRight(publicURL, "/") + ScriptPath + " | sh -s -- --code " + code
+	base := strings.TrimRight(publicURL, "/")
+	proto := ""
+	if strings.HasPrefix(base, "https://") {
+		proto = "--proto '=https' "
+	}
+	return "curl " + proto + "-fsSL " + base + ScriptPath + " | " + CodeEnv + "=" + code + " sh"
+}
+
+// EnrollLine is the line that enrolls a device with the agent installed
+// at servers (one URL, or replicas' URLs separated by commas) with code.
+func EnrollLine(servers, code string) string {
+	return CodeEnv + "=" + code + " commandcore enroll --server " + servers
 }
 
 // checkURL returns publicURL without a trailing slash if it is a URL the

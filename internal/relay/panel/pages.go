@@ -389,7 +389,7 @@ func (p *Panel) createEnrollCode(w http.ResponseWriter, r *http.Request, s sessi
 	for _, rep := range reps {
 		servers = append(servers, rep.Address)
 	}
-	line := "commandcore enroll --server " + strings.Join(servers, ",") + " --code " + code
+	line := downloads.EnrollLine(strings.Join(servers, ","), code)
 	var install string
 	switch {
 	case p.cfg.PublicURL != "":

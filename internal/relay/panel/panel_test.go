@@ -398,11 +398,13 @@ func TestEnrollmentShowsTheLineToPaste(t *testing.T) {
 	}
 	c := f.signIn("alice")
 	_, page := f.do(c, "POST", Prefix+"enroll", url.Values{"csrf": {f.csrf(c)}, "name": {"box"}, "ttl": {"10m"}}, nil)
-	m := regexp.MustCompile(`commandcore enroll --server https://r1.example --code (ccE-[A-Z2-7]{20})`).FindStringSubmatch(page)
+	// The code is in the environment of the commands, never among their
+	// arguments, where other local users would read it.
+	m := regexp.MustCompile(`<pre id="enroll-line">COMMANDCORE_ENROLL_CODE=(ccE-[A-Z2-7]{20}) commandcore enroll --server https://r1.example</pre>`).FindStringSubmatch(page)
 	if m == nil {
 		t.Fatalf("no enroll line:\n%s", page)
 	}
-	if want := `<pre id="install-line">curl -fsSL https://r1.example/install.sh | sh -s -- --code ` + m[1] + `</pre>`; !strings.Contains(page, want) {
+	if want := `<pre id="install-line">curl --proto &#39;=https&#39; -fsSL https://r1.example/install.sh | COMMANDCORE_ENROLL_CODE=` + m[1] + ` sh</pre>`; !strings.Contains(page, want) {
 		t.Fatalf("no install line %q:\n%s", want, page)
 	}
 	dev, _, _, err := f.state.Enroll(m[1], "other", time.Now())
@@ -421,11 +423,11 @@ func TestInstallLineNamesThePublicURL(t *testing.T) {
 	}
 	c := f.signIn("alice")
 	_, page := f.do(c, "POST", Prefix+"enroll", url.Values{"csrf": {f.csrf(c)}}, nil)
-	m := regexp.MustCompile(`commandcore enroll --server https://r1.internal:8440 --code (ccE-[A-Z2-7]{20})`).FindStringSubmatch(page)
+	m := regexp.MustCompile(`<pre id="enroll-line">COMMANDCORE_ENROLL_CODE=(ccE-[A-Z2-7]{20}) commandcore enroll --server https://r1.internal:8440</pre>`).FindStringSubmatch(page)
 	if m == nil {
 		t.Fatalf("no enroll line:\n%s", page)
 	}
-	if want := `<pre id="install-line">curl -fsSL https://relay.example/install.sh | sh -s -- --code ` + m[1] + `</pre>`; !strings.Contains(page, want) {
+	if want := `<pre id="install-line">curl --proto &#39;=https&#39; -fsSL https://relay.example/install.sh | COMMANDCORE_ENROLL_CODE=` + m[1] + ` sh</pre>`; !strings.Contains(page, want) {
 		t.Fatalf("no install line %q:\n%s", want, page)
 	}
 }

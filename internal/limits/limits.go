@@ -204,6 +204,18 @@ const (
 	// at once, so requests that name slow servers cannot hold many of the
 	// relay's unauthenticated slots.
 	CIMDMaxFetching = 8
+	// CIMDMaxFetchingPerHost bounds the fetches at once from one host,
+	// so a slow host holds a few of CIMDMaxFetching's slots, not all.
+	CIMDMaxFetchingPerHost = 2
+	// CIMDConnectTimeout bounds a fetch's TCP connection, and its TLS
+	// handshake, within CIMDTimeout: a host that does not answer gives
+	// its slot back soon.
+	CIMDConnectTimeout = 2 * time.Second
+	// CIMDFailureTTL is how long a failed fetch's error answers for its
+	// URL without fetching again; CIMDFailureEntries bounds the failures
+	// kept.
+	CIMDFailureTTL     = 30 * time.Second
+	CIMDFailureEntries = 1024
 	// MaxPermissionsBytes bounds the owner's permissions.json.
 	MaxPermissionsBytes = 64 << 10
 

@@ -58,6 +58,11 @@ var counts = map[string]struct{ got, want int64 }{
 	"CIMDCacheEntries":      {CIMDCacheEntries, 256},
 	// Internal: an eighth of the relay's unauthenticated requests.
 	"CIMDMaxFetching": {CIMDMaxFetching, 8},
+	// Internal: a quarter of CIMDMaxFetching, so one slow host leaves the
+	// rest to others.
+	"CIMDMaxFetchingPerHost": {CIMDMaxFetchingPerHost, 2},
+	// Internal: failures of that many distinct URLs within CIMDFailureTTL.
+	"CIMDFailureEntries": {CIMDFailureEntries, 1024},
 	// Internal: the relay's grants are about 400 bytes.
 	"MaxGrantBytes": {MaxGrantBytes, 2048},
 	// Internal: a grant lives 120 s, so this admits over 800 calls a second.
@@ -172,6 +177,8 @@ var durations = map[string]struct{ got, want time.Duration }{
 	"OAuthUnusedClientTTL": {OAuthUnusedClientTTL, 24 * time.Hour},
 	"CIMDTimeout":          {CIMDTimeout, 5 * time.Second},
 	"CIMDCacheTTL":         {CIMDCacheTTL, time.Hour},
+	"CIMDConnectTimeout":   {CIMDConnectTimeout, 2 * time.Second},         // docs/oauth.md: connected within 2 s
+	"CIMDFailureTTL":       {CIMDFailureTTL, 30 * time.Second},            // docs/oauth.md: a failure is kept 30 s
 	"UntilProbeInterval":   {UntilProbeInterval, 100 * time.Millisecond},  // docs/tools.md process.wait: port and path looked for 10 times a second
 	"ScreenFollowInterval": {ScreenFollowInterval, 50 * time.Millisecond}, // docs/limits.md: a pty job's emulator is fed every 50 ms
 	"ClientTokenTTL":       {ClientTokenTTL, 30 * day},                    // README, The relay and the link: valid 30 days

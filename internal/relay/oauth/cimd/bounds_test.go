@@ -61,14 +61,17 @@ func TestDecodeAtItsBounds(t *testing.T) {
 func TestCacheForEachDirective(t *testing.T) {
 	bound := int64(limits.CIMDCacheTTL / time.Second)
 	for cc, want := range map[string]time.Duration{
-		"public, max-age=20":       20 * time.Second,
-		"max-age=" + itoa(bound-1): time.Duration(bound-1) * time.Second,
-		"max-age=" + itoa(bound):   limits.CIMDCacheTTL,
-		"max-age=1":                time.Second,
-		"max-age=-5":               0,
-		"max-age=20, no-store":     0,
-		"private":                  limits.CIMDCacheTTL,
-		"MAX-AGE=40":               40 * time.Second,
+		"public, max-age=20":          20 * time.Second,
+		"max-age=" + itoa(bound-1):    time.Duration(bound-1) * time.Second,
+		"max-age=" + itoa(bound):      limits.CIMDCacheTTL,
+		"max-age=1":                   time.Second,
+		"max-age=-5":                  0,
+		"max-age=20, no-store":        0,
+		"private":                     limits.CIMDCacheTTL,
+		"MAX-AGE=40":                  40 * time.Second,
+		"max-age=0, max-age=20":       0,
+		"max-age=30, max-age=20":      20 * time.Second,
+		"max-age=9223372036854775807": limits.CIMDCacheTTL,
 	} {
 		if got := cacheFor(cc); got != want {
 			t.Errorf("%q: %v, want %v", cc, got, want)

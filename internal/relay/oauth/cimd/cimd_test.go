@@ -17,8 +17,8 @@ import (
 )
 
 // docServer serves client metadata documents over TLS on loopback: at
-// /good a good one, at /big one past the bound, at /moved a redirect, at
-// /other one naming another client ID.
+// /good a good one, at /big one past the bound, at /exact one at it, at
+// /moved a redirect, at /other one naming another client ID.
 type docServer struct {
 	*httptest.Server
 	hits atomic.Int64
@@ -33,6 +33,9 @@ func newDocServer(t *testing.T) *docServer {
 		switch {
 		case r.URL.Path == "/big":
 			fmt.Fprintf(w, `{"client_id":%q,"redirect_uris":["https://c.example/cb"],"pad":"%s"}`, self, strings.Repeat("x", limits.CIMDMaxBytes))
+		case r.URL.Path == "/exact":
+			base := fmt.Sprintf(`{"client_id":%q,"redirect_uris":["https://c.example/cb"],"pad":""}`, self)
+			fmt.Fprint(w, strings.Replace(base, `"pad":""`, `"pad":"`+strings.Repeat("x", limits.CIMDMaxBytes-len(base))+`"`, 1))
 		case r.URL.Path == "/moved":
 			http.Redirect(w, r, "/good", http.StatusFound)
 		case r.URL.Path == "/other":
@@ -76,6 +79,9 @@ func TestFetchesCachesAndBounds(t *testing.T) {
 	if _, err := f.Get(context.Background(), d.URL+"/good"); err != nil || d.hits.Load() != 2 {
 		t.Fatalf("after the cache's lifetime: %v, %d fetches", err, d.hits.Load())
 	}
+	if _, err := f.Get(context.Background(), d.URL+"/exact"); err != nil {
+		t.Fatalf("a document of %d bytes: %v", limits.CIMDMaxBytes, err)
+	}
 	for _, path := range []string{"/big", "/moved", "/other", "/secret", "/missing"} {
 		if _, err := f.Get(context.Background(), d.URL+path); !errcode.Is(err, errcode.InvalidArgument) {
 			t.Errorf("%s: %v", path, err)
@@ -103,8 +109,8 @@ func TestCacheControlAndBusy(t *testing.T) {
 	}
 	get("/nostore")
 	get("/nostore")
-	if d.hits.Load() != 2 {
-		t.Fatalf("no-store: %d fetches, want 2", d.hits.Load())
+	if d.hits.Load() != 2 || f.cached() != 0 {
+		t.Fatalf("no-store: %d fetches, want 2; %d documents kept", d.hits.Load(), f.cached())
 	}
 	get("/short")
 	now = now.Add(59 * time.Second)

@@ -21,7 +21,7 @@ import (
 // which adds a start of the commandcore binary and its mounts.
 func BenchmarkRunTrue(b *testing.B) {
 	state, config := b.TempDir(), b.TempDir()
-	h := hideexec.Probe(context.Background(), ccBin, state, config, nil)
+	h := hideexec.Probe(context.Background(), ccBin, state, config, hideexec.Covers{ReadOnly: binaryDir()})
 	if h == nil {
 		b.Fatal("the hide-exec probe failed")
 	}
@@ -52,7 +52,7 @@ func BenchmarkRunTrue(b *testing.B) {
 // the binary's file pages, shared with the agent.
 func BenchmarkHideExecMemory(b *testing.B) {
 	state, config := b.TempDir(), b.TempDir()
-	h := hideexec.Probe(context.Background(), ccBin, state, config, nil)
+	h := hideexec.Probe(context.Background(), ccBin, state, config, hideexec.Covers{ReadOnly: binaryDir()})
 	if h == nil {
 		b.Fatal("the hide-exec probe failed")
 	}

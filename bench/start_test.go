@@ -151,6 +151,16 @@ func hideLikeTheAgent(b *testing.B, svc *jobs.Service) {
 	}
 }
 
+// binaryDir is the directory of the binary under test, which the agent's
+// job units and process.run commands see read-only, as a list for
+// launcher.Hidden and hideexec.Covers (none where it is not to be).
+func binaryDir() []string {
+	if b := launcher.AgentBinary(ccBin); b.ReadOnly() {
+		return []string{b.Dir}
+	}
+	return nil
+}
+
 // hideBus unsets the user bus variables (the launcher then falls back) and
 // returns the function that restores them.
 func hideBus() func() {
@@ -437,10 +447,11 @@ func BenchmarkStartPhases(b *testing.B) {
 	ctx := context.Background()
 	// Hidden as the agent's units are (see hideLikeTheAgent).
 	config := b.TempDir()
-	if !l.ProbeHiding(ctx, state, config) {
+	hide := launcher.Hidden{State: state, Config: config, ReadOnly: binaryDir()}
+	if !l.ProbeHiding(ctx, hide) {
 		b.Fatal("the user manager cannot hide the agent's directories from job units")
 	}
-	l.Hide = &launcher.Hidden{State: state, Config: config}
+	l.Hide = &hide
 	home, _ := os.UserHomeDir()
 	env := &envelope.Envelope{Version: envelope.Version, Command: "true", Env: jobs.BaseEnvironment(os.Environ()), Cwd: home, Shell: jobs.DefaultShell()}
 

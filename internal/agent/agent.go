@@ -84,6 +84,8 @@ func Run(ctx context.Context, cfg Config) error {
 		RunDirsHidden:   hidden.Run,
 		Systemd:         systemdView(ctx, svc),
 		Exe:             cfg.Exe,
+		AgentBinary: &status.AgentBinary{Dir: hidden.Binary.Dir, Writable: hidden.Binary.Writable, Shared: hidden.Binary.Shared,
+			ReadOnlyInJobUnits: hidden.UnitsBinary, ReadOnlyInRun: hidden.RunBinary},
 	})
 	if err := rt.write(); err != nil {
 		return err

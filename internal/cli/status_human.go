@@ -117,7 +117,7 @@ func writeIsolation(p func(string, ...any), r *status.Report) {
 	if sd.JobsReachUserManager {
 		manager += ": they can start units of their own, outside every cover, and so read the device credential"
 	} else {
-		manager += "; jobs started before keep their reach"
+		manager += ", which see its unit files and configuration read-only; jobs started before keep their reach"
 		var refused []string
 		if !sd.CanCutJobs && sd.FailureDomain != status.DomainRefused {
 			refused = append(refused, "new jobs")
@@ -148,6 +148,40 @@ func writeIsolation(p func(string, ...any), r *status.Report) {
 		files += ", against direct reads only"
 	}
 	p("             agent's files %s\n", files)
+	if b := sd.AgentBinary; b != nil {
+		p("             agent's binary %s\n", binaryLine(b, sd))
+	}
+}
+
+// binaryLine says whether jobs and process.run commands can replace the
+// agent's binary, which the user manager runs at the agent's next start.
+func binaryLine(b *status.AgentBinary, sd status.Systemd) string {
+	switch {
+	case b.Dir == "":
+		return "not found: whether jobs can replace it is unknown"
+	case !b.Writable:
+		return "in " + b.Dir + ": not this user's to write"
+	case b.Shared:
+		return "in " + b.Dir + " CAN be replaced by jobs and process.run commands: they need to write that directory, so it stays writable (install the binary in a directory of its own)"
+	}
+	// A cut-off unit sees it read-only whenever it runs at all.
+	units := b.ReadOnlyInJobUnits || (!sd.JobsReachUserManager && sd.CanCutJobs && sd.UserManager == status.ManagerReachable)
+	run := b.ReadOnlyInRun || (!sd.JobsReachUserManager && sd.CanCutRun)
+	line := "directory " + b.Dir
+	switch {
+	case units && run:
+		line += " read-only in job units and process.run commands"
+	case units:
+		line += " read-only in job units; process.run commands and jobs without a user manager CAN replace the binary (this host refuses them a mount namespace)"
+	case run:
+		line += " read-only in process.run commands and jobs without a user manager; job units CAN replace the binary (this user manager cannot make it read-only)"
+	default:
+		return "in " + b.Dir + " CAN be replaced by jobs and process.run commands (this host cannot make it read-only)"
+	}
+	if sd.JobsReachUserManager {
+		line += ", against direct writes only"
+	}
+	return line
 }
 
 // reachLine says whether new jobs and process.run commands reach the

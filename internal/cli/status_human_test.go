@@ -27,7 +27,8 @@ func fixed() *status.Report {
 		Connection: status.ConnectionView{State: status.ConnNotEnrolled, ObservedAt: &observed, Since: &started, AgeSeconds: &age},
 		Jobs:       status.Jobs{Running: 2, Terminal: 5, Unread: 1, Spares: 1},
 		Systemd: status.Systemd{UserManager: status.ManagerReachable, FailureDomain: "systemd_unit",
-			JobsReachUserManager: true, CanCutJobs: true, CanCutRun: true, ObservedAt: &observed},
+			JobsReachUserManager: true, CanCutJobs: true, CanCutRun: true, ObservedAt: &observed,
+			AgentBinary: &status.AgentBinary{Dir: "/home/u/.local/bin", Writable: true}},
 		Policy:      status.Policy{MemoryMaxBytes: &mem, Nice: &nice, CPUWeight: &weight},
 		Permissions: status.Permissions{Present: true, Tools: []string{"process.*", "system.metrics"}},
 		StateDir:    "/home/u/.local/state/commandcore",
@@ -165,6 +166,56 @@ func TestHumanIsolation(t *testing.T) {
 	}
 }
 
+// TestHumanAgentBinary: whether jobs and process.run commands can replace
+// the agent's binary is said as the running agent found it: its directory
+// read-only to each (a cut-off unit sees it so whenever it runs), not the
+// user's to write, left writable as one jobs need, or not found; while
+// commands reach the user manager no more is claimed than direct writes.
+func TestHumanAgentBinary(t *testing.T) {
+	const dir = "/home/me/.local/bin"
+	for _, tc := range []struct {
+		b     status.AgentBinary
+		reach bool
+		want  string
+	}{
+		{status.AgentBinary{Dir: dir, Writable: true, ReadOnlyInJobUnits: true, ReadOnlyInRun: true}, false,
+			"agent's binary directory /home/me/.local/bin read-only in job units and process.run commands\n"},
+		{status.AgentBinary{Dir: dir, Writable: true, ReadOnlyInJobUnits: true, ReadOnlyInRun: true}, true,
+			"agent's binary directory /home/me/.local/bin read-only in job units and process.run commands, against direct writes only\n"},
+		{status.AgentBinary{Dir: dir, Writable: true, ReadOnlyInJobUnits: true}, true,
+			"agent's binary directory /home/me/.local/bin read-only in job units; process.run commands and jobs without a user manager CAN replace the binary (this host refuses them a mount namespace), against direct writes only\n"},
+		{status.AgentBinary{Dir: dir, Writable: true, ReadOnlyInRun: true}, true,
+			"read-only in process.run commands and jobs without a user manager; job units CAN replace the binary (this user manager cannot make it read-only)"},
+		// Cut off, units see it read-only in their own user namespace.
+		{status.AgentBinary{Dir: dir, Writable: true, ReadOnlyInRun: true}, false,
+			"agent's binary directory /home/me/.local/bin read-only in job units and process.run commands\n"},
+		{status.AgentBinary{Dir: dir, Writable: true}, true,
+			"agent's binary in /home/me/.local/bin CAN be replaced by jobs and process.run commands (this host cannot make it read-only)\n"},
+		{status.AgentBinary{Dir: "/home/me", Writable: true, Shared: true}, false,
+			"agent's binary in /home/me CAN be replaced by jobs and process.run commands: they need to write that directory, so it stays writable (install the binary in a directory of its own)\n"},
+		{status.AgentBinary{Dir: "/usr/bin"}, true, "agent's binary in /usr/bin: not this user's to write\n"},
+		{status.AgentBinary{}, true, "agent's binary not found: whether jobs can replace it is unknown\n"},
+	} {
+		r := fixed()
+		r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden = true, true
+		r.Systemd.UserManager, r.Systemd.JobsReachUserManager, r.Systemd.CanCutJobs, r.Systemd.CanCutRun = status.ManagerReachable, tc.reach, true, true
+		b := tc.b
+		r.Systemd.AgentBinary = &b
+		var buf bytes.Buffer
+		writeStatus(&buf, r, time.Now())
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("%+v, reach %v: human status lacks %q:\n%s", tc.b, tc.reach, tc.want, buf.String())
+		}
+	}
+	r := fixed()
+	r.Systemd.AgentBinary = nil
+	var buf bytes.Buffer
+	writeStatus(&buf, r, time.Now())
+	if strings.Contains(buf.String(), "agent's binary") {
+		t.Errorf("an agent that records nothing of its binary:\n%s", buf.String())
+	}
+}
+
 // TestHumanUserManagerReach: status says that commands run as the agent's
 // user, whether they reach its user manager (and what that gives them),
 // which commands a cut the host cannot make refuses, and, for root, which
@@ -182,7 +233,7 @@ func TestHumanUserManagerReach(t *testing.T) {
 				"             user manager reachable from jobs and process.run commands: they can start units of their own, outside every cover, and so read the device credential\n"},
 			[]string{"as root", "REFUSED"}},
 		{"cut", &user, false, true, true,
-			[]string{"             user manager cut off from new jobs and process.run commands (jobs_reach_user_manager false); jobs started before keep their reach\n"},
+			[]string{"             user manager cut off from new jobs and process.run commands (jobs_reach_user_manager false), which see its unit files and configuration read-only; jobs started before keep their reach\n"},
 			[]string{"as root", "REFUSED", "device credential"}},
 		{"cut, units cannot", &user, false, false, true,
 			[]string{"; REFUSED, as this host cannot cut them off: new jobs\n"}, []string{"new jobs, process.run commands"}},

@@ -263,7 +263,7 @@ func TestHidingProbeLeavesNothingBehind(t *testing.T) {
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	hidden := l.ProbeHiding(ctx, state, config)
+	hidden := l.ProbeHiding(ctx, launcher.Hidden{State: state, Config: config})
 	t.Logf("the user manager can hide directories: %v", hidden)
 	for _, d := range []string{state, config} {
 		if ents, _ := os.ReadDir(d); len(ents) != 0 {

@@ -37,6 +37,10 @@ type relayEnv struct {
 	database string
 	// agentLog, when set, gets the agent's standard error (else ours).
 	agentLog io.Writer
+	// agentExe, when set, is the binary the agent runs (else bin), and
+	// agentEnv is added to its environment.
+	agentExe string
+	agentEnv []string
 }
 
 // startRelay runs `commandcore relay serve` on a free loopback port.
@@ -90,7 +94,12 @@ func (e *relayEnv) enrollAgent(name string) {
 
 func (e *relayEnv) startAgent() {
 	e.t.Helper()
-	e.agent = exec.Command(bin, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig)
+	exe := bin
+	if e.agentExe != "" {
+		exe = e.agentExe
+	}
+	e.agent = exec.Command(exe, "agent", "--state-dir", e.agentState, "--config-dir", e.agentConfig)
+	e.agent.Env = append(os.Environ(), e.agentEnv...)
 	e.agent.Stderr = os.Stderr
 	if e.agentLog != nil {
 		e.agent.Stderr = e.agentLog

@@ -1,6 +1,8 @@
 // Package hideexec is the hide-exec role of the binary: it starts a program
 // with the agent's state and config directories each covered by an empty
-// read-only tmpfs, in a mount namespace of its own, as job units have them
+// read-only tmpfs and the directory of the agent's binary read-only (cut
+// off from the user manager, its sockets covered and its configuration
+// read-only too), in a mount namespace of its own, as job units have them
 // (README). process.run starts its shell through it, and so does the
 // no-systemd fallback its supervisor, with the job's own directory bound
 // back in.
@@ -14,22 +16,32 @@
 // the start time stay those of the process the caller started, so
 // signalling it by its identity keeps working.
 //
-// A program cut off from the user manager (the owner's permissions.json)
-// also gets each of the manager's sockets covered by /dev/null, which
-// refuses a connection; in the user namespace of an agent that is not
-// root, the kernel refuses it the /proc/PID/root of every process outside,
-// the way to the sockets around the cover.
+// Every program sees the directory of the agent's binary read-only, so it
+// cannot replace the binary the agent runs at its next start, and a
+// program cut off from the user manager (the owner's permissions.json)
+// also sees the manager's configuration read-only (its unit files,
+// drop-ins and environment), so it leaves nothing there that the manager
+// runs later, out of the cut. Each such directory is bound read-only over
+// itself, and each directory on the way to it that the agent's user could
+// rename is bound over itself (Pins): a mount point cannot be renamed or
+// removed, so no rename puts another directory in its place.
+//
+// A program cut off also gets each of the manager's sockets covered by
+// /dev/null, which refuses a connection; in the user namespace of an agent
+// that is not root, the kernel refuses it the /proc/PID/root of every
+// process outside, the way to the sockets around the cover.
 //
 // The program gets the environment the caller gave it; the variables the
 // Go runtime reads at start travel past the role set aside (runtimeVars),
 // and the role starts under its own (roleEnv).
 //
-// Its arguments are [--cover=SOCKET]... STATE CONFIG BIND PATH ARG0
-// ARG..., fixed positions after the covers, BIND empty for none. The
-// covers come first, so a role started by an agent older than them still
-// reads its positions. They carry only the agent's own directories, the
-// manager's sockets and the program's argv, never a command
-// (process.run's shell gets its command through cmdpipe, as before).
+// Its arguments are [--cover=SOCKET|--read-only=DIR]... STATE CONFIG BIND
+// PATH ARG0 ARG..., fixed positions after the flags, BIND empty for none.
+// The flags come first, so a role started by an agent older than them
+// still reads its positions. They carry only the agent's own directories,
+// the manager's sockets, the directories to see read-only and the
+// program's argv, never a command (process.run's shell gets its command
+// through cmdpipe, as before).
 package hideexec
 
 import (
@@ -43,6 +55,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -52,8 +65,12 @@ import (
 	"github.com/commandcore/commandcore/internal/roles"
 )
 
-// coverFlag starts an argument naming a socket to cover.
-const coverFlag = "--cover="
+// coverFlag starts an argument naming a socket to cover, readOnlyFlag one
+// naming a directory to see read-only.
+const (
+	coverFlag    = "--cover="
+	readOnlyFlag = "--read-only="
+)
 
 // ExitFailure is the role's exit status when it cannot hide the directories
 // or start the program, as env(1) and nice(1) use 125 for their own
@@ -86,22 +103,45 @@ type Hider struct {
 	// userns: the agent cannot mount by itself, so the role gets a user
 	// namespace too.
 	userns bool
-	// sockets are the user manager's, covered for a program cut off from
-	// it; those missing when it starts are skipped.
-	sockets []string
+	// readOnly are seen read-only by every program (the directory of the
+	// agent's binary); cutReadOnly (the user manager's configuration) and
+	// sockets (the manager's, covered; those missing when it starts are
+	// skipped) only by a program cut off from the user manager.
+	readOnly, cutReadOnly, sockets []string
 }
+
+// Covers are what a Hider covers besides the agent's directories.
+type Covers struct {
+	// ReadOnly are directories every program sees read-only.
+	ReadOnly []string
+	// Sockets are the user manager's sockets, covered by /dev/null, and
+	// CutReadOnly its configuration, seen read-only, for a program cut
+	// off from it. Without CutReadOnly the Hider cuts nothing off (CanCut).
+	Sockets, CutReadOnly []string
+}
+
+// CanCut reports whether h may start a program cut off from the user
+// manager: it was probed with the manager's configuration to keep
+// read-only, which a cut needs as much as the covered sockets.
+func (h *Hider) CanCut() bool { return len(h.cutReadOnly) > 0 }
 
 // Wrap has cmd, not yet started, run its program through the role with
 // the directories hidden and, when bind is set, that directory (inside
-// the state directory) bound back in, writable; when cut, the user
-// manager's sockets are covered too. cmd's SysProcAttr (Setpgid, Setsid,
-// Pdeathsig) is kept.
+// the state directory) bound back in, writable; the read-only
+// directories are read-only; when cut, the user manager's sockets are
+// covered and its configuration read-only too. cmd's SysProcAttr
+// (Setpgid, Setsid, Pdeathsig) is kept.
 func (h *Hider) Wrap(cmd *exec.Cmd, bind string, cut bool) {
 	args := []string{h.exe, roles.HideExec}
+	readOnly := h.readOnly
 	if cut {
 		for _, s := range h.sockets {
 			args = append(args, coverFlag+s)
 		}
+		readOnly = append(slices.Clip(readOnly), h.cutReadOnly...)
+	}
+	for _, d := range readOnly {
+		args = append(args, readOnlyFlag+d)
 	}
 	cmd.Args = append(append(args, h.state, h.config, bind, cmd.Path), cmd.Args...)
 	cmd.Path = h.exe
@@ -162,22 +202,24 @@ var startProbe = (*exec.Cmd).Run
 const probeTimeout = 5 * time.Second
 
 // Probe finds out, with a throw-away run of the role (exe is the binary),
-// whether a program started through it really cannot see the state and
-// config directories, nor connect to the user manager's sockets when cut
-// off, while a directory bound back into the state directory stays
-// writable. It returns the Hider where so, nil where not (user namespaces
-// refused by a sysctl or an LSM): the caller then starts its programs as
-// before. It leaves nothing behind.
-func Probe(ctx context.Context, exe, state, config string, sockets []string) *Hider {
+// whether a program started through it, cut off from the user manager,
+// really cannot see the state and config directories, nor connect to the
+// manager's sockets, nor write the read-only directories, while a
+// directory bound back into the state directory stays writable. It
+// returns the Hider where so, nil where not (user namespaces refused by a
+// sysctl or an LSM): the caller then starts its programs as before. It
+// leaves nothing behind.
+func Probe(ctx context.Context, exe, state, config string, c Covers) *Hider {
 	m, err := NewMarkers(state, config)
 	if err != nil {
 		return nil
 	}
 	defer m.Remove()
-	h := &Hider{exe: exe, state: state, config: config, userns: !canMount(), sockets: sockets}
+	h := &Hider{exe: exe, state: state, config: config, userns: !canMount(),
+		readOnly: c.ReadOnly, cutReadOnly: c.CutReadOnly, sockets: c.Sockets}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", m.Argv(sockets...)...)
+	cmd := exec.CommandContext(ctx, "/bin/sh", m.Argv(append(slices.Clip(c.ReadOnly), c.CutReadOnly...), c.Sockets)...)
 	cmd.Dir = "/"
 	h.Wrap(cmd, m.Bound, true)
 	if startProbe(cmd) != nil || !m.OK() {
@@ -194,9 +236,15 @@ type Markers struct {
 	StateMark, ConfigMark, Bound string
 }
 
-// script runs in a probe: the markers must be out of sight, each socket
-// after them no socket there, and the directory bound back in writable.
-const script = `test ! -e "$1" && test ! -e "$2" && b=$3 && shift 3 && for s; do test ! -S "$s" || exit 1; done && : > "$b/ok"`
+// script runs in a probe: the markers must be out of sight, each path
+// after them that readOnlyMark starts not writable (test -w asks access(2),
+// which says EROFS of a read-only mount, also to root) and each other one
+// no socket there, and the directory bound back in writable.
+const script = `test ! -e "$1" && test ! -e "$2" && b=$3 && shift 3 && for s; do case $s in ` + readOnlyMark + `*) test ! -w "${s#` + readOnlyMark + `}" ;; *) test ! -S "$s" ;; esac || exit 1; done && : > "$b/ok"`
+
+// readOnlyMark starts a probe's argument naming a directory to be
+// read-only.
+const readOnlyMark = "ro:"
 
 // NewMarkers creates a probe's markers in state and config.
 func NewMarkers(state, config string) (*Markers, error) {
@@ -218,9 +266,14 @@ func NewMarkers(state, config string) (*Markers, error) {
 }
 
 // Argv is the arguments of a POSIX shell (after its name) that runs the
-// probe's check, with sockets that must not be reachable.
-func (m *Markers) Argv(sockets ...string) []string {
-	return append([]string{"-c", script, "probe", m.StateMark, m.ConfigMark, m.Bound}, sockets...)
+// probe's check, with directories that must be read-only and sockets that
+// must not be reachable.
+func (m *Markers) Argv(readOnly, sockets []string) []string {
+	argv := []string{"-c", script, "probe", m.StateMark, m.ConfigMark, m.Bound}
+	for _, d := range readOnly {
+		argv = append(argv, readOnlyMark+d)
+	}
+	return append(argv, sockets...)
 }
 
 // OK reports whether the check passed.
@@ -236,13 +289,20 @@ func (m *Markers) Remove() {
 	os.RemoveAll(m.Bound)
 }
 
-// Main is the role: args are [--cover=SOCKET]... STATE CONFIG BIND PATH
-// ARG0 ARG... (see the package comment). It returns only on failure, with
-// ExitFailure, having said why on stderr without naming a path.
+// Main is the role: args are [--cover=SOCKET|--read-only=DIR]... STATE
+// CONFIG BIND PATH ARG0 ARG... (see the package comment). It returns only
+// on failure, with ExitFailure, having said why on stderr without naming a
+// path.
 func Main(args []string, stderr io.Writer) int {
-	var cover []string
-	for len(args) > 0 && strings.HasPrefix(args[0], coverFlag) {
-		cover = append(cover, strings.TrimPrefix(args[0], coverFlag))
+	var cover, readOnly []string
+	for len(args) > 0 {
+		if s, ok := strings.CutPrefix(args[0], coverFlag); ok {
+			cover = append(cover, s)
+		} else if d, ok := strings.CutPrefix(args[0], readOnlyFlag); ok {
+			readOnly = append(readOnly, d)
+		} else {
+			break
+		}
 		args = args[1:]
 	}
 	if len(args) < 5 {
@@ -253,7 +313,7 @@ func Main(args []string, stderr io.Writer) int {
 	// no_new_privs belongs to a thread: it must be set on the one that
 	// execs.
 	runtime.LockOSThread()
-	if err := hide(state, config, bind, cover); err != nil {
+	if err := hide(state, config, bind, cover, readOnly); err != nil {
 		fmt.Fprintf(stderr, "commandcore: %v\n", err)
 		return ExitFailure
 	}
@@ -280,10 +340,11 @@ func Main(args []string, stderr io.Writer) int {
 	return ExitFailure
 }
 
-// hide covers state and config, binds bind back in, covers the sockets,
-// and re-enters the working directory through the new mounts, so a
-// working directory inside a hidden one leads nowhere.
-func hide(state, config, bind string, sockets []string) error {
+// hide makes the read-only directories read-only, covers state and
+// config, binds bind back in, covers the sockets, and re-enters the
+// working directory through the new mounts, so a working directory inside
+// a hidden one leads nowhere.
+func hide(state, config, bind string, sockets, readOnly []string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %v", errno(err))
 	}
@@ -298,6 +359,10 @@ func hide(state, config, bind string, sockets []string) error {
 			return fmt.Errorf("open the job directory: %v", errno(err))
 		}
 		defer unix.Close(bindFD)
+	}
+	// First, so that the covers below stay on top of these binds.
+	if err := makeReadOnly(readOnly); err != nil {
+		return err
 	}
 	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	var covered []string
@@ -343,6 +408,85 @@ func hide(state, config, bind string, sockets []string) error {
 		return errors.New("the working directory is inside the agent's own directories")
 	}
 	return nil
+}
+
+// makeReadOnly binds each of dirs read-only over itself, created first if
+// missing (a directory that is not there could be made by the program),
+// after binding each directory on the way to them that could be renamed
+// over itself (Pins). Binds are recursive, so nothing mounted beneath is
+// dropped.
+func makeReadOnly(dirs []string) error {
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("make a directory read-only: %v", errno(err))
+		}
+	}
+	for _, p := range Pins(dirs) {
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("pin a directory: %v", errno(err))
+		}
+	}
+	for _, d := range dirs {
+		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("make a directory read-only: %v", errno(err))
+		}
+		// A remount must keep the flags a less privileged namespace
+		// cannot clear (nosuid, nodev, noexec, the atime ones).
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); err != nil {
+			return fmt.Errorf("make a directory read-only: %v", errno(err))
+		}
+		flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY)
+		for _, f := range keptFlags {
+			if uintptr(st.Flags)&f.st != 0 {
+				flags |= f.ms
+			}
+		}
+		if err := unix.Mount("", d, "", flags, ""); err != nil {
+			return fmt.Errorf("make a directory read-only: %v", errno(err))
+		}
+	}
+	return nil
+}
+
+// keptFlags are the mount flags statfs(2) reports that a remount keeps.
+var keptFlags = []struct{ st, ms uintptr }{
+	{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
+	{unix.ST_SYNCHRONOUS, unix.MS_SYNCHRONOUS}, {unix.ST_MANDLOCK, unix.MS_MANDLOCK},
+	{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+}
+
+// Pins returns the directories to bind over themselves so that none on
+// the way to each of readOnly (each to be a mount point itself) can be
+// renamed or removed, which would let a program put another directory in
+// its place: a mount point cannot be (EBUSY), while a directory that only
+// holds one can. They are the ancestors, "/" apart, whose parent this
+// process may write, leaving out those in readOnly or inside one of them,
+// shallowest first, each once.
+func Pins(readOnly []string) []string {
+	inside := func(p string) bool {
+		for _, d := range readOnly {
+			if p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	var pins []string
+	for _, d := range readOnly {
+		for a := filepath.Dir(d); a != "/" && a != "."; a = filepath.Dir(a) {
+			if !slices.Contains(pins, a) && !inside(a) && unix.Access(filepath.Dir(a), unix.W_OK) == nil {
+				pins = append(pins, a)
+			}
+		}
+	}
+	slices.SortFunc(pins, func(a, b string) int {
+		if c := strings.Count(a, "/") - strings.Count(b, "/"); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return pins
 }
 
 // errno strips a path from an error, leaving the system's reason.

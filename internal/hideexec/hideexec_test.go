@@ -44,18 +44,21 @@ func TestMain(m *testing.M) {
 }
 
 // runAsAgent probes and runs a shell command through the role as an agent
-// would; spec is STATE\nCONFIG\nCWD\nSOCKET\nCOMMAND, and a SOCKET, when
-// not empty, is the user manager's socket the command is cut off from. It
-// prints "userns" when the role got a user namespace, then the command's
-// output.
+// would; spec is STATE\nCONFIG\nCWD\nSOCKET\nREADONLY\nCOMMAND: a SOCKET,
+// when not empty, is the user manager's socket the command is cut off
+// from, and a READONLY a directory it sees read-only. It prints "userns"
+// when the role got a user namespace, then the command's output.
 func runAsAgent(spec string) int {
-	f := strings.SplitN(spec, "\n", 5)
-	var sockets []string
+	f := strings.SplitN(spec, "\n", 6)
+	var c Covers
 	if f[3] != "" {
-		sockets = []string{f[3]}
+		c.Sockets = []string{f[3]}
+	}
+	if f[4] != "" {
+		c.ReadOnly = []string{f[4]}
 	}
 	exe, _ := os.Executable()
-	h := Probe(context.Background(), exe, f[0], f[1], sockets)
+	h := Probe(context.Background(), exe, f[0], f[1], c)
 	if h == nil {
 		fmt.Println("probe failed")
 		return 1
@@ -70,10 +73,10 @@ func runAsAgent(spec string) int {
 		return 1
 	}
 	defer held.Close()
-	cmd := exec.Command("/bin/sh", "-c", f[4])
+	cmd := exec.Command("/bin/sh", "-c", f[5])
 	cmd.Dir = f[2]
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
-	h.Wrap(cmd, "", sockets != nil)
+	h.Wrap(cmd, "", c.Sockets != nil)
 	cmd.Run()
 	return 0
 }
@@ -97,11 +100,16 @@ func agentDirs(t *testing.T, root string) (state, config string) {
 
 func probe(t *testing.T, state, config string, sockets ...string) *Hider {
 	t.Helper()
+	return probeCovers(t, state, config, Covers{Sockets: sockets})
+}
+
+func probeCovers(t *testing.T, state, config string, c Covers) *Hider {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := Probe(context.Background(), exe, state, config, sockets)
+	h := Probe(context.Background(), exe, state, config, c)
 	if h == nil {
 		if os.Geteuid() == 0 {
 			t.Fatal("the probe failed for root, who can always make a mount namespace")
@@ -263,7 +271,7 @@ func TestOrdinaryUserGetsAUserNamespace(t *testing.T) {
 		`cat /proc/$PPID/root%[1]s/identity.json /proc/$PPID/fd/*; `+
 		`grep NoNewPrivs /proc/self/status; id -u; echo written > out`, config, state)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), asUserEnv+"="+state+"\n"+config+"\n"+work+"\n\n"+script)
+	cmd.Env = append(os.Environ(), asUserEnv+"="+state+"\n"+config+"\n"+work+"\n\n\n"+script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	b, err := cmd.CombinedOutput()
 	out := string(b)
@@ -308,7 +316,7 @@ func TestProbeWhereUserNamespacesAreRefused(t *testing.T) {
 	startProbe = func(*exec.Cmd) error { return &os.SyscallError{Syscall: "clone", Err: syscall.EPERM} }
 	t.Cleanup(func() { startProbe = (*exec.Cmd).Run })
 	state, config := t.TempDir(), t.TempDir()
-	if h := Probe(context.Background(), "/nonexistent", state, config, nil); h != nil {
+	if h := Probe(context.Background(), "/nonexistent", state, config, Covers{}); h != nil {
 		t.Fatal("a refused probe returned a Hider")
 	}
 	assertEmpty(t, state, config)
@@ -423,7 +431,7 @@ func TestOrdinaryUsersCutOffCommandReachesNoSocket(t *testing.T) {
 	}
 	asNobody := func(socket, script string) string {
 		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(), asUserEnv+"="+state+"\n"+config+"\n/\n"+socket+"\n"+script)
+		cmd.Env = append(os.Environ(), asUserEnv+"="+state+"\n"+config+"\n/\n"+socket+"\n\n"+script)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 		b, err := cmd.CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(b), "userns\n") {

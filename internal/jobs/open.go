@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/activity"
@@ -151,17 +152,27 @@ func (s *Service) ReleaseUnits(ctx context.Context) {
 
 // Hiding is what HideOwnDirs found: whether job units (Units) and
 // process.run commands and the no-systemd fallback's jobs (Run) are kept
-// out of the agent's own directories.
-type Hiding struct{ Units, Run bool }
+// out of the agent's own directories, the directory of the agent's binary
+// (Binary), and whether each sees that directory read-only (UnitsBinary,
+// RunBinary; both false where Binary.ReadOnly reports false).
+type Hiding struct {
+	Units, Run             bool
+	Binary                 launcher.BinaryDir
+	UnitsBinary, RunBinary bool
+}
 
 // HideOwnDirs probes whether the user manager can make the agent's state
 // directory and configDir inaccessible to job units, and whether the
 // hide-exec role can to process.run commands and fallback supervisors
 // (the binary re-executed as it needs a mount namespace, which the host
-// may refuse). Each that can hides them from then on. It probes too
-// whether job units can start cut off from the user manager (CanCutOff);
-// cutOff is the owner's word, asked at each launch, on whether a job or
-// command is to be (authz.JobsCutOff). It reports what it found.
+// may refuse), each with the directory of the agent's binary read-only
+// (launcher.AgentBinary); where that fails, without it. Each that can
+// hides them from then on. It probes too whether job units can start cut
+// off from the user manager (CanCutOff), which takes the binary's
+// directory and the manager's configuration (launcher.ManagerConfig)
+// read-only as well; cutOff is the owner's word, asked at each launch, on
+// whether a job or command is to be (authz.JobsCutOff). It reports what it
+// found.
 func (s *Service) HideOwnDirs(ctx context.Context, configDir string, cutOff func() (bool, error)) Hiding {
 	s.ownerCut = cutOff
 	// Nothing hides a directory that does not exist; one enrollment
@@ -169,19 +180,38 @@ func (s *Service) HideOwnDirs(ctx context.Context, configDir string, cutOff func
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
 		return Hiding{}
 	}
-	var h Hiding
+	h := Hiding{Binary: launcher.AgentBinary(s.launcher.Exe)}
+	var binary []string
+	if h.Binary.ReadOnly() {
+		binary = []string{h.Binary.Dir}
+	}
+	manager, managerOK := launcher.ManagerConfig()
 	if s.launcher.Exe != "" {
+		// All a cut takes first, then less: a host that cannot cover
+		// everything still covers what it can.
 		sockets, _ := launcher.ManagerSockets()
-		if hider := hideexec.Probe(ctx, s.launcher.Exe, s.stateDir, configDir, sockets); hider != nil {
-			s.runHide, s.launcher.FallbackHide, h.Run = hider, hider, true
+		var tries []hideexec.Covers
+		if managerOK {
+			tries = append(tries, hideexec.Covers{ReadOnly: binary, Sockets: sockets, CutReadOnly: manager})
+		}
+		if binary != nil {
+			tries = append(tries, hideexec.Covers{ReadOnly: binary, Sockets: sockets})
+		}
+		for _, c := range append(tries, hideexec.Covers{Sockets: sockets}) {
+			if hider := hideexec.Probe(ctx, s.launcher.Exe, s.stateDir, configDir, c); hider != nil {
+				s.runHide, s.launcher.FallbackHide, h.Run, h.RunBinary = hider, hider, true, c.ReadOnly != nil
+				break
+			}
 		}
 	}
-	if s.launcher.ProbeHiding(ctx, s.stateDir, configDir) {
-		s.launcher.Hide = &launcher.Hidden{State: s.stateDir, Config: configDir}
-		h.Units = true
+	hide := launcher.Hidden{State: s.stateDir, Config: configDir, ReadOnly: binary}
+	if s.launcher.ProbeHiding(ctx, hide) {
+		s.launcher.Hide, h.Units, h.UnitsBinary = &hide, true, binary != nil
+	} else if plain := (launcher.Hidden{State: s.stateDir, Config: configDir}); binary != nil && s.launcher.ProbeHiding(ctx, plain) {
+		s.launcher.Hide, h.Units = &plain, true
 	}
-	if s.launcher.ProbeCut(ctx, s.stateDir, configDir) {
-		s.launcher.Cut = &launcher.Hidden{State: s.stateDir, Config: configDir}
+	if cut := (launcher.Hidden{State: s.stateDir, Config: configDir, ReadOnly: append(slices.Clip(binary), manager...)}); managerOK && s.launcher.ProbeCut(ctx, cut) {
+		s.launcher.Cut = &cut
 	}
 	return h
 }
@@ -193,10 +223,10 @@ func (s *Service) CanCutOff(domain string) (jobs, run bool) {
 }
 
 // canCutRun is CanCutOff for process.run: its commands are cut off
-// through the hide-exec role.
+// through the hide-exec role, where its probe covered all a cut does.
 func (s *Service) canCutRun() bool {
 	_, ok := launcher.ManagerSockets()
-	return ok && s.runHide != nil
+	return ok && s.runHide != nil && s.runHide.CanCut()
 }
 
 // RunConfinement is how process.run starts its next command: through

@@ -63,29 +63,24 @@ func presentSockets(paths []string) []string {
 	return out
 }
 
-// cutProperties keep a job unit off the user manager. Each of its sockets
-// is covered by /dev/null, which refuses a connection. And the unit runs
-// in a user namespace of its own (PrivateUsers=): the kernel then refuses
-// its processes the /proc/PID/root of every process outside it, which
-// leads to the sockets around the cover, and no process inside holds the
-// power to unmount the cover. A bind of /dev/null rather than
-// InaccessiblePaths=, which fails every unit of these test machines' user
-// manager (status 226) while it binds paths.
-func cutProperties(sockets []string) []sdbus.Property {
-	binds := make([]bindPath, 0, len(sockets))
-	for _, s := range sockets {
-		binds = append(binds, bindPath{Source: os.DevNull, Dest: s})
-	}
-	return []sdbus.Property{
-		{Name: "PrivateUsers", Value: dbus.MakeVariant(true)},
-		{Name: "BindReadOnlyPaths", Value: dbus.MakeVariant(binds)},
-	}
+// cutProperties keep a job unit off the user manager, with its sockets
+// covered by /dev/null, which refuses a connection (hideProperties), and
+// its configuration read-only (Hidden.ReadOnly). And the unit runs in a
+// user namespace of its own (PrivateUsers=): the kernel then refuses its
+// processes the /proc/PID/root of every process outside it, which leads to
+// the sockets around the cover, and no process inside holds the power to
+// unmount the cover. A bind of /dev/null rather than InaccessiblePaths=,
+// which fails every unit of these test machines' user manager (status 226)
+// while it binds paths.
+func cutProperties() []sdbus.Property {
+	return []sdbus.Property{{Name: "PrivateUsers", Value: dbus.MakeVariant(true)}}
 }
 
 // CanCutOff reports whether a job of domain can start cut off from the
 // user manager: a unit where ProbeCut found that works, a fallback
-// supervisor through FallbackHide; neither while the user bus is at an
-// address no mount covers.
+// supervisor through FallbackHide where its probe did
+// (hideexec.Hider.CanCut); neither while the user bus is at an address no
+// mount covers.
 func (l *Launcher) CanCutOff(domain string) bool {
 	if _, ok := ManagerSockets(); !ok {
 		return false
@@ -93,19 +88,23 @@ func (l *Launcher) CanCutOff(domain string) bool {
 	if domain == jobmeta.DomainSystemdUnit {
 		return l.Cut != nil
 	}
-	return l.FallbackHide != nil
+	return l.FallbackHide != nil && l.FallbackHide.CanCut()
 }
 
 // ProbeCut reports whether the user manager starts a unit cut off from
-// itself as a cut-off job's is, the agent's directories stateDir and
-// configDir hidden, and whether inside it the manager's sockets really are
-// out of reach, the agent's directories hidden and a directory bound back
-// in writable. The directories are part of it: a job that could write the
-// agent's permissions.json would lift its own cut. In the unit's user
-// namespace an unprivileged user manager may hide them where ProbeHiding
-// found it cannot. Where it works, cut-off job units from then on get the
-// same properties (Cut). The probe leaves nothing behind.
-func (l *Launcher) ProbeCut(ctx context.Context, stateDir, configDir string) bool {
+// itself as a cut-off job's is, the agent's directories h.State and
+// h.Config hidden and h.ReadOnly read-only, and whether inside it the
+// manager's sockets really are out of reach, the agent's directories
+// hidden, h.ReadOnly not writable and a directory bound back in writable.
+// The directories are part of it: a job that could write the agent's
+// permissions.json would lift its own cut, and one that could write the
+// manager's unit files or the agent's binary would leave behind what runs
+// outside the cut later. In the unit's user namespace an unprivileged user
+// manager may hide them where ProbeHiding found it cannot. Where it works,
+// cut-off job units from then on get the same properties (Cut). The probe
+// leaves nothing behind but the read-only directories it made
+// (ensureDirs).
+func (l *Launcher) ProbeCut(ctx context.Context, h Hidden) bool {
 	sockets, ok := ManagerSockets()
 	if !ok {
 		return false
@@ -113,7 +112,7 @@ func (l *Launcher) ProbeCut(ctx context.Context, stateDir, configDir string) boo
 	if _, err := l.Bus(ctx); err != nil {
 		return false
 	}
-	m, err := hideexec.NewMarkers(stateDir, configDir)
+	m, err := hideexec.NewMarkers(h.State, h.Config)
 	if err != nil {
 		return false
 	}
@@ -126,8 +125,8 @@ func (l *Launcher) ProbeCut(ctx context.Context, stateDir, configDir string) boo
 	props := append([]sdbus.Property{
 		sdbus.PropDescription("CommandCore isolation probe"),
 		sdbus.PropType("oneshot"),
-		sdbus.PropExecStart(append([]string{"/bin/sh"}, m.Argv(sockets...)...), false),
-	}, cutConfinement(Hidden{State: stateDir, Config: configDir}, m.Bound)...)
+		sdbus.PropExecStart(append([]string{"/bin/sh"}, m.Argv(h.ReadOnly, sockets)...), false),
+	}, cutConfinement(h, m.Bound)...)
 	if !l.runThrowaway(ctx, unit, props) {
 		return false
 	}
@@ -141,15 +140,25 @@ func (l *Launcher) confinement(jobDir string, cut bool) []sdbus.Property {
 	case cut:
 		return cutConfinement(*l.Cut, jobDir)
 	case l.Hide != nil:
-		return hideProperties(*l.Hide, jobDir)
+		return hideProperties(*l.Hide, jobDir, nil)
 	}
 	return nil
 }
 
 // cutConfinement is a cut-off job unit's: the agent's directories h
-// hidden but for jobDir, and the manager's sockets covered, in a user
-// namespace of the unit's own.
+// hidden but for jobDir, h.ReadOnly read-only, and the manager's sockets
+// covered, in a user namespace of the unit's own.
 func cutConfinement(h Hidden, jobDir string) []sdbus.Property {
 	sockets, _ := ManagerSockets()
-	return append(hideProperties(h, jobDir), cutProperties(presentSockets(sockets))...)
+	ensureDirs(h.ReadOnly)
+	return append(hideProperties(h, jobDir, presentSockets(sockets)), cutProperties()...)
+}
+
+// ensureDirs makes each of dirs that is missing: the user manager would
+// refuse a unit that binds a missing path, and a job could make it. A
+// directory that cannot be made fails the unit, not the cut.
+func ensureDirs(dirs []string) {
+	for _, d := range dirs {
+		os.MkdirAll(d, 0o755)
+	}
 }

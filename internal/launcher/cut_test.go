@@ -103,16 +103,41 @@ func TestUnitPropertiesCutOffTheUserManager(t *testing.T) {
 	}
 }
 
+// probedHider is a Hider for this test binary's own role, probed with
+// the user manager's configuration to keep read-only when cut when
+// manager is set.
+func probedHider(t *testing.T, manager bool) *hideexec.Hider {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := hideexec.Covers{}
+	if manager {
+		c.CutReadOnly = []string{t.TempDir()}
+	}
+	h := hideexec.Probe(context.Background(), exe, t.TempDir(), t.TempDir(), c)
+	if h == nil {
+		t.Skip("this host refuses the hide-exec role a mount namespace")
+	}
+	return h
+}
+
 // TestCanCutOffOnlyWhereProbed: a unit is cut off only where the probe
-// found it works, a fallback job only through the hide-exec role, and
-// neither while the bus is at an abstract address.
+// found it works, a fallback job only through the hide-exec role where
+// its probe kept the user manager's configuration read-only, and neither
+// while the bus is at an abstract address.
 func TestCanCutOffOnlyWhereProbed(t *testing.T) {
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
 	l := &Launcher{}
 	if l.CanCutOff("systemd_unit") || l.CanCutOff("shared_parent_cgroup") {
 		t.Fatal("cut off without a probe")
 	}
-	l.Cut, l.FallbackHide = &Hidden{State: "/s", Config: "/c"}, &hideexec.Hider{}
+	l.FallbackHide = probedHider(t, false)
+	if l.CanCutOff("shared_parent_cgroup") {
+		t.Fatal("a fallback job cut off by a role that keeps nothing of the manager's read-only")
+	}
+	l.Cut, l.FallbackHide = &Hidden{State: "/s", Config: "/c"}, probedHider(t, true)
 	if !l.CanCutOff("systemd_unit") || !l.CanCutOff("shared_parent_cgroup") {
 		t.Fatal("not cut off after the probes")
 	}
@@ -136,7 +161,7 @@ func TestCutUnitReachesNoManager(t *testing.T) {
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cut := l.ProbeCut(ctx, state, config)
+	cut := l.ProbeCut(ctx, Hidden{State: state, Config: config})
 	for _, d := range []string{state, config} {
 		if ents, _ := os.ReadDir(d); len(ents) != 0 {
 			t.Errorf("%s holds %v after the probe", d, ents)

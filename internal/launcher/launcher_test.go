@@ -19,8 +19,10 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/google/uuid"
 
+	"github.com/commandcore/commandcore/internal/hideexec"
 	"github.com/commandcore/commandcore/internal/jobresources"
 	"github.com/commandcore/commandcore/internal/procid"
+	"github.com/commandcore/commandcore/internal/roles"
 	"github.com/commandcore/commandcore/internal/systemdtest"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
@@ -383,8 +385,11 @@ func TestThrowawayUnitLeavesNothingLoaded(t *testing.T) {
 }
 
 // TestMain: the test binary doubles as a supervisor that only sends READY
-// (`EXE supervise DIR`) and lives a moment.
+// (`EXE supervise DIR`) and lives a moment, and as the hide-exec role.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == roles.HideExec {
+		os.Exit(hideexec.Main(os.Args[2:], os.Stderr))
+	}
 	if len(os.Args) == 3 && os.Args[1] == "supervise" {
 		daemon.SdNotify(false, daemon.SdNotifyReady)
 		time.Sleep(time.Second)

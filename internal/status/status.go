@@ -62,6 +62,32 @@ type Runtime struct {
 	// Offer is the update the agent's relay offers on the current link;
 	// nil when it offers none (the agent is current, or updates are off).
 	Offer *RuntimeOffer `json:"update_offer,omitempty"`
+	// AgentBinary is what the agent found of its binary's directory; nil
+	// in the record of an agent too old to write it.
+	AgentBinary *AgentBinary `json:"agent_binary,omitempty"`
+}
+
+// AgentBinary is the directory of the agent's binary as the agent's jobs
+// meet it. The user manager runs that binary at the agent's next start,
+// so a job that put another file in its place would run as the agent.
+type AgentBinary struct {
+	// Dir is the directory, symbolic links resolved; empty when the agent
+	// could not find it.
+	Dir string `json:"dir"`
+	// Writable: the agent's user may write it (or the binary), so a job
+	// could replace the binary unless it sees the directory read-only.
+	Writable bool `json:"writable"`
+	// Shared: a directory jobs need to write (the home directory or one
+	// above it, a sticky one such as /tmp, a system directory of commands
+	// such as /usr/bin), left writable.
+	Shared bool `json:"shared"`
+	// ReadOnlyInJobUnits and ReadOnlyInRun: job units, and process.run
+	// commands and the jobs of the no-systemd fallback, see it read-only
+	// (the agent's start-up probes succeeded); false where it is not to be
+	// (not Writable, or Shared). A job cut off from the user manager sees
+	// it read-only wherever it runs at all (CanCutJobs, CanCutRun).
+	ReadOnlyInJobUnits bool `json:"read_only_in_job_units"`
+	ReadOnlyInRun      bool `json:"read_only_in_run"`
 }
 
 // RuntimeOffer is an update a relay offered: the version, its binary's
@@ -225,11 +251,16 @@ type Systemd struct {
 	// "jobs_reach_user_manager": false, whether or not an agent runs.
 	JobsReachUserManager bool `json:"jobs_reach_user_manager"`
 	// CanCutJobs and CanCutRun: the running agent's next job and next
-	// process.run command could start cut off from the user manager; where
-	// not, a cut refuses them. False when no agent runs.
+	// process.run command could start cut off from the user manager (its
+	// sockets covered, its unit files and configuration and the directory
+	// of the agent's binary read-only); where not, a cut refuses them.
+	// False when no agent runs.
 	CanCutJobs bool       `json:"can_cut_jobs"`
 	CanCutRun  bool       `json:"can_cut_run"`
 	ObservedAt *time.Time `json:"observed_at,omitempty"`
+	// AgentBinary is the directory of the running agent's binary as its
+	// jobs meet it; absent when no agent runs, or one too old to say.
+	AgentBinary *AgentBinary `json:"agent_binary,omitempty"`
 }
 
 // Policy is the owner's resource policy or why it is refused. Nice is the

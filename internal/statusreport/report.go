@@ -54,6 +54,7 @@ func Build(in Input, procs *procid.Source) *status.Report {
 			age := int64(time.Since(c.ObservedAt).Seconds())
 			r.Connection.AgeSeconds = &age
 			r.Systemd.AgentDirsHidden, r.Systemd.RunDirsHidden = rt.AgentDirsHidden, rt.RunDirsHidden
+			r.Systemd.AgentBinary = rt.AgentBinary
 			if sd := rt.Systemd; sd != nil {
 				at := sd.ObservedAt
 				r.Systemd.UserManager, r.Systemd.FailureDomain, r.Systemd.ObservedAt = sd.UserManager, sd.FailureDomain, &at

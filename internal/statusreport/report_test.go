@@ -49,8 +49,9 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 	live := status.Runtime{
 		Schema: status.RuntimeSchema, PID: self.PID, StartTicks: self.StartTicks, BootID: boot,
 		Version: "1.2.3", StartedAt: observed, Service: "cc.service", AgentDirsHidden: true, RunDirsHidden: true,
-		Connection: status.Connection{State: status.ConnConnected, Server: "https://relay.example", ObservedAt: observed, Since: observed},
-		Systemd:    &status.RuntimeSystemd{UserManager: "unreachable", FailureDomain: "none", CanCutRun: true, ObservedAt: observed},
+		Connection:  status.Connection{State: status.ConnConnected, Server: "https://relay.example", ObservedAt: observed, Since: observed},
+		Systemd:     &status.RuntimeSystemd{UserManager: "unreachable", FailureDomain: "none", CanCutRun: true, ObservedAt: observed},
+		AgentBinary: &status.AgentBinary{Dir: "/home/me/.local/bin", Writable: true, ReadOnlyInJobUnits: true},
 	}
 	stoppedAt := time.Now().UTC()
 	for _, tc := range []struct {
@@ -82,7 +83,7 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 			}
 			if !tc.running {
 				if r.Connection.State != status.ConnUnknown || r.Systemd.AgentDirsHidden || r.Systemd.RunDirsHidden || r.Systemd.CanCutRun ||
-					r.Systemd.UserManager != "unknown" || r.Agent.UID != nil {
+					r.Systemd.UserManager != "unknown" || r.Agent.UID != nil || r.Systemd.AgentBinary != nil {
 					t.Fatalf("a dead agent's connection %+v (systemd %+v) was believed", r.Connection, r.Systemd)
 				}
 				if r.Agent.Service != "commandcore.service" {
@@ -96,6 +97,9 @@ func TestRuntimeRecordIsVerified(t *testing.T) {
 			if r.Systemd.UserManager != "unreachable" || r.Systemd.FailureDomain != "none" || r.Systemd.CanCutJobs || !r.Systemd.CanCutRun ||
 				r.Systemd.ObservedAt == nil || !r.Systemd.ObservedAt.Equal(observed) {
 				t.Fatalf("systemd = %+v, want the record's facts", r.Systemd)
+			}
+			if b := r.Systemd.AgentBinary; b == nil || *b != *live.AgentBinary {
+				t.Fatalf("agent binary %+v, want the record's %+v", b, live.AgentBinary)
 			}
 			if r.Agent.UID == nil || *r.Agent.UID != os.Geteuid() {
 				t.Fatalf("agent uid %v, want this process's %d", r.Agent.UID, os.Geteuid())

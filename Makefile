@@ -24,7 +24,7 @@ FUZZ      := ./internal/jsonspan:FuzzObject ./internal/relay:FuzzReadDirect ./in
              ./internal/enrollment:FuzzDecodeEnrollResponse ./internal/relay:FuzzSourceKey \
              ./internal/toolspec:FuzzParse ./internal/strictjson:FuzzDecode \
              ./internal/relay/oauth:FuzzParseForm ./internal/relay/oauth:FuzzDecodeRegistration \
-             ./internal/relay/oauth/cimd:FuzzDecode \
+             ./internal/relay/oauth/cimd:FuzzDecode ./internal/relay/oauth/cimd:FuzzCheckAddress \
              ./internal/jobinput:FuzzReadRequest ./internal/jobinput:FuzzReadReply \
              ./internal/install:FuzzParseExecStart \
              ./internal/fileops:FuzzReadWindow ./internal/fileops:FuzzApplyEdits \

@@ -78,7 +78,7 @@ func newRelayServeCmd(g *globalFlags, streams IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.OIDCClientID, "oidc-client-id", "", "the relay's client ID at the OpenID provider")
 	cmd.Flags().StringVar(&o.OIDCClientSecretFile, "oidc-client-secret-file", "", "file holding the relay's client secret at the OpenID provider")
 	cmd.Flags().StringVar(&o.OIDCAllow, "oidc-allow", "", "who the OpenID provider may sign in, comma-separated: verified e-mail addresses (alice@example.com), domains (@example.com), groups (group:admins)")
-	cmd.Flags().BoolVar(&o.OAuthPrivateClients, "oauth-private-clients", false, "let an OAuth client ID metadata document live on a loopback, private or link-local address")
+	cmd.Flags().BoolVar(&o.OAuthPrivateClients, "oauth-private-clients", false, "let an OAuth client ID metadata document live on any address, a loopback, private or link-local one among them (without it, every special-purpose address range is refused)")
 	cmd.Flags().StringVar(&o.OAuthClientCA, "oauth-client-ca", "", "a CA file (PEM) a client ID metadata document's HTTPS certificate may chain to, besides the system's")
 	cmd.Flags().StringVar(&o.NATS.URL, "nats", "", "join the other relay replicas on this --database through the NATS server at this URL (nats://HOST:PORT, tls://HOST:PORT; user and password or a token may ride in it); off loopback only with TLS or --nats-insecure")
 	cmd.Flags().StringVar(&o.NATS.Creds, "nats-creds", "", "authenticate to NATS with this .creds file (JWT and NKey seed)")

@@ -1,6 +1,8 @@
 package oauth
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -144,5 +146,36 @@ func TestClientNamingAndRequiredParameters(t *testing.T) {
 		"code_challenge_method": {"S256"}, "resource": {resource}}
 	if resp := f.authorize(t, q); resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" {
 		t.Errorf("two client_ids: %d, to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// TestRegistrationAtItsBoundsOverHTTP: a registration of exactly the
+// form bound is read whole at the endpoint, and a client may register
+// exactly OAuthMaxRedirectURIs redirect URIs, not one more.
+func TestRegistrationAtItsBoundsOverHTTP(t *testing.T) {
+	f := newFixture(t, nil)
+	head := `{"redirect_uris":["` + loopback + `"],"client_name":"`
+	body := head + strings.Repeat("x", limits.OAuthMaxFormBytes-len(head)-2) + `"}`
+	resp, err := http.Post(f.hs.URL+RegisterPath, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("a registration of exactly %d bytes: %d", len(body), resp.StatusCode)
+	}
+	uris := func(n int) []byte {
+		var list []string
+		for i := range n {
+			list = append(list, fmt.Sprintf("https://client.example/cb%d", i))
+		}
+		b, _ := json.Marshal(map[string]any{"redirect_uris": list})
+		return b
+	}
+	if _, rerr := DecodeRegistration(uris(limits.OAuthMaxRedirectURIs)); rerr != nil {
+		t.Errorf("%d redirect URIs: %+v", limits.OAuthMaxRedirectURIs, rerr)
+	}
+	if _, rerr := DecodeRegistration(uris(limits.OAuthMaxRedirectURIs + 1)); rerr == nil || rerr.code != ErrInvalidRedirectURI {
+		t.Errorf("%d redirect URIs: %+v", limits.OAuthMaxRedirectURIs+1, rerr)
 	}
 }

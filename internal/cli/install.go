@@ -52,7 +52,7 @@ func runInstall(ctx context.Context, g *globalFlags, streams IO) error {
 		fmt.Fprintln(streams.Out, "note: the agent runs only while you are logged in; to keep it running, run: sudo loginctl enable-linger \"$USER\"")
 	}
 	if _, err := enrollment.Load(dirs.Config); errors.Is(err, enrollment.ErrNotEnrolled) {
-		fmt.Fprintf(streams.Out, "next: the agent is not enrolled; get a code from your server and run: commandcore enroll --server URL --code CODE%s\n", dirFlags(g, o))
+		fmt.Fprintf(streams.Out, "next: the agent is not enrolled; get a code from your server and run: COMMANDCORE_ENROLL_CODE=CODE commandcore enroll --server URL%s\n", dirFlags(g, o))
 	}
 	return nil
 }

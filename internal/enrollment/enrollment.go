@@ -31,7 +31,7 @@ const Schema = 1
 const maxBytes = 16 << 10
 
 // ErrNotEnrolled says no credential is stored.
-var ErrNotEnrolled = errors.New("not enrolled: run commandcore enroll --server URL --code CODE")
+var ErrNotEnrolled = errors.New("not enrolled: run COMMANDCORE_ENROLL_CODE=CODE commandcore enroll --server URL")
 
 // Credential is what enrollment stores.
 type Credential struct {

@@ -75,7 +75,7 @@ func TestCLIInstallWithDirectoriesStatusUninstall(t *testing.T) {
 		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{"installed and started " + svc, "state: " + o.StateDir + "\n",
-		"next: the agent is not enrolled; get a code from your server and run: commandcore enroll --server URL --code CODE --service " + svc + " --config-dir " + o.ConfigDir + "\n"} {
+		"next: the agent is not enrolled; get a code from your server and run: COMMANDCORE_ENROLL_CODE=CODE commandcore enroll --server URL --service " + svc + " --config-dir " + o.ConfigDir + "\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("install output lacks %q:\n%s", want, out)
 		}

@@ -50,7 +50,7 @@ MUTATION  := internal/capture internal/envelope internal/jobresources \
              internal/relay/cluster internal/relay/panel internal/termscreen internal/listening \
              internal/secretmask internal/terminal internal/relay/oauth internal/relay/oauth/cimd \
              internal/selfupdate internal/relay/downloads internal/relay/updates \
-             internal/relay/signin internal/procid internal/eintr
+             internal/relay/signin internal/procid internal/eintr internal/isolation
 
 .PHONY: build test fuzz vet generate docs run run-cluster bench clean package package-test release vm-test vm-storm inspector-test ts-client-test claude-code-test conformance mutation screenshots
 

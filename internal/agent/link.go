@@ -9,6 +9,7 @@ import (
 
 	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/enrollment"
+	"github.com/commandcore/commandcore/internal/isolation"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/selfupdate"
 	"github.com/commandcore/commandcore/internal/status"
@@ -47,7 +48,7 @@ func (l *serverLink) start(ctx context.Context, id *enrollment.Credential) error
 	if len(l.servers) > 0 {
 		servers = l.servers
 	}
-	serve, err := linkServer(l.svc, id, l.stateDir, l.configDir)
+	serve, err := linkServer(l.svc, id, l.stateDir, l.configDir, l.isolation)
 	if err != nil {
 		return err
 	}
@@ -95,21 +96,33 @@ func (l *serverLink) wait() {
 }
 
 // linkServer returns what serves MCP over each live link: the tools, each
-// call checked against the server's grant and the owner's ceiling.
-func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDir string) (func(context.Context, *transport.Conn) error, error) {
+// call checked against the server's grant and the owner's ceiling, and
+// what report says at that link's start of how jobs are kept from the
+// agent. One gate serves every link, so a grant used on one is used.
+func linkServer(svc *jobs.Service, id *enrollment.Credential, stateDir, configDir string, report func() isolation.Report) (func(context.Context, *transport.Conn) error, error) {
 	key, err := id.PublicKey()
 	if err != nil {
 		return nil, err
 	}
-	srv, err := tools.NewServer(svc, stateDir, configDir, authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(), time.Now))
-	if err != nil {
-		return nil, err
-	}
+	gate := authz.RemoteGate(configDir, id.DeviceID, key, authz.NewUsedGrants(), time.Now)
 	return func(ctx context.Context, conn *transport.Conn) error {
+		srv, err := tools.NewServer(svc, stateDir, configDir, gate, report())
+		if err != nil {
+			return fmt.Errorf("serve link: %w", err)
+		}
 		ss, err := srv.Connect(ctx, conn, nil)
 		if err != nil {
 			return fmt.Errorf("serve link: %w", err)
 		}
 		return ss.Wait()
 	}, nil
+}
+
+// isolation is what the relay is told at a link's start: how jobs meet
+// the agent's binary, and whether the owner's cut from the user manager
+// holds, as the agent last saw its manager. A policy that cannot be read
+// counts as asking for the cut, which is what the launches take it for.
+func (l *serverLink) isolation() isolation.Report {
+	cut, err := authz.JobsCutOff(l.configDir)()
+	return l.rt.isolation(cut || err != nil)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/isolation"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/mcpwire"
 	"github.com/commandcore/commandcore/internal/tools"
@@ -34,7 +35,7 @@ func ServeLocal(ctx context.Context, cfg LocalConfig) error {
 	}
 	defer svc.Close()
 	svc.KeepSpares()
-	srv, err := tools.NewServer(svc, cfg.StateDir, cfg.ConfigDir, authz.LocalGate(cfg.ConfigDir))
+	srv, err := tools.NewServer(svc, cfg.StateDir, cfg.ConfigDir, authz.LocalGate(cfg.ConfigDir), isolation.Report{})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/commandcore/commandcore/internal/atomicfile"
+	"github.com/commandcore/commandcore/internal/isolation"
 	"github.com/commandcore/commandcore/internal/status"
 )
 
@@ -84,4 +85,19 @@ func (r *runtimeRecord) setOffer(o *status.RuntimeOffer) {
 	defer r.mu.Unlock()
 	r.rt.Offer = o
 	r.write()
+}
+
+// isolation is the record's word on how jobs meet the agent's binary and,
+// with cut (the owner's word), the user manager.
+func (r *runtimeRecord) isolation(cut bool) isolation.Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var rep isolation.Report
+	if b := r.rt.AgentBinary; b != nil {
+		rep.AgentBinary = isolation.Binary(b.Writable, b.Shared, b.ReadOnlyInJobUnits, b.ReadOnlyInRun)
+	}
+	if sd := r.rt.Systemd; sd != nil {
+		rep.UserManager = isolation.Manager(cut, sd.CanCutJobs, sd.CanCutRun)
+	}
+	return rep
 }

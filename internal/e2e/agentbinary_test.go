@@ -13,6 +13,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/commandcore/commandcore/internal/isolation"
+	"github.com/commandcore/commandcore/internal/testkit"
 )
 
 // binaryStatus is what `status --json` says of the agent's binary and of
@@ -137,6 +141,27 @@ func tamperScript(work string, files, dirs []string) string {
 	return b.String()
 }
 
+// isolation is what the relay recorded of how the linked agent keeps its
+// jobs from it, as relay devices --json shows it (and the Device page),
+// once the link's agent has been noted.
+func (e *relayEnv) isolation(t *testing.T) isolation.Report {
+	t.Helper()
+	var rep isolation.Report
+	testkit.Eventually(t, 10*time.Second, func() error {
+		var d struct {
+			AgentVersion string           `json:"agent_version"`
+			Isolation    isolation.Report `json:"isolation"`
+		}
+		out := e.relayCmd("devices", "--json")
+		if err := json.Unmarshal([]byte(out), &d); err != nil || d.AgentVersion == "" {
+			return fmt.Errorf("the link's agent is not noted yet: %v %s", err, out)
+		}
+		rep = d.Isolation
+		return nil
+	})
+	return rep
+}
+
 // TestJobsCannotReplaceTheAgentsBinary, through the relay with a token
 // allowed only process.* tools: status says the directory of the agent's
 // binary (installed as the one-line install does, in ~/.local/bin, with
@@ -166,7 +191,11 @@ func TestJobsCannotReplaceTheAgentsBinary(t *testing.T) {
 	before, listed := sums(t, files), entries(t, []string{dir, filepath.Dir(dir)})
 	work := t.TempDir()
 	script := tamperScript(work, files, []string{dir})
+	said := e.isolation(t)
 	if !b.ReadOnlyInJobUnits || !b.ReadOnlyInRun {
+		if said.AgentBinary == isolation.BinaryReadOnly {
+			t.Fatalf("the relay was told the agent's binary is read-only to jobs where it is not: %+v", said)
+		}
 		if st.Systemd.AgentDirsHidden || !strings.Contains(human, "agent's binary in "+dir+" CAN be replaced") {
 			t.Fatalf("status says jobs can replace the agent's binary where they need not:\n%s", human)
 		}
@@ -174,6 +203,9 @@ func TestJobsCannotReplaceTheAgentsBinary(t *testing.T) {
 	}
 	if want := "agent's binary directory " + dir + " read-only in job units and process.run commands, against direct writes only\n"; !strings.Contains(human, want) {
 		t.Fatalf("human status lacks %q:\n%s", want, human)
+	}
+	if want := (isolation.Report{AgentBinary: isolation.BinaryReadOnly, UserManager: isolation.ManagerReachable}); said != want {
+		t.Fatalf("the relay's device page would say %+v, want %+v", said, want)
 	}
 	if out := jobOutput(t, c, script); out != "elsewhere\n" {
 		t.Errorf("a job changed the agent's binary:\n%s", out)
@@ -235,7 +267,11 @@ func TestCutOffJobsCannotWriteTheUserManagersUnits(t *testing.T) {
 	}
 	waitOnline(t, c, nil)
 	st, human := e.binaryStatus(t)
+	said := e.isolation(t)
 	if !st.Systemd.CanCutJobs || !st.Systemd.CanCutRun {
+		if said.UserManager == isolation.ManagerCutOff {
+			t.Fatalf("the relay was told jobs are cut off where this host cannot: %+v", said)
+		}
 		if code, msg := c.fail("process.start", map[string]any{"command": "true"}); code != "permission_denied" || !strings.Contains(msg, "which this host cannot do") {
 			t.Fatalf("status says this host cannot cut jobs off, but a job: %s %q", code, msg)
 		}
@@ -243,6 +279,9 @@ func TestCutOffJobsCannotWriteTheUserManagersUnits(t *testing.T) {
 	}
 	if !strings.Contains(human, "(jobs_reach_user_manager false), which see its unit files and configuration read-only") {
 		t.Fatalf("human status does not say the cut keeps the manager's configuration read-only:\n%s", human)
+	}
+	if said.UserManager != isolation.ManagerCutOff {
+		t.Fatalf("the relay's device page would say %+v, want the user manager cut off", said)
 	}
 	files := append([]string{unitFile, dropIn}, binaries...)
 	dirs := []string{units, dropIns, filepath.Join(config, "systemd"), filepath.Join(config, "environment.d"), filepath.Join(data, "systemd"), filepath.Dir(exe)}

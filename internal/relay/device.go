@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"github.com/commandcore/commandcore/internal/isolation"
 	"io"
 	"net/http"
 	"strings"
@@ -128,7 +129,11 @@ func (s *Server) serveLink(ctx context.Context, dev *store.Device, conn *transpo
 		if l.hasOffer {
 			offered = l.offer.Version
 		}
-		s.store.NoteAgent(dev.ID, s.replica.ID, info.ServerInfo.Version, offered, bindsCalls(info.Capabilities))
+		note := store.AgentNote{Version: info.ServerInfo.Version, Offered: offered, BindsCalls: bindsCalls(info.Capabilities)}
+		if info.Capabilities != nil {
+			note.Isolation = isolation.FromCapabilities(info.Capabilities.Experimental)
+		}
+		s.store.NoteAgent(dev.ID, s.replica.ID, note)
 		if l.hasOffer {
 			s.offerUpdate(ctx, dev.ID, conn, l.offer)
 		}

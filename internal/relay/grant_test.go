@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commandcore/commandcore/internal/authz"
+	"github.com/commandcore/commandcore/internal/isolation"
 	"github.com/commandcore/commandcore/internal/testkit"
 )
 
@@ -76,4 +77,24 @@ func TestGrantsBindTheCallTheDeviceReceives(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTheLinksAgentSaysHowJobsAreKeptFromIt: what an agent announces at
+// initialize of how its jobs are kept from it is recorded for the
+// device's page, and a word outside its set is recorded as unknown.
+func TestTheLinksAgentSaysHowJobsAreKeptFromIt(t *testing.T) {
+	h := newHarness(t, nil)
+	d := mcp.NewServer(&mcp.Implementation{Name: "isolated-device", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{
+		Experimental: map[string]any{isolation.Capability: map[string]any{"agent_binary": "read_only_in_units", "user_manager": "/home/u"}}}})
+	h.link(t, d)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		d, err := h.st.FindDevice(h.dev.ID)
+		if err != nil || d.AgentVersion == "" {
+			return fmt.Errorf("the link's agent is not recorded yet (%v)", err)
+		}
+		if want := (isolation.Report{AgentBinary: isolation.BinaryReadOnlyInUnits}); d.Isolation != want {
+			return fmt.Errorf("recorded %+v, want %+v", d.Isolation, want)
+		}
+		return nil
+	})
 }

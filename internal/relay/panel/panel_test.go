@@ -1,6 +1,8 @@
 package panel
 
 import (
+	"github.com/commandcore/commandcore/internal/isolation"
+
 	"context"
 	"encoding/json"
 	"io"
@@ -672,7 +674,7 @@ func TestOutdatedAgentHasUpdate(t *testing.T) {
 	if ok, err := f.state.TakeLink(dev.ID, "r1", "", time.Now()); err != nil || !ok {
 		t.Fatalf("TakeLink: %v %v", ok, err)
 	}
-	f.state.NoteAgent(dev.ID, "r1", "1.0.0", "1.1.0", false)
+	f.state.NoteAgent(dev.ID, "r1", store.AgentNote{Version: "1.0.0", Offered: "1.1.0"})
 	_, page = f.do(c, "GET", Prefix+"devices/"+dev.ID, nil, nil)
 	for _, want := range []string{`id="agent-outdated"`, `id="agent-update"`, "1.1.0", `action="/panel/devices/` + dev.ID + `/update"`} {
 		if !strings.Contains(page, want) {
@@ -723,5 +725,73 @@ func TestOutdatedAgentHasUpdate(t *testing.T) {
 	if want := []string{"admin:alice " + dev.ID + " failed device_offline", "admin:alice " + dev.ID + " failed invalid_argument",
 		"admin:alice " + dev.ID + " failed unavailable", "admin:alice " + dev.ID + " ok "}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("audited %q, want %q", got, want)
+	}
+}
+
+// TestDevicePageSaysHowJobsAreKeptFromTheAgent: the Device page shows what
+// the linked agent said of its binary and the user manager, each word in
+// plain terms with a badge that marks what a job could do to the agent;
+// before the agent says anything, a dash.
+func TestDevicePageSaysHowJobsAreKeptFromTheAgent(t *testing.T) {
+	f := newFixture(t, false)
+	dev := enrolled(t, f, "box")
+	c := f.signIn("alice")
+	if err := f.state.JoinReplica(store.Replica{ID: "r1", Name: "r1", Address: "http://127.0.0.1:1"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.state.TakeLink(dev.ID, "r1", "", time.Now()); err != nil || !ok {
+		t.Fatalf("TakeLink: %v %v", ok, err)
+	}
+	field := func(page, id string) string {
+		t.Helper()
+		i := strings.Index(page, `<dd id="`+id+`">`)
+		if i < 0 {
+			t.Fatalf("the Device page has no %s:\n%s", id, page)
+		}
+		rest := page[i:]
+		return rest[:strings.Index(rest, "</dd>")]
+	}
+	_, page := f.do(c, "GET", Prefix+"devices/"+dev.ID, nil, nil)
+	for _, id := range []string{"agent-binary", "user-manager"} {
+		if got := field(page, id); !strings.HasSuffix(got, "—") {
+			t.Errorf("%s before the agent said anything: %q", id, got)
+		}
+	}
+	for _, c2 := range []struct {
+		binary, manager string
+		wantBinary      []string
+		wantManager     []string
+	}{
+		{isolation.BinaryReadOnly, isolation.ManagerCutOff,
+			[]string{`badge ok">read-only to jobs`, "no job or command can replace the agent"},
+			[]string{`badge ok">cut off`, "unit files read-only"}},
+		{isolation.BinaryReadOnlyInUnits, isolation.ManagerCutPartly,
+			[]string{`badge bad">writable by commands`, "a command can replace the agent"},
+			[]string{`badge bad">cut off in part`, "refuses the others"}},
+		{isolation.BinaryWritable, isolation.ManagerCutRefused,
+			[]string{`badge bad">writable by jobs`, "a job can replace the agent"},
+			[]string{`badge bad">cut refused`, "refuses every job and command"}},
+		{isolation.BinaryShared, isolation.ManagerReachable,
+			[]string{`badge bad">writable by jobs`, "a directory of its own"},
+			[]string{"can start units of their own"}},
+		{isolation.BinaryNotWritable, "",
+			[]string{"cannot write"}, []string{"—"}},
+	} {
+		note := store.AgentNote{Version: "1.0.0", Isolation: isolation.Report{AgentBinary: c2.binary, UserManager: c2.manager}}
+		if err := f.state.NoteAgent(dev.ID, "r1", note); err != nil {
+			t.Fatal(err)
+		}
+		_, page := f.do(c, "GET", Prefix+"devices/"+dev.ID, nil, nil)
+		for id, wants := range map[string][]string{"agent-binary": c2.wantBinary, "user-manager": c2.wantManager} {
+			got := field(page, id)
+			for _, want := range wants {
+				if !strings.Contains(got, want) {
+					t.Errorf("%s %q/%q: %q lacks %q", id, c2.binary, c2.manager, got, want)
+				}
+			}
+			if strings.Contains(got, "badge ok") && strings.Contains(got, "badge bad") {
+				t.Errorf("%s %q/%q: both badges: %q", id, c2.binary, c2.manager, got)
+			}
+		}
 	}
 }

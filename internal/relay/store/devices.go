@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/commandcore/commandcore/internal/isolation"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ type Device struct {
 	// agent, which runs another (the agent is outdated); empty when it
 	// runs what the relay serves, or updates are off.
 	UpdateOffer string `json:"update_offer,omitempty"`
+	// Isolation is what that agent said of how its jobs are kept from
+	// it (its words empty until known, or from an agent too old to say).
+	Isolation isolation.Report `json:"isolation"`
 }
 
 const (
@@ -264,7 +268,7 @@ func freeName(ctx context.Context, tx *txn, name string) (string, error) {
 	return "", errcode.New(errcode.Internal, "no free device name")
 }
 
-const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version, binds_calls, update_offer`
+const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version, binds_calls, update_offer, agent_binary, user_manager`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -278,7 +282,7 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		linked   sql.NullInt64
 		binds    int64
 	)
-	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion, &binds, &d.UpdateOffer}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion, &binds, &d.UpdateOffer, &d.Isolation.AgentBinary, &d.Isolation.UserManager}, extra...)...); err != nil {
 		return nil, err
 	}
 	d.EnrolledAt = fromNanos(enrolled)

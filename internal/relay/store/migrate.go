@@ -18,7 +18,7 @@ import (
 var copied = []struct{ table, columns, order string }{
 	{"settings", "key, value", "key"},
 	{"enroll_codes", "hash, name, created_at, expires_at, used_at", "hash"},
-	{"devices", "id, name, token_hash, secret, enrolled_at, last_seen, standing, standing_at, agent_version, update_offer", "id"},
+	{"devices", "id, name, token_hash, secret, enrolled_at, last_seen, standing, standing_at, agent_version, update_offer, agent_binary, user_manager", "id"},
 	{"tokens", "id, name, secret_hash, devices, tools, created_at, expires_at, revoked_at, principal, kind, client_id, client_name, resource, admin", "rowid"},
 	{"oauth_clients", "id, name, redirect_uris, created_at, used_at", "id"},
 	{"oauth_tokens", "hash, token_id, kind, expires_at, spent_at", "hash"},

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/commandcore/commandcore/internal/isolation"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -254,22 +256,32 @@ func (s *Store) RevokeAdmin(name string, now time.Time) error {
 	})
 }
 
-// NoteAgent records the agent version a device's link reported, whether
-// that agent checks a grant's call digest, and the version the relay
-// offers it (empty for none), while replica still holds the link. A
+// AgentNote is what a device's link reported at its start: the agent's
+// version, whether that agent checks a grant's call digest, how its jobs
+// are kept from it, and the version the relay offers it (empty for none).
+type AgentNote struct {
+	Version, Offered string
+	BindsCalls       bool
+	Isolation        isolation.Report
+}
+
+// NoteAgent records note for device while replica still holds its link. A
 // version that is not printable ASCII of at most MaxAgentVersionBytes is
-// recorded as "unknown": it is shown to people, and comes from the
-// device.
-func (s *Store) NoteAgent(device, replica, version, offered string, bindsCalls bool) error {
+// recorded as "unknown", and an isolation word outside its set as
+// nothing: they are shown to people, and come from the device.
+func (s *Store) NoteAgent(device, replica string, note AgentNote) error {
+	version, offered := note.Version, note.Offered
 	if !printableASCII(version, MaxAgentVersionBytes) {
 		version = "unknown"
 	}
 	if offered != "" && !printableASCII(offered, MaxAgentVersionBytes) {
 		offered = ""
 	}
+	iso := note.Isolation.Known()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET agent_version = ?, binds_calls = ?, update_offer = ? WHERE id = ? AND held_by = ?`, version, boolInt(bindsCalls), offered, device, replica); err != nil {
+	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET agent_version = ?, binds_calls = ?, update_offer = ?, agent_binary = ?, user_manager = ? WHERE id = ? AND held_by = ?`,
+		version, boolInt(note.BindsCalls), offered, iso.AgentBinary, iso.UserManager, device, replica); err != nil {
 		return dbErr(err)
 	}
 	return nil

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/commandcore/commandcore/internal/isolation"
+
 	"strings"
 	"testing"
 	"time"
@@ -258,14 +260,14 @@ func TestAgentVersionIsTheHoldersAndPrintable(t *testing.T) {
 			strings.Repeat("9", 64): strings.Repeat("9", 64),
 			"caf\u00e9":             "unknown",
 		} {
-			if err := s.NoteAgent(dev.ID, "r1", in, "", false); err != nil {
+			if err := s.NoteAgent(dev.ID, "r1", AgentNote{Version: in}); err != nil {
 				t.Fatal(err)
 			}
 			if got := version().AgentVersion; got != want {
 				t.Errorf("NoteAgent(%q) shows %q, want %q", in, got, want)
 			}
 		}
-		if err := s.NoteAgent(dev.ID, "r2", "6.6.6", "", false); err != nil {
+		if err := s.NoteAgent(dev.ID, "r2", AgentNote{Version: "6.6.6"}); err != nil {
 			t.Fatal(err)
 		}
 		if got := version().AgentVersion; got == "6.6.6" {
@@ -301,13 +303,13 @@ func TestBindsCallsIsTheCurrentLinksAgents(t *testing.T) {
 		if binds() {
 			t.Fatal("a device whose agent said nothing binds calls")
 		}
-		if err := s.NoteAgent(dev.ID, "r2", "1.0", "", true); err != nil {
+		if err := s.NoteAgent(dev.ID, "r2", AgentNote{Version: "1.0", BindsCalls: true}); err != nil {
 			t.Fatal(err)
 		}
 		if binds() {
 			t.Fatal("a replica that does not hold the link recorded the capability")
 		}
-		if err := s.NoteAgent(dev.ID, "r1", "1.0", "1.1", true); err != nil {
+		if err := s.NoteAgent(dev.ID, "r1", AgentNote{Version: "1.0", Offered: "1.1", BindsCalls: true}); err != nil {
 			t.Fatal(err)
 		}
 		if !binds() {
@@ -414,17 +416,17 @@ func TestUpdateOfferIsTheCurrentLinks(t *testing.T) {
 		if ok, err := s.TakeLink(dev.ID, "r1", "", t0); err != nil || !ok {
 			t.Fatalf("TakeLink: %v, %v", ok, err)
 		}
-		if err := s.NoteAgent(dev.ID, "r1", "1.0.0", "1.1.0", false); err != nil {
+		if err := s.NoteAgent(dev.ID, "r1", AgentNote{Version: "1.0.0", Offered: "1.1.0"}); err != nil {
 			t.Fatal(err)
 		}
 		if got := offer(); got != "1.1.0" {
 			t.Fatalf("offer %q, want 1.1.0", got)
 		}
-		s.NoteAgent(dev.ID, "r1", "1.0.0", "<b>\x1b", false)
+		s.NoteAgent(dev.ID, "r1", AgentNote{Version: "1.0.0", Offered: "<b>\x1b"})
 		if got := offer(); got != "" {
 			t.Errorf("an unprintable offer was recorded: %q", got)
 		}
-		s.NoteAgent(dev.ID, "r1", "1.0.0", "1.1.0", false)
+		s.NoteAgent(dev.ID, "r1", AgentNote{Version: "1.0.0", Offered: "1.1.0"})
 		if err := s.ReleaseLink(dev.ID, "r1", t0); err != nil {
 			t.Fatal(err)
 		}
@@ -436,6 +438,58 @@ func TestUpdateOfferIsTheCurrentLinks(t *testing.T) {
 		}
 		if got := offer(); got != "" {
 			t.Errorf("a new link kept the last one's offer: %q", got)
+		}
+	})
+}
+
+// TestIsolationIsTheCurrentLinksAgents: what an agent said of how its jobs
+// are kept from it is kept while its link is held, words outside their
+// sets as unknown, and a new link forgets it until its agent says it
+// again, on both engines.
+func TestIsolationIsTheCurrentLinksAgents(t *testing.T) {
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		dev, _ := enrollT(t, s, "", "box")
+		for _, id := range []string{"r1", "r2"} {
+			if err := s.JoinReplica(Replica{ID: id, Name: id, Address: "http://127.0.0.1:1", NATS: true}, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		said := func() isolation.Report {
+			t.Helper()
+			d, err := s.FindDevice(dev.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d.Isolation
+		}
+		if ok, err := s.TakeLink(dev.ID, "r1", "", t0); err != nil || !ok {
+			t.Fatalf("TakeLink: %v, %v", ok, err)
+		}
+		held := isolation.Report{AgentBinary: isolation.BinaryWritable, UserManager: isolation.ManagerCutRefused}
+		if err := s.NoteAgent(dev.ID, "r2", AgentNote{Version: "1.0", Isolation: held}); err != nil {
+			t.Fatal(err)
+		}
+		if got := said(); got != (isolation.Report{}) {
+			t.Fatalf("a replica that does not hold the link recorded %+v", got)
+		}
+		if err := s.NoteAgent(dev.ID, "r1", AgentNote{Version: "1.0", Isolation: held}); err != nil {
+			t.Fatal(err)
+		}
+		if got := said(); got != held {
+			t.Fatalf("recorded %+v, want %+v", got, held)
+		}
+		if err := s.NoteAgent(dev.ID, "r1", AgentNote{Version: "1.0", Isolation: isolation.Report{AgentBinary: "<b>rw</b>", UserManager: isolation.ManagerCutOff}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := said(); got != (isolation.Report{UserManager: isolation.ManagerCutOff}) {
+			t.Fatalf("a word outside its set recorded: %+v", got)
+		}
+		if ok, err := s.TakeLink(dev.ID, "r2", "r1", t0.Add(time.Second)); err != nil || !ok {
+			t.Fatalf("TakeLink r2: %v, %v", ok, err)
+		}
+		if got := said(); got != (isolation.Report{}) {
+			t.Fatalf("a new link kept the last agent's words: %+v", got)
 		}
 	})
 }

@@ -238,7 +238,9 @@ CREATE TABLE signin_states (
 CREATE INDEX signin_states_expires ON signin_states(expires_at);`, `
 ALTER TABLE devices ADD COLUMN update_offer TEXT NOT NULL DEFAULT '';`, `
 ALTER TABLE oauth_tokens ADD COLUMN regranted_at BIGINT;`, `
-ALTER TABLE oauth_requests ADD COLUMN source TEXT NOT NULL DEFAULT '';`}
+ALTER TABLE oauth_requests ADD COLUMN source TEXT NOT NULL DEFAULT '';`, `
+ALTER TABLE devices ADD COLUMN agent_binary TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN user_manager TEXT NOT NULL DEFAULT '';`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

@@ -88,7 +88,7 @@ type State interface {
 	EndSession(session string) error
 	Admins(now time.Time) ([]Admin, error)
 	RevokeAdmin(name string, now time.Time) error
-	NoteAgent(device, replica, version, offered string, bindsCalls bool) error
+	NoteAgent(device, replica string, note AgentNote) error
 
 	// The panel's other ways in: the team's identity provider, passkeys,
 	// and the state of a sign-in under way.

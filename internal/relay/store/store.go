@@ -42,7 +42,7 @@ const File = "relay.db"
 
 // SchemaVersion is the database's schema version (PRAGMA user_version):
 // the number of migrations applied. Columns and tables only ever grow.
-const SchemaVersion = 15
+const SchemaVersion = 16
 
 const (
 	// busyTimeoutMS bounds how long a statement waits for another
@@ -361,8 +361,15 @@ const schemaV15 = `
 ALTER TABLE oauth_requests ADD COLUMN source TEXT NOT NULL DEFAULT '';
 `
 
+// schemaV16 adds what a link's agent said of how its jobs are kept from
+// it (isolation.Report), for the panel's device page.
+const schemaV16 = `
+ALTER TABLE devices ADD COLUMN agent_binary TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN user_manager TEXT NOT NULL DEFAULT '';
+`
+
 // migrations[i] takes a database from schema version i to i+1.
-var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12, schemaV13, schemaV14, schemaV15}
+var migrations = []string{schema, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10, schemaV11, schemaV12, schemaV13, schemaV14, schemaV15, schemaV16}
 
 // Store is an open relay state database. It is safe for concurrent use by
 // many goroutines, and several Stores (in one or several processes) may

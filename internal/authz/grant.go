@@ -55,6 +55,11 @@ type Grant struct {
 	// Call is CallDigest of the call the grant authorizes; empty in a
 	// grant for an agent that does not check it.
 	Call string `json:"call,omitempty"`
+	// Minter and Seq number the grant (Minter): the relay process's ID and
+	// its count; both empty in a grant for an agent that does not take
+	// numbered grants.
+	Minter string `json:"mint,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
 }
 
 // CallDigest is the digest a grant binds: SHA-256 over the tool's name
@@ -102,25 +107,30 @@ func NewGrantKey() (ed25519.PrivateKey, error) {
 // valid from now for limits.GrantTTL, bound to call (CallDigest of the
 // call; "" for an agent that does not check it).
 func MintGrant(key ed25519.PrivateKey, device, tool, principal, call string, now time.Time) (string, error) {
+	return mint(key, Grant{Device: device, Tool: tool, Principal: principal, Call: call}, now)
+}
+
+// MintNumbered is MintGrant with the grant numbered by m, for an agent
+// that takes numbered grants (GrantSequenceCapability).
+func MintNumbered(key ed25519.PrivateKey, m *Minter, device, tool, principal, call string, now time.Time) (string, error) {
+	c := Grant{Device: device, Tool: tool, Principal: principal, Call: call}
+	c.Minter, c.Seq = m.next()
+	return mint(key, c, now)
+}
+
+// mint fills in c's times and ID and signs it.
+func mint(key ed25519.PrivateKey, c Grant, now time.Time) (string, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return "", errcode.New(errcode.InvalidArgument, "grant signing key is malformed")
 	}
-	if device == "" || tool == "" || principal == "" {
+	if c.Device == "" || c.Tool == "" || c.Principal == "" {
 		return "", errcode.New(errcode.InvalidArgument, "a grant needs a device, a tool and a principal")
 	}
 	var id [idBytes]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return "", fmt.Errorf("grant id: %w", err)
 	}
-	c := Grant{
-		Device:    device,
-		Tool:      tool,
-		Principal: principal,
-		IssuedAt:  now.Unix(),
-		Expires:   now.Add(limits.GrantTTL).Unix(),
-		ID:        hex.EncodeToString(id[:]),
-		Call:      call,
-	}
+	c.IssuedAt, c.Expires, c.ID = now.Unix(), now.Add(limits.GrantTTL).Unix(), hex.EncodeToString(id[:])
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("encode grant claims: %w", err)
@@ -224,6 +234,9 @@ func decodeGrant(payload []byte) (*Grant, error) {
 	}
 	if d, err := hex.DecodeString(c.Call); err != nil || (c.Call != "" && len(d) != sha256.Size) || hex.EncodeToString(d) != c.Call {
 		return nil, errors.New("claims have a malformed call digest")
+	}
+	if m, err := hex.DecodeString(c.Minter); err != nil || (c.Minter != "" && len(m) != minterBytes) || hex.EncodeToString(m) != c.Minter || (c.Minter == "") != (c.Seq == 0) {
+		return nil, errors.New("claims have a malformed number")
 	}
 	return &c, nil
 }

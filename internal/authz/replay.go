@@ -15,7 +15,10 @@ import (
 // more within its life (about a minute), and only over a link the device
 // token authenticated.
 //
-// Each principal may hold only a part of the memory, so that one client
+// A numbered grant (Minter) is checked against its minter's window, the
+// same few kilobytes at any call rate. A grant without a number, from a
+// relay that does not number them, is remembered by its ID until it dies;
+// each principal may hold only a part of that memory, so that one client
 // flooding the device with calls is refused alone while every other
 // principal's calls still find room.
 type UsedGrants struct {
@@ -25,6 +28,7 @@ type UsedGrants struct {
 	seen         map[string]bool // grant IDs remembered
 	held         map[string]int  // principal -> how many of seen are its
 	byDeath      deaths
+	windows      map[string]*window // minter ID -> its window
 }
 
 // NewUsedGrants returns an empty memory of at most
@@ -35,7 +39,7 @@ func NewUsedGrants() *UsedGrants {
 }
 
 func newUsedGrants(max, perPrincipal int) *UsedGrants {
-	return &UsedGrants{max: max, perPrincipal: perPrincipal, seen: map[string]bool{}, held: map[string]int{}}
+	return &UsedGrants{max: max, perPrincipal: perPrincipal, seen: map[string]bool{}, held: map[string]int{}, windows: map[string]*window{}}
 }
 
 // Use records c's ID as used at now, or refuses it with grant_invalid when
@@ -47,6 +51,9 @@ func (u *UsedGrants) Use(c *Grant, now time.Time) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.forget(now.Unix())
+	if c.Minter != "" {
+		return u.useNumbered(c, dead)
+	}
 	if u.seen[c.ID] {
 		return invalidGrant("grant was already used (each call needs a fresh grant)")
 	}
@@ -62,9 +69,36 @@ func (u *UsedGrants) Use(c *Grant, now time.Time) error {
 	return nil
 }
 
+// useNumbered takes c's number in its minter's window, a new window for a
+// minter not seen while one of its grants lived. Windows are bounded in
+// number (limits.MaxGrantMinters), each minter a relay process that holds
+// the signing key; a window goes once every grant it took is dead, when
+// none of them can be replayed any more.
+func (u *UsedGrants) useNumbered(c *Grant, dead int64) error {
+	w := u.windows[c.Minter]
+	if w == nil {
+		if len(u.windows) >= limits.MaxGrantMinters {
+			return errcode.New(errcode.GrantInvalid, "too many relays minting grants at once (%d); retry shortly", limits.MaxGrantMinters)
+		}
+		w = &window{}
+		u.windows[c.Minter] = w
+	}
+	if err := w.take(c.Seq); err != nil {
+		return err
+	}
+	w.dead = max(w.dead, dead)
+	return nil
+}
+
 // forget drops the grants that can no longer verify at now, soonest dead
-// first, so that each call costs only what it frees.
+// first, so that each call costs only what it frees, and the windows of
+// minters whose grants are all dead.
 func (u *UsedGrants) forget(now int64) {
+	for id, w := range u.windows {
+		if now > w.dead {
+			delete(u.windows, id)
+		}
+	}
 	for len(u.byDeath) > 0 && now > u.byDeath[0].dead {
 		g := heap.Pop(&u.byDeath).(used)
 		delete(u.seen, g.id)

@@ -123,6 +123,59 @@ func TestReplayedGrantIsRefused(t *testing.T) {
 	}
 }
 
+// TestReplayedNumberedGrantIsRefused: the real agent announces that it
+// takes numbered grants; a numbered grant that carried a call is refused
+// when it comes again, one numbered before it and not yet used is served
+// (calls arrive out of order), and so is the next.
+func TestReplayedNumberedGrantIsRefused(t *testing.T) {
+	r := startTestRelay(t)
+	cs := r.session(t)
+	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Experimental[authz.GrantSequenceCapability] == nil {
+		t.Fatalf("the agent does not announce %s: %+v", authz.GrantSequenceCapability, caps)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := authz.NewMinter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func() string {
+		g, err := authz.MintNumbered(r.key, m, r.deviceID, "process.jobs", "alice", "", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	call := func(g string) string {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "process.jobs", Meta: mcp.Meta{authz.GrantMetaKey: g}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(raw, &sc)
+		return sc.Error.Code + ": " + sc.Error.Message
+	}
+	first, second := mint(), mint()
+	if got := call(second); got != ": " {
+		t.Fatalf("grant 2 first: %s", got)
+	}
+	if got := call(second); got != "grant_invalid: grant was already used (each call needs a fresh grant)" {
+		t.Fatalf("grant 2 replayed: %s", got)
+	}
+	if got := call(first); got != ": " {
+		t.Fatalf("grant 1 after grant 2: %s", got)
+	}
+	if got := call(first); got != "grant_invalid: grant was already used (each call needs a fresh grant)" {
+		t.Fatalf("grant 1 replayed: %s", got)
+	}
+	if got := call(mint()); got != ": " {
+		t.Fatalf("grant 3: %s", got)
+	}
+}
+
 // TestAGrantFloodLocksOutOnlyTheFlooder: a relay that mints fresh grants
 // for one principal as fast as the agent takes them gets exactly the
 // principal's share accepted, then a refusal that says so; another

@@ -128,6 +128,13 @@ const (
 	// a quarter, over 200 calls a second, and the whole memory takes at
 	// least four principals.
 	MaxGrantsRememberedPerPrincipal = 25_000
+	// GrantSequenceWindow is how many numbers below the highest an agent
+	// tells used from unused, per relay process minting numbered grants
+	// (8 KiB each): a grant overtaken by this many newer ones of its relay
+	// is refused. MaxGrantMinters bounds those relay processes whose
+	// grants live at once.
+	GrantSequenceWindow = 65_536
+	MaxGrantMinters     = 64
 	// EnrollCodeTTL and ClientTokenTTL are the relay's default lifetimes.
 	EnrollCodeTTL  = 15 * time.Minute
 	ClientTokenTTL = 30 * 24 * time.Hour

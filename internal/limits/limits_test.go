@@ -69,6 +69,12 @@ var counts = map[string]struct{ got, want int64 }{
 	"MaxGrantsRemembered": {MaxGrantsRemembered, 100_000},
 	// Internal: a quarter of them, so no one principal fills the memory.
 	"MaxGrantsRememberedPerPrincipal": {MaxGrantsRememberedPerPrincipal, 25_000},
+	// Internal: 8 KiB of bits per relay process; no call in flight is
+	// overtaken by 65,536 others.
+	"GrantSequenceWindow": {GrantSequenceWindow, 65_536},
+	// Internal: relay processes whose grants live at once (replicas and
+	// their restarts within two minutes).
+	"MaxGrantMinters": {MaxGrantMinters, 64},
 	// Internal: the owner's permissions.json, bounded like job-resources.json.
 	"MaxPermissionsBytes": {MaxPermissionsBytes, 64 * kib},
 	"JournalMaxEntries":   {JournalMaxEntries, 10_000}, // README, What is here: the newest 10,000 entries

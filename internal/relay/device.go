@@ -129,7 +129,8 @@ func (s *Server) serveLink(ctx context.Context, dev *store.Device, conn *transpo
 		if l.hasOffer {
 			offered = l.offer.Version
 		}
-		note := store.AgentNote{Version: info.ServerInfo.Version, Offered: offered, BindsCalls: bindsCalls(info.Capabilities)}
+		note := store.AgentNote{Version: info.ServerInfo.Version, Offered: offered, BindsCalls: announces(info.Capabilities, authz.BindsCallsCapability),
+			NumbersGrants: announces(info.Capabilities, authz.GrantSequenceCapability)}
 		if info.Capabilities != nil {
 			note.Isolation = isolation.FromCapabilities(info.Capabilities.Experimental)
 		}

@@ -12,11 +12,15 @@ import (
 // grant mints the grant for one call of tool with args on dev, for
 // principal: bound to the call when dev's agent checks the binding, so
 // that a grant seen anywhere (a NATS message, a log) authorizes that call
-// and no other.
+// and no other, and numbered by this relay process when the agent takes
+// numbered grants, so that it refuses a replay at any call rate.
 func (s *Server) grant(dev *store.Device, tool, principal string, args json.RawMessage) (string, error) {
 	call := ""
 	if dev.BindsCalls {
 		call = authz.CallDigest(tool, args)
+	}
+	if dev.NumbersGrants {
+		return authz.MintNumbered(s.key, s.minter, dev.ID, tool, principal, call, s.Now())
 	}
 	return authz.MintGrant(s.key, dev.ID, tool, principal, call, s.Now())
 }
@@ -30,12 +34,13 @@ func (s *Server) deviceFailure(err error) error {
 	return errNoDevice
 }
 
-// bindsCalls reports whether a device's agent announced that it checks a
-// grant's call digest.
-func bindsCalls(caps *mcp.ServerCapabilities) bool {
+// announces reports whether a device's agent announced the experimental
+// capability name: that it checks a grant's call digest, or takes
+// numbered grants.
+func announces(caps *mcp.ServerCapabilities, name string) bool {
 	if caps == nil {
 		return false
 	}
-	on, _ := caps.Experimental[authz.BindsCallsCapability].(map[string]any)
+	on, _ := caps.Experimental[name].(map[string]any)
 	return on != nil
 }

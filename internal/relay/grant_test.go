@@ -98,3 +98,67 @@ func TestTheLinksAgentSaysHowJobsAreKeptFromIt(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGrantsAreNumberedForAgentsThatTakeThem: an agent that announces it
+// takes numbered grants gets each call's grant numbered by this relay
+// process, one after another under one minter; an agent that does not
+// gets grants without a number, which its strict decoder would refuse.
+func TestGrantsAreNumberedForAgentsThatTakeThem(t *testing.T) {
+	for _, announce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("announce=%v", announce), func(t *testing.T) {
+			h := newHarness(t, nil)
+			pub := h.srv.key.Public().(ed25519.PublicKey)
+			opts := &mcp.ServerOptions{}
+			if announce {
+				opts.Capabilities = &mcp.ServerCapabilities{Experimental: map[string]any{authz.GrantSequenceCapability: map[string]any{}}}
+			}
+			d := mcp.NewServer(&mcp.Implementation{Name: "numbered-device", Version: "1"}, opts)
+			d.AddTool(&mcp.Tool{Name: "process.status", InputSchema: map[string]any{"type": "object"}},
+				func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					c, err := authz.VerifyGrant(pub, authz.GrantFromMeta(r.Params.GetMeta()), h.dev.ID, "process.status", r.Params.Arguments, time.Now())
+					if err != nil {
+						return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("mint=%s seq=%d", c.Minter, c.Seq)}}}, nil
+				})
+			h.link(t, d)
+			testkit.Eventually(t, 10*time.Second, func() error {
+				d, err := h.st.FindDevice(h.dev.ID)
+				if err != nil || d.AgentVersion == "" {
+					return fmt.Errorf("the link's agent is not recorded yet (%v)", err)
+				}
+				if d.NumbersGrants != announce {
+					return fmt.Errorf("numbers grants %v, want %v", d.NumbersGrants, announce)
+				}
+				return nil
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cs := h.connect(t, "/mcp/dev", nil)
+			var minter string
+			var last uint64
+			for i := range 3 {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "process.status", Arguments: map[string]any{}})
+				if err != nil || res.IsError {
+					t.Fatalf("call %d: %v %+v", i, err, res)
+				}
+				text := res.Content[0].(*mcp.TextContent).Text
+				if !announce {
+					if text != "mint= seq=0" {
+						t.Fatalf("call %d: numbered %q", i, text)
+					}
+					continue
+				}
+				var m string
+				var seq uint64
+				if _, err := fmt.Sscanf(text, "mint=%s seq=%d", &m, &seq); err != nil {
+					t.Fatalf("call %d: %q: %v", i, text, err)
+				}
+				if len(m) != 16 || seq <= last || (minter != "" && m != minter) {
+					t.Fatalf("call %d numbered %s/%d after %s/%d", i, m, seq, minter, last)
+				}
+				minter, last = m, seq
+			}
+		})
+	}
+}

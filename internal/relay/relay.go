@@ -11,6 +11,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/commandcore/commandcore/internal/authz"
 	"log"
 	"net/http"
 	"net/netip"
@@ -32,6 +33,8 @@ type Server struct {
 	store  store.State
 	tokens *tokenCache
 	key    ed25519.PrivateKey
+	// minter numbers this process's grants for agents that take them.
+	minter *authz.Minter
 	// Now is the clock; tests move it.
 	Now func() time.Time
 	// Link tunes device links; zero values are docs/limits.md's bounds.
@@ -117,11 +120,15 @@ func NewReplica(store store.State, cfg ReplicaConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	minter, err := authz.NewMinter()
+	if err != nil {
+		return nil, err
+	}
 	audit, err := openAudit(store)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{store: store, tokens: newTokenCache(store), key: key, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
+	s := &Server{store: store, tokens: newTokenCache(store), key: key, minter: minter, Now: time.Now, links: map[string]*deviceLink{}, audit: audit,
 		held: map[string]*transport.Conn{}, admissions: map[string]chan struct{}{}, gates: newGates(), stopWatch: make(chan struct{}),
 		replica: newReplica(cfg), peers: cfg.Peers}
 	// Answering before joining: a replica that learns of this one from

@@ -21,10 +21,10 @@ func NewServer(svc *jobs.Service, stateDir, configDir string, gate Gate, report 
 		return nil, err
 	}
 	host.ConfigDir = configDir
-	// The experimental entry tells a relay that this agent checks a
-	// grant's call digest.
+	// The experimental entries tell a relay that this agent checks a
+	// grant's call digest and takes numbered grants.
 	caps := toolspec.Capabilities()
-	caps.Experimental = map[string]any{authz.BindsCallsCapability: map[string]any{}}
+	caps.Experimental = map[string]any{authz.BindsCallsCapability: map[string]any{}, authz.GrantSequenceCapability: map[string]any{}}
 	if report != (isolation.Report{}) {
 		caps.Experimental[isolation.Capability] = report.Capabilities()
 	}

@@ -40,6 +40,9 @@ type Device struct {
 	// BindsCalls is whether that agent checks a grant's call digest
 	// (authz.BindsCallsCapability): grants for it name their call.
 	BindsCalls bool `json:"-"`
+	// NumbersGrants is whether that agent takes numbered grants
+	// (authz.GrantSequenceCapability).
+	NumbersGrants bool `json:"-"`
 	// UpdateOffer is the version the relay holding the link offers the
 	// agent, which runs another (the agent is outdated); empty when it
 	// runs what the relay serves, or updates are off.
@@ -268,7 +271,7 @@ func freeName(ctx context.Context, tx *txn, name string) (string, error) {
 	return "", errcode.New(errcode.Internal, "no free device name")
 }
 
-const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version, binds_calls, update_offer, agent_binary, user_manager`
+const deviceColumns = `id, name, enrolled_at, last_seen, connected, standing, standing_at, held_by, linked_at, agent_version, binds_calls, update_offer, agent_binary, user_manager, numbers_grants`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -281,8 +284,9 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 		standAt  sql.NullInt64
 		linked   sql.NullInt64
 		binds    int64
+		numbers  int64
 	)
-	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion, &binds, &d.UpdateOffer, &d.Isolation.AgentBinary, &d.Isolation.UserManager}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&d.ID, &d.Name, &enrolled, &seen, &conn, &d.Standing, &standAt, &d.Replica, &linked, &d.AgentVersion, &binds, &d.UpdateOffer, &d.Isolation.AgentBinary, &d.Isolation.UserManager, &numbers}, extra...)...); err != nil {
 		return nil, err
 	}
 	d.EnrolledAt = fromNanos(enrolled)
@@ -300,6 +304,7 @@ func scanDevice(r rowScanner, extra ...any) (*Device, error) {
 	}
 	d.Connected = conn != 0
 	d.BindsCalls = binds != 0
+	d.NumbersGrants = numbers != 0
 	return &d, nil
 }
 

@@ -258,10 +258,12 @@ func (s *Store) RevokeAdmin(name string, now time.Time) error {
 
 // AgentNote is what a device's link reported at its start: the agent's
 // version, whether that agent checks a grant's call digest, how its jobs
-// are kept from it, and the version the relay offers it (empty for none).
+// are kept from it, whether it takes numbered grants, and the version the
+// relay offers it (empty for none).
 type AgentNote struct {
 	Version, Offered string
 	BindsCalls       bool
+	NumbersGrants    bool
 	Isolation        isolation.Report
 }
 
@@ -280,8 +282,8 @@ func (s *Store) NoteAgent(device, replica string, note AgentNote) error {
 	iso := note.Isolation.Known()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET agent_version = ?, binds_calls = ?, update_offer = ?, agent_binary = ?, user_manager = ? WHERE id = ? AND held_by = ?`,
-		version, boolInt(note.BindsCalls), offered, iso.AgentBinary, iso.UserManager, device, replica); err != nil {
+	if _, err := s.db.ExecContext(ctx, `UPDATE devices SET agent_version = ?, binds_calls = ?, update_offer = ?, agent_binary = ?, user_manager = ?, numbers_grants = ? WHERE id = ? AND held_by = ?`,
+		version, boolInt(note.BindsCalls), offered, iso.AgentBinary, iso.UserManager, boolInt(note.NumbersGrants), device, replica); err != nil {
 		return dbErr(err)
 	}
 	return nil

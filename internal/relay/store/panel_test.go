@@ -315,14 +315,23 @@ func TestBindsCallsIsTheCurrentLinksAgents(t *testing.T) {
 		if !binds() {
 			t.Fatal("the holder's agent said it binds calls; the device does not")
 		}
+		if d, _ := s.FindDevice(dev.ID); d.NumbersGrants {
+			t.Fatal("an agent that said nothing of numbered grants takes them")
+		}
+		if err := s.NoteAgent(dev.ID, "r1", AgentNote{Version: "1.0", BindsCalls: true, NumbersGrants: true}); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := s.FindDevice(dev.ID); !d.NumbersGrants || !d.BindsCalls {
+			t.Fatalf("the holder's agent said it takes numbered grants; the device: numbers %v binds %v", d.NumbersGrants, d.BindsCalls)
+		}
 		if err := s.ReleaseLink(dev.ID, "r1", t0); err != nil {
 			t.Fatal(err)
 		}
 		if ok, err := s.TakeLink(dev.ID, "r2", "", t0.Add(time.Second)); err != nil || !ok {
 			t.Fatalf("TakeLink r2: %v, %v", ok, err)
 		}
-		if binds() {
-			t.Fatal("a new link kept the last agent's capability")
+		if d, _ := s.FindDevice(dev.ID); binds() || d.NumbersGrants {
+			t.Fatal("a new link kept the last agent's capabilities")
 		}
 	})
 }

@@ -240,7 +240,8 @@ ALTER TABLE devices ADD COLUMN update_offer TEXT NOT NULL DEFAULT '';`, `
 ALTER TABLE oauth_tokens ADD COLUMN regranted_at BIGINT;`, `
 ALTER TABLE oauth_requests ADD COLUMN source TEXT NOT NULL DEFAULT '';`, `
 ALTER TABLE devices ADD COLUMN agent_binary TEXT NOT NULL DEFAULT '';
-ALTER TABLE devices ADD COLUMN user_manager TEXT NOT NULL DEFAULT '';`}
+ALTER TABLE devices ADD COLUMN user_manager TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN numbers_grants INTEGER NOT NULL DEFAULT 0;`}
 
 // OpenPostgres opens the relay state in the PostgreSQL database at url
 // (postgres://…), bringing its schema up to date; several relays (and the

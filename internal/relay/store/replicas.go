@@ -215,7 +215,7 @@ func (s *Store) TakeLink(device, replica, from string, now time.Time) (bool, err
 				return nil
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE devices SET held_by = ?, connected = 1, last_seen = ?, linked_at = ?, agent_version = '', binds_calls = 0, update_offer = '', agent_binary = '', user_manager = '' WHERE id = ?`,
+		_, err = tx.ExecContext(ctx, `UPDATE devices SET held_by = ?, connected = 1, last_seen = ?, linked_at = ?, agent_version = '', binds_calls = 0, update_offer = '', agent_binary = '', user_manager = '', numbers_grants = 0 WHERE id = ?`,
 			replica, now.UnixNano(), now.UnixNano(), device)
 		took = err == nil
 		return err

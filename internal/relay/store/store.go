@@ -362,10 +362,12 @@ ALTER TABLE oauth_requests ADD COLUMN source TEXT NOT NULL DEFAULT '';
 `
 
 // schemaV16 adds what a link's agent said of how its jobs are kept from
-// it (isolation.Report), for the panel's device page.
+// it (isolation.Report), for the panel's device page, and whether it takes
+// numbered grants (authz.GrantSequenceCapability).
 const schemaV16 = `
 ALTER TABLE devices ADD COLUMN agent_binary TEXT NOT NULL DEFAULT '';
 ALTER TABLE devices ADD COLUMN user_manager TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN numbers_grants INTEGER NOT NULL DEFAULT 0;
 `
 
 // migrations[i] takes a database from schema version i to i+1.

@@ -366,6 +366,7 @@ func TestOpenMigratesSchemaOne(t *testing.T) {
 	}
 	// Turn it back into a schema-1 database: drop what later schemas added.
 	for _, q := range []string{
+		`ALTER TABLE devices DROP COLUMN numbers_grants`,
 		`ALTER TABLE devices DROP COLUMN agent_binary`,
 		`ALTER TABLE devices DROP COLUMN user_manager`,
 		`ALTER TABLE devices DROP COLUMN update_offer`,

@@ -16,15 +16,22 @@
 #   --name NAME     the device name to propose (default: the host name)
 #   --service NAME  the agent's user unit (default commandcore); a name of
 #                   its own keeps its own state and identity
-#   --prefix DIR    where the binary goes (default ~/.local/bin)
+#   --prefix DIR    where the binary goes (default ~/.local/lib/commandcore,
+#                   linked from ~/.local/bin/commandcore); jobs see this
+#                   directory read-only
 #   --uninstall     stop and remove the service and the binary; the
 #                   identity stays, and --purge removes it too
 #
 # It downloads the binary for this machine from the relay, checks it
 # against the relay's SHA256SUMS, enrolls (unless this device has its
 # identity), puts the binary in place, installs and starts the user service
-# and shows `commandcore status`. Running it again upgrades in place and
-# keeps the identity. Until the service is installed, a failure stops it
+# and shows `commandcore status`. By default the binary has a directory of
+# its own, ~/.local/lib/commandcore, which the service runs it from and
+# every job sees read-only, and ~/.local/bin/commandcore is a link to it
+# that runs it by name; ~/.local/bin stays writable to jobs. Running it
+# again upgrades in place and keeps the identity; an install of the
+# binary in ~/.local/bin itself moves to that layout once the service runs
+# on the new binary. Until the service is installed, a failure stops it
 # with one line and leaves nothing behind. From an https relay it fetches
 # over https alone, following no redirect to http; a plain http relay it
 # accepts only on loopback.
@@ -43,6 +50,8 @@ purge=
 tmp=
 staged=
 previous=
+newlink=
+made=
 
 die() {
 	printf 'commandcore install: %s\n' "$*" >&2
@@ -52,6 +61,7 @@ die() {
 cleanup() {
 	[ -z "$staged" ] || rm -f "$staged"
 	[ -z "$previous" ] || rm -f "$previous"
+	[ -z "$newlink" ] || rm -f "$newlink"
 	[ -z "$tmp" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -77,9 +87,19 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
+# By default the binary is $HOME/.local/lib/commandcore/commandcore, in a
+# directory of its own since every job sees the binary's directory
+# read-only, and $link, in the directory people have on PATH, is a link to
+# it. An older install put the binary in $linkdir itself: $old is that one.
+link=
+linkdir=
+old=
 if [ -z "$prefix" ]; then
 	[ -n "${HOME:-}" ] || die "HOME is not set; give --prefix DIR"
-	prefix=$HOME/.local/bin
+	prefix=$HOME/.local/lib/commandcore
+	linkdir=$HOME/.local/bin
+	link=$linkdir/commandcore
+	[ -L "$link" ] || [ ! -f "$link" ] || old=$link
 fi
 bin=$prefix/commandcore
 
@@ -100,13 +120,35 @@ firstline() {
 }
 
 if [ -n "$uninstall" ]; then
-	[ -x "$bin" ] || die "there is no commandcore in $prefix to uninstall (give --prefix DIR)"
+	if [ ! -x "$bin" ] && [ -n "$old" ] && [ -x "$old" ]; then
+		# An install of the older layout: the binary in $linkdir.
+		bin=$old
+		prefix=$linkdir
+		link=
+	fi
+	[ -x "$bin" ] || die "there is no commandcore in $prefix${linkdir:+ or $linkdir} to uninstall (give --prefix DIR)"
 	out=$(cc "$bin" uninstall ${purge:+--purge} 2>&1) || die "uninstall failed: $(firstline "$out")"
+	# The link goes only if it is this binary's.
+	[ -n "$link" ] && [ -L "$link" ] && [ "$link" -ef "$bin" ] || link=
 	rm -f "$bin" || die "could not remove $bin"
 	printf '%s\nremoved %s\n' "$out" "$bin"
+	# An update's rollback copy, kept beside the binary.
+	if [ -e "$prefix/commandcore.previous" ]; then
+		rm -f "$prefix/commandcore.previous" || die "could not remove $prefix/commandcore.previous"
+		echo "removed $prefix/commandcore.previous"
+	fi
+	if [ -n "$link" ]; then
+		rm -f "$link" || die "could not remove $link"
+		echo "removed $link"
+	fi
+	if [ -n "$linkdir" ] && [ "$prefix" != "$linkdir" ] && rmdir "$prefix" 2>/dev/null; then
+		echo "removed $prefix"
+	fi
 	exit 0
 fi
 [ -z "$purge" ] || die "--purge goes with --uninstall"
+# mv -f over a directory, or a link to one, would move the link into it.
+[ -z "$link" ] || [ ! -d "$link" ] || die "$link is a directory; move it away, or give --prefix DIR"
 
 # loopback reports whether the URL $1 names a loopback host (localhost,
 # 127.0.0.0/8 or [::1]), as the agent's link allows plain http only there.
@@ -202,38 +244,96 @@ enrolled=$(
 	cc "$tmp/commandcore" enroll --keep-identity --server "$relay" ${name:+--name "$name"} 2>&1
 ) || die "enrollment failed: $(firstline "$enrolled")"
 
+# mkdirs makes the directory $1 and those above it that are missing,
+# noting each it made in $made, deepest first.
+mkdirs() {
+	[ ! -d "$1" ] || return 0
+	case $1 in
+	?*/*) mkdirs "${1%/*}" || return 1 ;;
+	esac
+	mkdir "$1" || return 1
+	made="$1
+$made"
+}
+
+# unmake removes the binary and the directories mkdirs made for it.
+unmake() {
+	rm -f "$bin"
+	printf '%s' "$made" | while IFS= read -r dir; do
+		rmdir "$dir" 2>/dev/null
+	done
+}
+
+# An upgrade from $old (the older layout) leaves it in place until the
+# service runs on the new binary; one of $bin keeps a copy of it.
 fresh=
-[ -e "$bin" ] || fresh=1
-mkdir -p "$prefix" || die "could not create $prefix"
-if [ -z "$fresh" ]; then
+newbin=
+[ -e "$bin" ] || newbin=1
+[ -z "$newbin" ] || [ -n "$old" ] || fresh=1
+if ! mkdirs "$prefix"; then
+	unmake
+	die "could not create $prefix"
+fi
+if [ -z "$newbin" ]; then
 	# An upgrade keeps the binary it replaces until the service runs on
 	# the new one.
 	previous=$prefix/.commandcore.previous.$$
 	cp -p "$bin" "$previous" || die "could not keep a copy of $bin"
 fi
 staged=$prefix/.commandcore.$$
-cp "$tmp/commandcore" "$staged" && chmod 755 "$staged" && mv -f "$staged" "$bin" ||
+if ! cp "$tmp/commandcore" "$staged" || ! chmod 755 "$staged" || ! mv -f "$staged" "$bin"; then
+	[ -z "$newbin" ] || unmake
 	die "could not install $bin"
+fi
 staged=
 
 if ! installed=$(cc "$bin" install 2>&1); then
 	if [ -n "$fresh" ]; then
 		cc "$bin" uninstall >/dev/null 2>&1
-		rm -f "$bin"
+		unmake
 		die "the service did not start: $(firstline "$installed"); the identity is kept, so running this again retries"
 	fi
-	mv -f "$previous" "$bin" && previous= && cc "$bin" install >/dev/null 2>&1
+	if [ -n "$previous" ]; then
+		mv -f "$previous" "$bin" && previous= && cc "$bin" install >/dev/null 2>&1
+	else
+		# From the older layout: the service goes back to $old, still in
+		# place, and what was put beside the new binary goes.
+		cc "$old" install >/dev/null 2>&1
+		unmake
+	fi
 	die "the service did not start on the new binary: $(firstline "$installed"); the previous binary is back in place"
 fi
 [ -z "$previous" ] || rm -f "$previous"
 previous=
 
+# Now that the service runs $bin, $link is made a link to it in one step:
+# made under a name of its own beside it and renamed over it (mv renames
+# the link itself). An older install's binary and its rollback copy go.
+linked=
+if [ -n "$link" ]; then
+	newlink=$linkdir/.commandcore.link.$$
+	if mkdirs "$linkdir" && rm -f "$newlink" && ln -s "$bin" "$newlink" && mv -f "$newlink" "$link"; then
+		newlink=
+		linked=1
+		[ -z "$old" ] || rm -f "$linkdir/commandcore.previous"
+	fi
+fi
+
 printf '%s\n' "$enrolled"
 printf '%s\n' "$installed" | grep -v '^note: '
 echo "installed $bin"
+onpath=$prefix
+if [ -n "$link" ]; then
+	onpath=$linkdir
+	if [ -n "$linked" ]; then
+		echo "linked $link to it"
+	else
+		echo "note: could not make $link a link to $bin; the service runs $bin all the same"
+	fi
+fi
 case :${PATH:-}: in
-*:"$prefix":*) ;;
-*) echo "note: $prefix is not in your PATH; add it to run commandcore by name" ;;
+*:"$onpath":*) ;;
+*) echo "note: $onpath is not in your PATH; add it to run commandcore by name" ;;
 esac
 echo
 # The agent links within moments of starting; status then says so.

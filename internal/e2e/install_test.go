@@ -114,8 +114,44 @@ func (s *scriptEnv) runShell(cmd *exec.Cmd, path string, extraEnv []string) (str
 	return "", "", 0
 }
 
-// installed is the agent binary the script puts in place.
-func (s *scriptEnv) installed() string { return filepath.Join(s.home, ".local", "bin", "commandcore") }
+// installed is the agent binary the script puts in place, in a directory
+// of its own.
+func (s *scriptEnv) installed() string {
+	return filepath.Join(s.home, ".local", "lib", "commandcore", "commandcore")
+}
+
+// link is where the script links the binary from, to run it by name; an
+// older script put the binary itself there.
+func (s *scriptEnv) link() string { return filepath.Join(s.home, ".local", "bin", "commandcore") }
+
+// runs checks that the agent's unit runs exe: its ExecStart names it and
+// its main process is it.
+func (s *scriptEnv) runs(exe string) {
+	s.t.Helper()
+	p := unitShow(s.t, s.service+".service", "ExecStart", "MainPID")
+	if !strings.Contains(p["ExecStart"], "path="+exe+" ;") {
+		s.t.Errorf("the unit runs %s, want %s", p["ExecStart"], exe)
+	}
+	if got, err := os.Readlink("/proc/" + p["MainPID"] + "/exe"); err != nil || got != exe {
+		s.t.Errorf("the agent's process runs %q (%v), want %s", got, err, exe)
+	}
+}
+
+// linked checks the layout the script makes: the binary in a directory of
+// its own, which the service runs, and a link to it in ~/.local/bin, alone
+// there.
+func (s *scriptEnv) linked() {
+	s.t.Helper()
+	if got, err := os.Readlink(s.link()); err != nil || got != s.installed() {
+		s.t.Errorf("%s links to %q (%v), want %s", s.link(), got, err, s.installed())
+	}
+	for _, dir := range []string{filepath.Dir(s.installed()), filepath.Dir(s.link())} {
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			s.t.Errorf("in %s: %v, want the one", dir, entries)
+		}
+	}
+	s.runs(s.installed())
+}
 
 // identityPath is where the service's identity is kept.
 func (s *scriptEnv) identityPath() string { return filepath.Join(s.config, s.service, "identity.json") }
@@ -144,11 +180,17 @@ func (s *scriptEnv) deviceID() string {
 // and linked by its own status, and the relay listing the device linked.
 func (s *scriptEnv) healthy(name string) {
 	s.t.Helper()
+	s.healthyAt(name, s.installed())
+}
+
+// healthyAt is healthy with the agent's binary at exe.
+func (s *scriptEnv) healthyAt(name, exe string) {
+	s.t.Helper()
 	if p := unitShow(s.t, s.service+".service", "ActiveState"); p["ActiveState"] != "active" {
 		s.t.Fatalf("unit %s is %s", s.service, p["ActiveState"])
 	}
 	s.relay.waitDevice(name, 20*time.Second, func(d deviceJSON) bool { return d.Connected })
-	cmd := exec.Command(s.installed(), "status", "--json", "--service", s.service)
+	cmd := exec.Command(exe, "status", "--json", "--service", s.service)
 	cmd.Env = s.env(os.Getenv("PATH"))
 	out, err := cmd.Output()
 	var st struct {
@@ -163,7 +205,7 @@ func (s *scriptEnv) healthy(name string) {
 // gone checks that nothing of an installation is left.
 func (s *scriptEnv) gone() {
 	s.t.Helper()
-	for _, p := range []string{s.installed(), s.unitFile(), s.identityPath()} {
+	for _, p := range []string{s.installed(), filepath.Dir(s.installed()), s.link(), s.unitFile(), s.identityPath()} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			s.t.Errorf("%s is left (%v)", p, err)
 		}
@@ -191,7 +233,7 @@ func toolDir(t *testing.T, names ...string) string {
 }
 
 // baseTools are what the script uses besides a fetcher and a shell.
-var baseTools = []string{"uname", "systemctl", "loginctl", "sha256sum", "mktemp", "rm", "mkdir", "cp", "chmod", "mv", "grep", "id", "sleep", "cat"}
+var baseTools = []string{"uname", "systemctl", "loginctl", "sha256sum", "mktemp", "rm", "mkdir", "rmdir", "cp", "chmod", "mv", "ln", "grep", "id", "sleep", "cat"}
 
 // busyboxDir is a PATH of busybox's applets, with systemd's own tools
 // (no busybox has them): a host whose userland is busybox.
@@ -371,12 +413,13 @@ func TestInstallScript(t *testing.T) {
 		t.Fatalf("install with %q: exit %d\n%s%s", line, rc, out, errOut)
 	}
 	for _, want := range []string{"Enrolled as line-box", "installed and started " + s.service + ".service", "installed " + s.installed(),
-		"Agent:       running", "Connection:  connected to " + public, "lingering is "} {
+		"linked " + s.link() + " to it\n", "Agent:       running", "Connection:  connected to " + public, "lingering is "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the script's output lacks %q:\n%s", want, out)
 		}
 	}
 	s.healthy("line-box")
+	s.linked()
 	id := s.deviceID()
 	served, _ := os.ReadFile(bin)
 	if got, _ := os.ReadFile(s.installed()); sha256.Sum256(got) != sha256.Sum256(served) {
@@ -398,6 +441,7 @@ func TestInstallScript(t *testing.T) {
 		t.Error("the agent was not restarted on its new binary")
 	}
 	s.healthy("line-box")
+	s.linked()
 
 	// And under busybox alone (its sh, wget and sha256sum), with a fresh
 	// code, which the kept identity leaves unused.
@@ -416,13 +460,7 @@ func TestInstallScript(t *testing.T) {
 
 	// An upgrade whose service does not start puts the previous binary
 	// back, and the agent runs on it again.
-	broken := t.TempDir()
-	fake := []byte("#!/bin/sh\ncase $1 in enroll) echo 'identity kept.'; exit 0 ;; esac\necho 'commandcore: start: job failed' >&2\nexit 1\n")
-	os.WriteFile(filepath.Join(broken, downloads.BinaryName(runtime.GOARCH)), fake, 0o755)
-	os.WriteFile(filepath.Join(broken, downloads.SumsName), fmt.Appendf(nil, "%x  %s\n", sha256.Sum256(fake), downloads.BinaryName(runtime.GOARCH)), 0o644)
-	bad := &relayEnv{t: t, relayState: t.TempDir()}
-	bad.relay = bad.serve("127.0.0.1:0", "--downloads", broken)
-	badScript := &scriptEnv{t: t, relay: bad, home: s.home, config: s.config, service: s.service}
+	badScript := &scriptEnv{t: t, relay: brokenRelay(t), home: s.home, config: s.config, service: s.service}
 	out, errOut, rc = badScript.pipe("curl -fsSL", "dash", path, nil, "--service", s.service)
 	if want := "commandcore install: the service did not start on the new binary: start: job failed; the previous binary is back in place\n"; rc != 1 || out != "" || errOut != want {
 		t.Fatalf("a failed upgrade: exit %d, %q, %q; want %q", rc, out, errOut, want)
@@ -430,22 +468,150 @@ func TestInstallScript(t *testing.T) {
 	if got, _ := os.ReadFile(s.installed()); sha256.Sum256(got) != sha256.Sum256(served) {
 		t.Fatal("the previous binary is not back")
 	}
-	if entries, _ := os.ReadDir(filepath.Dir(s.installed())); len(entries) != 1 {
-		t.Errorf("beside the binary: %v", entries)
-	}
 	s.healthy("line-box")
+	s.linked()
 
 	out, errOut, rc = s.pipe("curl -fsSL", "dash", path, nil, "--uninstall", "--purge", "--service", s.service)
-	if rc != 0 || !strings.Contains(out, "removed "+s.installed()) {
+	if rc != 0 || !strings.Contains(out, "removed "+s.installed()+"\n") || !strings.Contains(out, "removed "+s.link()+"\n") ||
+		!strings.Contains(out, "removed "+filepath.Dir(s.installed())+"\n") {
 		t.Fatalf("--uninstall --purge: exit %d\n%s%s", rc, out, errOut)
 	}
 	s.gone()
 }
 
+// brokenRelay serves a binary that enrolls (keeping the identity) but
+// whose service does not start: its install points the unit at itself,
+// stops the service and fails, as an install on a binary that cannot run
+// would.
+func brokenRelay(t *testing.T) *relayEnv {
+	t.Helper()
+	broken := t.TempDir()
+	fake := []byte(`#!/bin/sh
+case $1 in
+enroll) echo 'identity kept.'; exit 0 ;;
+install) ;;
+*) exit 1 ;;
+esac
+service=commandcore
+while [ $# -gt 0 ]; do
+	case $1 in --service) service=$2; shift ;; esac
+	shift
+done
+unit=$XDG_CONFIG_HOME/systemd/user/$service.service
+if [ -f "$unit" ]; then
+	sed "s|^ExecStart=[^ ]*|ExecStart=$0|" "$unit" >"$unit.new" && mv "$unit.new" "$unit"
+	systemctl --user daemon-reload && systemctl --user stop "$service.service"
+fi >/dev/null 2>&1
+echo 'commandcore: start: job failed' >&2
+exit 1
+`)
+	os.WriteFile(filepath.Join(broken, downloads.BinaryName(runtime.GOARCH)), fake, 0o755)
+	os.WriteFile(filepath.Join(broken, downloads.SumsName), fmt.Appendf(nil, "%x  %s\n", sha256.Sum256(fake), downloads.BinaryName(runtime.GOARCH)), 0o644)
+	bad := &relayEnv{t: t, relayState: t.TempDir()}
+	bad.relay = bad.serve("127.0.0.1:0", "--downloads", broken)
+	return bad
+}
+
+// TestInstallScriptMovesAnOlderInstall: an install that an older script
+// made, the binary itself in ~/.local/bin (with an update's rollback copy
+// beside it), is moved to the binary's own directory by running the
+// script again: the service runs the new binary there, ~/.local/bin holds
+// only the link to it, the identity is kept. An upgrade whose service
+// does not start on the new binary leaves the older install as it was,
+// the service running on it.
+func TestInstallScriptMovesAnOlderInstall(t *testing.T) {
+	need(t, "dash", "curl")
+	e := startRelay(t)
+	s := newScriptEnv(t, e)
+	path := os.Getenv("PATH")
+	bindir := filepath.Dir(s.link())
+	out, errOut, rc := s.pipe("curl -fsSL", "dash", path, []string{downloads.CodeEnv + "=" + e.relayCmd("enroll-code")},
+		"--name", "old-box", "--service", s.service, "--prefix", bindir)
+	if rc != 0 || !strings.Contains(out, "installed "+s.link()+"\n") || strings.Contains(out, "linked ") {
+		t.Fatalf("install with --prefix %s: exit %d\n%s%s", bindir, rc, out, errOut)
+	}
+	served, _ := os.ReadFile(bin)
+	if err := os.WriteFile(filepath.Join(bindir, "commandcore.previous"), served, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// older checks the older layout works: the binary itself in
+	// ~/.local/bin, its rollback copy beside it, the service on it, and
+	// nothing in ~/.local/lib.
+	older := func() {
+		t.Helper()
+		if fi, err := os.Lstat(s.link()); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("%s is not a file: %v", s.link(), err)
+		}
+		if got, _ := os.ReadFile(s.link()); sha256.Sum256(got) != sha256.Sum256(served) {
+			t.Fatalf("%s is not the binary it was", s.link())
+		}
+		if entries, _ := os.ReadDir(bindir); len(entries) != 2 {
+			t.Errorf("in %s: %v, want the binary and commandcore.previous", bindir, entries)
+		}
+		if _, err := os.Lstat(filepath.Join(s.home, ".local", "lib")); !os.IsNotExist(err) {
+			t.Errorf("~/.local/lib is there: %v", err)
+		}
+		s.runs(s.link())
+		s.healthyAt("old-box", s.link())
+	}
+	older()
+	id := s.deviceID()
+
+	bad := &scriptEnv{t: t, relay: brokenRelay(t), home: s.home, config: s.config, service: s.service}
+	out, errOut, rc = bad.pipe("curl -fsSL", "dash", path, nil, "--service", s.service)
+	if want := "commandcore install: the service did not start on the new binary: start: job failed; the previous binary is back in place\n"; rc != 1 || out != "" || errOut != want {
+		t.Fatalf("a failed upgrade: exit %d, %q, %q; want %q", rc, out, errOut, want)
+	}
+	older()
+
+	out, errOut, rc = s.pipe("curl -fsSL", "dash", path, nil, "--service", s.service)
+	if rc != 0 || !strings.Contains(out, "identity kept") || !strings.Contains(out, "installed "+s.installed()+"\n") ||
+		!strings.Contains(out, "linked "+s.link()+" to it\n") {
+		t.Fatalf("again without --prefix: exit %d\n%s%s", rc, out, errOut)
+	}
+	s.healthy("old-box")
+	s.linked()
+	if got, _ := os.ReadFile(s.installed()); sha256.Sum256(got) != sha256.Sum256(served) {
+		t.Fatal("the installed binary is not the relay's")
+	}
+	if got := s.deviceID(); got != id {
+		t.Fatalf("the identity changed from %s to %s", id, got)
+	}
+	if devs := e.devices(); len(devs) != 1 {
+		t.Fatalf("the relay lists %d devices, want the one: %+v", len(devs), devs)
+	}
+
+	out, errOut, rc = s.pipe("curl -fsSL", "dash", path, nil, "--uninstall", "--purge", "--service", s.service)
+	if rc != 0 || !strings.Contains(out, "removed "+s.installed()+"\n") || !strings.Contains(out, "removed "+s.link()+"\n") {
+		t.Fatalf("--uninstall --purge: exit %d\n%s%s", rc, out, errOut)
+	}
+	s.gone()
+
+	// --uninstall without --prefix finds an older install in ~/.local/bin
+	// and removes it, its rollback copy with it.
+	out, errOut, rc = s.pipe("curl -fsSL", "dash", path, []string{downloads.CodeEnv + "=" + e.relayCmd("enroll-code")},
+		"--name", "old-box-2", "--service", s.service, "--prefix", bindir)
+	if rc != 0 {
+		t.Fatalf("install with --prefix %s: exit %d\n%s%s", bindir, rc, out, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(bindir, "commandcore.previous"), served, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, rc = s.pipe("curl -fsSL", "dash", path, nil, "--uninstall", "--purge", "--service", s.service)
+	if rc != 0 || !strings.Contains(out, "removed "+s.link()+"\n") || !strings.Contains(out, "removed "+filepath.Join(bindir, "commandcore.previous")+"\n") {
+		t.Fatalf("--uninstall --purge of an older install: exit %d\n%s%s", rc, out, errOut)
+	}
+	s.gone()
+	if entries, err := os.ReadDir(bindir); err != nil || len(entries) != 0 {
+		t.Errorf("in %s: %v %v", bindir, entries, err)
+	}
+}
+
 // TestInstallScriptRefusals: each thing that stops the script stops it
 // with one line saying which, and leaves nothing behind: not the binary,
 // not the unit, not an identity, not even the directory the binary would
-// have gone to.
+// have gone to or the link to it; a service that does not start on a
+// fresh install included.
 func TestInstallScriptRefusals(t *testing.T) {
 	need(t, "dash", "busybox", "curl")
 	e := startRelay(t)
@@ -481,6 +647,8 @@ func TestInstallScriptRefusals(t *testing.T) {
 		{"no curl or wget", e, []string{"dash"}, toolDir(t, baseTools...), nil, "", "commandcore install: neither curl nor wget is installed", false},
 		{"no systemd user manager", e, []string{"dash"}, path,
 			[]string{"XDG_RUNTIME_DIR=/nonexistent", "DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus"}, "", "commandcore install: no systemd user manager answers", false},
+		{"service does not start", brokenRelay(t), []string{"dash"}, path, nil, "",
+			"commandcore install: the service did not start: start: job failed; the identity is kept, so running this again retries", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScriptEnv(t, c.relay)

@@ -75,7 +75,7 @@ code=$("$bin" relay enroll-code --name local --database "$db" 2>/dev/null)
 "$bin" enroll --server "$servers" --code "$code" --state-dir "$dir/agent" --config-dir "$dir/agent-config" >/dev/null
 "$bin" agent --state-dir "$dir/agent" --config-dir "$dir/agent-config" >"$dir/agent.log" 2>&1 &
 pids+=($!)
-token=$("$bin" relay token create --name local --database "$db" 2>/dev/null)
+token=$("$bin" relay token create --name make-run-cluster --database "$db" 2>/dev/null)
 
 cat <<MSG
 CommandCore is running as three relay replicas on loopback (state in $dir, started over each run).

@@ -108,7 +108,7 @@ if [ -s "$dir/client-token" ]; then
 	fi
 fi
 if [ ! -s "$dir/client-token" ]; then
-	"$bin" relay token create --name local --state-dir "$dir/relay" >"$dir/client-token.new" 2>/dev/null
+	"$bin" relay token create --name make-run --state-dir "$dir/relay" >"$dir/client-token.new" 2>/dev/null
 	mv "$dir/client-token.new" "$dir/client-token"
 fi
 token=$(cat "$dir/client-token")

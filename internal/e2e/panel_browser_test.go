@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -173,10 +174,10 @@ func TestPanelInABrowser(t *testing.T) {
 		b.open(p.panel + "devices/" + p.device)
 		row := fmt.Sprintf(`tr[data-job=%q]`, id)
 		b.await("the Device page lists the job", fmt.Sprintf(`!!document.querySelector('%s')`, row), 5*time.Second)
-		// The owner is the client token's name, as made by token create
-		// --name e2e, not its ID.
-		if owner := b.text(row + ` td[data-label="Owner"]`); owner != "e2e" {
-			t.Errorf("the job's owner shows as %q, want the token's name", owner)
+		// The owner is the principal as the CLI shows it, the token's own
+		// ID, with the token's name (token create --name e2e) beside it.
+		if owner := b.text(row + ` td[data-label="Owner"]`); !regexp.MustCompile(`^tok_[0-9a-f]{12} \(token e2e\)$`).MatchString(owner) {
+			t.Errorf("the job's owner shows as %q, want its principal with the token's name beside it", owner)
 		}
 		if state := eval[string](b, `document.querySelector('`+row+` .badge').className`); state != "badge live" {
 			t.Errorf("a running job's state badge is %q", state)

@@ -176,6 +176,12 @@ func TestRunLocalKeepsStateAndStopsThePair(t *testing.T) {
 	if strings.Contains(agentLog+relayLog, marker) {
 		t.Errorf("a job's command reached the logs:\n%s\n%s", agentLog, relayLog)
 	}
+	// The token is named for what made it, not after a reserved principal
+	// (local is the machine's owner), which the panel would show as owner.
+	list, err := exec.Command(bin, "relay", "token", "list", "--json", "--state-dir", filepath.Join(dir, "relay")).Output()
+	if err != nil || !strings.Contains(string(list), `"name":"make-run"`) || strings.Contains(string(list), `"name":"local"`) {
+		t.Errorf("make run's token (%v):\n%s", err, list)
+	}
 
 	// The owner's ceiling in the agent's config directory: the status
 	// command the script prints reads that directory, not the default.

@@ -116,11 +116,35 @@ func (p *Panel) loadConsent(w http.ResponseWriter, r *http.Request) (*consent, b
 		}
 		return c, true
 	}
-	if c.devices, err = p.cfg.State.Devices(); err != nil {
+	devs, err := p.cfg.State.Devices()
+	if err != nil {
 		p.stateFailed(w, r, err)
 		return nil, false
 	}
+	c.devices = offered(devs)
 	return c, true
+}
+
+// offered are the devices a connection may be given: those in good
+// standing (a revoked or compromised device is no choice), connected ones
+// first, each part by name.
+func offered(devs []store.Device) []store.Device {
+	var out []store.Device
+	for _, d := range devs {
+		if d.Standing == store.StandingActive {
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b store.Device) int {
+		if a.Connected != b.Connected {
+			if a.Connected {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
 }
 
 // resourceDevice reads an MCP URL: the device of /…/mcp/<device>, or all

@@ -705,3 +705,38 @@ func TestConsentPreselection(t *testing.T) {
 		}
 	}
 }
+
+// TestConsentOffersDevicesInGoodStanding: a revoked device is neither
+// offered nor ticked on the consent page, nor taken when a form names it;
+// the devices offered list the connected ones first, each part by name.
+func TestConsentOffersDevicesInGoodStanding(t *testing.T) {
+	f := newConsentFixture(t)
+	gone := enrolled(t, f, "gone")
+	idle := enrolled(t, f, "a-idle")
+	live := enrolled(t, f, "z-live")
+	if _, _, err := f.state.RevokeDevice(gone.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.state.JoinReplica(store.Replica{ID: "r1", Name: "r1", Address: "http://127.0.0.1:1"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.state.TakeLink(live.ID, "r1", "", time.Now()); err != nil || !ok {
+		t.Fatalf("TakeLink: %v %v", ok, err)
+	}
+	c := f.client()
+	f.do(c, "POST", LoginPath, url.Values{"code": {f.code("alice")}}, nil)
+	id := f.request(testIssuer+"/mcp", "", time.Now())
+	_, page := f.do(c, "GET", ConsentPath+id, nil, nil)
+	if strings.Contains(page, gone.ID) || strings.Contains(page, "> gone") {
+		t.Errorf("the revoked device is offered:\n%s", page)
+	}
+	i, j := strings.Index(page, `value="`+live.ID+`" checked`), strings.Index(page, `value="`+idle.ID+`" checked`)
+	if i < 0 || j < 0 || i > j {
+		t.Errorf("want the connected z-live ticked before a-idle (at %d and %d):\n%s", i, j, page)
+	}
+	resp, page := f.do(c, "POST", ConsentPath+id, url.Values{"csrf": {f.csrf(c)}, "answer": {"allow"}, "device": {gone.ID},
+		"preset": {"read"}, "principal": {"alice"}, "days": {"30"}}, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "a device chosen is not one of this relay&#39;s") {
+		t.Errorf("a form naming the revoked device: %d\n%s", resp.StatusCode, page)
+	}
+}

@@ -352,19 +352,20 @@ func (p *Panel) revokeToken(w http.ResponseWriter, r *http.Request, s session) {
 
 // enrollData is the Enrollment page's: the code just made, the line that
 // installs the agent on the device with it (Install), and the line that
-// enrolls an agent installed already (Line).
+// enrolls an agent installed already (Line); TTL is the form's lifetime
+// as it is typed there, Life how long the code just made works.
 type enrollData struct {
-	Code, Install, Line, TTL string
-	Servers                  []string
+	Code, Install, Line, TTL, Life string
+	Servers                        []string
 }
 
 func (p *Panel) enrollPage(w http.ResponseWriter, r *http.Request, s session) {
-	p.show(w, s, "enroll", "Enrollment", enrollData{TTL: limits.EnrollCodeTTL.String()})
+	p.show(w, s, "enroll", "Enrollment", enrollData{TTL: ttlText(limits.EnrollCodeTTL)})
 }
 
 func (p *Panel) createEnrollCode(w http.ResponseWriter, r *http.Request, s session) {
 	began := p.cfg.Now()
-	ttl, err := parseTTL(orDefault(r.PostFormValue("ttl"), limits.EnrollCodeTTL.String()))
+	ttl, err := parseTTL(orDefault(r.PostFormValue("ttl"), ttlText(limits.EnrollCodeTTL)))
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	var code string
 	if err == nil {
@@ -397,7 +398,8 @@ func (p *Panel) createEnrollCode(w http.ResponseWriter, r *http.Request, s sessi
 	case len(servers) > 0:
 		install = downloads.InstallLine(servers[0], code)
 	}
-	p.show(w, s, "enroll", "Enrollment", enrollData{Code: code, Install: install, Line: line, Servers: servers, TTL: limits.EnrollCodeTTL.String()})
+	p.show(w, s, "enroll", "Enrollment", enrollData{Code: code, Install: install, Line: line, Servers: servers,
+		TTL: ttlText(ttl), Life: span(ttl)})
 }
 
 func orDefault(v, def string) string {

@@ -409,9 +409,41 @@ func TestEnrollmentShowsTheLineToPaste(t *testing.T) {
 	if want := `<pre id="install-line">curl --proto &#39;=https&#39; -fsSL https://r1.example/install.sh | COMMANDCORE_ENROLL_CODE=` + m[1] + ` sh</pre>`; !strings.Contains(page, want) {
 		t.Fatalf("no install line %q:\n%s", want, page)
 	}
+	// The lifetime chosen, in the panel's words, and the form keeps it as
+	// typed; never a Go duration such as 10m0s.
+	if !strings.Contains(page, "the code works once, for 10 min;") || !strings.Contains(page, `name="ttl" value="10m"`) || strings.Contains(page, "0s") {
+		t.Errorf("the code's lifetime is not shown as chosen:\n%s", page)
+	}
 	dev, _, _, err := f.state.Enroll(m[1], "other", time.Now())
 	if err != nil || dev.Name != "box" {
 		t.Fatalf("the shown code: %+v, %v", dev, err)
+	}
+	_, page = f.do(c, "GET", Prefix+"enroll", nil, nil)
+	if !strings.Contains(page, `name="ttl" value="15m"`) {
+		t.Errorf("the form's default lifetime is not 15m:\n%s", page)
+	}
+}
+
+// TestTTLText: a lifetime is written as the form reads it back, in its
+// largest whole unit.
+func TestTTLText(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		15 * time.Minute:                   "15m",
+		90 * time.Minute:                   "90m",
+		12 * time.Hour:                     "12h",
+		24 * time.Hour:                     "1d",
+		30 * 24 * time.Hour:                "30d",
+		36 * time.Hour:                     "36h",
+		90 * time.Second:                   "1m30s",
+		time.Minute + 500*time.Millisecond: "1m0.5s",
+	} {
+		got := ttlText(d)
+		if got != want {
+			t.Errorf("ttlText(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := parseTTL(got); err != nil || back != d {
+			t.Errorf("%q reads back as %v, %v", got, back, err)
+		}
 	}
 }
 

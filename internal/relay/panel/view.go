@@ -71,6 +71,21 @@ func span(d time.Duration) string {
 	return fmt.Sprintf("%d days", d/(24*time.Hour))
 }
 
+// ttlText is a lifetime as a form takes it (humantime.ParseTTL): whole
+// days, hours or minutes in their own unit (30d, 12h, 15m), anything finer
+// as a Go duration.
+func ttlText(d time.Duration) string {
+	switch {
+	case d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
+
 // when shows a time in UTC.
 func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 
@@ -167,16 +182,18 @@ func (p *Panel) names() names {
 	return n
 }
 
-// who is a principal, or a token, as a page shows it: its name, and what
-// it stands for in a title.
+// who is a principal, or a token, as a page shows it: its name, a note
+// beside it (the token's name, for a principal that is a token's own ID),
+// and what it stands for in a title.
 type who struct {
-	Name, Title string
+	Name, Note, Title string
 }
 
-// Of is the principal as a page shows it.
+// Of is the principal as a page shows it: as the CLI shows it, with the
+// name of the token whose own ID it is beside it.
 func (n names) Of(principal string) who {
-	if name, ok := n[principal]; ok {
-		return who{Name: name, Title: "token " + principal + " (its principal is its own ID)"}
+	if name, ok := n[principal]; ok && name != principal {
+		return who{Name: principal, Note: "token " + name, Title: "the principal of token " + name + ", its own ID"}
 	}
 	return who{Name: principal, Title: "principal " + principal}
 }

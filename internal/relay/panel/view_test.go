@@ -121,9 +121,9 @@ func TestJobsSayHowTheyEnded(t *testing.T) {
 }
 
 // TestPrincipalsShowAsPeopleNamedThem: a job's owner, a prompt's asker
-// and an audit entry's principal that is a token's own ID show as the
-// token's name, the ID in the title; a principal a person chose shows
-// as itself.
+// and an audit entry's principal that is a token's own ID show as the CLI
+// shows them, the token's own ID, with the token's name beside it; a
+// principal a person chose shows as itself.
 func TestPrincipalsShowAsPeopleNamedThem(t *testing.T) {
 	f, _ := newSecretFixture(t)
 	dev := enrolled(t, f, "box")
@@ -150,7 +150,7 @@ func TestPrincipalsShowAsPeopleNamedThem(t *testing.T) {
 	now := time.Now()
 	f.state.AppendAudit([]store.AuditEntry{{At: now, Principal: laptop.ID, TokenID: laptop.ID, Tool: "process.jobs", Outcome: store.AuditOK}}, now)
 	c := f.signIn("olga")
-	byLaptop := `<span title="token ` + laptop.ID + ` (its principal is its own ID)">laptop</span>`
+	byLaptop := `<span title="the principal of token laptop, its own ID">` + laptop.ID + ` <span class="off">(token laptop)</span></span>`
 	pages := map[string][]string{
 		Prefix + "devices/" + dev.ID: {`<td data-label="Owner">` + byLaptop + `</td>`, `<td data-label="Owner"><span title="principal alice">alice</span></td>`},
 		jobPath(dev.ID, job1):        {`<dt>Owner</dt><dd>` + byLaptop + `</dd>`},

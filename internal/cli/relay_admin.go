@@ -2,10 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"github.com/commandcore/commandcore/internal/humantime"
 	"net/url"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -124,9 +124,9 @@ func runAdminList(o *adminListOptions) error {
 	for _, a := range admins {
 		state := "active"
 		if a.RevokedAt != nil {
-			state = "revoked " + a.RevokedAt.Format(time.RFC3339)
+			state = "revoked " + humantime.Time(*a.RevokedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", a.Name, a.CreatedAt.Format(time.RFC3339), a.Sessions, state)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", a.Name, humantime.Time(a.CreatedAt), a.Sessions, state)
 	}
 	return tw.Flush()
 }

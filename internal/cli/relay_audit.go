@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/commandcore/commandcore/internal/humantime"
 	"io"
 	"text/tabwriter"
 	"time"
@@ -97,7 +98,7 @@ func printRefusalTable(w io.Writer, refusals []store.RefusalCount) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MINUTE\tSOURCE\tREFUSED")
 	for _, r := range refusals {
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", r.Minute.Format(time.RFC3339), dash(r.Source), r.Count)
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", humantime.Time(r.Minute), dash(r.Source), r.Count)
 	}
 	return tw.Flush()
 }
@@ -109,7 +110,7 @@ func printAuditTable(w io.Writer, entries []store.AuditEntry) error {
 	fmt.Fprintln(tw, "TIME\tPRINCIPAL\tTOKEN\tDEVICE\tTOOL\tOUTCOME\tCODE\tDURATION")
 	for _, e := range entries {
 		d := (time.Duration(e.DurationUS) * time.Microsecond).Round(time.Microsecond)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), dash(e.Principal), dash(e.TokenID),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", humantime.Time(e.At), dash(e.Principal), dash(e.TokenID),
 			dash(e.Device), e.Tool, e.Outcome, dash(e.Code), d)
 	}
 	return tw.Flush()

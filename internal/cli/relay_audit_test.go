@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
 
@@ -50,15 +51,19 @@ func TestRelayAudit(t *testing.T) {
 	}
 
 	code, out, _ = runMain("relay", "audit", "--state-dir", state)
-	want := "TIME                  PRINCIPAL         TOKEN             DEVICE                                TOOL          OUTCOME  CODE               DURATION\n" +
-		"2031-01-02T03:04:05Z  tok_0123456789ab  tok_0123456789ab  0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10  process.jobs  ok       -                  2.5ms\n"
-	refusals := "2031-01-02T03:05:05Z  -                 -                 -                                     unknown       failed   permission_denied  40µs\n" +
+	// Times as the other commands print them, local with the zone; the
+	// JSON above keeps RFC 3339.
+	calls := table("TIME\tPRINCIPAL\tTOKEN\tDEVICE\tTOOL\tOUTCOME\tCODE\tDURATION",
+		humantime.Time(at)+"\ttok_0123456789ab\ttok_0123456789ab\t0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10\tprocess.jobs\tok\t-\t2.5ms",
+		humantime.Time(at.Add(time.Second))+"\ttok_0123456789ab\ttok_0123456789ab\t0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10\tprocess.jobs\tok\t-\t2.5ms",
+		humantime.Time(at.Add(2*time.Second))+"\ttok_0123456789ab\ttok_0123456789ab\t0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10\tprocess.jobs\tok\t-\t2.5ms",
+		humantime.Time(at.Add(time.Minute))+"\t-\t-\t-\tunknown\tfailed\tpermission_denied\t40µs")
+	want := strings.SplitAfterN(calls, "\n", 3)
+	refusals := strings.SplitAfterN(calls, "\n", 5)[4] +
 		"\nRequests refused without a valid client token, per source and minute:\n" +
-		"MINUTE                SOURCE         REFUSED\n" +
-		"2031-01-02T03:04:00Z  192.0.2.7      5000\n" +
-		"2031-01-02T03:05:00Z  -              3\n" +
-		"2031-01-02T03:06:00Z  2001:db8::/64  12\n"
-	if code != ExitOK || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, refusals) || strings.Count(out, "\n") != 11 {
+		table("MINUTE\tSOURCE\tREFUSED", humantime.Time(minute)+"\t192.0.2.7\t5000",
+			humantime.Time(minute.Add(time.Minute))+"\t-\t3", humantime.Time(minute.Add(2*time.Minute))+"\t2001:db8::/64\t12")
+	if code != ExitOK || !strings.HasPrefix(out, want[0]+want[1]) || !strings.HasSuffix(out, refusals) || strings.Count(out, "\n") != 11 {
 		t.Fatalf("exit %d, table:\n%s", code, out)
 	}
 

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"github.com/commandcore/commandcore/internal/humantime"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -61,9 +61,14 @@ func runDevices(o *devicesOptions) error {
 	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tSTANDING\tCONNECTED\tREPLICA\tLAST SEEN\tAGENT")
 	for _, d := range devs {
+		// A connected device is seen now: its last-seen time is written
+		// only every so often while the link lasts.
 		seen := "never"
-		if d.LastSeen != nil {
-			seen = d.LastSeen.Format(time.RFC3339)
+		switch {
+		case d.Connected:
+			seen = "connected"
+		case d.LastSeen != nil:
+			seen = humantime.Time(*d.LastSeen)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%s\n", d.Name, d.ID, d.Standing, d.Connected, dash(names[d.Replica]), seen, agentText(d))
 	}

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"github.com/commandcore/commandcore/internal/humantime"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,7 +42,7 @@ func runReplicas(o *replicasOptions) error {
 	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tADDRESS\tNATS\tLINKS\tSINCE")
 	for _, r := range replicas {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\n", r.Name, r.ID, dash(r.Address), r.NATS, r.Links, r.StartedAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\n", r.Name, r.ID, dash(r.Address), r.NATS, r.Links, humantime.Time(r.StartedAt))
 	}
 	return tw.Flush()
 }

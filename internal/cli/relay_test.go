@@ -3,9 +3,12 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"github.com/commandcore/commandcore/internal/humantime"
 	"regexp"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/errcode"
@@ -21,6 +24,18 @@ func relayAt(t *testing.T, now time.Time, out, errOut *bytes.Buffer) relayOption
 	state := t.TempDir()
 	return relayOptions{IO: IO{Out: out, Err: errOut}, Now: func() time.Time { return now },
 		State: func() (store.State, error) { return store.Open(state) }}
+}
+
+// table is rows (tab-separated cells) as the relay commands align them:
+// columns two spaces apart.
+func table(rows ...string) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
+	tw.Flush()
+	return b.String()
 }
 
 var bearerRE = regexp.MustCompile(`^cct_tok_[0-9a-f]{12}_[A-Za-z0-9_-]{43}\n$`)
@@ -40,7 +55,7 @@ func TestRelayTokens(t *testing.T) {
 		t.Fatalf("token create stdout %q is not the bearer alone", out.String())
 	}
 	id := strings.Join(strings.Split(out.String(), "_")[1:3], "_")
-	if want := "token " + id + " (ci): principal " + id + ", devices build-box, tools process.*,system.metrics, expires 2031-01-02T15:04:05Z. It is shown only now.\n"; errOut.String() != want {
+	if want := "token " + id + " (ci): principal " + id + ", devices build-box, tools process.*,system.metrics, expires " + humantime.Time(now.Add(12*time.Hour)) + ". It is shown only now.\n"; errOut.String() != want {
 		t.Fatalf("token create stderr %q, want %q", errOut.String(), want)
 	}
 
@@ -53,6 +68,13 @@ func TestRelayTokens(t *testing.T) {
 	if err != nil || len(toks) != 1 || toks[0].ID != id || toks[0].Name != "ci" || toks[0].RevokedAt != nil {
 		t.Fatalf("token list --json (%v):\n%s", err, out.String())
 	}
+	// The state the table shows is in the JSON too, and its times stay
+	// RFC 3339.
+	for _, want := range []string{`"state":"active"`, `"expires_at":"2031-01-02T15:04:05Z"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("token list --json lacks %s:\n%s", want, out.String())
+		}
+	}
 	if strings.Contains(out.String(), "cct_") {
 		t.Fatalf("token list shows a secret:\n%s", out.String())
 	}
@@ -64,8 +86,8 @@ func TestRelayTokens(t *testing.T) {
 		if err := runTokenList(list); err != nil {
 			t.Fatal(err)
 		}
-		want := "ID                KIND    NAME  CLIENT  PRINCIPAL         DEVICES    TOOLS                     CREATED               LAST USED  EXPIRES               STATE\n" +
-			id + "  static  ci    -       " + id + "  build-box  process.*,system.metrics  2031-01-02T03:04:05Z  -          2031-01-02T15:04:05Z  " + state + "\n"
+		want := table("ID\tKIND\tNAME\tCLIENT\tPRINCIPAL\tDEVICES\tTOOLS\tCREATED\tLAST USED\tEXPIRES\tSTATE",
+			id+"\tstatic\tci\t-\t"+id+"\tbuild-box\tprocess.*,system.metrics\t"+humantime.Time(now)+"\t-\t"+humantime.Time(now.Add(12*time.Hour))+"\t"+state)
 		if out.String() != want {
 			t.Fatalf("token list:\n%s\nwant:\n%s", out.String(), want)
 		}
@@ -117,8 +139,8 @@ func TestRelayTokenListShowsConnections(t *testing.T) {
 	if err := runTokenList(&tokenListOptions{relayOptions: ro}); err != nil {
 		t.Fatal(err)
 	}
-	want := "ID                KIND   NAME            CLIENT          PRINCIPAL  DEVICES  TOOLS         CREATED               LAST USED             EXPIRES               STATE\n" +
-		tok.ID + "  oauth  Claude-Desktop  Claude Desktop  olga       box      process.jobs  2031-01-02T03:04:05Z  2031-01-02T03:05:05Z  2031-01-03T03:04:05Z  active\n"
+	want := table("ID\tKIND\tNAME\tCLIENT\tPRINCIPAL\tDEVICES\tTOOLS\tCREATED\tLAST USED\tEXPIRES\tSTATE",
+		tok.ID+"\toauth\tClaude-Desktop\tClaude Desktop\tolga\tbox\tprocess.jobs\t"+humantime.Time(now)+"\t"+humantime.Time(now.Add(time.Minute))+"\t"+humantime.Time(now.Add(24*time.Hour))+"\tactive")
 	if out.String() != want {
 		t.Fatalf("token list:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -178,16 +200,18 @@ func TestRelayDevices(t *testing.T) {
 	st, _ = ro.State()
 	st.JoinReplica(store.Replica{ID: "rpl_a", Name: "relay-a"}, now)
 	st.TakeLink(dev.ID, "rpl_a", "", now)
-	st.NoteAgent(dev.ID, "rpl_a", "1.0.0", "1.1.0", false)
+	st.NoteAgent(dev.ID, "rpl_a", store.AgentNote{Version: "1.0.0", Offered: "1.1.0"})
 	st.Close()
 	out.Reset()
-	if err := runDevices(o); err != nil || !strings.Contains(out.String(), "  true       relay-a  "+now.Format(time.RFC3339)+"  1.0.0 (outdated: 1.1.0 offered)") {
+	// A connected device is seen now, whenever its last-seen time was
+	// last written.
+	if err := runDevices(o); err != nil || !strings.Contains(out.String(), "  true       relay-a  connected  1.0.0 (outdated: 1.1.0 offered)") {
 		t.Fatalf("devices with a live replica holding the link (%v):\n%s", err, out.String())
 	}
 	later := now.Add(limits.ReplicaTTL + time.Second)
 	o.Now = func() time.Time { return later }
 	out.Reset()
-	if err := runDevices(o); err != nil || !strings.Contains(out.String(), "  false      -        ") {
+	if err := runDevices(o); err != nil || !strings.Contains(out.String(), "  false      -        "+humantime.Time(now)+"  ") {
 		t.Fatalf("devices held by a replica gone past its TTL (%v):\n%s", err, out.String())
 	}
 	o.Now = ro.Now

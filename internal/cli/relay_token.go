@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/commandcore/commandcore/internal/humantime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,7 +60,7 @@ func runTokenCreate(o *tokenCreateOptions) error {
 		}
 		fmt.Fprintln(o.IO.Out, secret)
 		fmt.Fprintf(o.IO.Err, "token %s (%s): principal %s, devices %s, tools %s, expires %s. It is shown only now.\n",
-			tok.ID, tok.Name, tok.Principal, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), tok.ExpiresAt.Format(time.RFC3339))
+			tok.ID, tok.Name, tok.Principal, strings.Join(tok.Devices, ","), strings.Join(tok.Tools, ","), humantime.Time(tok.ExpiresAt))
 		return nil
 	})
 }
@@ -90,29 +91,45 @@ func runTokenList(o *tokenListOptions) error {
 	if err != nil {
 		return err
 	}
+	now := o.Now()
 	if o.JSON {
-		return writeJSONLines(o.IO.Out, toks...)
+		lines := make([]tokenLine, len(toks))
+		for i, t := range toks {
+			lines[i] = tokenLine{Token: t, State: tokenState(t, now)}
+		}
+		return writeJSONLines(o.IO.Out, lines...)
 	}
 	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tNAME\tCLIENT\tPRINCIPAL\tDEVICES\tTOOLS\tCREATED\tLAST USED\tEXPIRES\tSTATE")
-	now := o.Now()
 	for _, t := range toks {
-		state := "active"
-		switch {
-		case t.RevokedAt != nil:
-			state = "revoked"
-		case now.After(t.ExpiresAt):
-			state = "expired"
-		}
+		state := tokenState(t, now)
 		used := "-"
 		if t.LastUsedAt != nil {
-			used = t.LastUsedAt.Format(time.RFC3339)
+			used = humantime.Time(*t.LastUsedAt)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Name, dash(t.Client), t.Principal,
-			strings.Join(t.Devices, ","), strings.Join(t.Tools, ","), t.CreatedAt.Format(time.RFC3339), used,
-			t.ExpiresAt.Format(time.RFC3339), state)
+			strings.Join(t.Devices, ","), strings.Join(t.Tools, ","), humantime.Time(t.CreatedAt), used,
+			humantime.Time(t.ExpiresAt), state)
 	}
 	return tw.Flush()
+}
+
+// tokenLine is a token as token list --json prints it: its record and
+// the state the table shows.
+type tokenLine struct {
+	store.Token
+	State string `json:"state"`
+}
+
+// tokenState is a token's state at now: active, revoked or expired.
+func tokenState(t store.Token, now time.Time) string {
+	switch {
+	case t.RevokedAt != nil:
+		return "revoked"
+	case now.After(t.ExpiresAt):
+		return "expired"
+	}
+	return "active"
 }
 
 type tokenRevokeOptions struct {

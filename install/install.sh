@@ -210,7 +210,7 @@ aarch64 | arm64) arch=arm64 ;;
 esac
 
 command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/dev/null 2>&1 ||
-	die "no systemd user manager answers (systemctl --user); the agent runs as a user service, so run this in your own login session on a host with systemd"
+	die "no systemd user manager answers (systemctl --user); the agent runs as a user service: run this in your own login session, or where there is none, have root run: loginctl enable-linger $(id -un 2>/dev/null || echo USER), then: export XDG_RUNTIME_DIR=/run/user/$(id -u 2>/dev/null || echo UID) and run this again"
 
 if command -v sha256sum >/dev/null 2>&1; then
 	sha256() { sha256sum "$1"; }
@@ -319,7 +319,10 @@ if [ -n "$link" ]; then
 	fi
 fi
 
-printf '%s\n' "$enrolled"
+# enroll's first line says what it did; its hint on starting an agent is
+# not for this script, which has just started one.
+printf '%s\n' "${enrolled%%
+*}"
 printf '%s\n' "$installed" | grep -v '^note: '
 echo "installed $bin"
 onpath=$prefix

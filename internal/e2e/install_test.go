@@ -418,6 +418,10 @@ func TestInstallScript(t *testing.T) {
 			t.Errorf("the script's output lacks %q:\n%s", want, out)
 		}
 	}
+	// enroll's hint to start an agent is not for a line that starts one.
+	if strings.Contains(out, "otherwise start it") {
+		t.Errorf("the script's output tells the person to start the agent it started:\n%s", out)
+	}
 	s.healthy("line-box")
 	s.linked()
 	id := s.deviceID()
@@ -646,7 +650,7 @@ func TestInstallScriptRefusals(t *testing.T) {
 		{"unsupported architecture", e, []string{"dash"}, shim + ":" + path, nil, "", "commandcore install: unsupported architecture riscv64: ", false},
 		{"no curl or wget", e, []string{"dash"}, toolDir(t, baseTools...), nil, "", "commandcore install: neither curl nor wget is installed", false},
 		{"no systemd user manager", e, []string{"dash"}, path,
-			[]string{"XDG_RUNTIME_DIR=/nonexistent", "DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus"}, "", "commandcore install: no systemd user manager answers", false},
+			[]string{"XDG_RUNTIME_DIR=/nonexistent", "DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus"}, "", "commandcore install: no systemd user manager answers (systemctl --user); the agent runs as a user service: run this in your own login session, or where there is none, have root run: loginctl enable-linger ", false},
 		{"service does not start", brokenRelay(t), []string{"dash"}, path, nil, "",
 			"commandcore install: the service did not start: start: job failed; the identity is kept, so running this again retries", false},
 	} {

@@ -272,8 +272,20 @@ const phoneWidth = 390
 // browser's own size again.
 func (b *browser) atPhoneWidth(f func()) {
 	b.t.Helper()
-	if _, err := within(b, 10*time.Second, chromedp.EmulateViewport(phoneWidth, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile)); err != nil {
-		b.t.Fatalf("phone width: %v", err)
+	b.atViewport(chromedp.EmulateViewport(phoneWidth, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile), f)
+}
+
+// atWidth runs f with the page laid out in a desktop window width pixels
+// wide, then at the browser's own size again.
+func (b *browser) atWidth(width int64, f func()) {
+	b.t.Helper()
+	b.atViewport(chromedp.EmulateViewport(width, 800), f)
+}
+
+func (b *browser) atViewport(view chromedp.Action[chromedp.Void], f func()) {
+	b.t.Helper()
+	if _, err := within(b, 10*time.Second, view); err != nil {
+		b.t.Fatalf("viewport: %v", err)
 	}
 	defer within(b, 10*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		_, err := cdp.Call(ctx, t, emulation.ClearDeviceMetricsOverride, cdp.Empty{})

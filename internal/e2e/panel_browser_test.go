@@ -253,8 +253,35 @@ func TestPanelInABrowser(t *testing.T) {
 		if _, isErr := k.Call("process.jobs", nil); isErr {
 			t.Fatal("the new token's call failed")
 		}
+		// A connection's worth of tools (sixteen) and a long name keep the
+		// token's State and Revoke on screen at 1,280 px and at a phone's
+		// 390: the tools show as a summary that opens to the list.
 		b.open(p.panel + "tokens")
-		b.shot("tokens")
+		b.fill("#t-name", "a-token-for-the-nightly-integration-builds-of-every-branch")
+		b.fill("#t-tools", "process.jobs,process.list,process.status,process.output,process.wait,process.screen,process.start,process.run,process.input,process.resize,process.stop,process.forget,files.list,files.read,files.search,files.write")
+		b.submit("#create-token")
+		b.open(p.panel + "tokens")
+		wide := `tr[data-token]:has(button[aria-label^="Revoke a-token-for"])`
+		onScreen := func(width int) {
+			t.Helper()
+			for _, sel := range []string{wide + ` td[data-label="State"] .badge`, wide + ` button[aria-label^="Revoke"]`} {
+				if right := eval[float64](b, `document.querySelector('`+sel+`').getBoundingClientRect().right`); right <= 0 || right > float64(width) {
+					t.Errorf("at %d px, %s ends at x = %.0f, off the screen", width, sel, right)
+				}
+			}
+			if summary := b.text(wide + ` td[data-label="Tools"] summary`); summary != "16 tools" {
+				t.Errorf("the sixteen tools show as %q, want 16 tools", summary)
+			}
+		}
+		b.atWidth(1280, func() {
+			onScreen(1280)
+			b.shot("tokens")
+		})
+		b.atPhoneWidth(func() {
+			onScreen(phoneWidth)
+			b.fits("the Tokens page")
+			b.shot("tokens-phone")
+		})
 		b.submit(`button[aria-label="Revoke browser"]`)
 		res, err := k.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "process.jobs"})
 		if err == nil && !res.IsError {

@@ -520,7 +520,7 @@ func TestTokensPageListsConnections(t *testing.T) {
 		t.Errorf("the connection's row after a call:\n%s", r)
 	}
 	_, page = f.do(c, "GET", Prefix+"tokens", nil, nil)
-	if !strings.Contains(page, `data-field="kind">static</td>`) || !strings.Contains(page, `<td data-label="Devices" data-field="devices">box</td>`) {
+	if !strings.Contains(page, `data-field="kind">static</td>`) || !strings.Contains(page, `<td data-label="Devices" data-field="devices" class="wrap">box</td>`) {
 		t.Errorf("the static token's row:\n%s", page)
 	}
 	if resp, _ := f.do(c, "POST", Prefix+"tokens/"+tok.ID+"/revoke", url.Values{"csrf": {csrf}}, nil); resp.StatusCode != http.StatusSeeOther {

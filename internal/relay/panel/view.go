@@ -3,9 +3,11 @@ package panel
 import (
 	"fmt"
 	"html/template"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/commandcore/commandcore/internal/authz"
 	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/relay/store"
 )
@@ -24,7 +26,52 @@ func (p *Panel) funcs() template.FuncMap {
 		"at":    func(t any) moment { return at(t, p.cfg.Now()) },
 		"took":  func(us int64) string { return took(time.Duration(us) * time.Microsecond) },
 		"tone":  tone,
+		"tools": summarize,
 	}
+}
+
+// toolList is a scope's tools as a table cell shows them: Short always,
+// and All, the tools one by one, when Short does not name them.
+type toolList struct {
+	Short string
+	All   []string
+}
+
+// summarize names tools briefly, so that a connection's sixteen tools do
+// not widen the Tokens table past the screen: every tool, the presets
+// whose tools they are exactly, up to three tools by name, else how many.
+func summarize(tools []string) toolList {
+	if slices.Equal(tools, []string{authz.ScopeAll}) {
+		return toolList{Short: "all tools"}
+	}
+	if names := presetsOf(tools); names != nil {
+		return toolList{Short: strings.Join(names, ", "), All: tools}
+	}
+	if len(tools) <= 3 {
+		return toolList{Short: strings.Join(tools, ", ")}
+	}
+	return toolList{Short: fmt.Sprintf("%d tools", len(tools)), All: tools}
+}
+
+// presetsOf is the fewest presets (of read, run and write) whose tools are
+// exactly tools, or nil.
+func presetsOf(tools []string) []string {
+	want := slices.Sorted(slices.Values(tools))
+	var best []string
+	named := authz.Presets[:len(authz.Presets)-1]
+	for mask := 1; mask < 1<<len(named); mask++ {
+		var names []string
+		for i, pr := range named {
+			if mask&(1<<i) != 0 {
+				names = append(names, pr.Name)
+			}
+		}
+		got, _ := authz.PresetTools(names)
+		if slices.Equal(slices.Sorted(slices.Values(got)), want) && (best == nil || len(names) < len(best)) {
+			best = names
+		}
+	}
+	return best
 }
 
 // at shows a time (or a *time.Time; "—" when unset) relative to now,

@@ -2,8 +2,10 @@ package panel
 
 import (
 	"encoding/json"
+	"github.com/commandcore/commandcore/internal/authz"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +277,37 @@ func TestAuditRowsLinkToTheirJob(t *testing.T) {
 	}
 	if want := []string{"process.status " + job1, "process.stop " + job1, "process.jobs "}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("the panel's calls audited %q, want %q", got, want)
+	}
+}
+
+// TestToolsAreSummarized: a scope's tools show as every tool, the fewest
+// presets that are exactly them, up to three by name, or how many, with
+// the list behind a disclosure whenever the summary does not name them.
+func TestToolsAreSummarized(t *testing.T) {
+	run, _ := authz.PresetTools([]string{"run"})
+	readWrite, _ := authz.PresetTools([]string{"read", "write"})
+	runWrite, _ := authz.PresetTools([]string{"run", "write"})
+	sixteen := append(slices.Clone(runWrite[:15]), "files.edit")
+	for _, c := range []struct {
+		tools []string
+		short string
+		all   bool
+	}{
+		{[]string{"*"}, "all tools", false},
+		{run, "run", true},
+		{readWrite, "write", true},
+		{runWrite, "run, write", true},
+		{[]string{"process.jobs"}, "process.jobs", false},
+		{[]string{"process.jobs", "process.status", "files.read"}, "process.jobs, process.status, files.read", false},
+		{[]string{"process.jobs", "process.status", "files.read", "files.list"}, "4 tools", true},
+		{sixteen, "16 tools", true},
+	} {
+		got := summarize(c.tools)
+		if got.Short != c.short || (got.All != nil) != c.all {
+			t.Errorf("summarize(%v) = %+v, want %q (list shown %v)", c.tools, got, c.short, c.all)
+		}
+		if c.all && !slices.Equal(got.All, c.tools) {
+			t.Errorf("summarize(%v) lists %v", c.tools, got.All)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -27,13 +28,38 @@ var want = []string{
 	"commandcore_9.8.7_amd64.deb", "commandcore_9.8.7_arm64.deb",
 }
 
-// release runs packaging/release.sh into a new directory and returns it.
-func release(t *testing.T) string {
+// nfpm installs, into a new directory, the nfpm that packaging/package.sh
+// runs by default (go run of the version it pins) and returns its path: the
+// same program, built once, where package.sh would go run it for each of a
+// release's four packages.
+func nfpm(t *testing.T) string {
+	t.Helper()
+	script, err := os.ReadFile("../../packaging/package.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`github\.com/goreleaser/nfpm/v2/cmd/nfpm@v[0-9][0-9.]*`).Find(script)
+	if pinned == nil {
+		t.Fatal("packaging/package.sh pins no nfpm version")
+	}
+	bin := t.TempDir()
+	cmd := exec.Command("go", "install", string(pinned))
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GOBIN="+bin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go install %s: %v\n%s", pinned, err, out)
+	}
+	return filepath.Join(bin, "nfpm")
+}
+
+// release runs packaging/release.sh, packaging with the nfpm at nfpmPath, into
+// a new directory and returns it.
+func release(t *testing.T, nfpmPath string) string {
 	t.Helper()
 	dist := filepath.Join(t.TempDir(), "dist")
 	cmd := exec.Command("packaging/release.sh")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "VERSION="+version, "DIST="+dist)
+	cmd.Env = append(os.Environ(), "VERSION="+version, "DIST="+dist, "NFPM="+nfpmPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("release.sh: %v\n%s", err, out)
 	}
@@ -46,7 +72,8 @@ func TestReleaseIsReproducible(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two binaries and four packages twice (about 35 s)")
 	}
-	a, b := release(t), release(t)
+	tool := nfpm(t)
+	a, b := release(t, tool), release(t, tool)
 	entries, err := os.ReadDir(a)
 	if err != nil {
 		t.Fatal(err)

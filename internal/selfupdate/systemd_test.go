@@ -117,3 +117,39 @@ func TestApplyWithoutAWatchdogPutsThePreviousBinaryBack(t *testing.T) {
 		t.Errorf("record %+v", r)
 	}
 }
+
+// The user manager is reached with either of the two ways a session names
+// it: DBUS_SESSION_BUS_ADDRESS alone, or XDG_RUNTIME_DIR alone (its bus
+// socket); with neither, nothing is tried.
+func TestTheUserManagerIsReachedEitherWay(t *testing.T) {
+	bus, runtime := os.Getenv("DBUS_SESSION_BUS_ADDRESS"), os.Getenv("XDG_RUNTIME_DIR")
+	if bus == "" || runtime == "" {
+		t.Fatal("the test's user manager did not set both DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR")
+	}
+	for name, env := range map[string][2]string{
+		"DBUS_SESSION_BUS_ADDRESS alone": {bus, ""},
+		"XDG_RUNTIME_DIR alone":          {"", runtime},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("DBUS_SESSION_BUS_ADDRESS", env[0])
+			t.Setenv("XDG_RUNTIME_DIR", env[1])
+			mark := filepath.Join(t.TempDir(), "ran")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := startWatchdog(ctx, []string{"/bin/touch", mark}); err != nil {
+				t.Fatal(err)
+			}
+			testkit.Eventually(t, 20*time.Second, func() error {
+				_, err := os.Stat(mark)
+				return err
+			})
+		})
+	}
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "")
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := restart(ctx, "commandcore-update-test-no-such.service", true); err == nil || !strings.Contains(err.Error(), "no systemd user manager") {
+		t.Errorf("restart with neither: %v", err)
+	}
+}

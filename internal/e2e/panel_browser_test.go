@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -220,6 +221,30 @@ func TestPanelInABrowser(t *testing.T) {
 			t.Fatalf("the client sees the job %s, want stopped_by_request", rec.State)
 		}
 		b.shot("job-ended")
+		// Opened after the end, the page shows what was kept of each
+		// stream, labelled as such, stdout's then stderr's: the capture
+		// does not record which came first between the two, and the
+		// caption says so. Apart, each stream is alone in its block.
+		b.open(p.panel + "devices/" + p.device + "/jobs/" + id)
+		b.await("the ended job's output", `document.getElementById("tail").textContent.includes("warn-line-")`, 10*time.Second)
+		parts := eval[[]string](b, `[...document.querySelectorAll("#tail .part")].map(e => e.textContent.trim())`)
+		if want := []string{"── stdout, the end as kept before this page opened ──", "── stderr, the end as kept before this page opened ──"}; !slices.Equal(parts, want) {
+			t.Errorf("the ended job's output is labelled %q, want %q", parts, want)
+		}
+		if caption := b.text("#tail-caption"); !strings.Contains(caption, "which came first between the two is not recorded") || strings.Contains(caption, "as they arrive") {
+			t.Errorf("the output's caption claims an order: %q", caption)
+		}
+		if _, err := within(b, 10*time.Second, chromedp.Click(chromedp.CSS(`input[name="tail-view"][value="separate"]`), chromedp.NodeVisible)); err != nil {
+			t.Fatalf("show the streams apart: %v", err)
+		}
+		if !eval[bool](b, `(() => {
+				const out = document.getElementById("tail-stdout").textContent, err = document.getElementById("tail-stderr").textContent;
+				return document.getElementById("tail").hidden && !document.getElementById("tail-apart").hidden &&
+					out.includes("tail-line-") && !out.includes("warn-line-") && err.includes("warn-line-") && !err.includes("tail-line-");
+			})()`) {
+			t.Error("the streams apart are not each alone in its block")
+		}
+		b.shot("job-apart")
 		// The tails were audited once each as they opened and closed, never
 		// per long poll.
 		testkit.Eventually(t, 10*time.Second, func() error {
@@ -398,7 +423,7 @@ func tailsAudited(p *panelEnv, job string) error {
 			}
 		}
 	}
-	if polls != 0 || opened < 1 || opened > 3 || closed != opened {
+	if polls != 0 || opened < 1 || opened > 4 || closed != opened {
 		return fmt.Errorf("the tails were audited as %d process.output entries, %d opened and %d closed", polls, opened, closed)
 	}
 	return nil

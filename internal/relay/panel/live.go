@@ -259,6 +259,15 @@ func (p *Panel) stopJob(w http.ResponseWriter, r *http.Request, s session) {
 	http.Redirect(w, r, jobPath(dev.ID, id), http.StatusSeeOther)
 }
 
+// output is an output event: a chunk of one stream, and whether it is of
+// what the job printed before the page opened.
+type output struct {
+	Stream   string `json:"stream"`
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+	History  bool   `json:"history,omitempty"`
+}
+
 // outputPage is the part of process.output the tail reads.
 type outputPage struct {
 	State    string `json:"state"`
@@ -356,7 +365,7 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	wt.opened(err)
 	if err == nil {
-		err = p.follow(ctx, w, fl, wt, job, pg)
+		err = p.follow(ctx, w, fl, wt, job, pg, true)
 		wt.closed(err)
 	}
 	if err != nil && ctx.Err() == nil {
@@ -366,17 +375,21 @@ func (p *Panel) tail(w http.ResponseWriter, r *http.Request, s session) {
 }
 
 // follow sends pg and what follows it until the job ends (nil) or a read
-// fails (its error; a page that went away is no failure).
-func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flusher, wt *watch, id string, pg outputPage) error {
+// fails (its error; a page that went away is no failure). history marks
+// pg as what the job printed before the page opened: each stream's last
+// part as kept, in an order between the two that the capture does not
+// record, which the page says.
+func (p *Panel) follow(ctx context.Context, w http.ResponseWriter, fl http.Flusher, wt *watch, id string, pg outputPage, history bool) error {
 	for {
 		for _, st := range []struct {
 			name string
 			s    stream
 		}{{"stdout", pg.Stdout}, {"stderr", pg.Stderr}} {
 			if st.s.Data != "" {
-				event(w, "output", map[string]string{"stream": st.name, "data": st.s.Data, "encoding": st.s.Encoding})
+				event(w, "output", output{Stream: st.name, Data: st.s.Data, Encoding: st.s.Encoding, History: history})
 			}
 		}
+		history = false
 		event(w, "state", map[string]string{"state": pg.State, "tone": tone(pg.State)})
 		fl.Flush()
 		// Both streams sealed is not yet the end: the supervisor seals

@@ -86,13 +86,42 @@ function ended(e) {
   }
 }
 
+// mark labels a part of the merged tail, once: the history of one stream,
+// or what arrived while the page was open.
+function mark(pre, marked, part) {
+  if (marked.has(part)) return;
+  marked.add(part);
+  const span = Object.assign(document.createElement("span"), { className: "part", textContent: `── ${part} ──\n` });
+  span.dataset.stream = "part";
+  if (pre.textContent !== "" && !pre.textContent.endsWith("\n")) span.textContent = "\n" + span.textContent;
+  pre.append(span);
+}
+
+// views shows the merged tail or the two streams apart, as chosen.
+function views(merged, apart) {
+  for (const r of document.querySelectorAll('input[name="tail-view"]')) {
+    r.addEventListener("change", () => {
+      const separate = document.querySelector('input[name="tail-view"]:checked').value === "separate";
+      merged.hidden = separate;
+      apart.hidden = !separate;
+    });
+  }
+}
+
 function liveTail(pre) {
   const es = new EventSource(pre.dataset.tail);
   signedOut(es, pre);
   const state = document.getElementById("job-state");
+  const apart = { stdout: document.getElementById("tail-stdout"), stderr: document.getElementById("tail-stderr") };
+  const split = document.getElementById("tail-apart");
+  if (split) views(pre, split);
+  const marked = new Set();
   es.addEventListener("output", (ev) => {
     const o = JSON.parse(ev.data);
-    append(pre, o.stream, decode(o.data, o.encoding));
+    const text = decode(o.data, o.encoding);
+    mark(pre, marked, o.history ? `${o.stream}, the end as kept before this page opened` : "as it reached this page");
+    append(pre, o.stream, text);
+    if (apart[o.stream]) append(apart[o.stream], o.stream, text);
   });
   es.addEventListener("state", (ev) => {
     const s = JSON.parse(ev.data);

@@ -8,6 +8,7 @@
 //	go test ./bench/relay -run '^$' -bench . -benchtime 30x
 //	go test ./bench/relay -run '^$' -bench 'ToolLatency' -benchtime 200x
 //	go test ./bench/relay -run '^$' -bench 'RunThroughput' -benchtime 10x
+//	go test ./bench/relay -run '^$' -bench 'RelayCalls' -benchtime 1x -calls.duration 5m
 //
 // Each benchmark starts its own relay on a loopback port, enrolls a device,
 // starts its agent, creates a client token and opens a go-sdk

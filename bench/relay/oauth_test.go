@@ -19,6 +19,13 @@ func oauthAccessToken(b *testing.B, e *env) string {
 		b.Fatal(err)
 	}
 	defer st.Close()
+	return oauthAccess(b, st, e.url+"/mcp/"+device)
+}
+
+// oauthAccess is oauthAccessToken in the relay state st (SQLite or
+// PostgreSQL), for the MCP endpoint resource.
+func oauthAccess(b *testing.B, st *store.Store, resource string) string {
+	b.Helper()
 	now := time.Now()
 	const redirect = "http://127.0.0.1:9/callback"
 	client, err := st.RegisterClient(store.OAuthClient{Name: "bench", RedirectURIs: []string{redirect}}, now)
@@ -28,7 +35,7 @@ func oauthAccessToken(b *testing.B, e *env) string {
 	verifier := "bench-verifier-bench-verifier-bench-verifier-0123"
 	sum := sha256.Sum256([]byte(verifier))
 	id, err := st.CreateAuthRequest(store.AuthRequest{ClientID: client.ID, ClientName: client.Name, RedirectURI: redirect,
-		Challenge: base64.RawURLEncoding.EncodeToString(sum[:]), Resource: e.url + "/mcp/" + device,
+		Challenge: base64.RawURLEncoding.EncodeToString(sum[:]), Resource: resource,
 		CreatedAt: now, ExpiresAt: now.Add(time.Minute)}, now)
 	if err != nil {
 		b.Fatal(err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -88,7 +90,7 @@ func newUninstallCmd(g *globalFlags, streams IO) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runUninstall(cmd.Context(), g, streams, purge) },
 	}
-	cmd.Flags().BoolVar(&purge, "purge", false, "remove this device's identity too, once the unit is gone (the server still lists the device until it is revoked there)")
+	cmd.Flags().BoolVar(&purge, "purge", false, "remove this device's identity too, once the unit is gone, telling the relay first that the device leaves (it then shows as removed there)")
 	return cmd
 }
 
@@ -104,7 +106,11 @@ func runUninstall(ctx context.Context, g *globalFlags, streams IO, purge bool) e
 		}
 	}
 	if err == nil && purge {
-		if _, lerr := enrollment.Load(dirs.Config); !errors.Is(lerr, enrollment.ErrNotEnrolled) {
+		id, lerr := enrollment.Load(dirs.Config)
+		if !errors.Is(lerr, enrollment.ErrNotEnrolled) {
+			if id != nil {
+				leave(ctx, streams, id)
+			}
 			if err = enrollment.Remove(dirs.Config); err == nil {
 				fmt.Fprintf(streams.Out, "removed %s\n", enrollment.Path(dirs.Config))
 			}
@@ -120,5 +126,26 @@ func runUninstall(ctx context.Context, g *globalFlags, streams IO, purge bool) e
 	default:
 		fmt.Fprintf(streams.Out, "uninstalled %s; state kept\n", o.Service)
 	}
+	if _, err := os.Stat(dirs.State); err == nil {
+		fmt.Fprintf(streams.Out, "its jobs' records and activity stay in %s (remove them with: rm -rf %s)\n", dirs.State, shellQuote(dirs.State))
+	}
 	return nil
+}
+
+// leaveTimeout bounds telling the relay that the device leaves: an
+// uninstall does not wait long for a relay that is away.
+const leaveTimeout = 10 * time.Second
+
+// leave tells the relay, with the device's own credential, that it
+// leaves for good, before the identity that proves it is deleted; where
+// no relay answers, it says what to run there instead.
+func leave(ctx context.Context, streams IO, id *enrollment.Credential) {
+	ctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+	defer cancel()
+	server, err := enrollment.Leave(ctx, id)
+	if err != nil {
+		fmt.Fprintf(streams.Out, "the relay was not told that device %s leaves (%v); there, run: commandcore relay devices revoke %s\n", id.DeviceID, err, id.DeviceID)
+		return
+	}
+	fmt.Fprintf(streams.Out, "told %s that device %s leaves; it shows as removed there\n", server, id.DeviceID)
 }

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"github.com/commandcore/commandcore/internal/enrollment"
 	"github.com/commandcore/commandcore/internal/humantime"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -273,5 +276,23 @@ func TestEnrollCodeLine(t *testing.T) {
 	code, out, errOut = runMain("relay", "enroll-code", "--state-dir", state, "--url", "https://other.example")
 	if code != 0 || errOut != "On the device, run (valid 15m0s, once): curl --proto '=https' -fsSL https://other.example/install.sh | COMMANDCORE_ENROLL_CODE="+strings.TrimSpace(out)+" sh\n" {
 		t.Fatalf("--url over the recorded public URL: exit %d, %q, %q", code, out, errOut)
+	}
+}
+
+// TestLeaveSaysWhatToRunWhereNoRelayAnswers: an uninstall that cannot
+// tell the relay the device leaves names the command to run there, with
+// the device's ID.
+func TestLeaveSaysWhatToRunWhereNoRelayAnswers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close()
+	var out bytes.Buffer
+	leave(context.Background(), IO{Out: &out}, &enrollment.Credential{Server: url, DeviceID: "0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10", Token: "ccd_x"})
+	if got := out.String(); !strings.HasPrefix(got, "the relay was not told that device 0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10 leaves (") ||
+		!strings.HasSuffix(got, "); there, run: commandcore relay devices revoke 0b1e6c52-6a63-4c36-a2a4-8e4a3c1b7d10\n") {
+		t.Fatalf("leave with no relay answering: %q", got)
 	}
 }

@@ -481,6 +481,14 @@ func TestInstallScript(t *testing.T) {
 		t.Fatalf("--uninstall --purge: exit %d\n%s%s", rc, out, errOut)
 	}
 	s.gone()
+	// The device told the relay it leaves, before its identity went: the
+	// relay shows it removed, and the output says where the state stays.
+	if !strings.Contains(out, "that device "+id+" leaves; it shows as removed there\n") || !strings.Contains(out, "its jobs' records and activity stay in ") {
+		t.Errorf("--uninstall --purge does not say the relay was told, or where the state stays:\n%s", out)
+	}
+	if devs := e.devices(); len(devs) != 1 || devs[0].ID != id || devs[0].Standing != "removed" {
+		t.Errorf("after --uninstall --purge the relay lists %+v, want device %s removed", devs, id)
+	}
 }
 
 // brokenRelay serves a binary that enrolls (keeping the identity) but

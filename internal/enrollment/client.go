@@ -51,3 +51,40 @@ func Enroll(ctx context.Context, server string, req Request) (*Response, error) 
 	}
 	return out, nil
 }
+
+// Leave tells the server at each of id's URLs in turn, until one answers,
+// that this device leaves for good (LeavePath), with the device's own
+// token. It returns the URL that answered, or why none did.
+func Leave(ctx context.Context, id *Credential) (string, error) {
+	var last error
+	for _, server := range id.ServerList() {
+		if last = leave(ctx, server, id.Token); last == nil {
+			return server, nil
+		}
+	}
+	return "", last
+}
+
+func leave(ctx context.Context, server, token string) error {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(server, "/")+LeavePath, nil)
+	if err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+token)
+	res, err := client.Do(hr)
+	if err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, MaxResponseBytes))
+	if res.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+			return fmt.Errorf("leave: the server refused: %s", e.Error.Message)
+		}
+		return fmt.Errorf("leave: the server answered %s", res.Status)
+	}
+	return nil
+}

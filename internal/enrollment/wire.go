@@ -11,6 +11,11 @@ import (
 // EnrollPath is where a server takes enrollment requests.
 const EnrollPath = "/v1/enroll"
 
+// LeavePath is where an enrolled device, with its own token as the
+// bearer, tells the server it leaves for good: its agent is uninstalled
+// and its identity deleted. The server then refuses its credentials.
+const LeavePath = "/v1/leave"
+
 // MaxRequestBytes bounds an enrollment request body.
 const MaxRequestBytes = 4 << 10
 

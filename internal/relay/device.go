@@ -74,6 +74,31 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// auditLeave is the audit's tool for a device that left.
+const auditLeave = "relay.device_leave"
+
+// leave takes a device's word, with its own credential, that it leaves
+// for good (enrollment.LeavePath): it is marked removed, its link ends,
+// and the audit says so.
+func (s *Server) leave(w http.ResponseWriter, r *http.Request) {
+	dev, _, err := s.authLink(bearer(r.Header))
+	if err != nil {
+		writeError(w, httpStatus(err), err)
+		return
+	}
+	authenticated(r)
+	began := s.Now()
+	dev, _, err = s.store.LeaveDevice(dev.ID, began)
+	if err != nil {
+		writeError(w, httpStatus(err), err)
+		return
+	}
+	s.audit.add(store.AuditEntry{At: began, Principal: autoPrincipal, Device: dev.ID, Tool: auditLeave, Outcome: store.AuditOK})
+	s.deviceEvent(dev.ID, "left: its agent was uninstalled with its identity")
+	s.endDevice(dev.ID, dev.Standing)
+	writeJSON(w, http.StatusOK, map[string]string{"device_id": dev.ID, "standing": dev.Standing})
+}
+
 // bearer returns the Authorization header's bearer credential.
 func bearer(h http.Header) string {
 	v := h.Get("Authorization")

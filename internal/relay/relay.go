@@ -153,6 +153,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// Refusals are counted whoever refuses: the rate limit or the code.
 	mux.HandleFunc("POST "+enrollment.EnrollPath, s.countRefusals(s.limit(surfaceEnroll)(http.HandlerFunc(s.enroll)).ServeHTTP))
+	mux.HandleFunc("POST "+enrollment.LeavePath, s.countRefusals(s.limit(surfaceEnroll)(http.HandlerFunc(s.leave)).ServeHTTP))
 	mux.HandleFunc("GET "+transport.AgentPath, s.agent)
 	h := s.mcpHandler()
 	// As typed, with a trailing '/', the same endpoints.

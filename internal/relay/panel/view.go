@@ -152,7 +152,7 @@ func tone(state string) string {
 		return "live"
 	case "exited", "active", "connected", store.AuditOK:
 		return "ok"
-	case "stopped_by_request", "offline", "expired", "revoked":
+	case "stopped_by_request", "offline", "expired", "revoked", "removed":
 		return "off"
 	}
 	return "bad"

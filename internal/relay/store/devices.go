@@ -28,7 +28,8 @@ type Device struct {
 	// Replica which one (its ID).
 	Connected bool   `json:"connected"`
 	Replica   string `json:"replica,omitempty"`
-	// Standing is StandingActive, StandingCompromised or StandingRevoked;
+	// Standing is StandingActive, StandingCompromised, StandingRevoked or
+	// StandingRemoved;
 	// StandingAt is when it last changed (unset while active).
 	Standing   string     `json:"standing"`
 	StandingAt *time.Time `json:"standing_at,omitempty"`

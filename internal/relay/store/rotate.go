@@ -18,6 +18,9 @@ const (
 	StandingCompromised = "compromised"
 	// StandingRevoked: the relay's owner revoked the device.
 	StandingRevoked = "revoked"
+	// StandingRemoved: the device left with its own credential, its agent
+	// uninstalled with its identity (LeaveDevice).
+	StandingRemoved = "removed"
 )
 
 // deviceTokenPrefix starts every device bearer token.
@@ -125,6 +128,20 @@ func (s *Store) retiredToken(hash []byte, now time.Time) error {
 // then on. A device that is already not active keeps its standing. It
 // returns the device as it now stands and whether this call revoked it.
 func (s *Store) RevokeDevice(idOrName string, now time.Time) (*Device, bool, error) {
+	return s.endStanding(idOrName, StandingRevoked, now)
+}
+
+// LeaveDevice marks the active device id removed at now, as it asked
+// with its own credential when its agent was uninstalled for good; its
+// credentials are refused from then on, as a revoked device's are, and
+// its name is free for a new enrollment. It reports the device, and
+// whether this call removed it.
+func (s *Store) LeaveDevice(id string, now time.Time) (*Device, bool, error) {
+	return s.endStanding(id, StandingRemoved, now)
+}
+
+// endStanding takes an active device to standing at now.
+func (s *Store) endStanding(idOrName, standing string, now time.Time) (*Device, bool, error) {
 	if err := checkNow(now); err != nil {
 		return nil, false, err
 	}
@@ -135,7 +152,7 @@ func (s *Store) RevokeDevice(idOrName string, now time.Time) (*Device, bool, err
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	res, err := s.db.ExecContext(ctx, `UPDATE devices SET standing = ?, standing_at = ? WHERE id = ? AND standing = ?`,
-		StandingRevoked, now.UnixNano(), d.ID, StandingActive)
+		standing, now.UnixNano(), d.ID, StandingActive)
 	if err != nil {
 		return nil, false, dbErr(err)
 	}

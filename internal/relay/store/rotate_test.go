@@ -149,6 +149,37 @@ func TestRevokeDevice(t *testing.T) {
 	})
 }
 
+// TestLeaveDevice: a device that leaves is removed, its token refused as
+// a revoked device's, its name free for the next enrollment; leaving
+// again, or a revoked device leaving, changes nothing; by ID only.
+func TestLeaveDevice(t *testing.T) {
+	eachEngine(t, func(t *testing.T) {
+		s := openT(t, newPlace(t))
+		dev, tok := enrollT(t, s, "", "box")
+		other, _ := enrollT(t, s, "", "other")
+		at := t0.Add(time.Minute)
+		d, left, err := s.LeaveDevice(dev.ID, at)
+		if err != nil || !left || d.Standing != "removed" || !d.StandingAt.Equal(at) {
+			t.Fatalf("LeaveDevice: %+v %v %v", d, left, err)
+		}
+		if r := refusal(t, s, tok, at); r == nil || r.Standing != "removed" || r.Detected {
+			t.Fatalf("a removed device's token: %+v", r)
+		}
+		if d, left, err := s.LeaveDevice(dev.ID, at.Add(time.Hour)); err != nil || left || !d.StandingAt.Equal(at) {
+			t.Fatalf("leaving again: %+v %v %v", d, left, err)
+		}
+		if _, _, err := s.RevokeDevice(other.ID, at); err != nil {
+			t.Fatal(err)
+		}
+		if d, left, err := s.LeaveDevice(other.ID, at); err != nil || left || d.Standing != "revoked" {
+			t.Fatalf("a revoked device leaving: %+v %v %v", d, left, err)
+		}
+		if again, _ := enrollT(t, s, "box", ""); again.Name != "box" || again.ID == dev.ID {
+			t.Fatalf("enrolled under a removed device's name: %+v", again)
+		}
+	})
+}
+
 // TestReenrollingRecovers: a code naming a compromised or revoked device's
 // name enrolls a new device under that name, and the old credentials are
 // plain unknown tokens; a device's own proposal never displaces one, and

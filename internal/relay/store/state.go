@@ -36,6 +36,7 @@ type State interface {
 	AuthDevice(token string, now time.Time) (*Device, []byte, error)
 	RotateDeviceToken(id, current, next string, now time.Time) error
 	RevokeDevice(idOrName string, now time.Time) (*Device, bool, error)
+	LeaveDevice(id string, now time.Time) (*Device, bool, error)
 	FindDevice(idOrName string) (*Device, error)
 	Devices() ([]Device, error)
 	SetSeen(ids []string, at time.Time) error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,6 +17,9 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/zitadel/oidc/v3/example/server/exampleop"
+	"github.com/zitadel/oidc/v3/example/server/storage"
+	"github.com/zitadel/oidc/v3/pkg/op"
 	"golang.org/x/oauth2"
 
 	"github.com/commandcore/commandcore/internal/relay/panel"
@@ -289,6 +293,14 @@ func TestSSORefusesWhatWasNotAsked(t *testing.T) {
 	b = newBrowser(t)
 	fresh = callback(b)
 	refused("the provider's error", b, with(with(fresh, "error", "access_denied"), "code", ""))
+
+	// An error beside a good code is still the provider's refusal.
+	b = newBrowser(t)
+	fresh = callback(b)
+	refused("the provider's error beside a good code", b, with(fresh, "error", "access_denied"))
+	b = newBrowser(t)
+	fresh = callback(b)
+	refused("no code", b, with(fresh, "code", ""))
 }
 
 // idToken signs in at the provider as user for client (by hand, as an
@@ -355,5 +367,152 @@ func TestSSOVerifiesTheIDToken(t *testing.T) {
 	mu.Unlock()
 	if _, err := r.sso.VerifyIDToken(ctx, good, "n1"); !errors.Is(err, signin.ErrRefused) || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("an expired ID token: %v", err)
+	}
+}
+
+// TestSSOTakesTheEmailOfTheIDTokensSubject: the e-mail address is asked
+// at the provider's UserInfo endpoint with the access token that came
+// with the ID token; an access token of another person (both allowed by
+// the rules) signs no one in.
+func TestSSOTakesTheEmailOfTheIDTokensSubject(t *testing.T) {
+	r := newRelay(t, "@zitadel.ch", nil)
+	discovered, err := oidc.NewProvider(context.Background(), r.issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := &oauth2.Config{ClientID: clientID, ClientSecret: secret, Endpoint: discovered.Endpoint(), RedirectURL: r.url + signin.CallbackPath, Scopes: []string{"openid", "email"}}
+	ctx := context.Background()
+	first := idToken(t, r.issuer, mine, r.user(), "n1")
+	second := idToken(t, r.issuer, mine, "test-user2", "n1")
+	if email, err := r.sso.VerifyIDToken(ctx, second, "n1"); err != nil || email != oidctest.Other {
+		t.Fatalf("test-user2's own tokens: %q, %v", email, err)
+	}
+	mixed := (&oauth2.Token{AccessToken: second.AccessToken, TokenType: second.TokenType}).WithExtra(map[string]any{"id_token": first.Extra("id_token")})
+	if email, err := r.sso.VerifyIDToken(ctx, mixed, "n1"); !errors.Is(err, signin.ErrRefused) || email != "" {
+		t.Errorf("test-user's ID token with test-user2's access token: %q, %v", email, err)
+	}
+}
+
+// people is the provider's directory of users, for a test that needs
+// others than oidctest's.
+type people map[string]*storage.User
+
+func (p people) GetUserByID(id string) *storage.User { return p[id] }
+func (p people) GetUserByUsername(name string) *storage.User {
+	for _, u := range p {
+		if u.Username == name {
+			return u
+		}
+	}
+	return nil
+}
+func (p people) ExampleClientID() string { return storage.ServiceUserID }
+
+// team is the directory of TestSSORefusesAnUnverifiedEmail and
+// TestSSOWithTheEmailInTheIDToken: carol's address is not verified,
+// dave's is.
+var team = people{
+	"u1": {ID: "u1", Username: "carol", Password: password, Email: "carol@team.example", EmailVerified: false},
+	"u2": {ID: "u2", Username: "dave", Password: password, Email: "dave@team.example", EmailVerified: true},
+}
+
+// inIDToken is a provider's storage whose clients get the e-mail address
+// in the ID token itself, as Google and Keycloak send it.
+type inIDToken struct{ *storage.Storage }
+
+func (s inIDToken) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	c, err := s.Storage.GetClientByClientID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return assertingClient{c}, nil
+}
+
+type assertingClient struct{ op.Client }
+
+func (assertingClient) IDTokenUserinfoClaimsAssertion() bool { return true }
+
+// teamProvider starts a provider of team's people, knowing the relay's
+// client, and a SignIn using it with rules that allow the whole team;
+// with emailInIDToken its ID tokens carry the e-mail address.
+func teamProvider(t *testing.T, emailInIDToken bool) (issuer string, s *signin.SignIn, cfg *oauth2.Config) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer = "http://" + ln.Addr().String()
+	st := storage.NewStorageWithClients(team, map[string]*storage.Client{clientID: storage.WebClient(clientID, secret, otherRedir)})
+	var opStorage exampleop.Storage = st
+	if emailInIDToken {
+		opStorage = inIDToken{st}
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: exampleop.SetupServer(issuer, opStorage, slog.New(slog.NewTextHandler(io.Discard, nil)), false, op.WithAllowInsecure())}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	state, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { state.Close() })
+	rules, err := signin.ParseRules("carol@team.example,@team.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = signin.New(signin.Config{State: state, PanelURL: &url.URL{Scheme: "https", Host: "relay.example"},
+		OIDC: &signin.OIDCConfig{Issuer: issuer, ClientID: clientID, ClientSecret: secret, Rules: rules}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	discovered, err := oidc.NewProvider(context.Background(), issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return issuer, s, &oauth2.Config{ClientID: clientID, ClientSecret: secret, Endpoint: discovered.Endpoint(), RedirectURL: otherRedir, Scopes: []string{"openid", "email"}}
+}
+
+// TestSSORefusesAnUnverifiedEmail: a person whose address the provider
+// has not verified is refused even where the rules allow the address,
+// whether the provider says so in the ID token or at UserInfo; the same
+// provider's verified person beside them is let in.
+func TestSSORefusesAnUnverifiedEmail(t *testing.T) {
+	ctx := context.Background()
+	for _, emailInIDToken := range []bool{false, true} {
+		issuer, s, cfg := teamProvider(t, emailInIDToken)
+		if email, err := s.VerifyIDToken(ctx, idToken(t, issuer, cfg, "dave", "n1"), "n1"); err != nil || email != "dave@team.example" {
+			t.Fatalf("a verified address (in the ID token: %v): %q, %v", emailInIDToken, email, err)
+		}
+		if email, err := s.VerifyIDToken(ctx, idToken(t, issuer, cfg, "carol", "n1"), "n1"); !errors.Is(err, signin.ErrRefused) || email != "" {
+			t.Errorf("an unverified address (in the ID token: %v): %q, %v", emailInIDToken, email, err)
+		}
+	}
+}
+
+// TestSSOWithTheEmailInTheIDToken: a provider that puts the verified
+// address in the ID token is not asked again at UserInfo: the sign-in
+// stands on the ID token even once the access token that came with it is
+// revoked, while a provider that does not is asked, and that access
+// token no longer gets the address.
+func TestSSOWithTheEmailInTheIDToken(t *testing.T) {
+	ctx := context.Background()
+	for _, emailInIDToken := range []bool{true, false} {
+		issuer, s, cfg := teamProvider(t, emailInIDToken)
+		tok := idToken(t, issuer, cfg, "dave", "n1")
+		req, _ := http.NewRequest(http.MethodPost, issuer+"/revoke", strings.NewReader(url.Values{"token": {tok.AccessToken}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(clientID, secret)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("revoke the access token: %v, %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		email, err := s.VerifyIDToken(ctx, tok, "n1")
+		if emailInIDToken && (err != nil || email != "dave@team.example") {
+			t.Errorf("the address in the ID token, the access token revoked: %q, %v", email, err)
+		}
+		if !emailInIDToken && (!errors.Is(err, signin.ErrRefused) || email != "") {
+			t.Errorf("the address at UserInfo, the access token revoked: %q, %v", email, err)
+		}
 	}
 }

@@ -73,6 +73,12 @@ func newReplica(t *testing.T, database string) *replica {
 // chromium starts a headless Chromium with a virtual authenticator that
 // holds discoverable credentials and verifies its user.
 func chromium(t *testing.T) context.Context {
+	ctx, _ := chromiumAuthenticator(t)
+	return ctx
+}
+
+// chromiumAuthenticator is chromium, and its authenticator's ID.
+func chromiumAuthenticator(t *testing.T) (context.Context, cdpwebauthn.AuthenticatorID) {
 	t.Helper()
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -92,22 +98,24 @@ func chromium(t *testing.T) context.Context {
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
+	var id cdpwebauthn.AuthenticatorID
 	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		if _, err := cdp.Call(ctx, t, cdpwebauthn.Enable, cdpwebauthn.EnableParams{}); err != nil {
 			return err
 		}
-		_, err := cdp.Call(ctx, t, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{
+		added, err := cdp.Call(ctx, t, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{
 			Options: &cdpwebauthn.VirtualAuthenticatorOptions{
 				Protocol: cdpwebauthn.AuthenticatorProtocolCtap2, Ctap2version: cdpwebauthn.Ctap2versionCtap21,
 				Transport:      cdpwebauthn.AuthenticatorTransportInternal,
 				HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
 			}})
+		id = added.AuthenticatorID
 		return err
 	}))
 	if err != nil {
 		t.Fatalf("start chromium with a virtual authenticator: %v", err)
 	}
-	return ctx
+	return ctx, id
 }
 
 // run runs steps in the browser, within 30 s.
@@ -254,4 +262,64 @@ func TestPasskeysPageSendsToThePanelsOwnAddress(t *testing.T) {
 		t.Fatal("the sign-in page by address offers a passkey, which cannot work there")
 	}
 	run(t, ctx, "open the sign-in page by name", chromedp.Navigate(r.url+panel.LoginPath), visible("#signin-passkey"))
+}
+
+// TestPasskeyOfAClonedAuthenticator: a passkey whose signature counter
+// has gone back since its last sign-in (a copy of the key, used less
+// than the original) signs no one in; the key with a counter past the
+// last one still does.
+func TestPasskeyOfAClonedAuthenticator(t *testing.T) {
+	pg := pgtest.StartT(t)
+	db, err := pg.CreateDatabase("cloned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReplica(t, db)
+	code, err := r.state.CreateSignIn("alice", limits.SignInCodeTTL, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, authenticator := chromiumAuthenticator(t)
+	run(t, ctx, "sign in with the code, add a passkey, sign out, sign in with it, sign out",
+		chromedp.Navigate(r.url+panel.LoginPath+"?code="+code), click("#signin"), visible("nav"),
+		chromedp.Navigate(r.url+panel.Prefix+"passkeys"), click("#add-passkey"), visible("tr[data-passkey]"),
+		click("form.signout button"), visible("#signin-passkey"),
+		click("#signin-passkey"), visible("nav"),
+		click("form.signout button"), visible("#signin-passkey"))
+
+	// counter sets the authenticator's one credential's signature counter
+	// and returns what it was.
+	counter := func(set float64) (was float64) {
+		t.Helper()
+		err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			got, err := cdp.Call(ctx, tg, cdpwebauthn.GetCredentials, cdpwebauthn.GetCredentialsParams{AuthenticatorID: authenticator})
+			if err != nil {
+				return err
+			}
+			if len(got.Credentials) != 1 {
+				t.Fatalf("the authenticator holds %d credentials", len(got.Credentials))
+			}
+			was = got.Credentials[0].SignCount
+			_, err = cdp.Call(ctx, tg, cdpwebauthn.SetCredentialProperties, cdpwebauthn.SetCredentialPropertiesParams{
+				AuthenticatorID: authenticator, CredentialID: got.Credentials[0].CredentialID, SignCount: &set})
+			return err
+		}))
+		if err != nil {
+			t.Fatalf("set the signature counter: %v", err)
+		}
+		return was
+	}
+	used := counter(0)
+	if used < 1 {
+		t.Fatalf("the authenticator's counter is %v after a sign-in: it keeps none", used)
+	}
+	counter(used - 1)
+	run(t, ctx, "sign in with the cloned passkey", click("#signin-passkey"), visible("#passkey-error"))
+	if refusal := value(t, ctx, chromedp.Text(chromedp.CSS("#passkey-error"), chromedp.NodeVisible)); !strings.Contains(refusal, "invalid, used or expired, or not allowed") {
+		t.Fatalf("the cloned passkey's refusal: %q", refusal)
+	}
+	run(t, ctx, "open the Overview", chromedp.Navigate(r.url+panel.Prefix), visible("#signin"))
+
+	counter(used + 5)
+	run(t, ctx, "sign in with the original passkey", click("#signin-passkey"), visible("nav"))
 }

@@ -39,10 +39,10 @@ func ParseRules(s string) (Rules, error) {
 	if len(parts) > maxRules {
 		return Rules{}, fmt.Errorf("at most %d rules", maxRules)
 	}
-	for _, raw := range parts {
+	for i, raw := range parts {
 		rule := strings.TrimSpace(raw)
 		if rule == "" || len(rule) > maxRuleBytes {
-			return Rules{}, fmt.Errorf("rule %d is empty or longer than %d bytes", len(r.emails)+len(r.domains)+len(r.groups)+1, maxRuleBytes)
+			return Rules{}, fmt.Errorf("rule %d is empty or longer than %d bytes", i+1, maxRuleBytes)
 		}
 		switch {
 		case strings.HasPrefix(rule, groupPrefix):

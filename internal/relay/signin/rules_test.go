@@ -1,6 +1,7 @@
 package signin
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -116,4 +117,108 @@ func FuzzAdminName(f *testing.F) {
 			t.Fatalf("%q names %q", a, na)
 		}
 	})
+}
+
+// TestRulesBounds: --oidc-allow takes up to 256 rules of up to 256 bytes
+// each, one more of either refused; a domain of up to 253 bytes in labels
+// of up to 63, one byte more refused; an admin's name of up to 58
+// characters, so that "admin:" and the name fit a 64-byte principal.
+func TestRulesBounds(t *testing.T) {
+	rules := func(n int) string {
+		s := make([]string, n)
+		for i := range s {
+			s[i] = fmt.Sprintf("u%d@example.com", i)
+		}
+		return strings.Join(s, ",")
+	}
+	if r, err := ParseRules(rules(256)); err != nil || !r.Allow("u255@example.com", nil) {
+		t.Errorf("256 rules: %v", err)
+	}
+	if _, err := ParseRules(rules(257)); err == nil || !strings.Contains(err.Error(), "at most 256 rules") {
+		t.Errorf("257 rules: %v", err)
+	}
+
+	group := strings.Repeat("g", 256-len("group:"))
+	if r, err := ParseRules("group:" + group); err != nil || !r.Allow("carol@example.com", []string{group}) {
+		t.Errorf("a rule of 256 bytes: %v", err)
+	}
+	if _, err := ParseRules("@example.com,group:" + group + "g"); err == nil || err.Error() != "rule 2 is empty or longer than 256 bytes" {
+		t.Errorf("a rule of 257 bytes: %v", err)
+	}
+
+	// Labels of 63, 63, 63 and 61 bytes: 253 in all.
+	label := strings.Repeat("d", 63)
+	domain := label + "." + label + "." + label + "." + strings.Repeat("d", 61)
+	if len(domain) != 253 {
+		t.Fatalf("the domain is %d bytes", len(domain))
+	}
+	if _, err := ParseRules("@" + domain); err != nil {
+		t.Errorf("a domain of 253 bytes: %v", err)
+	}
+	long := label + "." + label + "." + label + "." + strings.Repeat("d", 62)
+	for _, bad := range []string{"@" + long, "@d" + label + ".example", "@" + label[:62] + "-.example"} {
+		if _, err := ParseRules(bad); err == nil || !strings.Contains(err.Error(), "is not a domain rule") {
+			t.Errorf("ParseRules(%q) = %v", bad, err)
+		}
+	}
+	if _, err := ParseRules("@" + label + ".example"); err != nil {
+		t.Errorf("a label of 63 bytes: %v", err)
+	}
+
+	// alice...@example.com names an admin of 58 characters: taken; with
+	// one more letter it names none, as a rule or at sign-in.
+	local := strings.Repeat("a", 58-len("_at_example.com"))
+	if name, ok := AdminName(local + "@example.com"); !ok || len(name) != 58 {
+		t.Errorf("an admin of 58 characters: %q, %v", name, ok)
+	}
+	if r, err := ParseRules(local + "@example.com,@example.com"); err != nil || !r.Allow(local+"@example.com", nil) {
+		t.Errorf("the address of an admin of 58 characters: %v", err)
+	} else if r.Allow(local+"a@example.com", nil) {
+		t.Error("an address naming an admin of 59 characters let in by its domain")
+	}
+	if name, ok := AdminName(local + "a@example.com"); ok {
+		t.Errorf("an admin of 59 characters: %q", name)
+	}
+	if _, err := ParseRules(local + "a@example.com"); err == nil {
+		t.Error("a rule naming an admin of 59 characters accepted")
+	}
+}
+
+// TestDomainCharacters: a domain (of a rule or an address) holds letters
+// (any case, lower-cased), digits and inner hyphens, each of the ranges'
+// ends included; the bytes just outside them are refused.
+func TestDomainCharacters(t *testing.T) {
+	for _, ok := range []string{"az09.example", "a-z.example", "AZ.Example", "0.9", "x-0-9.co"} {
+		r, err := ParseRules("@" + ok)
+		if err != nil || !r.Allow("alice@"+ok, nil) {
+			t.Errorf("domain %q: %v", ok, err)
+		}
+		if name, ok2 := AdminName("alice@" + ok); !ok2 || name != "alice_at_"+strings.ToLower(ok) {
+			t.Errorf("AdminName(alice@%s) = %q, %v", ok, name, ok2)
+		}
+	}
+	for _, bad := range []string{"a`.example", "a{.example", "a/.example", "a:.example", "a-.example", "-a.example", "a..example", "a.example.", "a_b.example"} {
+		if _, err := ParseRules("@" + bad); err == nil {
+			t.Errorf("domain %q accepted", bad)
+		}
+		if name, ok := AdminName("alice@" + bad); ok {
+			t.Errorf("AdminName(alice@%s) = %q", bad, name)
+		}
+	}
+}
+
+// TestParseRulesNamesTheRule: a malformed rule's refusal counts rules
+// from 1, in the order given, whatever kind the earlier ones are and
+// whether one repeats another.
+func TestParseRulesNamesTheRule(t *testing.T) {
+	for in, want := range map[string]string{
+		",a@example.com":                            "rule 1 ",
+		"a@example.com,@b.example,group:g,":         "rule 4 ",
+		"a@example.com,a@example.com,":              "rule 3 ",
+		"group:g, group:g ,@b.example,@B.example,,": "rule 5 ",
+	} {
+		if _, err := ParseRules(in); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("ParseRules(%q) = %v, want %q…", in, err, want)
+		}
+	}
 }

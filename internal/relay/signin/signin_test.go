@@ -3,6 +3,7 @@ package signin
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -31,9 +32,9 @@ func mustURL(s string) *url.URL {
 // address offers no passkeys, and its ceremonies say why.
 func TestNewOffersWhatTheAddressAllows(t *testing.T) {
 	st := openState(t)
-	for _, bad := range []*url.URL{nil, mustURL("ftp://relay.example"), mustURL("https://")} {
-		if _, err := New(Config{State: st, PanelURL: bad}); err == nil {
-			t.Errorf("panel URL %v accepted", bad)
+	for _, bad := range []*url.URL{nil, mustURL("ftp://relay.example"), mustURL("https://"), mustURL("http://"), mustURL("relay.example:8441"), mustURL("/panel/")} {
+		if _, err := New(Config{State: st, PanelURL: bad}); err == nil || err.Error() != "the panel's public URL must be an http or https origin" {
+			t.Errorf("panel URL %v: %v", bad, err)
 		}
 	}
 	if _, err := New(Config{State: st, PanelURL: mustURL("https://relay.example"), OIDC: &OIDCConfig{ClientID: "x"}}); err == nil {
@@ -177,4 +178,58 @@ func FuzzFinishPasskey(f *testing.F) {
 			t.Fatal("a made-up credential was registered")
 		}
 	})
+}
+
+// TestSSOGivesUpOnASilentProvider: a provider that takes the connection
+// and never answers is given up on after 10 s, so a sign-in page does not
+// hang on it; nothing is kept.
+func TestSSOGivesUpOnASilentProvider(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		// Accept and hold every connection, answering nothing.
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	st := openState(t)
+	rules, _ := ParseRules("@example.com")
+	s, err := New(Config{State: st, PanelURL: mustURL("https://relay.example"),
+		OIDC: &OIDCConfig{Issuer: "http://" + ln.Addr().String(), ClientID: "relay", ClientSecret: "s", Rules: rules}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		cookie string
+		err    error
+	}
+	done := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		_, cookie, err := s.BeginSSO(context.Background(), "/panel/")
+		done <- answer{cookie, err}
+	}()
+	select {
+	case a := <-done:
+		took := time.Since(start)
+		if a.err == nil || a.cookie != "" || took < 10*time.Second {
+			t.Fatalf("BeginSSO with a silent provider: %q, %v after %v", a.cookie, a.err, took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("BeginSSO still waits for a silent provider after 15 s")
+	}
 }

@@ -20,25 +20,49 @@ func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
 			_, err = fmt.Fprintf(w, format, args...)
 		}
 	}
+	p("Agent:       %s\n", agentLine(r, now))
+	if u := r.Update; u != nil {
+		p("%s", updateText(u, now))
+	}
+	p("State:       %s\n", r.StateDir)
+	p("Config:      %s\n", r.ConfigDir)
+	p("Connection:  %s\n", connectionLine(r, now))
+	p("Jobs:        %d running, %d finished (%d unread)%s\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread, sparesText(r.Jobs.Spares))
+	p("systemd:     %s\n", systemdLine(r, now))
+	if r.Agent.Running {
+		writeIsolation(p, r)
+	} else {
+		p("Commands:    user manager %s, as permissions.json says (no agent runs)\n", reachLine(r.Systemd.JobsReachUserManager))
+	}
+	if r.Policy.Error != "" {
+		p("Policy:      INVALID (%s): launches are refused\n", r.Policy.Error)
+	} else {
+		p("Policy:      %s\n", policyLine(r.Policy))
+	}
+	p("Permissions: %s\n", permissionsLine(r.Permissions))
+	return err
+}
+
+// agentLine says whether the agent runs, and how.
+func agentLine(r *status.Report, now time.Time) string {
 	switch {
 	case r.Agent.Running:
 		as := "not a service"
 		if r.Agent.Service != "" {
 			as = "as " + r.Agent.Service
 		}
-		p("Agent:       running (pid %d, %s, %s), up %s\n", r.Agent.PID, r.Agent.Version, as, since(now, r.Agent.StartedAt))
+		return fmt.Sprintf("running (pid %d, %s, %s), up %s", r.Agent.PID, r.Agent.Version, as, since(now, r.Agent.StartedAt))
 	case r.Agent.Stale:
-		p("Agent:       not running (stale record: pid %d ended without stopping)\n", r.Agent.PID)
+		return fmt.Sprintf("not running (stale record: pid %d ended without stopping)", r.Agent.PID)
 	case r.Agent.Installed:
-		p("Agent:       installed, not running (%s; start it with: systemctl --user start %s)\n", r.Agent.UnitFile, r.Agent.Service)
-	default:
-		p("Agent:       not installed (no user unit %s)\n", r.Agent.Service)
+		return fmt.Sprintf("installed, not running (%s; start it with: systemctl --user start %s)", r.Agent.UnitFile, r.Agent.Service)
 	}
-	if u := r.Update; u != nil {
-		p("%s", updateText(u, now))
-	}
-	p("State:       %s\n", r.StateDir)
-	p("Config:      %s\n", r.ConfigDir)
+	return fmt.Sprintf("not installed (no user unit %s)", r.Agent.Service)
+}
+
+// connectionLine is the link's state, its server and since when, as the
+// agent last saw it.
+func connectionLine(r *status.Report, now time.Time) string {
 	conn := r.Connection.State
 	if r.Connection.Server != "" {
 		prep := " to "
@@ -53,46 +77,40 @@ func writeStatus(w io.Writer, r *status.Report, now time.Time) error {
 	if r.Connection.ObservedAt != nil {
 		conn += fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Connection.ObservedAt))
 	}
-	p("Connection:  %s\n", conn)
-	p("Jobs:        %d running, %d finished (%d unread)%s\n", r.Jobs.Running, r.Jobs.Terminal, r.Jobs.Unread, sparesText(r.Jobs.Spares))
+	return conn
+}
+
+// systemdLine is the user manager as the running agent last saw it, and
+// where new jobs run.
+func systemdLine(r *status.Report, now time.Time) string {
 	seen := ""
 	if r.Systemd.ObservedAt != nil {
 		seen = fmt.Sprintf(" (as the agent last saw it, %s ago)", age(now, *r.Systemd.ObservedAt))
 	}
 	switch {
 	case !r.Agent.Running:
-		p("systemd:     unknown (no agent runs to observe it)\n")
+		return "unknown (no agent runs to observe it)"
 	case r.Systemd.UserManager == status.ManagerUnknown:
-		p("systemd:     unknown (this agent does not record it)\n")
+		return "unknown (this agent does not record it)"
 	case r.Systemd.FailureDomain == status.DomainRefused:
-		p("systemd:     user manager %s; new jobs are refused (an installed agent runs jobs only under it)%s\n", r.Systemd.UserManager, seen)
-	default:
-		p("systemd:     user manager %s; new jobs run as %s%s\n", r.Systemd.UserManager, r.Systemd.FailureDomain, seen)
+		return fmt.Sprintf("user manager %s; new jobs are refused (an installed agent runs jobs only under it)%s", r.Systemd.UserManager, seen)
 	}
-	if r.Agent.Running {
-		writeIsolation(p, r)
-	} else {
-		p("Commands:    user manager %s, as permissions.json says (no agent runs)\n", reachLine(r.Systemd.JobsReachUserManager))
-	}
+	return fmt.Sprintf("user manager %s; new jobs run as %s%s", r.Systemd.UserManager, r.Systemd.FailureDomain, seen)
+}
+
+// permissionsLine is the owner's ceiling on tools.
+func permissionsLine(perm status.Permissions) string {
 	switch {
-	case r.Policy.Error != "":
-		p("Policy:      INVALID (%s): launches are refused\n", r.Policy.Error)
-	default:
-		p("Policy:      %s\n", policyLine(r.Policy))
+	case perm.Error != "":
+		return fmt.Sprintf("INVALID (%s): every tool call is refused", perm.Error)
+	case perm.Present && len(perm.Tools) == 0:
+		return "no tool (the ceiling allows none)"
+	case perm.Present && slices.Contains(perm.Tools, authz.AllTools):
+		return "every tool (permissions.json allows *)"
+	case perm.Present:
+		return "only " + strings.Join(perm.Tools, ", ")
 	}
-	switch {
-	case r.Permissions.Error != "":
-		p("Permissions: INVALID (%s): every tool call is refused\n", r.Permissions.Error)
-	case r.Permissions.Present && len(r.Permissions.Tools) == 0:
-		p("Permissions: no tool (the ceiling allows none)\n")
-	case r.Permissions.Present && slices.Contains(r.Permissions.Tools, authz.AllTools):
-		p("Permissions: every tool (permissions.json allows *)\n")
-	case r.Permissions.Present:
-		p("Permissions: only %s\n", strings.Join(r.Permissions.Tools, ", "))
-	default:
-		p("Permissions: every tool (no ceiling)\n")
-	}
-	return err
+	return "every tool (no ceiling)"
 }
 
 // writeIsolation says what a running agent's commands can reach: what

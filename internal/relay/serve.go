@@ -2,27 +2,16 @@ package relay
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	"net"
-	"net/http"
-	"net/url"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/commandcore/commandcore/internal/limits"
-	"github.com/commandcore/commandcore/internal/relay/announce"
-	"github.com/commandcore/commandcore/internal/relay/downloads"
-	"github.com/commandcore/commandcore/internal/relay/metrics"
-	"github.com/commandcore/commandcore/internal/relay/oauth"
 	"github.com/commandcore/commandcore/internal/relay/signin"
 	"github.com/commandcore/commandcore/internal/relay/store"
 	"github.com/commandcore/commandcore/internal/relay/updates"
-	"github.com/commandcore/commandcore/internal/version"
 )
 
 // shutdownGrace bounds a graceful stop of the relay's HTTP servers.
@@ -121,254 +110,36 @@ var ErrSSONeedsPanel = errors.New("SSO signs admins in to the panel, which is no
 var ErrClientCA = errors.New("the client CA file holds no PEM certificate")
 
 // Serve runs the relay until ctx ends or a listener fails, then ends the
-// device links and drains the calls for up to shutdownGrace.
+// device links and drains the calls for up to shutdownGrace. It reads as
+// what a replica starts: the configuration checked, its listeners, the
+// replica itself with what it serves, then each listener's server.
 func Serve(ctx context.Context, cfg ServeConfig) error {
-	switch {
-	case (cfg.TLSCert == "") != (cfg.TLSKey == ""):
-		return ErrTLSPair
-	case cfg.MetricsToken != "" && cfg.MetricsListen == "":
-		return ErrMetricsTokenAlone
-	case cfg.PanelListen == "" && (cfg.PanelPublicURL != "" || cfg.OAuthPrivateClients || cfg.OAuthClientCA != ""):
-		return ErrOAuthNeedsPanel
-	case cfg.OIDC != nil && cfg.PanelListen == "":
-		return ErrSSONeedsPanel
-	case cfg.MaxCallWait != 0 && (cfg.MaxCallWait < time.Second || cfg.MaxCallWait > limits.ForwardTimeout):
-		return ErrMaxCallWait
-	}
-	if cfg.PublicURL != "" {
-		if _, err := oauth.CheckPublicURL(cfg.PublicURL); err != nil {
-			return err
-		}
-	}
-	if cfg.PanelPublicURL != "" {
-		if err := oauth.CheckPanelURL(cfg.PanelPublicURL); err != nil {
-			return err
-		}
-	}
-	// Checked now; set once the relay is made.
-	if _, err := parseOrigins(cfg.AllowedOrigins); err != nil {
-		return err
-	}
-	if err := new(Server).SetTrustedProxies(cfg.TrustedProxies); err != nil {
-		return err
-	}
-	cas, err := clientCAs(cfg.OAuthClientCA)
+	cas, err := cfg.check()
 	if err != nil {
 		return err
 	}
-	// The metrics' listener first: a refusal comes before anything is
-	// served or announced.
-	var mln net.Listener
-	if cfg.MetricsListen != "" {
-		if mln, err = listenMetrics(cfg.MetricsListen, cfg.MetricsToken); err != nil {
-			return err
-		}
-		defer mln.Close()
-	}
-	var pln net.Listener
-	if cfg.PanelListen != "" {
-		if pln, err = listenPanel(cfg); err != nil {
-			return err
-		}
-		defer pln.Close()
-		cfg.Replica.Panel = baseURL(cfg, pln)
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ls, err := listen(&cfg)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
-	defer ln.Close()
-	cfg.Replica.Address = baseURL(cfg, ln)
-	// The downloads' files are opened before the relay joins the others:
-	// a release it cannot serve refuses the start.
-	public := cfg.PublicURL
-	if public == "" {
-		public = cfg.Replica.Address
-	}
-	dl, err := downloads.New(downloads.Config{PublicURL: public, Dir: cfg.Downloads})
+	defer ls.close()
+	srv, dl, err := startReplica(cfg, ls, cas)
 	if err != nil {
 		return err
 	}
 	defer dl.Close()
-	// For the administration commands' install lines (relay enroll-code).
-	recorded := ""
-	if cfg.PublicURL != "" {
-		recorded, _ = oauth.CheckPublicURL(cfg.PublicURL)
-	}
-	if err := cfg.State.SetPublicURL(recorded); err != nil {
-		return fmt.Errorf("record the public URL: %w", err)
-	}
-	srv, err := NewReplica(cfg.State, cfg.Replica)
-	if err != nil {
-		return err
-	}
-	srv.Log = cfg.Log
-	srv.MaxCallWait = cfg.MaxCallWait
-	srv.SetTrustedProxies(cfg.TrustedProxies)
 	defer srv.Close()
-	srv.SetAllowedOrigins(public, cfg.AllowedOrigins)
-	if pln != nil {
-		oc := OAuthConfig{PublicURL: public, PanelURL: cfg.PanelPublicURL, PrivateClients: cfg.OAuthPrivateClients, ClientCAs: cas}
-		if oc.PanelURL == "" {
-			oc.PanelURL = cfg.Replica.Panel + "/panel/"
-		}
-		if err := srv.SetOAuth(oc); err != nil {
+	run := newServing(cfg)
+	base := announceListening(cfg, ls.main)
+	run.main(srv, ls.main)
+	if ls.panel != nil {
+		if err := run.panel(srv, ls.panel); err != nil {
 			return err
 		}
 	}
-	srv.Downloads = dl
-	cat, err := updates.New(updates.Config{Mode: cfg.AgentUpdates, Version: version.Version, Dir: cfg.Downloads, Sums: dl.Sums})
-	if err != nil {
-		return err
-	}
-	srv.Updates = cat
-	base := announceListening(cfg, ln)
-	errc := make(chan error, 3)
-	hs := srv.HTTPServer()
-	go func() {
-		if cfg.TLSCert != "" {
-			errc <- hs.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
-		} else {
-			errc <- hs.Serve(ln)
-		}
-	}()
-	var ps *http.Server
-	if pln != nil {
-		if srv.SignIn, err = signin.New(signin.Config{State: cfg.State, PanelURL: panelURL(cfg, pln), OIDC: cfg.OIDC, Now: srv.Now}); err != nil {
-			return fmt.Errorf("panel sign-in: %w", err)
-		}
-		// Behind a TLS proxy the listener is plain HTTP, but browsers reach
-		// the panel over HTTPS: its cookies are Secure either way.
-		if ps, err = srv.PanelServer(cfg.TLSCert != "" || panelURL(cfg, pln).Scheme == "https"); err != nil {
-			return fmt.Errorf("panel: %w", err)
-		}
-		go func() {
-			if cfg.TLSCert != "" {
-				errc <- ps.ServeTLS(pln, cfg.TLSCert, cfg.TLSKey)
-			} else {
-				errc <- ps.Serve(pln)
-			}
-		}()
-		fmt.Fprintf(cfg.Out, "%s%s%s\n", announce.Panel, cfg.Replica.Panel, "/panel/")
-	}
-	var ms *http.Server
-	if mln != nil {
-		m := metrics.New(srv, metrics.Labels{Tools: AuditTools(), EnrollRefusals: EnrollRefusals})
-		srv.Observer = m
-		ms = m.Server(cfg.MetricsToken)
-		go func() { errc <- ms.Serve(mln) }()
-		fmt.Fprintf(cfg.Out, "%shttp://%s%s\n", announce.Metrics, mln.Addr(), metrics.Path)
+	if ls.metrics != nil {
+		run.metrics(srv, ls.metrics)
 	}
 	fmt.Fprintf(cfg.Out, "relay: MCP endpoints %s/mcp and %s/mcp/<device>; agents link to %s/v1/agent\n", base, base, base)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	return shutdown(srv, hs, ms, ps)
-}
-
-// announceListening says where the relay listens, warning first when it serves
-// plain HTTP where agents will refuse it, and returns its base URL.
-func announceListening(cfg ServeConfig, ln net.Listener) string {
-	base := baseURL(cfg, ln)
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && cfg.TLSCert == "" && !tcp.IP.IsLoopback() && cfg.Warn != nil {
-		fmt.Fprintln(cfg.Warn, "relay: warning: serving plain HTTP on a non-loopback address; agents and clients elsewhere need --tls-cert and --tls-key")
-	}
-	fmt.Fprintf(cfg.Out, "%s%s\n", announce.Listening, base)
-	return base
-}
-
-// baseURL is the relay's base URL on ln.
-func baseURL(cfg ServeConfig, ln net.Listener) string {
-	scheme := "http"
-	if cfg.TLSCert != "" {
-		scheme = "https"
-	}
-	return scheme + "://" + ln.Addr().String()
-}
-
-// panelURL is the panel's public origin: PanelPublicURL's, else its
-// listener's, by the name localhost on loopback (passkeys need a host
-// name, and browsers count localhost as secure).
-func panelURL(cfg ServeConfig, ln net.Listener) *url.URL {
-	if u, err := url.Parse(cfg.PanelPublicURL); cfg.PanelPublicURL != "" && err == nil {
-		return &url.URL{Scheme: u.Scheme, Host: u.Host}
-	}
-	u, _ := url.Parse(baseURL(cfg, ln))
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
-		u.Host = net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
-	}
-	return u
-}
-
-// shutdown ends the device links, then lets the calls drain; the metrics
-// stay scrapable until they have.
-func shutdown(srv *Server, hs, ms, ps *http.Server) error {
-	srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if ps != nil {
-		// Live pages stream until closed; they need not drain.
-		ps.Close()
-	}
-	err := hs.Shutdown(ctx)
-	if ms != nil {
-		ms.Shutdown(ctx)
-	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shut down: %w", err)
-	}
-	return nil
-}
-
-// listenPanel opens the panel's listener, refusing plain HTTP off
-// loopback (judged by the address bound) unless cfg.PanelInsecure.
-func listenPanel(cfg ServeConfig) (net.Listener, error) {
-	ln, err := net.Listen("tcp", cfg.PanelListen)
-	if err != nil {
-		return nil, fmt.Errorf("listen for the panel: %w", err)
-	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); cfg.TLSCert == "" && !cfg.PanelInsecure && (!ok || !tcp.IP.IsLoopback()) {
-		ln.Close()
-		return nil, fmt.Errorf("%s is not a loopback address: %w", cfg.PanelListen, ErrPanelPlainHTTP)
-	}
-	return ln, nil
-}
-
-// listenMetrics opens the metrics' listener at addr, judging loopback by
-// the address bound, so a name that resolves elsewhere is caught too.
-func listenMetrics(addr, token string) (net.Listener, error) {
-	if token != "" && len(token) < limits.MetricsTokenMinBytes {
-		return nil, ErrMetricsTokenShort
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listen: %w", err)
-	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); token == "" && (!ok || !tcp.IP.IsLoopback()) {
-		ln.Close()
-		return nil, fmt.Errorf("%s is not a loopback address: %w", addr, ErrMetricsNeedToken)
-	}
-	return ln, nil
-}
-
-// clientCAs reads the PEM file of CAs a client ID metadata document's
-// certificate may chain to, with the system's; "" is the system's alone.
-func clientCAs(file string) (*x509.CertPool, error) {
-	if file == "" {
-		return nil, nil
-	}
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("client CA: %w", err)
-	}
-	pool, err := x509.SystemCertPool()
-	if err != nil {
-		pool = x509.NewCertPool()
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, ErrClientCA
-	}
-	return pool, nil
+	return run.wait(ctx, srv)
 }

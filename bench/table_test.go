@@ -19,9 +19,38 @@ import (
 // next launch, and whichever agent is timed right after the other pays
 // for it (BENCHMARKS.md). Targets: the full table's start p50 ≤ 1.1× the
 // empty one's; process.jobs p50 ≤ 10 ms.
+//
+// The 31 live jobs are 31 more units in the user manager, which every
+// launch there pays for, CommandCore's or not. So the run has two phases:
+// first, with no live job anywhere, the empty agent's launch and blocking
+// `systemd-run --user true` interleaved (alone-*); then, with the full
+// table, both again and the full agent's. The manager's share of the
+// growth is what blocking systemd-run gained (manager-share-ms);
+// CommandCore's own is the rest of full - empty-alone (own-share-ms),
+// reported against the empty-alone launch (own-share/empty-alone; target
+// ≤ 0.10).
 func BenchmarkStartFullTable(b *testing.B) {
 	empty := newMCP(b, stateDir(b))
 	full := newMCP(b, stateDir(b))
+	sdrun := systemdRunBlocking()
+	alone := func() (time.Duration, error) {
+		time.Sleep(quietPause)
+		return sdrun.run()
+	}
+	var emptyAlone, sdrunAlone []time.Duration
+	for i := range b.N + 1 {
+		de, err := startEmpty(empty)
+		if err != nil {
+			b.Fatalf("empty, no live units: %v", err)
+		}
+		ds, err := alone()
+		if err != nil {
+			b.Fatalf("systemd-run, no live units: %v", err)
+		}
+		if i > 0 {
+			emptyAlone, sdrunAlone = append(emptyAlone, de), append(sdrunAlone, ds)
+		}
+	}
 	var live []string
 	for range 31 {
 		var res jobs.StartResult
@@ -49,41 +78,41 @@ func BenchmarkStartFullTable(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	start := func(c *mcpClient, forget bool) (time.Duration, error) {
+	// In the full table the job stays, read, as the 99 before it.
+	startFull := func() (time.Duration, error) {
 		time.Sleep(quietPause)
 		t0 := time.Now()
-		res, err := c.callRaw("process.start", map[string]any{"command": "true"})
+		res, err := full.callRaw("process.start", map[string]any{"command": "true"})
 		d := time.Since(t0)
 		var out jobs.StartResult
 		if err := testkit.DecodeResult("process.start", res, err, &out); err != nil {
 			return d, err
 		}
-		if forget {
-			_, err = c.finish(out.ProcessID)
+		if err := waitEnded(jobDir(full.state, out.ProcessID), 200*time.Microsecond, time.Minute); err != nil {
 			return d, err
 		}
-		// In the full table the job stays, read, as the 99 before it.
-		if err := waitEnded(jobDir(c.state, out.ProcessID), 200*time.Microsecond, time.Minute); err != nil {
-			return d, err
-		}
-		return d, c.call("process.output", map[string]any{"process_id": out.ProcessID}, nil)
+		return d, full.call("process.output", map[string]any{"process_id": out.ProcessID}, nil)
 	}
-	var emptyS, fullS, listS []time.Duration
+	var emptyS, fullS, listS, sdrunS []time.Duration
 	for i := range b.N + 1 {
 		var de, df time.Duration
 		var errE, errF error
 		if i%2 == 0 {
-			de, errE = start(empty, true)
-			df, errF = start(full, false)
+			de, errE = startEmpty(empty)
+			df, errF = startFull()
 		} else {
-			df, errF = start(full, false)
-			de, errE = start(empty, true)
+			df, errF = startFull()
+			de, errE = startEmpty(empty)
 		}
 		if errE != nil {
 			b.Fatalf("empty: %v", errE)
 		}
 		if errF != nil {
 			b.Fatalf("full: %v", errF)
+		}
+		ds, err := alone()
+		if err != nil {
+			b.Fatalf("systemd-run, 31 live units: %v", err)
 		}
 		time.Sleep(quietPause)
 		t0 := time.Now()
@@ -100,14 +129,38 @@ func BenchmarkStartFullTable(b *testing.B) {
 		if i == 0 {
 			continue // warm-up
 		}
-		emptyS, fullS, listS = append(emptyS, de), append(fullS, df), append(listS, dl)
+		emptyS, fullS, listS, sdrunS = append(emptyS, de), append(fullS, df), append(listS, dl), append(sdrunS, ds)
 	}
 	e, f, l := summarize(emptyS), summarize(fullS), summarize(listS)
+	ea, sa, s31 := summarize(emptyAlone), summarize(sdrunAlone), summarize(sdrunS)
 	b.ReportMetric(ms(e.P50), "empty-p50-ms")
 	b.ReportMetric(ms(f.P50), "full-p50-ms")
 	b.ReportMetric(ms(f.P50)/ms(e.P50), "full/empty-p50")
 	b.ReportMetric(ms(l.P50), "jobs-p50-ms")
 	b.ReportMetric(ms(l.P90), "jobs-p90-ms")
+	b.ReportMetric(ms(ea.P50), "empty-alone-p50-ms")
+	b.ReportMetric(ms(sa.P50), "sdrun-alone-p50-ms")
+	b.ReportMetric(ms(s31.P50), "sdrun-31-p50-ms")
+	manager := ms(s31.P50) - ms(sa.P50)
+	own := ms(f.P50) - ms(ea.P50) - manager
+	b.ReportMetric(manager, "manager-share-ms")
+	b.ReportMetric(own, "own-share-ms")
+	b.ReportMetric(own/ms(ea.P50), "own-share/empty-alone")
+}
+
+// startEmpty launches `true` on c after a quiet pause, timing the call,
+// and forgets the job.
+func startEmpty(c *mcpClient) (time.Duration, error) {
+	time.Sleep(quietPause)
+	t0 := time.Now()
+	res, err := c.callRaw("process.start", map[string]any{"command": "true"})
+	d := time.Since(t0)
+	var out jobs.StartResult
+	if err := testkit.DecodeResult("process.start", res, err, &out); err != nil {
+		return d, err
+	}
+	_, err = c.finish(out.ProcessID)
+	return d, err
 }
 
 // quietPause comes before each timed call, so that the work either agent

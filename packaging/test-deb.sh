@@ -24,6 +24,8 @@ fi
 
 files="/usr/bin/commandcore
 /usr/lib/systemd/user/commandcore.service
+/usr/lib/systemd/system/commandcore-relay.service
+/etc/commandcore/relay.env
 /usr/share/doc/commandcore/README.md
 /usr/share/doc/commandcore/docs/architecture.md
 /usr/share/doc/commandcore/docs/limits.md
@@ -38,6 +40,22 @@ done
 installed=
 cleanup() { [ -z "$installed" ] || dpkg -P commandcore >/dev/null 2>&1 || true; }
 trap cleanup EXIT
+
+# The .rpm beside the .deb carries the relay's files as the .deb does (when
+# rpm is at hand to read it): mode, owner, the configuration flags and path.
+rpms=$(find "$(dirname "$deb")" -maxdepth 1 -name 'commandcore-*.rpm')
+if command -v rpm >/dev/null && [ -n "$rpms" ]; then
+	[ "$(echo "$rpms" | wc -l)" -eq 1 ] || fail "want one commandcore-*.rpm beside $deb, found: $rpms"
+	listing=$(rpm -qp --queryformat '[%{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpms") ||
+		fail "rpm -qp $rpms"
+	for want in \
+		'-rw-r--r-- root:root  /usr/lib/systemd/system/commandcore-relay.service' \
+		'-rw------- root:root cn /etc/commandcore/relay.env' \
+		'drwxr-xr-x root:root  /etc/commandcore'; do
+		echo "$listing" | grep -qxF -- "$want" || fail "$rpms lacks: $want"
+	done
+	echo "test-deb: $rpms: the relay's unit and relay.env: ok"
+fi
 
 echo "test-deb: dpkg -i $deb"
 dpkg -i "$deb"
@@ -60,18 +78,33 @@ for d in /etc/systemd/user /usr/lib/systemd/user; do
 	[ ! -e "$d/default.target.wants/commandcore.service" ] || fail "the package enabled the unit globally ($d)"
 done
 [ ! -e /etc/systemd/system/user@.service.d/commandcore-recovery.conf ] || fail "the recovery drop-in was installed"
+# The relay's system unit, installed and not enabled.
+relay=/usr/lib/systemd/system/commandcore-relay.service
+grep -qx 'ExecStart=/usr/bin/commandcore relay serve --state-dir /var/lib/commandcore-relay $COMMANDCORE_RELAY_ARGS' "$relay" ||
+	fail "$relay does not run /usr/bin/commandcore relay serve"
+grep -qx 'EnvironmentFile=/etc/commandcore/relay.env' "$relay" || fail "$relay does not read /etc/commandcore/relay.env"
+grep -qx 'DynamicUser=yes' "$relay" || fail "$relay has no DynamicUser=yes"
+[ "$(stat -c '%a %U:%G' "$relay")" = '644 root:root' ] || fail "$relay is $(stat -c '%a %U:%G' "$relay"), want 644 root:root"
+[ -z "$(find /etc/systemd/system -name commandcore-relay.service)" ] || fail "the package enabled the relay"
+env=/etc/commandcore/relay.env
+[ "$(stat -c '%a %U:%G' "$env")" = '600 root:root' ] || fail "$env is $(stat -c '%a %U:%G' "$env"), want 600 root:root"
+grep -qx 'COMMANDCORE_RELAY_ARGS="--listen 127.0.0.1:8440"' "$env" || fail "$env does not default to --listen 127.0.0.1:8440"
+dpkg-query -W -f '${Conffiles}' commandcore | grep -q "^ $env " || fail "$env is not a conffile"
 dpkg -V commandcore || fail "dpkg -V reports modified files"
 # With a user manager's runtime directory at hand, let systemd parse the unit.
 if [ -n "${XDG_RUNTIME_DIR:-}" ] && command -v systemd-analyze >/dev/null; then
 	systemd-analyze --user verify "$unit" || fail "systemd-analyze --user verify $unit"
 	echo "test-deb: systemd-analyze --user verify: ok"
 fi
+if command -v systemd-analyze >/dev/null; then
+	systemd-analyze security --offline=yes "$relay" | tail -1
+fi
 
 echo "test-deb: dpkg -P commandcore"
 dpkg -P commandcore
 installed=
 dpkg-query -W -f '${Status}' commandcore 2>/dev/null | grep -q ' installed$' && fail "still installed after dpkg -P"
-for f in $files /usr/share/doc/commandcore; do
+for f in $files /usr/share/doc/commandcore /etc/commandcore; do
 	[ ! -e "$f" ] || fail "$f left after the removal"
 done
 echo "test-deb: ok"

@@ -46,7 +46,16 @@ for arch in amd64 arm64; do
 	# not from the file.
 	BIN=$bin ARCH=$arch VERSION=$VERSION DIST=$DIST GO=$GO packaging/package.sh
 done
+# The relay's container image, built without a daemon from the binaries
+# just made (internal/ociimage): a docker/podman tarball per architecture
+# and one OCI image layout of both, in DIST/image. Nothing a device
+# downloads, so outside SHA256SUMS.
+ca=
+[ ! -r /etc/ssl/certs/ca-certificates.crt ] || ca=/etc/ssl/certs/ca-certificates.crt
+mkdir -p "$DIST/image"
+$GO run ./internal/ociimage/cmd/imagegen -out "$DIST/image" -version "$VERSION" -commit "$COMMIT" \
+	-created "$SOURCE_DATE_EPOCH" ${ca:+-ca "$ca"} amd64="$DIST/commandcore-linux-amd64" arm64="$DIST/commandcore-linux-arm64"
 # The version the binaries report, for a relay serving this directory to
 # tell an outdated agent (relay serve --downloads).
 printf '%s\n' "$VERSION" >"$DIST/VERSION"
-(cd "$DIST" && sha256sum -- * >SHA256SUMS.new && mv SHA256SUMS.new SHA256SUMS)
+(cd "$DIST" && find . -maxdepth 1 -type f ! -name 'SHA256SUMS*' | sed 's|^\./||' | sort | xargs sha256sum -- >SHA256SUMS.new && mv SHA256SUMS.new SHA256SUMS)

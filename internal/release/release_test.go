@@ -25,7 +25,7 @@ var want = []string{
 	"SHA256SUMS", "VERSION",
 	"commandcore-9.8.7-1.aarch64.rpm", "commandcore-9.8.7-1.x86_64.rpm",
 	"commandcore-linux-amd64", "commandcore-linux-arm64",
-	"commandcore_9.8.7_amd64.deb", "commandcore_9.8.7_arm64.deb",
+	"commandcore_9.8.7_amd64.deb", "commandcore_9.8.7_arm64.deb", "image",
 }
 
 // nfpm installs, into a new directory, the nfpm that packaging/package.sh
@@ -93,9 +93,19 @@ func TestReleaseIsReproducible(t *testing.T) {
 	if !bytes.Equal(sumsA, sumsB) {
 		t.Fatalf("two builds differ:\n%s\n%s", sumsA, sumsB)
 	}
-	// Every file but the sums themselves is in them.
-	if n := strings.Count(string(sumsA), "\n"); n != len(want)-1 {
-		t.Errorf("SHA256SUMS has %d lines, want %d:\n%s", n, len(want)-1, sumsA)
+	// Every file but the sums themselves is in them; the image, which no
+	// device downloads, is not.
+	if n := strings.Count(string(sumsA), "\n"); n != len(want)-2 || strings.Contains(string(sumsA), "image") {
+		t.Errorf("SHA256SUMS has %d lines, want %d, none of the image:\n%s", n, len(want)-2, sumsA)
+	}
+	// The relay's container image is the same bytes too: each
+	// architecture's tarball and the layout's index, so the same digests.
+	for _, f := range []string{"image/commandcore-relay-image-linux-amd64.tar", "image/commandcore-relay-image-linux-arm64.tar", "image/commandcore-relay-image-oci/index.json"} {
+		x, errX := os.ReadFile(filepath.Join(a, f))
+		y, errY := os.ReadFile(filepath.Join(b, f))
+		if errX != nil || errY != nil || len(x) == 0 || !bytes.Equal(x, y) {
+			t.Errorf("%s differs between two builds (%v, %v)", f, errX, errY)
+		}
 	}
 	check := exec.Command("sha256sum", "--check", "--quiet", "SHA256SUMS")
 	check.Dir = b

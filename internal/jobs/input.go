@@ -208,7 +208,7 @@ func (s *Service) answerUntil(ctx context.Context, who principal.Principal, id s
 	for {
 		// Looked for before the page is read, so a page that answers a
 		// found text holds it.
-		_, _, found, err := s.lookFor(id, f)
+		_, found, err := s.lookFor(id, f)
 		if err != nil {
 			return nil, false, err
 		}
@@ -218,7 +218,7 @@ func (s *Service) answerUntil(ctx context.Context, who principal.Principal, id s
 		}
 		if !found && out.Terminal {
 			// Seen ended, its output is final: one last look.
-			if _, _, found, err = s.lookFor(id, f); err != nil {
+			if _, found, err = s.lookFor(id, f); err != nil {
 				return nil, false, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/commandcore/commandcore/internal/capture"
 	"github.com/commandcore/commandcore/internal/errcode"
@@ -139,37 +140,45 @@ func newFinder(text, stream string, from StreamOffsets) *finder {
 	return f
 }
 
-// look reads what dir's streams hold past where the finder stopped and
-// returns the stream and offset of the first match, if any.
-func (f *finder) look(dir *jobmeta.Dir) (string, int64, bool, error) {
-	for _, s := range f.streams {
-		at, found, err := f.scan(dir, s)
-		if err != nil || found {
-			return s.name, at, found, err
-		}
-	}
-	return "", 0, false, nil
+// match is where a finder found its text: the stream, the offset the
+// text begins at, and the line it is in (see matchLine).
+type match struct {
+	stream string
+	at     int64
+	line   string
 }
 
-func (f *finder) scan(dir *jobmeta.Dir, s *streamScan) (int64, bool, error) {
+// look reads what dir's streams hold past where the finder stopped and
+// returns the first match, if any.
+func (f *finder) look(dir *jobmeta.Dir) (match, bool, error) {
+	for _, s := range f.streams {
+		m, found, err := f.scan(dir, s)
+		if err != nil || found {
+			return m, found, err
+		}
+	}
+	return match{}, false, nil
+}
+
+func (f *finder) scan(dir *jobmeta.Dir, s *streamScan) (match, bool, error) {
 	fh, err := dir.Open(s.file)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, false, nil
+		return match{}, false, nil
 	}
 	if err != nil {
-		return 0, false, errcode.Wrap(errcode.Internal, err, "the %s capture was refused (%v) and not read", s.name, err)
+		return match{}, false, errcode.Wrap(errcode.Internal, err, "the %s capture was refused (%v) and not read", s.name, err)
 	}
 	defer fh.Close()
 	for range scanReads {
 		p, _, err := capture.ReadPage(fh, s.next, scanChunk)
 		if errors.Is(err, capture.ErrOffsetBeyondEnd) {
-			return 0, false, errcode.New(errcode.InvalidArgument, "until.output.from_offset.%s is past the end of the stream", s.name)
+			return match{}, false, errcode.New(errcode.InvalidArgument, "until.output.from_offset.%s is past the end of the stream", s.name)
 		}
 		if err != nil {
-			return 0, false, errcode.Wrap(errcode.Internal, err, "the %s capture cannot be read", s.name)
+			return match{}, false, errcode.Wrap(errcode.Internal, err, "the %s capture cannot be read", s.name)
 		}
 		if len(p.Data) == 0 {
-			return 0, false, nil
+			return match{}, false, nil
 		}
 		if p.Offset != s.next {
 			// A gap: the capture dropped what lay between.
@@ -178,23 +187,91 @@ func (f *finder) scan(dir *jobmeta.Dir, s *streamScan) (int64, bool, error) {
 		buf := append(s.carry, p.Data...)
 		start := p.Offset - int64(len(s.carry))
 		if i := bytes.Index(buf, f.text); i >= 0 {
-			return start + int64(i), true, nil
+			at := start + int64(i)
+			return match{stream: s.name, at: at, line: matchLine(fh, at, f.text)}, true, nil
 		}
 		keep := min(len(f.text)-1, len(buf))
 		s.carry = append([]byte(nil), buf[len(buf)-keep:]...)
 		s.next = p.NextOffset
 	}
-	return 0, false, nil
+	return match{}, false, nil
+}
+
+// matchLine is the line of the open capture fh that text, found at offset
+// at, lies in (see lineAround), read around it in one page of at most
+// 2*limits.UntilLineMaxBytes+2 bytes more than the text; "" when that page
+// no longer holds the text (the ring lapped it) or cannot be read.
+func matchLine(fh *os.File, at int64, text []byte) string {
+	// A byte more than the line can show on each side tells whether the
+	// line goes on past what it shows.
+	reach := int64(limits.UntilLineMaxBytes) + 1
+	lo, hi := max(at-reach, 0), at+int64(len(text))+reach
+	p, meta, err := capture.ReadPage(fh, lo, int(hi-lo))
+	if err != nil || p.Offset > at || p.NextOffset < at+int64(len(text)) {
+		return ""
+	}
+	i := int(at - p.Offset)
+	j := i + len(text)
+	if !bytes.Equal(p.Data[i:j], text) {
+		return ""
+	}
+	// The page starts mid-line unless it starts the stream; it stops
+	// mid-line where it stops short of what was written (at the window's
+	// end, or the gap after the capture's head).
+	return lineAround(p.Data, i, j, p.Offset > 0, p.NextOffset < meta.ObservedBytes)
+}
+
+// lineAround is the line of data that data[i:j] lies in, a line ending at
+// \n or \r: at most limits.UntilLineMaxBytes of it, the match whole where
+// it fits (else its start), and around it as much of the line before and
+// after as fits, the side with less to show giving its room to the other.
+// Where the line was cut, or goes on past data (openStart, openEnd: data
+// may not hold its ends), "..." marks it. Bytes that are not UTF-8 are
+// shown as U+FFFD.
+func lineAround(data []byte, i, j int, openStart, openEnd bool) string {
+	ls := bytes.LastIndexAny(data[:i], "\r\n") + 1
+	if ls > 0 {
+		openStart = false
+	}
+	le := len(data)
+	if k := bytes.IndexAny(data[j:], "\r\n"); k >= 0 {
+		le, openEnd = j+k, false
+	}
+	from, to := ls, le
+	if bound := limits.UntilLineMaxBytes; to-from > bound {
+		room := bound - (j - i)
+		if room <= 0 {
+			from, to = i, i+bound
+		} else {
+			before := min(i-ls, max(room/2, room-(le-j)))
+			from, to = i-before, j+min(le-j, room-before)
+		}
+		// Cut on character boundaries, inside the bound.
+		for from > ls && from < i && !utf8.RuneStart(data[from]) {
+			from++
+		}
+		for to < le && to > i && !utf8.RuneStart(data[to]) {
+			to--
+		}
+	}
+	line := strings.ToValidUTF8(string(data[from:to]), "\uFFFD")
+	if from > ls || openStart {
+		line = "..." + line
+	}
+	if to < le || openEnd {
+		line += "..."
+	}
+	return line
 }
 
 // lookFor runs f over job id's streams.
-func (s *Service) lookFor(id string, f *finder) (string, int64, bool, error) {
+func (s *Service) lookFor(id string, f *finder) (match, bool, error) {
 	dir, err := s.store.OpenDir(id)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", 0, false, jobstore.ErrNotFound()
+		return match{}, false, jobstore.ErrNotFound()
 	}
 	if err != nil {
-		return "", 0, false, errcode.Wrap(errcode.Internal, err, "the job's directory cannot be opened")
+		return match{}, false, errcode.Wrap(errcode.Internal, err, "the job's directory cannot be opened")
 	}
 	defer dir.Close()
 	return f.look(dir)
@@ -245,38 +322,39 @@ func (s *Service) newConditions(u *Until, id string, exists PathProbe) (*conditi
 	return c, nil
 }
 
-// check reports the condition that holds, if any: output at every call,
-// port and path at most every limits.UntilProbeInterval.
-func (c *conditions) check(ctx context.Context, s *Service) (met, stream string, at int64, err error) {
+// check reports the condition that holds, if any, with the output's match:
+// output at every call, port and path at most every
+// limits.UntilProbeInterval.
+func (c *conditions) check(ctx context.Context, s *Service) (string, match, error) {
 	if c.output != nil {
-		stream, at, found, err := s.lookFor(c.id, c.output)
+		m, found, err := s.lookFor(c.id, c.output)
 		if err != nil || found {
-			return MetOutput, stream, at, err
+			return MetOutput, m, err
 		}
 	}
 	if c.port == 0 && c.path == "" || time.Since(c.lastProbe) < limits.UntilProbeInterval {
-		return "", "", 0, nil
+		return "", match{}, nil
 	}
 	c.lastProbe = time.Now()
 	if c.port != 0 {
 		ok, err := c.ports.TCP(c.port, func() ([]int, error) { return c.procs.JobPIDs(ctx, c.id) })
 		if err != nil && ctx.Err() == nil {
-			return "", "", 0, errcode.Wrap(errcode.Internal, err, "the host's socket tables cannot be read")
+			return "", match{}, errcode.Wrap(errcode.Internal, err, "the host's socket tables cannot be read")
 		}
 		if ok {
-			return MetPort, "", 0, nil
+			return MetPort, match{}, nil
 		}
 	}
 	if c.path != "" {
 		ok, err := c.exists(c.path)
 		if err != nil {
-			return "", "", 0, err
+			return "", match{}, err
 		}
 		if ok {
-			return MetPath, "", 0, nil
+			return MetPath, match{}, nil
 		}
 	}
-	return "", "", 0, nil
+	return "", match{}, nil
 }
 
 // UnmarshalJSON takes until.output as the text alone ("ready"), as the

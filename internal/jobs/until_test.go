@@ -52,6 +52,9 @@ func TestUntilOutputAcrossWrites(t *testing.T) {
 	id := startJob(t, svc, "printf 'so re'; sleep 0.2; printf 'ady\\n'; exec sleep 30")
 	res := waitUntil(t, svc, id, Until{Output: &OutputUntil{Text: "ready"}}, 10000)
 	wantOutput(t, "split across writes", res, StreamStdout, 3)
+	if res.Line != "so ready" {
+		t.Errorf("the line the text is in: %q, want %q", res.Line, "so ready")
+	}
 	if len(res.Pending) != 1 || len(res.Ended) != 0 {
 		t.Fatalf("the job runs on: %+v", res)
 	}
@@ -100,10 +103,20 @@ func TestUntilOutputInTheTail(t *testing.T) {
 	id := startJob(t, svc, fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; printf re; head -c %d /dev/zero | tr '\\0' -; printf ready; exec sleep 30", head, rest))
 	res := waitUntil(t, svc, id, Until{Output: &OutputUntil{Text: "-ready"}}, 20000)
 	wantOutput(t, "in the tail", res, StreamStdout, int64(head+2+rest-1))
+	// A line of dashes as long as the tail: its last 200 bytes, the text
+	// at their end, cut before.
+	if want := "..." + strings.Repeat("-", limits.UntilLineMaxBytes-len("-ready")) + "-ready"; res.Line != want {
+		t.Errorf("the line in the tail: %q, want %q", res.Line, want)
+	}
 	if res = waitUntil(t, svc, id, Until{Output: &OutputUntil{Text: "re--"}}, 300); res.Met != MetTimeout {
 		t.Fatalf("text across the gap: met %q at %v, want timeout", res.Met, res.Offset)
 	}
-	wantOutput(t, "at the end of the head", waitUntil(t, svc, id, Until{Output: &OutputUntil{Text: "xre"}}, 2000), StreamStdout, int64(head-1))
+	res = waitUntil(t, svc, id, Until{Output: &OutputUntil{Text: "xre"}}, 2000)
+	wantOutput(t, "at the end of the head", res, StreamStdout, int64(head-1))
+	// The line goes on past the gap: cut after too.
+	if want := "..." + strings.Repeat("x", limits.UntilLineMaxBytes-2) + "re..."; res.Line != want {
+		t.Errorf("the line at the end of the head: %q, want %q", res.Line, want)
+	}
 }
 
 func TestUntilOutputAndTheJobsEnd(t *testing.T) {
@@ -203,5 +216,47 @@ func TestUntilRefusesBadConditions(t *testing.T) {
 		if _, err := svc.Wait(context.Background(), principal.Local, WaitRequest{ProcessIDs: []string{id}, TimeoutMS: ms(0), Until: &u}, nil); err != nil {
 			t.Errorf("%+v: %v", u, err)
 		}
+	}
+}
+
+// TestLineAround pins the line a met output shows: the whole line where it
+// fits, else at most limits.UntilLineMaxBytes around the text, "..."
+// where it was cut or goes on past what was read, cut on characters.
+func TestLineAround(t *testing.T) {
+	n := limits.UntilLineMaxBytes
+	long := strings.Repeat("a", 300)
+	for _, tc := range []struct {
+		name, data, text string
+		openStart        bool
+		openEnd          bool
+		want             string
+	}{
+		{"a line of its own", "one\nlisten on :8080\nthree\n", "listen", false, false, "listen on :8080"},
+		{"the first line, a terminal's", "ready\r\nnext", "ready", false, false, "ready"},
+		{"a progress line's last redraw", "10%\r50% ready\r", "ready", false, false, "50% ready"},
+		{"text across lines", "a\nb\nc", "a\nb", false, false, "a\nb"},
+		{"the read starts mid-line", "tail of a line ready\n", "ready", true, false, "...tail of a line ready"},
+		{"the line goes on past the read", "ready and", "ready", false, true, "ready and..."},
+		{"an end found closes the line", "x\nready\n", "ready", true, true, "ready"},
+		{"a long line, the text in the middle", long + "ready" + long + "\n", "ready", false, false,
+			"..." + strings.Repeat("a", (n-5)/2) + "ready" + strings.Repeat("a", n-5-(n-5)/2) + "..."},
+		{"a long line, the text near its start", "ab ready" + long, "ready", false, false, "ab ready" + strings.Repeat("a", n-8) + "..."},
+		{"a long line, the text at its end", long + "ready", "ready", false, false, "..." + strings.Repeat("a", n-5) + "ready"},
+		{"a text longer than the bound", "x " + strings.Repeat("r", 2*n) + " y", strings.Repeat("r", 2*n), false, false,
+			"..." + strings.Repeat("r", n) + "..."},
+		{"cut on characters", strings.Repeat("é", 200) + "ready" + strings.Repeat("é", 200), "ready", false, false,
+			"..." + strings.Repeat("é", 48) + "ready" + strings.Repeat("é", 49) + "..."},
+		{"bytes that are not UTF-8", "\xffready", "ready", false, false, "\uFFFDready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i := strings.Index(tc.data, tc.text)
+			got := lineAround([]byte(tc.data), i, i+len(tc.text), tc.openStart, tc.openEnd)
+			if got != tc.want {
+				t.Errorf("line\n%q\nwant\n%q", got, tc.want)
+			}
+			if body := strings.TrimSuffix(strings.TrimPrefix(got, "..."), "..."); len(body) > n {
+				t.Errorf("%d bytes of line, more than %d", len(body), n)
+			}
+		})
 	}
 }

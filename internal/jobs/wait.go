@@ -43,6 +43,8 @@ type WaitResult struct {
 	// Stream and Offset say where until.output's text was found.
 	Stream string `json:"stream,omitempty" jsonschema:"with met output: the stream the text was found in"`
 	Offset *int64 `json:"offset,omitempty" jsonschema:"with met output: the offset in that stream where the text begins"`
+	// Line is the line the text was found in, bounded (lineAround).
+	Line string `json:"line,omitempty" jsonschema:"with met output: the line the text is in, at most 200 bytes of it around the text, ... where it was cut or goes on"`
 }
 
 func met(mode string, ended, total int) bool {
@@ -127,14 +129,14 @@ func (s *Service) Wait(ctx context.Context, who principal.Principal, req WaitReq
 		// A condition is checked before the end it may precede: output
 		// written just before the job ended is what the caller waited for.
 		if conds != nil {
-			what, stream, at, err := conds.check(ctx, s)
+			what, m, err := conds.check(ctx, s)
 			if err != nil {
 				return nil, err
 			}
 			if what != "" {
 				res := waitResult(req.ProcessIDs, ended, what)
 				if what == MetOutput {
-					res.Stream, res.Offset = stream, &at
+					res.Stream, res.Offset, res.Line = m.stream, &m.at, m.line
 				}
 				return res, nil
 			}

@@ -45,6 +45,9 @@ const (
 	// UntilTextMaxBytes bounds the literal text process.wait's
 	// until.output and process.input's until look for.
 	UntilTextMaxBytes = 1024
+	// UntilLineMaxBytes bounds the line process.wait's met output shows
+	// the text in: the text with the line around it, cut beyond.
+	UntilLineMaxBytes = 200
 	// UntilProbeInterval is how often process.wait looks for a listening
 	// port or a path: a /proc/net read or a stat, never a busy loop.
 	UntilProbeInterval = 100 * time.Millisecond

@@ -102,6 +102,8 @@ var counts = map[string]struct{ got, want int64 }{
 	"WaitMaxJobs": {WaitMaxJobs, 32},
 	// docs/tools.md process.wait and process.input: until texts up to 1 KiB, probes 10 times a second.
 	"UntilTextMaxBytes": {UntilTextMaxBytes, 1 * kib},
+	// docs/tools.md process.wait: met output's line, at most 200 bytes around the text.
+	"UntilLineMaxBytes": {UntilLineMaxBytes, 200},
 	// docs/tools.md process.screen: rows past 64 KiB of text are left empty; docs/limits.md
 	// the emulator's feed (64 KiB at most every 50 ms, else the last 32 KiB).
 	"ScreenTextMaxBytes": {ScreenTextMaxBytes, 64 * kib},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -311,7 +312,47 @@ func (s *Server) devicesList(ctx context.Context, req *mcp.CallToolRequest) (*mc
 			out.Devices = append(out.Devices, all[i])
 		}
 	}
-	return toolresult.Success(out), nil
+	return toolresult.Summarized(out, devicesText(&out)), nil
+}
+
+// devicesText is devices.list's text content: a line a device, its name,
+// whether its link is up (else when it was last seen), its standing and
+// its agent's version; lines stop short of limits.MaxToolTextChars,
+// saying how many more devices the structured result holds.
+func devicesText(l *DeviceList) string {
+	var b strings.Builder
+	switch len(l.Devices) {
+	case 0:
+		b.WriteString("no device this token may reach\n")
+	case 1:
+		b.WriteString("1 device this token may reach:\n")
+	default:
+		fmt.Fprintf(&b, "%d devices this token may reach:\n", len(l.Devices))
+	}
+	for i, d := range l.Devices {
+		line := d.Name + ": "
+		switch {
+		case d.Connected:
+			line += "connected"
+		case d.LastSeen != nil:
+			line += "offline, last seen " + d.LastSeen.UTC().Format(time.RFC3339)
+		default:
+			line += "offline, never seen"
+		}
+		line += ", " + d.Standing
+		if d.AgentVersion != "" {
+			line += ", agent " + d.AgentVersion
+			if d.UpdateOffer != "" {
+				line += " (" + d.UpdateOffer + " offered)"
+			}
+		}
+		if b.Len()+len(line) > limits.MaxToolTextChars-200 {
+			fmt.Fprintf(&b, "... %d more devices in the structured result\n", len(l.Devices)-i)
+			break
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 // forwarder serves one tool's calls that direct.go leaves to the SDK.

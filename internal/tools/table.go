@@ -65,7 +65,7 @@ const filesListTool = "files.list"
 var definitions = []func(*handlers) definition{
 	tool("system.metrics", "Host metrics", readOnly,
 		"Host CPU, memory, swap, disks, pressure (PSI), uptime, boot ID and a health verdict; GPU data only when gpu is true (bounded probe).",
-		(*handlers).systemMetrics, nil),
+		(*handlers).systemMetrics, metricsText),
 	tool("process.list", "List host processes", readOnly,
 		fmt.Sprintf("Host processes, filtered literally by the arguments given (each narrows). The owner's processes show their arguments (args, at most %d KiB, args_truncated when cut; of many, the text cuts them shorter); other users' show name and argv0 only.", limits.ProcessArgsMaxBytes>>10),
 		(*handlers).processList, processListText),
@@ -106,7 +106,7 @@ var definitions = []func(*handlers) definition{
 		(*handlers).filesEdit, editText),
 	tool(filesListTool, "List a directory", readOnly,
 		"List a directory's entries (path, type, size, mode, mtime) to a depth, bounded, with excluded directory names; symlinks are listed, never followed.",
-		(*handlers).filesList, nil),
+		(*handlers).filesList, filesListText),
 	tool("process.run", "Run a short command", changes,
 		fmt.Sprintf("Run a short foreground command and return its result (exit code, stdout/stderr: of more than max_bytes, the first and last half; output_capture). With a progress token, live output arrives as progress notifications of at most %d KiB (_meta names the stream and offset). Cancelled with the request.", limits.LiveChunkBytes>>10),
 		(*handlers).processRun, runText),

@@ -2,10 +2,14 @@ package tools
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
+	"time"
+	"unicode"
 
 	"github.com/commandcore/commandcore/internal/fileops"
+	"github.com/commandcore/commandcore/internal/humantime"
 	"github.com/commandcore/commandcore/internal/jobmeta"
 	"github.com/commandcore/commandcore/internal/jobs"
 	"github.com/commandcore/commandcore/internal/limits"
@@ -19,23 +23,89 @@ import (
 // output or data itself, so it does not repeat the structured content in
 // full; a tool without one answers its compact JSON (see the table).
 
-// recordText is a record's text content for a model: how the job stands, in a
-// line; the structured record carries the rest.
-func recordText(r *jobmeta.Record) string {
-	s := "job " + r.ProcessID + " " + string(r.State)
-	switch {
-	case r.ExitCode != nil:
-		s += " " + strconv.Itoa(*r.ExitCode)
-	case r.Signal != "":
-		s += " by " + r.Signal
+// recordText is a record's text content for a model: how the job stands
+// or ended, with its name; how long it ran, or has been running; each
+// stream's size and what the capture dropped, and whether an ended job's
+// output was read to its end; what it runs under. The structured record
+// carries the rest.
+func recordText(r *jobmeta.Record) string { return recordTextAt(r, time.Now()) }
+
+// recordTextAt is recordText at time now.
+func recordTextAt(r *jobmeta.Record, now time.Time) string {
+	var b strings.Builder
+	b.WriteString("job " + r.ProcessID + " " + ending(r.State, r.ExitCode, r.Signal))
+	if r.Name != "" {
+		fmt.Fprintf(&b, " %q", r.Name)
 	}
 	if r.StoppedBy != "" {
-		s += ", stopped by " + r.StoppedBy
+		b.WriteString(", stopped by " + r.StoppedBy)
 	}
 	if r.Error != "" {
-		s += " (" + r.Error + ")"
+		b.WriteString(" (" + r.Error + ")")
 	}
-	return s + "\n"
+	b.WriteByte('\n')
+	var when []string
+	switch {
+	case r.StartedAt == nil && !r.Terminal:
+		when = append(when, "not started yet")
+	case r.StartedAt == nil:
+	case r.CompletedAt != nil:
+		when = append(when, "ran "+humantime.Duration(r.CompletedAt.Sub(*r.StartedAt)), "ended "+humantime.Duration(now.Sub(*r.CompletedAt))+" ago")
+	case !r.Terminal:
+		when = append(when, "running for "+humantime.Duration(now.Sub(*r.StartedAt)))
+		if last := lastOutput(r.Capture); last != nil {
+			when = append(when, "last output "+humantime.Duration(now.Sub(*last))+" ago")
+		}
+	}
+	if r.TimeoutS > 0 {
+		when = append(when, fmt.Sprintf("time limit %d s", r.TimeoutS))
+	}
+	if len(when) > 0 {
+		b.WriteString(strings.Join(when, ", ") + "\n")
+	}
+	if c := r.Capture; c != nil {
+		b.WriteString("stdout " + streamSize(c.Stdout) + "; stderr " + streamSize(c.Stderr))
+		switch {
+		case !r.Terminal:
+		case r.Read:
+			b.WriteString("; read to the end")
+		default:
+			b.WriteString("; not yet read to the end")
+		}
+		b.WriteByte('\n')
+	}
+	if len(r.Warnings) > 0 {
+		b.WriteString("warnings: " + strings.Join(r.Warnings, ", ") + "\n")
+	}
+	if n := len(r.Survivors); n > 0 {
+		fmt.Fprintf(&b, "%d processes of its group still run (commandcore jobs reconcile)\n", n)
+	}
+	return b.String()
+}
+
+// streamSize is how much a job wrote to a stream, and what of it the
+// capture dropped.
+func streamSize(s jobmeta.StreamCapture) string {
+	if s.ObservedBytes == nil {
+		return "size unknown"
+	}
+	t := fmt.Sprintf("%d bytes", *s.ObservedBytes)
+	if s.DroppedBytes != nil && *s.DroppedBytes > 0 {
+		t += fmt.Sprintf(" (%d dropped from the middle)", *s.DroppedBytes)
+	}
+	return t
+}
+
+// lastOutput is when the job last wrote to either stream, nil if unknown.
+func lastOutput(c *jobmeta.Capture) *time.Time {
+	if c == nil {
+		return nil
+	}
+	last := c.Stdout.LastOutputAt
+	if t := c.Stderr.LastOutputAt; t != nil && (last == nil || t.After(*last)) {
+		last = t
+	}
+	return last
 }
 
 // jobsText lists the jobs, a line each.
@@ -192,7 +262,11 @@ func waitText(r *jobs.WaitResult) string {
 	}
 	switch r.Met {
 	case jobs.MetOutput:
-		fmt.Fprintf(&b, "met output: the text begins at %s offset %d\n", r.Stream, *r.Offset)
+		fmt.Fprintf(&b, "met output: the text begins at %s offset %d", r.Stream, *r.Offset)
+		if r.Line != "" {
+			b.WriteString(", in the line:\n" + r.Line)
+		}
+		b.WriteByte('\n')
 	case jobs.MetPort, jobs.MetPath, jobs.MetTimeout:
 		fmt.Fprintf(&b, "met %s\n", r.Met)
 	}
@@ -333,4 +407,255 @@ func editText(r *fileops.EditResult) string {
 		s += "(diff truncated)\n"
 	}
 	return s + r.Diff
+}
+
+// listNamesShare is how much of a files.list text the names share: each
+// of the default 200 entries' 300 bytes, so names of 255 bytes show
+// whole; listNameMin is the least a name shows however many entries, and
+// listTextBound where the lines stop, the rest left to the structured
+// result.
+const (
+	listNamesShare = limits.MaxToolTextChars * 3 / 5
+	listNameMin    = 64
+	listTextBound  = limits.MaxToolTextChars - 200
+)
+
+// filesListText lists the entries as ls -l does, a line each: type and
+// mode, size, mtime (UTC), and the path below the directory they share,
+// a directory's ending in "/", a symlink's with its target; a name cut
+// ends in "...". Lines stop short of limits.MaxToolTextChars, saying how
+// many entries the structured result holds past them.
+func filesListText(r *fileops.ListResult) string {
+	var b strings.Builder
+	dir := commonDir(r.Entries)
+	switch len(r.Entries) {
+	case 0:
+		b.WriteString("no entries")
+	case 1:
+		fmt.Fprintf(&b, "1 entry in %s", dir)
+	default:
+		fmt.Fprintf(&b, "%d entries under %s", len(r.Entries), dir)
+	}
+	if r.Truncated {
+		b.WriteString(", more not listed (max_entries)")
+	}
+	if r.Unreadable > 0 {
+		fmt.Fprintf(&b, "; %d directories could not be read", r.Unreadable)
+	}
+	b.WriteByte('\n')
+	share := max(listNamesShare/max(len(r.Entries), 1), listNameMin)
+	for i, e := range r.Entries {
+		name := strings.TrimPrefix(strings.TrimPrefix(e.Path, dir), "/")
+		switch {
+		case name == "":
+			name = e.Path
+		case e.Type == "dir":
+			name += "/"
+		case e.Type == "symlink" && e.Target != "":
+			name += " -> " + e.Target
+		}
+		if strings.ContainsFunc(name, unicode.IsControl) {
+			name = strconv.Quote(name)
+		}
+		line := fmt.Sprintf("%s %d %s %s\n", modeText(e.Type, e.Mode), e.Size, e.MTime.UTC().Format(time.RFC3339), clip(name, share))
+		if b.Len()+len(line) > listTextBound {
+			fmt.Fprintf(&b, "... %d more entries in the structured result\n", len(r.Entries)-i)
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// commonDir is the directory every entry's path lies under: the
+// directory listed.
+func commonDir(entries []fileops.Entry) string {
+	if len(entries) == 0 {
+		return ""
+	}
+	dir := path.Dir(entries[0].Path)
+	for _, e := range entries[1:] {
+		for dir != "/" && dir != "." && !strings.HasPrefix(e.Path, dir+"/") {
+			dir = path.Dir(dir)
+		}
+	}
+	return dir
+}
+
+// modeText is an entry's type and permissions as ls -l shows them:
+// drwxr-xr-x, -rwsr-xr-x.
+func modeText(typ, mode string) string {
+	letter := map[string]byte{"file": '-', "dir": 'd', "symlink": 'l', "fifo": 'p', "socket": 's', "char_device": 'c', "block_device": 'b'}[typ]
+	if letter == 0 {
+		letter = '?'
+	}
+	bits, err := strconv.ParseUint(mode, 8, 32)
+	if err != nil {
+		return string(letter) + mode
+	}
+	out := []byte{letter}
+	for i, special := range []struct {
+		bit       uint64
+		set, bare byte
+	}{{0o4000, 's', 'S'}, {0o2000, 's', 'S'}, {0o1000, 't', 'T'}} {
+		perm := bits >> (3 * (2 - i)) & 7
+		out = append(out, "-r"[perm>>2&1], "-w"[perm>>1&1])
+		x := "-x"[perm&1]
+		if bits&special.bit != 0 {
+			x = special.bare
+			if perm&1 != 0 {
+				x = special.set
+			}
+		}
+		out = append(out, x)
+	}
+	return string(out)
+}
+
+// metricsText summarises the host in a few lines: the health verdict
+// and its reasons, load and CPU, memory and swap, pressure, each disk,
+// uptime, accelerators when asked for, and what could not be read.
+func metricsText(m *metrics.Metrics) string {
+	var b strings.Builder
+	b.WriteString("health " + m.Health.Verdict)
+	for i, r := range m.Health.Reasons {
+		if i == 0 {
+			b.WriteString(":")
+		} else {
+			b.WriteString(",")
+		}
+		b.WriteString(" " + r.Code)
+		if r.Subject != "" {
+			b.WriteString(" (" + clip(r.Subject, 128) + ")")
+		}
+	}
+	b.WriteByte('\n')
+	c := m.CPU
+	if c.Load != nil {
+		fmt.Fprintf(&b, "load %.2f %.2f %.2f on %d CPUs", c.Load.Load1, c.Load.Load5, c.Load.Load15, c.Count)
+	} else {
+		fmt.Fprintf(&b, "%d CPUs", c.Count)
+	}
+	if u := c.Usage; u != nil {
+		fmt.Fprintf(&b, "; CPU %.1f%% busy (user %.1f%%, system %.1f%%, iowait %.1f%%, steal %.1f%%)",
+			u.BusyPercent, u.UserPercent, u.SystemPercent, u.IowaitPercent, u.StealPercent)
+	}
+	b.WriteByte('\n')
+	if mem := m.Memory; mem != nil {
+		b.WriteString("memory ")
+		if mem.UsedBytes != nil {
+			b.WriteString(sizeText(*mem.UsedBytes) + " used of ")
+		}
+		b.WriteString(sizeText(mem.TotalBytes))
+		if mem.AvailableBytes != nil {
+			b.WriteString(", " + sizeText(*mem.AvailableBytes) + " available")
+			if mem.AvailablePercent != nil {
+				fmt.Fprintf(&b, " (%.1f%%)", *mem.AvailablePercent)
+			}
+		}
+		if sw := m.Swap; sw != nil {
+			if sw.TotalBytes == 0 {
+				b.WriteString("; no swap")
+			} else {
+				fmt.Fprintf(&b, "; swap %s used of %s", sizeText(sw.UsedBytes), sizeText(sw.TotalBytes))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	if p := m.PSI; p.Status == metrics.PSIStatusOK {
+		b.WriteString("pressure, some avg10/60/300:")
+		for i, s := range []*metrics.PSI{p.CPU, p.Memory, p.IO} {
+			if s == nil || s.Some == nil {
+				continue
+			}
+			fmt.Fprintf(&b, " %s %.2f/%.2f/%.2f%%", [...]string{"cpu", "memory", "io"}[i], s.Some.Avg10, s.Some.Avg60, s.Some.Avg300)
+		}
+		b.WriteByte('\n')
+	}
+	for _, d := range m.Disks {
+		fmt.Fprintf(&b, "disk %s %s", clip(d.MountPoint, 256), d.FSType)
+		if d.ReadOnly {
+			b.WriteString(" read-only")
+		}
+		switch {
+		case d.Status != "ok":
+			b.WriteString(": " + d.Status)
+		case d.UsedBytes != nil && d.SizeBytes != nil:
+			fmt.Fprintf(&b, ": %s used of %s", sizeText(*d.UsedBytes), sizeText(*d.SizeBytes))
+			if d.UsedPercent != nil {
+				fmt.Fprintf(&b, " (%.1f%%)", *d.UsedPercent)
+			}
+			if d.AvailableBytes != nil {
+				b.WriteString(", " + sizeText(*d.AvailableBytes) + " available")
+			}
+			if d.InodesUsedPercent != nil {
+				fmt.Fprintf(&b, ", inodes %.1f%% used", *d.InodesUsedPercent)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	if m.DisksTruncated {
+		b.WriteString("(more disks not listed)\n")
+	}
+	if m.UptimeSeconds != nil {
+		b.WriteString("up " + uptimeText(*m.UptimeSeconds))
+		if m.BootID != "" {
+			b.WriteString(", boot " + m.BootID)
+		}
+		b.WriteByte('\n')
+	}
+	if g := m.GPU; g != nil {
+		if g.Status != metrics.GPUStatusOK {
+			b.WriteString("gpu " + g.Status)
+			if g.Reason != "" {
+				b.WriteString(" (" + g.Reason + ")")
+			}
+			b.WriteByte('\n')
+		}
+		for _, d := range g.GPUs {
+			fmt.Fprintf(&b, "gpu %d %s", d.Index, clip(d.Name, 128))
+			var parts []string
+			if d.UtilizationPercent != nil {
+				parts = append(parts, fmt.Sprintf("%.0f%% busy", *d.UtilizationPercent))
+			}
+			if d.MemoryUsedBytes != nil && d.MemoryTotalBytes != nil {
+				parts = append(parts, fmt.Sprintf("memory %s used of %s", sizeText(*d.MemoryUsedBytes), sizeText(*d.MemoryTotalBytes)))
+			}
+			if d.TemperatureCelsius != nil {
+				parts = append(parts, fmt.Sprintf("%.0f°C", *d.TemperatureCelsius))
+			}
+			if len(parts) > 0 {
+				b.WriteString(": " + strings.Join(parts, ", "))
+			}
+			b.WriteByte('\n')
+		}
+	}
+	if len(m.Errors) > 0 {
+		b.WriteString("not read: " + strings.Join(m.Errors, ", ") + "\n")
+	}
+	return b.String()
+}
+
+// sizeText is a byte count as people read one: 512 B, 1.5 KiB, 3.2 GiB.
+func sizeText(n uint64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n)/1024, 0
+	for v >= 1024 && unit < 4 {
+		v, unit = v/1024, unit+1
+	}
+	return fmt.Sprintf("%.1f %s", v, [...]string{"KiB", "MiB", "GiB", "TiB", "PiB"}[unit])
+}
+
+// uptimeText is an uptime in days, hours and minutes: 3d 4h 12m.
+func uptimeText(seconds float64) string {
+	m := int64(seconds) / 60
+	switch d, h := m/(24*60), m/60%24; {
+	case d > 0:
+		return fmt.Sprintf("%dd %dh %dm", d, h, m%60)
+	case h > 0:
+		return fmt.Sprintf("%dh %dm", h, m%60)
+	}
+	return fmt.Sprintf("%dm", m)
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // waitDescription is process.wait's tool description.
-var waitDescription = fmt.Sprintf("Wait for jobs to end: returns when any (mode all: every) job is terminal, or after timeout_ms, with the terminal jobs' records as ended, the live ones' ids as pending, and met saying why it returned. For one job, until ends the wait sooner: output (literal text, e.g. \"ready\"; met gives its stream and offset), port (a TCP port the job listens on) or path (exists); output is seen as soon as it is written, port and path are looked for %d times a second. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
+var waitDescription = fmt.Sprintf("Wait for jobs to end: returns when any (mode all: every) job is terminal, or after timeout_ms, with the terminal jobs' records as ended, the live ones' ids as pending, and met saying why it returned. For one job, until ends the wait sooner: output (literal text, e.g. \"ready\"; met gives its stream, offset and line), port (a TCP port the job listens on) or path (exists); output is seen as soon as it is written, port and path are looked for %d times a second. With a progress token, a progress notification arrives at least every %s while it waits. Cancelled with the request.",
 	time.Second/limits.UntilProbeInterval, seconds(limits.WaitProgressMaxGap))
 
 // pathExists is until.path's probe: the path resolved as the file tools

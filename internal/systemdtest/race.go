@@ -1,0 +1,5 @@
+//go:build race
+
+package systemdtest
+
+const raceEnabled = true

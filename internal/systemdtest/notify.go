@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"testing"
 )
 
 // NotifyTakeover is the user manager's notify socket path taken over by
@@ -68,4 +69,64 @@ func (n *NotifyTakeover) Release() error {
 		return fmt.Errorf("systemdtest: %w", err)
 	}
 	return nil
+}
+
+// NotifyRedirectFile is the file that, in a directory a test binary's
+// supervise role is told to look in (RedirectNotify), names the socket
+// its READY is to go to instead of its manager's.
+const NotifyRedirectFile = "test-notify-socket"
+
+// AstrayNotify is a notify socket of the test's own: a unit whose main
+// process sends READY=1 there (RedirectNotify) is never READY for its
+// manager, and its start job never completes, as when the manager's
+// socket is taken over, but for that unit alone: other units, of any
+// test, keep theirs, so no Exclusive hold is needed.
+type AstrayNotify struct {
+	path   string
+	conn   *net.UnixConn
+	astray atomic.Int32
+}
+
+// NewAstrayNotify binds an AstrayNotify in a new directory; it is closed
+// when the test ends.
+func NewAstrayNotify(tb testing.TB) *AstrayNotify {
+	tb.Helper()
+	a := &AstrayNotify{path: filepath.Join(tb.TempDir(), "notify")}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: a.path, Net: "unixgram"})
+	if err != nil {
+		tb.Fatalf("systemdtest: %v", err)
+	}
+	a.conn = conn
+	os.Chmod(a.path, 0o777)
+	tb.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+			a.astray.Add(1)
+		}
+	}()
+	return a
+}
+
+// Astray reports how many notifications reached the socket.
+func (a *AstrayNotify) Astray() int { return int(a.astray.Load()) }
+
+// RedirectTo writes dir's NotifyRedirectFile naming the socket, so that a
+// supervise role that looks in dir sends its notifications here.
+func (a *AstrayNotify) RedirectTo(tb testing.TB, dir string) {
+	tb.Helper()
+	if err := os.WriteFile(filepath.Join(dir, NotifyRedirectFile), []byte(a.path), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// RedirectNotify is for a test binary's supervise role: when dir holds a
+// NotifyRedirectFile, NOTIFY_SOCKET becomes the socket it names.
+func RedirectNotify(dir string) {
+	if path, err := os.ReadFile(filepath.Join(dir, NotifyRedirectFile)); err == nil {
+		os.Setenv("NOTIFY_SOCKET", string(path))
+	}
 }

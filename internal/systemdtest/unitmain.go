@@ -24,8 +24,7 @@ func WithoutRaceExitPause() {
 	if err != nil {
 		return
 	}
-	env := []string{strings.TrimSpace(gorace+" atexit_sleep_ms=0")}
-	env[0] = "GORACE=" + env[0]
+	env := []string{"GORACE=" + strings.TrimSpace(gorace+" atexit_sleep_ms=0")}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GORACE=") {
 			env = append(env, kv)

@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) == 3 && os.Args[1] == "supervise" {
 		systemdtest.WithoutRaceExitPause()
+		// The service's state directory, two up from the job's.
+		systemdtest.RedirectNotify(filepath.Dir(filepath.Dir(os.Args[2])))
 		if err := supervisor.Run(os.Args[2], os.Stdin, procid.Default()); err != nil {
 			os.Exit(1)
 		}
@@ -158,31 +160,21 @@ func TestLedgerReleasesInReverseOrder(t *testing.T) {
 	}
 }
 
-// TestReadyAstrayAnswersFromTheClaim: with the unit's READY going to
-// another manager's notify socket, its start job never completes; the
+// TestReadyAstrayAnswersFromTheClaim: with the unit's READY going to a
+// socket not its manager's, its start job never completes; the
 // supervisor's claim on disk answers process.start all the same, the job
 // keeps running past the claim timeout and ends as its supervisor
 // recorded, never launch_failed; its unit, failed, is then reset.
 func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
-	systemdtest.Exclusive(t)
-	m, err := systemdtest.Ensure()
-	if err != nil {
-		t.Fatal(err)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc := service(t, exe)
-	notify, err := m.TakeOverNotifySocket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := notify.Release(); err != nil {
-			t.Error(err)
-		}
-	})
+	// Its supervisors send READY to a socket of the test's own: only this
+	// service's units lose theirs.
+	notify := systemdtest.NewAstrayNotify(t)
+	notify.RedirectTo(t, svc.stateDir)
 	quick, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "echo hello; exit 3", WaitMS: 10_000})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +199,7 @@ func TestReadyAstrayAnswersFromTheClaim(t *testing.T) {
 	// one), so its READY may reach the other socket after Start answered.
 	testkit.Eventually(t, 5*time.Second, func() error {
 		if n := notify.Astray(); n < 2 {
-			return fmt.Errorf("%d READY messages reached the other socket; the test did not take it over", n)
+			return fmt.Errorf("%d READY messages reached the other socket; the units' did not go astray", n)
 		}
 		return nil
 	})

@@ -391,6 +391,7 @@ func TestMain(m *testing.M) {
 		os.Exit(hideexec.Main(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) == 3 && os.Args[1] == "supervise" {
+		systemdtest.RedirectNotify(os.Args[2])
 		daemon.SdNotify(false, daemon.SdNotifyReady)
 		time.Sleep(time.Second)
 		os.Exit(0)
@@ -398,15 +399,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestMissedReadyIsNotAwaitedAgain: once a launch missed its READY (the
-// manager's notify socket taken over), later launches on that manager are
-// not told to wait for READY, and are again once a READY arrives.
+// TestMissedReadyIsNotAwaitedAgain: once a launch missed its READY (its
+// unit's READY sent to a socket not the manager's), later launches on
+// that manager are not told to wait for READY, and are again once a READY
+// arrives.
 func TestMissedReadyIsNotAwaitedAgain(t *testing.T) {
-	systemdtest.Exclusive(t)
-	m, err := systemdtest.Ensure()
-	if err != nil {
-		t.Fatal(err)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -418,10 +415,16 @@ func TestMissedReadyIsNotAwaitedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer null.Close()
+	// astray, when set, is where each unit started sends its READY.
+	var astray *systemdtest.AstrayNotify
 	start := func() *Started {
 		t.Helper()
 		unit := UnitName("00000000-0000-4000-8000-0000000000ff", uuid.NewString())
-		s, err := l.Start(context.Background(), "systemd_unit", Spec{Unit: unit, JobDir: t.TempDir(), Stdin: null})
+		dir := t.TempDir()
+		if astray != nil {
+			astray.RedirectTo(t, dir)
+		}
+		s, err := l.Start(context.Background(), "systemd_unit", Spec{Unit: unit, JobDir: dir, Stdin: null})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,22 +443,19 @@ func TestMissedReadyIsNotAwaitedAgain(t *testing.T) {
 	if s := start(); s.Ready == nil || !arrives(s) {
 		t.Fatal("READY of a manager that has its notify socket did not arrive")
 	}
-	notify, err := m.TakeOverNotifySocket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { notify.Release() })
+	astray = systemdtest.NewAstrayNotify(t)
 	missed := start()
 	if missed.Ready == nil || arrives(missed) {
 		t.Fatal("a launch whose READY goes astray was not told to wait, or got READY")
+	}
+	if astray.Astray() == 0 {
+		t.Fatal("no READY reached the other socket; the unit's did not go astray")
 	}
 	missed.MissedReady()
 	if s := start(); s.Ready != nil {
 		t.Fatal("after a missed READY the next launch is still told to wait for one")
 	}
-	if err := notify.Release(); err != nil {
-		t.Fatal(err)
-	}
+	astray = nil
 	// The first launch after is not told to wait either; its READY, which
 	// arrives, is noticed.
 	first := start()

@@ -71,6 +71,9 @@ type Service struct {
 	keys keyLocks
 	// spares is the spare supervisor kept for the next job (spare.go).
 	spares spares
+	// slowSpareStart, in tests, stands in for a user manager slow to start
+	// a spare's unit: it runs before each spare is started.
+	slowSpareStart func()
 	// recording counts the supervisors' identities still being recorded
 	// after their launch answered; Close waits for them.
 	recording sync.WaitGroup

@@ -172,6 +172,9 @@ func (s *Service) refillSpare(caps jobresources.Caps, cut bool) {
 	s.spares.making, s.spares.makingID, s.spares.makingCaps, s.spares.makingCut = done, id, caps, cut
 	s.spares.mu.Unlock()
 	go func() {
+		if s.slowSpareStart != nil {
+			s.slowSpareStart()
+		}
 		sp := s.startSpare(id, caps, cut)
 		if !s.keepMade(sp, done) {
 			return

@@ -207,15 +207,42 @@ func TestDeadSpareIsNotUsed(t *testing.T) {
 }
 
 // TestLaunchWaitsForTheSpareBeingStarted: a launch that comes while the
-// spare for its unit is still starting waits for that spare rather than
-// start a unit beside it.
+// spare for its unit is still starting (a user manager slow to start it)
+// waits for that spare rather than start a unit beside it, and runs in it
+// once it is up.
 func TestLaunchWaitsForTheSpareBeingStarted(t *testing.T) {
 	svc := openService(t, t.TempDir())
+	// Each spare's start waits for a word from the test.
+	unit := make(chan struct{})
+	svc.slowSpareStart = func() { <-unit }
+	t.Cleanup(func() { close(unit) })
 	svc.KeepSpares()
+	startSleeper(t, svc)
 	for i := range 3 {
-		startSleeper(t, svc)
 		making := makingSpare(t, svc)
-		if res := startUnitJob(t, svc, StartRequest{Command: "exec sleep 60"}); res.ProcessID != making {
+		done := make(chan *StartResult, 1)
+		go func() {
+			res, err := svc.Start(context.Background(), principal.Local, StartRequest{Command: "exec sleep 60"})
+			if err != nil {
+				t.Errorf("launch %d: %v", i, err)
+			}
+			done <- res
+		}()
+		select {
+		case res := <-done:
+			t.Fatalf("launch %d answered (%+v) while its spare was still starting", i, res)
+		case <-time.After(300 * time.Millisecond):
+		}
+		unit <- struct{}{}
+		res := <-done
+		if res == nil {
+			t.FailNow()
+		}
+		t.Cleanup(func() {
+			exec.Command("systemctl", "--user", "stop", res.Unit).Run()
+			exec.Command("systemctl", "--user", "reset-failed", res.Unit).Run()
+		})
+		if res.ProcessID != making {
 			t.Fatalf("launch %d ran %s, not in the spare %s that was starting", i, res.ProcessID, making)
 		}
 	}

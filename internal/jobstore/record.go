@@ -115,6 +115,28 @@ func (s *Store) deriveFiles(id string, full bool) (*jobmeta.Record, *files, erro
 	if err != nil {
 		return s.corrupt(id), nil, nil
 	}
+	r := recordOf(id, f)
+	r.State = s.classify(d, id, f, r)
+	r.Terminal = r.State.Terminal()
+	if full && r.Terminal && f.job.FailureDomain == jobmeta.DomainSharedParentCgroup && f.claim != nil && f.claim.Child != nil {
+		// No unit cleans up after a fallback job: report what is left.
+		r.Survivors, _ = s.procs.GroupSurvivors(*f.claim.Child)
+	}
+	if full {
+		r.Capture = captureOf(d, f)
+	}
+	ended(r, f)
+	if r.Terminal && s.final(id) {
+		// Kept for the index, so that the next launch need not derive
+		// again the job a reader has just seen end.
+		s.keepPending(id, entryOf(r))
+	}
+	return r, f, nil
+}
+
+// recordOf is what job id's files say of it before its state is
+// classified: the launch record, a stop request, the supervisor's claim.
+func recordOf(id string, f *files) *jobmeta.Record {
 	r := &jobmeta.Record{
 		ProcessID:     id,
 		Name:          f.job.Name,
@@ -140,15 +162,12 @@ func (s *Store) deriveFiles(id string, full bool) (*jobmeta.Record, *files, erro
 			InvocationID: id.InvocationID, Manager: id.Manager,
 		}
 	}
-	r.State = s.classify(d, id, f, r)
-	r.Terminal = r.State.Terminal()
-	if full && r.Terminal && f.job.FailureDomain == jobmeta.DomainSharedParentCgroup && f.claim != nil && f.claim.Child != nil {
-		// No unit cleans up after a fallback job: report what is left.
-		r.Survivors, _ = s.procs.GroupSurvivors(*f.claim.Child)
-	}
-	if full {
-		r.Capture = captureOf(d, f)
-	}
+	return r
+}
+
+// ended adds to r how its job ended, as its result (or its failed launch)
+// and a reconciliation say.
+func ended(r *jobmeta.Record, f *files) {
 	if res := f.result; res != nil {
 		t := res.CompletedAt
 		r.CompletedAt = &t
@@ -171,12 +190,6 @@ func (s *Store) deriveFiles(id string, full bool) (*jobmeta.Record, *files, erro
 		t := rc.ReconciledAt
 		r.ReconciledAt = &t
 	}
-	if r.Terminal && s.final(id) {
-		// Kept for the index, so that the next launch need not derive
-		// again the job a reader has just seen end.
-		s.keepPending(id, entryOf(r))
-	}
-	return r, f, nil
 }
 
 func (s *Store) corrupt(id string) *jobmeta.Record {

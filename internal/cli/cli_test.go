@@ -49,3 +49,26 @@ func TestStatusNotRunningPrintsOnlyTheReport(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestRelayNeedsNoHome: the relay's commands find their state by
+// --state-dir alone, as the system service's dynamic user runs them with
+// no home directory; only the default state directory needs one.
+func TestRelayNeedsNoHome(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("XDG_STATE_HOME", "")
+	state := t.TempDir()
+	for _, args := range [][]string{
+		{"relay", "token", "create", "--name", "ci", "--state-dir", state},
+		{"relay", "token", "list", "--state-dir", state},
+		{"relay", "devices", "--state-dir", state},
+		{"relay", "enroll-code", "--state-dir", state},
+	} {
+		if code, out, errOut := runMain(args...); code != ExitOK {
+			t.Errorf("%v: exit %d, output %q", args, code, out+errOut)
+		}
+	}
+	if code, out, errOut := runMain("relay", "devices"); code != ExitFailure || !strings.Contains(errOut, "no home directory") {
+		t.Errorf("relay devices with neither --state-dir nor a home: exit %d, output %q", code, out+errOut)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -236,9 +237,20 @@ func openRelayState(g *globalFlags) (store.State, error) {
 	if url := relayDatabase(g); url != "" {
 		return store.OpenPostgres(url)
 	}
-	dirs, err := g.dirs()
+	dir, err := relayStateDir(g)
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(dirs.State)
+	return store.Open(dir)
+}
+
+// relayStateDir is the relay's state directory: --state-dir, else the
+// default. The relay has no config directory, so with --state-dir it needs
+// no home directory to find one: the system service's dynamic user has none.
+func relayStateDir(g *globalFlags) (string, error) {
+	if g.stateDir != "" {
+		return filepath.Abs(g.stateDir)
+	}
+	dirs, err := g.dirs()
+	return dirs.State, err
 }

@@ -123,6 +123,12 @@ func TestRelayUnit(t *testing.T) {
 	if got, want := svc["SystemCallFilter"], []string{"@system-service", "~@privileged @resources"}; !slices.Equal(got, want) {
 		t.Errorf("[Service] SystemCallFilter=%q, want %q", got, want)
 	}
+	// Restart=on-failure gives up on a relay that cannot start.
+	for key, want := range map[string]string{"StartLimitIntervalSec": "60", "StartLimitBurst": "5"} {
+		if got := u["Unit"][key]; !slices.Equal(got, []string{want}) {
+			t.Errorf("[Unit] %s=%q, want exactly %q", key, got, want)
+		}
+	}
 	if got := u["Install"]["WantedBy"]; !slices.Equal(got, []string{"multi-user.target"}) {
 		t.Errorf("[Install] WantedBy=%q, want multi-user.target", got)
 	}

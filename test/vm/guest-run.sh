@@ -3,7 +3,7 @@
 # the guest off). Marker files on the disk tell the boots apart:
 #   boot 1: oom, reboot-1, then an orderly power-off (SuccessAction)
 #   boot 2: reboot-2, crash-1, then an abrupt power-off (sysrq, no shutdown)
-#   boot 3: crash-2
+#   boot 3: crash-2, relay-service
 # Results go to /dev/ttyS1 from the driver itself.
 export XDG_RUNTIME_DIR=/run/user/0
 export DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus
@@ -25,5 +25,6 @@ elif [ ! -e /var/lib/cctest-boot2 ]; then
 	sleep 30
 else
 	$guest crash-2
+	$guest relay-service
 fi
 exit 0

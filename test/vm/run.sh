@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Proves on a real systemd host (a disposable Debian guest under qemu/TCG)
 # what the development host cannot show: a cgroup OOM kill classified
-# workload_oom, and jobs across an orderly power-off and across an abrupt
-# one (sysrq) classified host_rebooted. Three boots of the same disk.
+# workload_oom, jobs across an orderly power-off and across an abrupt one
+# (sysrq) classified host_rebooted, and the .deb's relay system service
+# (installed with dpkg, enabled, a device enrolled and a job run through
+# it, restarted). Three boots of the same disk.
 # See /work/shared/VM-TESTING.md for the measured recipe this follows.
 #
 #   test/vm/run.sh               build (or reuse) the image, run the boots
@@ -101,6 +103,9 @@ build_binaries() {
 	log "building commandcore and the guest driver (static)"
 	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$work/commandcore" ./cmd/commandcore)
 	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$work/cctest-guest" ./internal/vmtest/guest)
+	log "packaging the .deb (packaging/package.sh)"
+	(cd "$repo" && BIN="$work/commandcore" DIST="$work/pkg" packaging/package.sh >"$work/package.log" 2>&1) ||
+		{ tail -20 "$work/package.log" >&2; exit 1; }
 }
 
 # stage puts the binaries and the boot-time test unit into the tree and
@@ -108,7 +113,10 @@ build_binaries() {
 stage() {
 	install -m 0755 "$work/commandcore" "$work/cctest-guest" "$root/usr/local/bin/"
 	install -m 0755 "$here/guest-run.sh" "$root/usr/local/bin/cctest-run"
-	install_test_unit "$root" "CommandCore VM test" 240
+	# The guest installs the .deb itself (relay-service).
+	rm -rf "$root/usr/local/share/cctest"
+	install -D -m 0644 "$work"/pkg/commandcore_*.deb "$root/usr/local/share/cctest/commandcore.deb"
+	install_test_unit "$root" "CommandCore VM test" 420
 	mkfs.ext4 -q -F -d "$root" "$work/disk.img" 1G
 }
 
@@ -116,7 +124,7 @@ stage() {
 boot() {
 	local n=$1
 	log "boot $n"
-	boot_guest 300 "$work/console-$n.log" "$work/results-$n.txt"
+	boot_guest 480 "$work/console-$n.log" "$work/results-$n.txt"
 	log "boot $n ended (qemu exit $qemu_rc)"
 	tr -d '\r' <"$work/results-$n.txt" >>"$work/results.txt" || true
 }
@@ -138,7 +146,7 @@ boot 2
 boot 3
 
 cat "$work/results.txt"
-expected=(oom reboot-1 reboot-2 crash-1 crash-2)
+expected=(oom reboot-1 reboot-2 crash-1 crash-2 relay-service)
 status=0
 for name in "${expected[@]}"; do
 	if ! grep -qx "PASS $name" "$work/results.txt"; then

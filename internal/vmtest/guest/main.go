@@ -5,6 +5,9 @@
 //	oom                 a job over its owner memory cap ends workload_oom
 //	reboot-1, crash-1   start a long job before an orderly / abrupt power-off
 //	reboot-2, crash-2   on the next boot, that job reads host_rebooted
+//	relay-service       the .deb's relay system service: a device enrolled
+//	                    and a job run through it, linked again after a
+//	                    restart (relay.go)
 //	storm label=path... process.output under an output storm, per build
 //	                    (a benchmark: test/vm/storm.sh)
 //
@@ -43,7 +46,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 || (len(os.Args) > 2 && os.Args[1] != "storm") {
-		fmt.Fprintln(os.Stderr, "usage: guest oom|reboot-1|reboot-2|crash-1|crash-2|storm label=path...")
+		fmt.Fprintln(os.Stderr, "usage: guest oom|reboot-1|reboot-2|crash-1|crash-2|relay-service|storm label=path...")
 		os.Exit(2)
 	}
 	phase := os.Args[1]
@@ -53,6 +56,8 @@ func main() {
 		err = stormPhase(os.Args[2:])
 	case "oom":
 		err = run(testOOM)
+	case "relay-service":
+		err = relayService()
 	case "reboot-1", "crash-1":
 		err = run(func(c *client) error { return beforeReboot(c, phase[:len(phase)-2]) })
 	case "reboot-2", "crash-2":

@@ -28,6 +28,7 @@ files="/usr/bin/commandcore
 /etc/commandcore/relay.env
 /usr/share/doc/commandcore/README.md
 /usr/share/doc/commandcore/docs/architecture.md
+/usr/share/doc/commandcore/docs/deploy.md
 /usr/share/doc/commandcore/docs/limits.md
 /usr/share/doc/commandcore/docs/states.md
 /usr/share/doc/commandcore/docs/tools.md

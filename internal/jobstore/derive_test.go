@@ -158,8 +158,9 @@ func TestStrayEntriesIgnored(t *testing.T) {
 }
 
 // TestJobBeingCreatedHidesNoOther: a job directory that has no job.json yet
-// (being created) is skipped without hiding the jobs listed after it, so
-// admission still counts all 32 live jobs (docs/limits.md).
+// (being created) is skipped without hiding the jobs listed after it, in
+// the records and in the summaries, so admission still counts all 32 live
+// jobs (docs/limits.md).
 func TestJobBeingCreatedHidesNoOther(t *testing.T) {
 	f := newFixture(t)
 	if err := os.Mkdir(f.st.Dir(id(0)), 0o700); err != nil {
@@ -170,6 +171,9 @@ func TestJobBeingCreatedHidesNoOther(t *testing.T) {
 	}
 	if got := listed(t, f); len(got) != 32 {
 		t.Fatalf("List returned %d jobs, want the 32 live ones", len(got))
+	}
+	if sums, err := f.st.Summaries(); err != nil || len(sums) != 32 {
+		t.Fatalf("Summaries returned %d jobs, want the 32 live ones: %v", len(sums), err)
 	}
 	wantCode(t, f.st.Admit(f.newJob(id(100))), errcode.JobTableFull)
 }
@@ -336,7 +340,9 @@ func TestLiveCaptureCounters(t *testing.T) {
 // TestUnreadableBootIDConcludesNoReboot: when the current boot ID cannot be
 // read (say, the agent is out of file descriptors), a transient error must
 // not become a permanent host_rebooted for every job: a live job stays
-// running, and a lost one is worker_lost.
+// running, and a lost one is worker_lost. Nor is it taken for another
+// boot: the end a live job wrote into its own directory is not believed
+// while the supervisor on record runs.
 func TestUnreadableBootIDConcludesNoReboot(t *testing.T) {
 	src, err := procid.NewSource("/proc")
 	if err != nil {
@@ -357,13 +363,27 @@ func TestUnreadableBootIDConcludesNoReboot(t *testing.T) {
 	if r.State != jobmeta.WorkerLost || err != nil || rc.Evidence != "supervisor_gone" {
 		t.Errorf("lost job: %s, reconciled %+v, %v; want worker_lost by supervisor_gone", r.State, rc, err)
 	}
+
+	j := f.newJob(id(3))
+	j.BootID, j.Supervisor = f.bootID, &f.self
+	if err := f.st.Admit(j); err != nil {
+		t.Fatal(err)
+	}
+	f.identity(id(3), f.self, f.bootID)
+	code := 0
+	f.write(id(3), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &code, CompletedAt: f.now})
+	if r := f.get(id(3)); r.State != jobmeta.Running {
+		t.Errorf("a live job with an end in its directory: %s, want running", r.State)
+	}
 }
 
 // TestAbandonedLaunchThatRanEndsAsRecorded: a launch its launcher gave up
 // on (no claim seen in time, or a start job that reported failure) whose
 // supervisor claimed and ran the shell all the same is judged by the
 // supervisor's records: running while it runs, then its real end, never
-// launch_failed with an exit code.
+// launch_failed with an exit code. Given up on once its supervisor was
+// started, the end such a job wrote into its own directory is not believed
+// while that supervisor runs.
 func TestAbandonedLaunchThatRanEndsAsRecorded(t *testing.T) {
 	f := newFixture(t)
 	leader := groupLeader(t, f)
@@ -398,5 +418,42 @@ func TestAbandonedLaunchThatRanEndsAsRecorded(t *testing.T) {
 		if r := f.get(jid); r.State != jobmeta.LaunchFailed || r.Error != jobmeta.LaunchErrSupervisor || r.ExitCode != nil {
 			t.Errorf("abandoned launch %s that never ran: %s error %q exit %v, want launch_failed", jid, r.State, r.Error, r.ExitCode)
 		}
+	}
+
+	// Its supervisor on record alive, the shell running, an end forged.
+	j := f.newJob(id(5))
+	j.Supervisor = &f.self
+	if err := f.st.Admit(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.MarkLaunchFailed(id(5), jobmeta.LaunchErrSupervisor); err != nil {
+		t.Fatal(err)
+	}
+	f.withChild(id(5), f.self, leader)
+	f.write(id(5), jobmeta.ResultFile, &jobmeta.Result{Schema: jobmeta.SchemaVersion, ExitCode: &seven, CompletedAt: f.now})
+	if r := f.get(id(5)); r.State != jobmeta.Running || r.Terminal {
+		t.Errorf("abandoned launch whose supervisor runs, with an end in its directory: %s, want running", r.State)
+	}
+}
+
+// TestTimeLimitedJobStopsAtItsLimit: a job started with a time limit whose
+// supervisor runs is running until its claim's start plus the limit, and
+// stopping from that instant on (its supervisor is ending it).
+func TestTimeLimitedJobStopsAtItsLimit(t *testing.T) {
+	f := newFixture(t)
+	j := f.newJob(id(1))
+	j.Supervisor, j.TimeoutS = &f.self, 60
+	if err := f.st.Admit(j); err != nil {
+		t.Fatal(err)
+	}
+	f.identity(id(1), f.self, f.bootID) // started now
+	started := f.now
+	f.now = started.Add(59 * time.Second)
+	if r := f.get(id(1)); r.State != jobmeta.Running {
+		t.Errorf("59 s into a 60 s limit: %s, want running", r.State)
+	}
+	f.now = started.Add(60 * time.Second)
+	if r := f.get(id(1)); r.State != jobmeta.Stopping {
+		t.Errorf("at its 60 s limit: %s, want stopping", r.State)
 	}
 }

@@ -393,3 +393,27 @@ func TestAJobReadAfterItsEndIsNotDerivedAgain(t *testing.T) {
 		t.Errorf("index holds %v, want the two jobs read after their end", got)
 	}
 }
+
+// TestIndexRewrittenEverySixteenFinalJobs: as shipped (IndexEvery unset),
+// a process keeps up to 15 newly ended jobs to itself and rewrites the
+// index when the 16th is waiting.
+func TestIndexRewrittenEverySixteenFinalJobs(t *testing.T) {
+	f := newFixture(t)
+	f.st.IndexEvery = 0
+	for i := 1; i <= 15; i++ {
+		f.terminal(id(i), f.base, f.base, false)
+	}
+	if err := f.st.Admit(f.newJob(id(100))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(f.root, ".index.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("15 new final jobs wrote the index: %v", err)
+	}
+	f.terminal(id(16), f.base, f.base, false)
+	if err := f.st.Admit(f.newJob(id(101))); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexedIDs(t, f); len(got) != 16 || got[0] != id(1) || got[15] != id(16) {
+		t.Errorf("after the 16th new final job the index holds %v", got)
+	}
+}

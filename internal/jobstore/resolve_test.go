@@ -62,3 +62,27 @@ func TestOpenExistingCreatesNothing(t *testing.T) {
 		t.Fatalf("the store created %d entries", len(entries))
 	}
 }
+
+// TestResolveListsAtMostTenCandidates: an ambiguous prefix lists every
+// job it matches up to ten, in order; past ten it lists the first ten and
+// says how many more there are.
+func TestResolveListsAtMostTenCandidates(t *testing.T) {
+	f := newFixture(t)
+	for n := 1; n <= 10; n++ {
+		f.terminal(id(n), f.base, f.base, false)
+	}
+	_, err := f.st.Resolve(id(1)[:8])
+	want := "the prefix is ambiguous; it matches 10 jobs:"
+	for n := 1; n <= 10; n++ {
+		want += "\n  " + id(n)
+	}
+	if errcode.From(err).Code != errcode.InvalidArgument || errcode.From(err).Message != want {
+		t.Fatalf("ten candidates: %v\nwant %s", err, want)
+	}
+	f.terminal(id(11), f.base, f.base, false)
+	_, err = f.st.Resolve(id(1)[:8])
+	want = strings.Replace(want, "10 jobs", "11 jobs", 1) + "\n  and 1 more"
+	if errcode.From(err).Code != errcode.InvalidArgument || errcode.From(err).Message != want || strings.Contains(err.Error(), id(11)) {
+		t.Fatalf("eleven candidates: %v\nwant %s", err, want)
+	}
+}

@@ -46,11 +46,20 @@ trial() {
 	fi
 }
 
-# uncovered PKG GREMLINS-OUTPUT: every mutant gremlins found and did not
-# run, run here; counts them also in ucaught and utotal.
+# uncovered PKG GREMLINS-OUTPUT: every mutant gremlins found in PKG's own
+# files and did not run, run here; counts them also in ucaught and utotal.
 uncovered() {
 	sed -n 's/^ *NOT COVERED \([A-Z_]*\) at \(.*\):\([0-9]*\):\([0-9]*\)$/\1 \2 \3 \4/p' "$2" >"$work/uncovered"
 	while read -r kind file line col; do
+		# gremlins walks the package's subdirectories too, but they are
+		# packages of their own, with tests of their own (or none): their
+		# mutants are no measure of this package's tests.
+		case $file in
+		*/*)
+			echo "  NOT MEASURED $kind at $file:$line:$col (another package)" >&2
+			continue
+			;;
+		esac
 		"$work/mutant" "$kind" "$root/$1/$file" "$line" "$col" >"$work/mutant.go"
 		c=$caught t=$total
 		trial "$1" "$root/$1/$file" "(uncovered) $kind at $file:$line:$col"

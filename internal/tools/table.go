@@ -94,7 +94,7 @@ var definitions = []func(*handlers) definition{
 	tool("process.jobs", "List managed jobs", readOnly, "List managed jobs, newest first.", (*handlers).processJobs, jobsText),
 	tool("files.search", "Search files", readOnly,
 		"Search files under a root by literal name and/or literal text; excluded directory names, size bound, result bound, deadline.",
-		(*handlers).filesSearch, nil),
+		(*handlers).filesSearch, searchText),
 	tool("files.read", "Read a file", readOnly,
 		"Read a regular file by lines (start_line, line_count) or by bytes (offset, max_bytes): data as UTF-8 text or base64, the whole file's size and sha256, mtime, eof and where to continue. Directories, FIFOs and devices are refused, never opened.",
 		(*handlers).filesRead, readText),

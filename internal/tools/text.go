@@ -16,6 +16,7 @@ import (
 	"github.com/commandcore/commandcore/internal/metrics"
 	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
+	"github.com/commandcore/commandcore/internal/search"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
 
@@ -454,9 +455,7 @@ func filesListText(r *fileops.ListResult) string {
 		case e.Type == "symlink" && e.Target != "":
 			name += " -> " + e.Target
 		}
-		if strings.ContainsFunc(name, unicode.IsControl) {
-			name = strconv.Quote(name)
-		}
+		name = quoteControl(name)
 		line := fmt.Sprintf("%s %d %s %s\n", modeText(e.Type, e.Mode), e.Size, e.MTime.UTC().Format(time.RFC3339), clip(name, share))
 		if b.Len()+len(line) > listTextBound {
 			fmt.Fprintf(&b, "... %d more entries in the structured result\n", len(r.Entries)-i)
@@ -658,4 +657,66 @@ func uptimeText(seconds float64) string {
 		return fmt.Sprintf("%dh %dm", h, m%60)
 	}
 	return fmt.Sprintf("%dm", m)
+}
+
+// searchText lists the matches as grep -n does, grouped by file: a line
+// naming each file, then its matching lines with their numbers (a match on
+// the name alone names the file only); a line cut around its match ends
+// in "...". The first line counts what was found and scanned and says
+// what was left out. Lines stop short of limits.MaxToolTextChars, saying
+// how many matches the structured result holds past them.
+func searchText(r *search.Result) string {
+	var b strings.Builder
+	files := 0
+	for i, m := range r.Matches {
+		if i == 0 || m.Path != r.Matches[i-1].Path {
+			files++
+		}
+	}
+	fmt.Fprintf(&b, "%d matches in %d files (%d files and %d directories scanned)", len(r.Matches), files, r.FilesScanned, r.DirsScanned)
+	for _, n := range []struct {
+		on   bool
+		what string
+	}{
+		{r.Truncated, "more not listed (max_results)"},
+		{r.TimedOut, "the deadline passed: partial"},
+		{r.SkippedBinary > 0, fmt.Sprintf("%d binary files not searched", r.SkippedBinary)},
+		{r.SkippedLarge > 0, fmt.Sprintf("%d files over max_file_bytes not read", r.SkippedLarge)},
+		{r.PermissionErrors > 0, fmt.Sprintf("%d not readable (permission)", r.PermissionErrors)},
+		{r.OtherErrors > 0, fmt.Sprintf("%d other errors", r.OtherErrors)},
+	} {
+		if n.on {
+			b.WriteString("; " + n.what)
+		}
+	}
+	b.WriteByte('\n')
+	for i, m := range r.Matches {
+		var line string
+		if i == 0 || m.Path != r.Matches[i-1].Path {
+			line = quoteControl(m.Path) + ":\n"
+		}
+		if m.Line > 0 {
+			text := m.Text
+			if m.TextTruncated {
+				text += "..."
+			}
+			line += fmt.Sprintf("%d: %s\n", m.Line, quoteControl(text))
+		}
+		if b.Len()+len(line) > listTextBound {
+			fmt.Fprintf(&b, "... %d more matches in the structured result\n", len(r.Matches)-i)
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// quoteControl quotes s when it holds a control character but a tab,
+// which would otherwise break the text's lines (a tab, as source code
+// indents, stays).
+func quoteControl(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/commandcore/commandcore/internal/procid"
 	"github.com/commandcore/commandcore/internal/proclist"
 	"github.com/commandcore/commandcore/internal/run"
+	"github.com/commandcore/commandcore/internal/search"
 	"github.com/commandcore/commandcore/internal/textenc"
 )
 
@@ -136,6 +137,15 @@ func TestTextSummaries(t *testing.T) {
 		{"files.list, one entry", filesListText(&fileops.ListResult{Entries: []fileops.Entry{{Path: "/x", Type: "socket", Mode: "0640", MTime: t0}}}),
 			"1 entry in /\nsrw-r----- 0 2026-05-01T12:00:00Z x\n"},
 		{"files.list, empty", filesListText(&fileops.ListResult{Entries: []fileops.Entry{}}), "no entries\n"},
+		{"files.search", searchText(&search.Result{FilesScanned: 40, DirsScanned: 6, Truncated: true, SkippedBinary: 2, PermissionErrors: 1, Matches: []search.Match{
+			{Path: "/srv/app/main.go", Line: 3, Text: "func main() {"},
+			{Path: "/srv/app/main.go", Line: 9, Text: "\tmain2()", TextTruncated: true},
+			{Path: "/srv/app/main_test.go"},
+			{Path: "/srv/app/a\nb", Line: 1, Text: "x\ry"},
+		}}), "4 matches in 3 files (40 files and 6 directories scanned); more not listed (max_results); 2 binary files not searched; 1 not readable (permission)\n" +
+			"/srv/app/main.go:\n3: func main() {\n9: \tmain2()...\n/srv/app/main_test.go:\n\"/srv/app/a\\nb\":\n1: \"x\\ry\"\n"},
+		{"files.search, none", searchText(&search.Result{TimedOut: true, SkippedLarge: 1, OtherErrors: 2}),
+			"0 matches in 0 files (0 files and 0 directories scanned); the deadline passed: partial; 1 files over max_file_bytes not read; 2 other errors\n"},
 		{"metrics", metricsText(&metrics.Metrics{
 			CPU: metrics.CPUMetrics{Count: 8, Load: &metrics.LoadAverage{Load1: 0.5, Load5: 9.25, Load15: 1},
 				Usage: &metrics.CPUUsage{BusyPercent: 12.5, UserPercent: 8, SystemPercent: 3, IowaitPercent: 1.5}},
@@ -261,5 +271,23 @@ func TestFilesListTextStaysUnderTheBound(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[0], "10001 entries under /d, more not listed") || listed < 500 || !strings.HasSuffix(lines[1], "xxx...") {
 		t.Errorf("%d entries listed: %q, %q", listed, lines[0], lines[1])
+	}
+}
+
+// TestSearchTextStaysUnderTheBound: matches past what the text can hold
+// are counted, not written, so the text stays under the chat clients'
+// bound however many long lines the structured result holds.
+func TestSearchTextStaysUnderTheBound(t *testing.T) {
+	r := &search.Result{}
+	for i := range 2000 {
+		r.Matches = append(r.Matches, search.Match{Path: fmt.Sprintf("/src/%0255d", i), Line: i + 1, Text: strings.Repeat("x", 512)})
+	}
+	text := searchText(r)
+	if len(text) > limits.MaxToolTextChars || !strings.Contains(text, " more matches in the structured result\n") {
+		t.Fatalf("%d characters, ending %q", len(text), text[max(0, len(text)-80):])
+	}
+	shown := strings.Count(text, "\n") - 2
+	if want := fmt.Sprintf("... %d more matches in the structured result\n", 2000-shown/2); !strings.HasSuffix(text, want) {
+		t.Errorf("the text ends %q, want %q", text[len(text)-60:], want)
 	}
 }
